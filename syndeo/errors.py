@@ -1,0 +1,54 @@
+"""One error hierarchy.  Anything a user can cause or fix is a :class:`SyndeoError`.
+
+The CLI and the invoke tasks print ``str(err)`` as one line and exit with
+``err.exit_code``; tracebacks are reserved for bugs.
+"""
+
+from __future__ import annotations
+
+
+class SyndeoError(Exception):
+    """Base class: a failure with a message a user can act on."""
+
+    exit_code: int = 2
+
+    def __init__(self, message: str, *, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class ConfigError(SyndeoError):
+    """Invalid configuration file, option or environment variable."""
+
+
+class RendezvousError(SyndeoError):
+    """The rendezvous location is unreachable, denied, missing or inconsistent."""
+
+
+class RendezvousTimeout(RendezvousError):
+    """A wait on the rendezvous passed its deadline."""
+
+    exit_code = 3
+
+
+class NodeError(SyndeoError):
+    """Starting, joining or supervising the Ray node failed."""
+
+
+class JoinTimeout(NodeError):
+    """Not all expected nodes joined before the deadline."""
+
+    exit_code = 3
+
+
+class WorkloadError(SyndeoError):
+    """The workload failed; ``exit_code`` is the workload's own."""
+
+
+class TargetError(SyndeoError):
+    """A deployment target could not provide or reach its machines."""
+
+
+class ImageError(SyndeoError):
+    """Building, finding or opening the container image failed."""

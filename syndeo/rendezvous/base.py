@@ -1,0 +1,270 @@
+"""The rendezvous: how nodes that share nothing but a location find the head.
+
+A backend implements five primitives on byte blobs addressed by a relative key
+(``_create``, ``_write``, ``_read``, ``_list``, ``_delete_prefix``).  Everything
+with meaning -- scoping by cluster id and attempt, freshness checks, deadlines,
+adaptive polling -- lives here once, so every backend has the same guarantees.
+
+Key layout below ``<location>/<cluster_id>/a<attempt>/``::
+
+    head.json            published once by rank 0 (atomic create: one winner)
+    secret/token         the Ray auth token (owner-only)
+    nodes/<rank>.json    one per node, written when its raylet has joined
+    status.json          progress published by the head (replaced in place)
+    result.json          the workload's result (replaced atomically)
+    done.json            final exit status, written by the head at teardown
+    stop                 a request from the launcher to tear the cluster down
+
+Attempts scope a requeued Slurm job (``SLURM_RESTART_COUNT``): records of
+attempt 0 are never read by attempt 1, so stale head addresses cannot be used.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from syndeo.errors import RendezvousError, RendezvousTimeout
+
+CLUSTER_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+# Clock skew we tolerate between the machine that launched a cluster and its head.
+CLOCK_SKEW_S = 120.0
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class HeadRecord(_Record):
+    cluster_id: str
+    attempt: int
+    ip: str
+    gcs_port: int
+    dashboard_port: int | None = None
+    ray_version: str
+    syndeo_version: str
+    nonce: str
+    created_at: float
+    hostname: str
+
+    @property
+    def address(self) -> str:
+        return f"{self.ip}:{self.gcs_port}"
+
+
+class NodeRecord(_Record):
+    cluster_id: str
+    rank: int
+    hostname: str
+    ip: str
+    pid: int
+    joined_at: float
+
+
+class StatusRecord(_Record):
+    phase: str  # starting | waiting | running | done | failed | serving
+    nodes_expected: int
+    nodes_joined: list[int] = []
+    message: str = ""
+    progress: dict[str, Any] = {}
+    updated_at: float
+
+
+class DoneRecord(_Record):
+    exit_code: int
+    message: str = ""
+    finished_at: float
+    lost_ranks: list[int] = []
+
+
+class Poller:
+    """Adaptive polling: fast right after a wait starts, backing off to ``max_s``.
+
+    Jitter keeps hundreds of workers polling one bucket from moving in lockstep.
+    """
+
+    def __init__(self, start_s: float = 0.05, max_s: float = 1.0, factor: float = 1.5) -> None:
+        self.start_s, self.max_s, self.factor = start_s, max_s, factor
+
+    def wait(
+        self,
+        probe: Callable[[], T | None],
+        deadline: float,
+        on_timeout: Callable[[], str],
+    ) -> T:
+        delay = self.start_s
+        while True:
+            value = probe()
+            if value is not None:
+                return value
+            now = time.monotonic()
+            if now >= deadline:
+                raise RendezvousTimeout(on_timeout())
+            time.sleep(min(delay * random.uniform(0.8, 1.2), max(deadline - now, 0.0)))
+            delay = min(delay * self.factor, self.max_s)
+
+
+class Rendezvous(ABC):
+    """Base class of all rendezvous backends; subclasses set ``scheme``."""
+
+    scheme: ClassVar[str]
+    # Environment variables this backend reads (credentials, endpoints).  Launchers
+    # forward exactly these into containers started with --cleanenv.
+    env_passthrough: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, uri: str, cluster_id: str, attempt: int = 0) -> None:
+        if not CLUSTER_ID_RE.match(cluster_id):
+            raise RendezvousError(
+                f"invalid cluster id {cluster_id!r}: use 1-40 of a-z, 0-9 and '-', "
+                "starting with a letter or digit"
+            )
+        if attempt < 0:
+            raise RendezvousError(f"invalid attempt {attempt}: must be >= 0")
+        self.uri = uri
+        self.cluster_id = cluster_id
+        self.attempt = attempt
+        self.poller = Poller()
+
+    # ------------------------------------------------------------------ primitives
+    # Keys passed to primitives are relative to the cluster scope, e.g. "a0/head.json".
+
+    @abstractmethod
+    def _create(self, key: str, data: bytes) -> bool:
+        """Atomically create ``key``; False (and no change) if it already exists."""
+
+    @abstractmethod
+    def _write(self, key: str, data: bytes) -> None:
+        """Create or replace ``key``; readers see the old or the new blob, never a mix."""
+
+    @abstractmethod
+    def _read(self, key: str) -> bytes | None:
+        """The blob at ``key``, or None if absent."""
+
+    @abstractmethod
+    def _list(self, prefix: str) -> list[str]:
+        """All keys that start with ``prefix`` (relative, full keys)."""
+
+    @abstractmethod
+    def _delete_prefix(self, prefix: str) -> None:
+        """Delete every key that starts with ``prefix`` ("" = the whole cluster scope)."""
+
+    def check(self) -> None:  # noqa: B027 - optional hook, default is a no-op
+        """Fail fast with a clear message if the location is unusable (override)."""
+
+    # ------------------------------------------------------------------ helpers
+    def _key(self, name: str) -> str:
+        return f"a{self.attempt}/{name}"
+
+    def _read_model(self, key: str, model: type[M]) -> M | None:
+        raw = self._read(key)
+        if raw is None:
+            return None
+        try:
+            return model.model_validate(json.loads(raw))
+        except (ValueError, ValidationError):
+            # A foreign or corrupt blob is treated as absent: it can never be ours.
+            return None
+
+    @staticmethod
+    def _dump(record: BaseModel) -> bytes:
+        return record.model_dump_json().encode()
+
+    # ------------------------------------------------------------------ head
+    def publish_head(self, record: HeadRecord) -> None:
+        if record.cluster_id != self.cluster_id or record.attempt != self.attempt:
+            raise RendezvousError("head record does not belong to this cluster/attempt")
+        if not self._create(self._key("head.json"), self._dump(record)):
+            other = self._read_model(self._key("head.json"), HeadRecord)
+            where = f" by {other.hostname} ({other.address})" if other else ""
+            raise RendezvousError(
+                f"cluster {self.cluster_id!r} attempt {self.attempt} already has a head{where}; "
+                "use a new cluster id or clean up the rendezvous"
+            )
+
+    def read_head(self, not_before: float | None = None) -> HeadRecord | None:
+        rec = self._read_model(self._key("head.json"), HeadRecord)
+        if rec is None or rec.cluster_id != self.cluster_id or rec.attempt != self.attempt:
+            return None
+        if not_before is not None and rec.created_at < not_before - CLOCK_SKEW_S:
+            return None  # left over from an earlier launch that reused this id
+        return rec
+
+    def wait_for_head(self, timeout_s: float, not_before: float | None = None) -> HeadRecord:
+        return self.poller.wait(
+            lambda: self.read_head(not_before),
+            time.monotonic() + timeout_s,
+            lambda: (
+                f"no head for cluster {self.cluster_id!r} appeared at {self.uri} "
+                f"within {timeout_s:.0f} s (is rank 0 running and pointed at the same location?)"
+            ),
+        )
+
+    # ------------------------------------------------------------------ secrets
+    def put_secret(self, name: str, value: bytes) -> None:
+        if not self._create(self._key(f"secret/{name}"), value):
+            raise RendezvousError(f"secret {name!r} already exists for cluster {self.cluster_id!r}")
+
+    def get_secret(self, name: str) -> bytes | None:
+        return self._read(self._key(f"secret/{name}"))
+
+    # ------------------------------------------------------------------ nodes
+    def register_node(self, record: NodeRecord) -> None:
+        self._write(self._key(f"nodes/{record.rank}.json"), self._dump(record))
+
+    def list_nodes(self) -> list[NodeRecord]:
+        out = []
+        for key in self._list(self._key("nodes/")):
+            rec = self._read_model(key, NodeRecord)
+            if rec is not None and rec.cluster_id == self.cluster_id:
+                out.append(rec)
+        return sorted(out, key=lambda r: r.rank)
+
+    # ------------------------------------------------------------------ status / results
+    def publish_status(self, record: StatusRecord) -> None:
+        self._write(self._key("status.json"), self._dump(record))
+
+    def read_status(self) -> StatusRecord | None:
+        return self._read_model(self._key("status.json"), StatusRecord)
+
+    def put_result(self, data: bytes) -> None:
+        self._write(self._key("result.json"), data)
+
+    def get_result(self) -> bytes | None:
+        return self._read(self._key("result.json"))
+
+    def mark_done(self, record: DoneRecord) -> None:
+        self._write(self._key("done.json"), self._dump(record))
+
+    def read_done(self) -> DoneRecord | None:
+        return self._read_model(self._key("done.json"), DoneRecord)
+
+    def request_stop(self, reason: str = "") -> None:
+        self._write(self._key("stop"), reason.encode())
+
+    def stop_requested(self) -> bool:
+        return self._read(self._key("stop")) is not None
+
+    # ------------------------------------------------------------------ cleanup
+    def cleanup(self, all_attempts: bool = False) -> None:
+        """Remove this attempt's records (or every attempt's) from the location."""
+        self._delete_prefix("" if all_attempts else f"a{self.attempt}/")
+
+    def cleanup_earlier_attempts(self) -> None:
+        """Drop records of attempts before this one (a requeued job starting clean)."""
+        earlier = {
+            int(m.group(1))
+            for key in self._list("")
+            if (m := re.match(r"^a(\d+)/", key)) and int(m.group(1)) < self.attempt
+        }
+        for attempt in sorted(earlier):
+            self._delete_prefix(f"a{attempt}/")
