@@ -1,0 +1,5 @@
+import sys
+
+from syndeo.cli import main
+
+sys.exit(main())

@@ -1,0 +1,43 @@
+"""``syndeo`` command line: ``node`` (what every target runs) plus the user-facing verbs.
+
+Every user-caused failure is a :class:`SyndeoError`: printed as one line, with a
+non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from syndeo.errors import SyndeoError
+
+
+def _node(_args: argparse.Namespace) -> int:
+    from syndeo import node
+
+    return node.main()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="syndeo", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("node", help="run this machine's node (configured by SYNDEO_* variables)")
+    p.set_defaults(func=_node)
+    from syndeo import frontend
+
+    frontend.add_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except SyndeoError as exc:
+        print(f"syndeo: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("syndeo: interrupted", file=sys.stderr)
+        return 130

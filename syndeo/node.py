@@ -1,0 +1,159 @@
+"""``syndeo node``: the one command every target ends in.
+
+Rank 0 starts the Ray head, publishes its address and a fresh auth token to the
+rendezvous, waits (with a deadline) until every expected node has joined, runs the
+workload and turns its exit status into the node's.  Other ranks wait for the
+head record, join, and leave when the head says it is done.  Nothing here knows
+which target started it: only :class:`~syndeo.nodeconfig.NodeSettings`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+from syndeo import __version__
+from syndeo.errors import NodeError, SyndeoError
+from syndeo.nodeconfig import NodeSettings
+from syndeo.raynode import RayProcess, client_server_port
+from syndeo.rendezvous import DoneRecord, HeadRecord, NodeRecord, Rendezvous, open_rendezvous
+from syndeo.workload import Monitor, run_workload
+
+RAY_START_TIMEOUT_S = 120.0
+
+
+class Terminated(BaseException):
+    """SIGTERM/SIGINT arrived: unwind through every ``finally`` and tear down."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum: int, _frame: FrameType | None) -> None:
+    # Ignore repeats so that teardown itself is not interrupted.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
+def log(settings: NodeSettings, msg: str) -> None:
+    print(f"[syndeo {settings.cluster_id} r{settings.rank}] {msg}", file=sys.stderr, flush=True)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+@contextlib.contextmanager
+def _ray(proc: RayProcess) -> Iterator[RayProcess]:
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def run_head(s: NodeSettings, rdv: Rendezvous) -> int:
+    token = secrets.token_urlsafe(32)
+    token_path = s.scratch / "token"
+    _write_private(token_path, token.encode())
+    rdv.cleanup_earlier_attempts()
+    t0 = time.monotonic()
+    with _ray(RayProcess(s, token_path, head_address=None)) as ray_proc:
+        address = ray_proc.wait_head_address(RAY_START_TIMEOUT_S)
+        ip, port = address.rsplit(":", 1)
+        # Secret first: a worker that sees the head record can fetch the token at once.
+        rdv.put_secret("token", token.encode())
+        rdv.publish_head(
+            HeadRecord(
+                cluster_id=s.cluster_id, attempt=s.attempt, ip=ip, gcs_port=int(port),
+                ray_version=_ray_version(), syndeo_version=__version__,
+                nonce=secrets.token_hex(8), created_at=time.time(), hostname=socket.gethostname(),
+            )
+        )  # fmt: skip
+        log(s, f"head up at {address} after {time.monotonic() - t0:.1f} s")
+        monitor = Monitor(s, rdv, address, token_path, ray_proc)
+        exit_code, message = 1, "head failed"
+        try:
+            monitor.connect()
+            monitor.wait_for_nodes(s.join_timeout)
+            log(s, f"all {s.nodes} nodes joined after {time.monotonic() - t0:.1f} s")
+            exit_code, message = run_workload(s, monitor, address, token_path)
+        except Terminated as t:
+            exit_code, message = 128 + t.signum, "terminated by signal"
+            raise
+        except SyndeoError as exc:
+            exit_code, message = exc.exit_code, str(exc)
+            raise
+        finally:
+            monitor.finish(exit_code, message)
+        return exit_code
+
+
+def run_worker(s: NodeSettings, rdv: Rendezvous) -> int:
+    head = rdv.wait_for_head(s.join_timeout, not_before=s.not_before)
+    token = rdv.get_secret("token")
+    if token is None:
+        raise NodeError(f"head of {s.cluster_id!r} published no auth token")
+    token_path = s.scratch / "token"
+    _write_private(token_path, token)
+    with _ray(RayProcess(s, token_path, head_address=head.address)) as ray_proc:
+        rdv.register_node(
+            NodeRecord(
+                cluster_id=s.cluster_id, rank=s.rank, hostname=socket.gethostname(),
+                ip=s.node_ip or "", pid=os.getpid(), joined_at=time.time(),
+            )
+        )  # fmt: skip
+        log(s, f"joining head {head.address}")
+        delay = 0.1
+        while True:
+            done = rdv.read_done()
+            if done is not None:
+                log(s, "head is done; leaving")
+                return 0
+            if not ray_proc.alive():
+                raise NodeError(
+                    f"Ray on rank {s.rank} exited (head {head.address} gone or refused us): "
+                    f"{ray_proc.log_tail()}"
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+
+
+def _ray_version() -> str:
+    from importlib.metadata import version
+
+    return version("ray")
+
+
+def main(env: dict[str, str] | None = None) -> int:
+    settings = NodeSettings.from_env(env)
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    try:
+        settings.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise NodeError(f"cannot create scratch dir {settings.scratch}: {exc.strerror}") from exc
+    rdv = open_rendezvous(settings.rendezvous, settings.cluster_id, settings.attempt)
+    rdv.check()
+    try:
+        if settings.is_head:
+            return run_head(settings, rdv)
+        return run_worker(settings, rdv)
+    except Terminated as t:
+        log(settings, f"stopped by signal {t.signum}")
+        return 128 + t.signum
+
+
+__all__ = ["client_server_port", "main"]

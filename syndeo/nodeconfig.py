@@ -1,0 +1,100 @@
+"""The per-node contract: every target configures ``syndeo node`` with these variables.
+
+Launchers build a :class:`NodeSettings` and call :meth:`NodeSettings.to_env`; the
+node parses them back with :meth:`NodeSettings.from_env`.  Keeping both directions
+in one class means a target cannot drift from what the node reads.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from syndeo.errors import ConfigError
+from syndeo.rendezvous.base import CLUSTER_ID_RE
+
+PREFIX = "SYNDEO_"
+# Unix socket paths are limited to 107 bytes; Ray nests ~60 bytes of session and
+# socket names below its temp dir, so the scratch dir must stay short.
+MAX_SCRATCH_LEN = 40
+
+
+class NodeSettings(BaseModel):
+    """Everything one node needs; field ``x`` is read from ``SYNDEO_X``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cluster_id: str
+    rank: int = Field(ge=0)
+    nodes: int = Field(ge=1, le=4096)
+    rendezvous: str
+    scratch: Path
+    cpus: int = Field(default=1, ge=0)
+    gpus: int = Field(default=0, ge=0)
+    memory_mb: int | None = Field(default=None, ge=256)
+    object_store_mb: int | None = Field(default=None, ge=80)
+    node_ip: str | None = None
+    attempt: int = Field(default=0, ge=0)
+    join_timeout: float = Field(default=300.0, gt=0)
+    run: str = ""  # workload command for rank 0; empty = serve until stopped
+    workdir: Path | None = None
+    target: str = "manual"
+    not_before: float | None = None
+
+    @field_validator("cluster_id")
+    @classmethod
+    def _cluster_id(cls, v: str) -> str:
+        if not CLUSTER_ID_RE.match(v):
+            raise ValueError("use 1-40 of a-z, 0-9 and '-', starting with a letter or digit")
+        return v
+
+    @field_validator("scratch")
+    @classmethod
+    def _scratch(cls, v: Path) -> Path:
+        if not v.is_absolute():
+            raise ValueError("must be an absolute path")
+        if len(str(v)) > MAX_SCRATCH_LEN:
+            raise ValueError(
+                f"{str(v)!r} is {len(str(v))} characters; keep it <= {MAX_SCRATCH_LEN} "
+                "(Ray's Unix socket paths below it must fit in 107 bytes)"
+            )
+        return v
+
+    @property
+    def is_head(self) -> bool:
+        return self.rank == 0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> NodeSettings:
+        env = os.environ if env is None else env
+        values = {
+            name: env[PREFIX + name.upper()]
+            for name in cls.model_fields
+            if env.get(PREFIX + name.upper(), "") != ""
+            or (name == "run" and PREFIX + "RUN" in env)
+        }
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise ConfigError(_one_line(exc)) from None
+
+    def to_env(self) -> dict[str, str]:
+        out = {}
+        for name, value in self.model_dump().items():
+            if value is None:
+                continue
+            out[PREFIX + name.upper()] = str(value)
+        return out
+
+
+def _one_line(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        field = str(err["loc"][0]) if err["loc"] else "?"
+        var = PREFIX + field.upper()
+        msg = "is required" if err["type"] == "missing" else err["msg"]
+        parts.append(f"{var} {msg}")
+    return "invalid node environment: " + "; ".join(parts)

@@ -1,0 +1,152 @@
+"""Start and stop this node's Ray processes, and only this node's.
+
+Ray runs as ``ray start --block``, a child of ``syndeo node`` in its own process
+group, because a daemonised Ray does not survive ``apptainer exec`` and because
+it lets teardown find exactly our processes (never ``ray stop``, which kills
+every Ray of every user's job on the machine).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import psutil
+
+from syndeo.errors import NodeError
+from syndeo.nodeconfig import NodeSettings
+
+# Every port is chosen by the OS (0) except Ray's client server, whose CLI insists
+# on a fixed port: derive it from the cluster id so two clusters on one machine
+# differ (and publish it with the head record).
+CLIENT_PORT_BASE, CLIENT_PORT_SPAN = 20000, 10000
+STOP_GRACE_S = 15.0
+
+
+def client_server_port(cluster_id: str) -> int:
+    return CLIENT_PORT_BASE + zlib.crc32(cluster_id.encode()) % CLIENT_PORT_SPAN
+
+
+def ray_cli() -> list[str]:
+    # The `ray` script next to this interpreter, so a venv/container's Ray is used.
+    cand = Path(sys.executable).with_name("ray")
+    return [str(cand)] if cand.exists() else [sys.executable, "-m", "ray.scripts.scripts"]
+
+
+class RayProcess:
+    """One ``ray start --block`` child and everything it spawns."""
+
+    def __init__(self, settings: NodeSettings, token_path: Path, head_address: str | None) -> None:
+        self.settings = settings
+        self.temp_dir = settings.scratch / "r"
+        self.log_path = settings.scratch / ("ray-head.log" if head_address is None else "ray.log")
+        self.head_address = head_address
+        self.env = {
+            **os.environ,
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": str(token_path),
+            # Ray would otherwise phone home and open a usage-stats prompt.
+            "RAY_USAGE_STATS_ENABLED": "0",
+        }
+        self.env.pop("RAY_AUTH_TOKEN", None)  # the file is the only source of the token
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def _args(self) -> list[str]:
+        s = self.settings
+        labels = {"syndeo-cluster": s.cluster_id, "syndeo-rank": str(s.rank)}
+        args = [
+            *ray_cli(), "start", "--block",
+            f"--temp-dir={self.temp_dir}",
+            f"--num-cpus={s.cpus}", f"--num-gpus={s.gpus}",
+            f"--labels={json.dumps(labels)}",
+            "--dashboard-agent-listen-port=0", "--dashboard-agent-grpc-port=0",
+            "--runtime-env-agent-port=0", "--metrics-export-port=0",
+            "--disable-usage-stats",
+        ]  # fmt: skip
+        if s.memory_mb:
+            args.append(f"--memory={s.memory_mb * 2**20}")
+        if s.object_store_mb:
+            args.append(f"--object-store-memory={s.object_store_mb * 2**20}")
+        if s.node_ip:
+            args.append(f"--node-ip-address={s.node_ip}")
+        if self.head_address is None:
+            args += [
+                "--head", "--port=0",
+                "--dashboard-host=127.0.0.1", "--dashboard-port=0",
+                f"--ray-client-server-port={client_server_port(s.cluster_id)}",
+            ]  # fmt: skip
+        else:
+            args.append(f"--address={self.head_address}")
+        return args
+
+    def start(self) -> None:
+        self.temp_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        try:
+            self.proc = subprocess.Popen(
+                self._args(), env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+        except OSError as exc:
+            raise NodeError(f"cannot start Ray: {exc}") from exc
+        finally:
+            log.close()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 3) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        interesting = [ln for ln in text if "Error" in ln or "error" in ln] or text
+        return " | ".join(ln.strip()[:200] for ln in interesting[-lines:])
+
+    def wait_head_address(self, timeout_s: float) -> str:
+        """The GCS address the head bound (port chosen by the OS), once Ray is up."""
+        marker = self.temp_dir / "ray_current_cluster"
+        deadline = time.monotonic() + timeout_s
+        delay = 0.05
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise NodeError(f"Ray head exited while starting: {self.log_tail()}")
+            with contextlib.suppress(OSError):
+                addr = marker.read_text().strip()
+                if addr:
+                    return addr
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+        raise NodeError(f"Ray head did not come up within {timeout_s:.0f} s: {self.log_tail()}")
+
+    def stop(self) -> None:
+        """TERM ``ray start`` (it stops what it started), then KILL whatever is left."""
+        if self.proc is None:
+            return
+        try:
+            leader = psutil.Process(self.proc.pid)
+            family = [leader, *leader.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            family = []
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=STOP_GRACE_S)
+        # Ray's workers stay in our process group; anything that outlived the grace
+        # period is ours alone (the group was created for this node), so KILL it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        _gone, alive = psutil.wait_procs(family, timeout=1)
+        for p in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
+        psutil.wait_procs(alive, timeout=5)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)

@@ -1,0 +1,220 @@
+"""What the head does once Ray is up: readiness, the workload, status, teardown record.
+
+The :class:`Monitor` is a small Ray driver inside ``syndeo node`` on rank 0.  It
+counts nodes by the labels each node started with (so "missing ranks 2, 3" can be
+named), publishes status for launchers to follow, and notices lost nodes.  The
+workload itself is any command -- the built-in benchmark or the user's script --
+run as a child with ``RAY_ADDRESS`` and the token set, so plain ``ray.init()``
+inside it connects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from syndeo.errors import JoinTimeout, NodeError, WorkloadError
+from syndeo.nodeconfig import NodeSettings
+from syndeo.raynode import RayProcess
+from syndeo.rendezvous import DoneRecord, Rendezvous, StatusRecord
+
+STATUS_EVERY_S = 1.0
+
+
+class Monitor:
+    def __init__(
+        self, s: NodeSettings, rdv: Rendezvous, address: str, token_path: Path, ray_proc: RayProcess
+    ) -> None:
+        self.s, self.rdv, self.address = s, rdv, address
+        self.token_path, self.ray_proc = token_path, ray_proc
+        self.ever_joined: set[int] = set()
+        self.lost: set[int] = set()
+        self.progress: dict[str, Any] = {}
+        self._connected = False
+        self._last_status = 0.0
+
+    # ------------------------------------------------------------------ ray driver
+    def connect(self) -> None:
+        os.environ["RAY_AUTH_MODE"] = "token"
+        os.environ["RAY_AUTH_TOKEN_PATH"] = str(self.token_path)
+        import ray
+
+        kwargs: dict[str, Any] = {}
+        if self.s.node_ip:
+            kwargs["_node_ip_address"] = self.s.node_ip
+        ray.init(
+            address=self.address, logging_level=logging.WARNING, log_to_driver=False,
+            namespace="syndeo-monitor", configure_logging=False, **kwargs,
+        )  # fmt: skip
+        self._connected = True
+
+    def joined(self) -> set[int]:
+        import ray
+
+        ranks = set()
+        for node in ray.nodes():
+            labels = node.get("Labels") or {}
+            if node.get("Alive") and labels.get("syndeo-cluster") == self.s.cluster_id:
+                with contextlib.suppress(KeyError, ValueError):
+                    ranks.add(int(labels["syndeo-rank"]))
+        return ranks
+
+    # ------------------------------------------------------------------ status
+    def publish(self, phase: str, message: str = "", force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_status < STATUS_EVERY_S:
+            return
+        self._last_status = now
+        self.rdv.publish_status(
+            StatusRecord(
+                phase=phase, nodes_expected=self.s.nodes, nodes_joined=sorted(self.ever_joined),
+                message=message, progress=self.progress, updated_at=time.time(),
+            )
+        )  # fmt: skip
+
+    def check_health(self) -> None:
+        if not self.ray_proc.alive():
+            raise NodeError(f"the Ray head exited unexpectedly: {self.ray_proc.log_tail()}")
+        now = self.joined()
+        self.lost |= self.ever_joined - now
+        self.ever_joined |= now
+
+    # ------------------------------------------------------------------ phases
+    def wait_for_nodes(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        self.publish("waiting", force=True)
+        delay = 0.05
+        while True:
+            before = set(self.ever_joined)
+            self.check_health()
+            if len(self.ever_joined) >= self.s.nodes:
+                return
+            if self.rdv.stop_requested():
+                raise NodeError("stop requested while waiting for nodes")
+            if time.monotonic() >= deadline:
+                raise JoinTimeout(self._missing_message(timeout_s))
+            self.publish("waiting", force=self.ever_joined != before)
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+
+    def _missing_message(self, timeout_s: float) -> str:
+        expected = set(range(self.s.nodes))
+        missing = sorted(expected - self.ever_joined)
+        registered = {n.rank for n in self.rdv.list_nodes()}
+        stuck = [r for r in missing if r in registered]
+        workers = self.s.nodes - 1
+        msg = (
+            f"{len(self.ever_joined - {0})} of {workers} workers joined after {timeout_s:.0f} s: "
+            f"missing ranks {', '.join(map(str, missing))}"
+        )
+        if stuck:
+            msg += f" (ranks {', '.join(map(str, stuck))} found the head but their Ray never joined)"
+        return msg
+
+    def finish(self, exit_code: int, message: str) -> None:
+        with contextlib.suppress(Exception):
+            # Best effort: the rendezvous may be what failed.
+            self.rdv.mark_done(
+                DoneRecord(
+                    exit_code=exit_code, message=message, finished_at=time.time(),
+                    lost_ranks=sorted(self.lost),
+                )
+            )  # fmt: skip
+            self.publish("done" if exit_code == 0 else "failed", message, force=True)
+        if self._connected:
+            import ray
+
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+
+
+def _workload_env(s: NodeSettings, address: str, token_path: Path) -> dict[str, str]:
+    bindir = str(Path(sys.executable).parent)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_TOKEN"}
+    env.update(
+        RAY_ADDRESS=address,
+        RAY_AUTH_MODE="token",
+        RAY_AUTH_TOKEN_PATH=str(token_path),
+        SYNDEO_RESULT_PATH=str(s.scratch / "result.json"),
+        SYNDEO_PROGRESS_FILE=str(s.scratch / "progress.json"),
+        # `python` in the user's command must be the interpreter that has Ray.
+        PATH=bindir + os.pathsep + env.get("PATH", ""),
+    )
+    return env
+
+
+def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+
+
+def _serve(monitor: Monitor) -> tuple[int, str]:
+    monitor.publish("serving", force=True)
+    while not monitor.rdv.stop_requested():
+        monitor.check_health()
+        monitor.publish("serving")
+        time.sleep(0.5)
+    return 0, "stopped on request"
+
+
+def run_workload(
+    s: NodeSettings, monitor: Monitor, address: str, token_path: Path
+) -> tuple[int, str]:
+    if not s.run.strip():
+        return _serve(monitor)
+    argv = shlex.split(s.run)
+    env = _workload_env(s, address, token_path)
+    result_path, progress_path = Path(env["SYNDEO_RESULT_PATH"]), Path(env["SYNDEO_PROGRESS_FILE"])
+    for stale in (result_path, progress_path):
+        stale.unlink(missing_ok=True)
+    monitor.publish("running", force=True)
+    try:
+        proc = subprocess.Popen(
+            argv, env=env, cwd=s.workdir, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+    except FileNotFoundError:
+        raise WorkloadError(f"workload command not found: {argv[0]!r}", exit_code=127) from None
+    except OSError as exc:
+        raise WorkloadError(f"cannot run workload {argv[0]!r}: {exc.strerror}") from None
+    try:
+        while proc.poll() is None:
+            monitor.check_health()
+            with contextlib.suppress(OSError, ValueError):
+                monitor.progress = json.loads(progress_path.read_text())
+            if monitor.rdv.stop_requested():
+                _kill_group(proc)
+                return 130, "stopped on request"
+            monitor.publish("running")
+            time.sleep(0.25)
+    finally:
+        if proc.poll() is None:
+            _kill_group(proc)
+    rc = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+    return _upload_result(monitor.rdv, result_path, rc)
+
+
+def _upload_result(rdv: Rendezvous, path: Path, rc: int) -> tuple[int, str]:
+    if not path.exists():
+        return rc, f"workload exited with status {rc}"
+    data = path.read_bytes()
+    try:
+        json.loads(data)
+    except ValueError:
+        return (rc or 1), "workload wrote a result that is not valid JSON; not kept"
+    rdv.put_result(data)
+    return rc, f"workload exited with status {rc}"
