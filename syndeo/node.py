@@ -24,7 +24,7 @@ from syndeo import __version__
 from syndeo.errors import NodeError, SyndeoError
 from syndeo.nodeconfig import NodeSettings
 from syndeo.raynode import RayProcess, client_server_port
-from syndeo.rendezvous import DoneRecord, HeadRecord, NodeRecord, Rendezvous, open_rendezvous
+from syndeo.rendezvous import HeadRecord, NodeRecord, Rendezvous, open_rendezvous
 from syndeo.workload import Monitor, run_workload
 
 RAY_START_TIMEOUT_S = 120.0

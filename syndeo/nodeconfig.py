@@ -73,8 +73,7 @@ class NodeSettings(BaseModel):
         values = {
             name: env[PREFIX + name.upper()]
             for name in cls.model_fields
-            if env.get(PREFIX + name.upper(), "") != ""
-            or (name == "run" and PREFIX + "RUN" in env)
+            if env.get(PREFIX + name.upper(), "") != "" or (name == "run" and PREFIX + "RUN" in env)
         }
         try:
             return cls.model_validate(values)

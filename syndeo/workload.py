@@ -41,6 +41,7 @@ class Monitor:
         self.progress: dict[str, Any] = {}
         self._connected = False
         self._last_status = 0.0
+        self.dashboard_url = ""
 
     # ------------------------------------------------------------------ ray driver
     def connect(self) -> None:
@@ -51,17 +52,18 @@ class Monitor:
         kwargs: dict[str, Any] = {}
         if self.s.node_ip:
             kwargs["_node_ip_address"] = self.s.node_ip
-        ray.init(
+        ctx = ray.init(
             address=self.address, logging_level=logging.WARNING, log_to_driver=False,
             namespace="syndeo-monitor", configure_logging=False, **kwargs,
         )  # fmt: skip
         self._connected = True
+        self.dashboard_url = str(getattr(ctx, "dashboard_url", "") or "")
 
     def joined(self) -> set[int]:
         import ray
 
         ranks = set()
-        for node in ray.nodes():
+        for node in ray.nodes():  # type: ignore[no-untyped-call]
             labels = node.get("Labels") or {}
             if node.get("Alive") and labels.get("syndeo-cluster") == self.s.cluster_id:
                 with contextlib.suppress(KeyError, ValueError):
@@ -77,7 +79,8 @@ class Monitor:
         self.rdv.publish_status(
             StatusRecord(
                 phase=phase, nodes_expected=self.s.nodes, nodes_joined=sorted(self.ever_joined),
-                message=message, progress=self.progress, updated_at=time.time(),
+                message=message, progress=self.progress, dashboard_url=self.dashboard_url,
+                updated_at=time.time(),
             )
         )  # fmt: skip
 
@@ -117,7 +120,9 @@ class Monitor:
             f"missing ranks {', '.join(map(str, missing))}"
         )
         if stuck:
-            msg += f" (ranks {', '.join(map(str, stuck))} found the head but their Ray never joined)"
+            msg += (
+                f" (ranks {', '.join(map(str, stuck))} found the head but their Ray never joined)"
+            )
         return msg
 
     def finish(self, exit_code: int, message: str) -> None:

@@ -77,6 +77,7 @@ class StatusRecord(_Record):
     nodes_joined: list[int] = []
     message: str = ""
     progress: dict[str, Any] = {}
+    dashboard_url: str = ""  # bound to the head's 127.0.0.1; reach it via an SSH tunnel
     updated_at: float
 
 

@@ -51,7 +51,9 @@ class FileRendezvous(Rendezvous):
                 f"cannot create rendezvous directory {path}: permission denied"
             ) from exc
         except OSError as exc:
-            raise RendezvousError(f"cannot create rendezvous directory {path}: {exc.strerror}") from exc
+            raise RendezvousError(
+                f"cannot create rendezvous directory {path}: {exc.strerror}"
+            ) from exc
 
     def _tmp_with(self, directory: Path, data: bytes) -> str:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")  # mkstemp is 0600

@@ -1,0 +1,120 @@
+"""User-facing configuration: a TOML file, overridden by command-line options.
+
+``DeployConfig`` is what a user controls; :class:`syndeo.spec.ClusterSpec` is what
+a target needs, derived from it.  Validation errors become one line naming the
+offending setting (``nodes: must be >= 1``), never a pydantic dump.
+"""
+
+from __future__ import annotations
+
+import shlex
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from syndeo.errors import ConfigError
+from syndeo.rendezvous.base import CLUSTER_ID_RE
+
+TargetName = Literal["local", "slurm", "aws", "gcp", "azure"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class BenchSettings(_Strict):
+    """The built-in workload: the paper's rollout benchmark (see ``syndeo.bench``)."""
+
+    envs: list[str] = ["CartPole-v1"]
+    mode: Literal["count", "collect"] = "count"
+    protocol: Literal["paper", "steady"] = "paper"
+    samples_per_cpu: int = Field(default=1000, ge=1)
+    repeats: int = Field(default=4, ge=1)
+
+    def argv(self) -> list[str]:
+        args = ["python", "-m", "syndeo.bench", "run"]
+        for env in self.envs:
+            args += ["--env", env]
+        args += ["--mode", self.mode, "--protocol", self.protocol]
+        args += ["--samples-per-cpu", str(self.samples_per_cpu), "--repeats", str(self.repeats)]
+        return args
+
+
+class DeployConfig(_Strict):
+    target: TargetName = "local"
+    nodes: int = Field(default=2, ge=1, le=4096)
+    cpus_per_node: int = Field(default=1, ge=1, le=1024)
+    gpus_per_node: int = Field(default=0, ge=0, le=64)
+    memory_mb_per_node: int | None = Field(default=None, ge=256)
+    object_store_mb_per_node: int | None = Field(default=None, ge=80)
+    cluster_id: str | None = None
+    rendezvous: str | None = None
+    join_timeout_s: float = Field(default=300.0, gt=0, le=86400)
+    run: str | None = None  # None = the built-in benchmark
+    workdir: Path | None = None
+    container: Path | None = None
+    results_dir: Path = Path("results")
+    bench: BenchSettings = BenchSettings()
+    # Target-specific sections are validated by the target that reads them.
+    slurm: dict[str, Any] = {}
+
+    @field_validator("cluster_id")
+    @classmethod
+    def _cluster_id(cls, v: str | None) -> str | None:
+        if v is not None and not CLUSTER_ID_RE.match(v):
+            raise ValueError("use 1-40 of a-z, 0-9 and '-', starting with a letter or digit")
+        return v
+
+    @field_validator("run")
+    @classmethod
+    def _run(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                if not shlex.split(v):
+                    raise ValueError("is empty")
+            except ValueError as exc:
+                raise ValueError(f"is not a valid command line ({exc})") from None
+        return v
+
+    def workload_command(self) -> str:
+        return self.run if self.run is not None else shlex.join(self.bench.argv())
+
+
+def _one_line(exc: ValidationError, source: str) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "config"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "is not a known setting"
+        parts.append(f"{where}: {msg}")
+    return f"invalid {source}: " + "; ".join(parts)
+
+
+def load_config(path: Path | None = None, **overrides: Any) -> DeployConfig:
+    """The file's settings (if any) with every non-None override applied on top."""
+    data: dict[str, Any] = {}
+    source = "settings"
+    if path is not None:
+        source = f"config {path}"
+        try:
+            data = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {path}") from None
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key.startswith("bench_"):
+            data.setdefault("bench", {})[key.removeprefix("bench_")] = value
+        else:
+            data[key] = value
+    try:
+        return DeployConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc, source)) from None

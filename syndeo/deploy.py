@@ -1,0 +1,206 @@
+"""The verbs users call -- ``deploy``, ``up``, ``down`` -- identical for every target.
+
+A target only makes machines appear (``launch``) and reports on them (``poll``,
+``stop``); following progress, collecting results and teardown happen here, once,
+through the rendezvous every target shares.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from syndeo.config import DeployConfig
+from syndeo.errors import RendezvousError, TargetError, WorkloadError
+from syndeo.rendezvous import DoneRecord, Rendezvous, open_rendezvous
+from syndeo.state import cluster_dir, forget, load_launched, save_launched, write_atomic
+from syndeo.targets import ClusterSpec, Launched, Target, get_target
+from syndeo.targets.base import new_cluster_id
+from syndeo.ui import Ui
+
+FOLLOW_EVERY_S = 0.1
+# After the head reports done, how long its process may take to tear Ray down.
+EXIT_GRACE_S = 60.0
+
+
+@dataclass
+class Outcome:
+    cluster_id: str
+    exit_code: int
+    message: str
+    result_path: Path | None = None
+    lost_ranks: list[int] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous]:
+    target = get_target(cfg, echo=ui.echo)
+    cluster_id = cfg.cluster_id or new_cluster_id(cfg.target)
+    uri = cfg.rendezvous or target.default_rendezvous()
+    rdv = open_rendezvous(uri, cluster_id)
+    rdv.check()
+    if rdv.read_head() is not None:
+        raise RendezvousError(
+            f"cluster id {cluster_id!r} is in use at {uri} (a head is published): pick another id "
+            "or run `invoke down` for it"
+        )
+    return target, ClusterSpec.from_config(cfg, uri, cluster_id), rdv
+
+
+def _follow(
+    target: Target, launched: Launched, rdv: Rendezvous, spec: ClusterSpec, ui: Ui,
+    until_phase: str | None = None,
+) -> tuple[int | None, DoneRecord | None, dict[str, float]]:  # fmt: skip
+    """Watch until the head ends (or reaches ``until_phase``); returns (rc, done, timings)."""
+    t0 = time.monotonic()
+    timings: dict[str, float] = {}
+    done_seen: float | None = None
+    while True:
+        st = rdv.read_status()
+        ui.status(spec.cluster_id, st)
+        if st is not None:
+            if "all_joined_s" not in timings and len(st.nodes_joined) >= spec.nodes:
+                timings["all_joined_s"] = round(time.monotonic() - t0, 3)
+            if until_phase is not None and st.phase == until_phase:
+                return None, None, timings
+        done = rdv.read_done()
+        if done is not None and done_seen is None:
+            done_seen = time.monotonic()
+            timings["workload_done_s"] = round(done_seen - t0, 3)
+        rc = target.poll(launched)
+        if rc is not None:
+            timings["head_exit_s"] = round(time.monotonic() - t0, 3)
+            return rc, rdv.read_done(), timings
+        if done_seen is not None and time.monotonic() - done_seen > EXIT_GRACE_S:
+            return done.exit_code if done else 1, done, timings
+        time.sleep(FOLLOW_EVERY_S)
+
+
+def _collect(cfg: DeployConfig, rdv: Rendezvous, cluster_id: str) -> Path | None:
+    data = rdv.get_result()
+    if data is None:
+        return None
+    path = cfg.results_dir / cluster_id / "result.json"
+    write_atomic(path, data, mode=0o644)
+    return path
+
+
+def deploy(cfg: DeployConfig, ui: Ui | None = None) -> Outcome:
+    """Bring a cluster up, run its workload to the end, collect the result, tear down."""
+    ui = ui or Ui()
+    target, spec, rdv = _prepare(cfg, ui)
+    t0 = time.monotonic()
+    launched: Launched | None = None
+    with ui:
+        try:
+            launched = target.launch(spec)
+            rc, done, timings = _follow(target, launched, rdv, spec, ui)
+        except KeyboardInterrupt:
+            rdv.request_stop("interrupted")
+            raise
+        finally:
+            if launched is not None:
+                target.stop(launched)
+    timings["teardown_done_s"] = round(time.monotonic() - t0, 3)
+    assert rc is not None
+    result_path = _collect(cfg, rdv, spec.cluster_id)
+    outcome = Outcome(
+        cluster_id=spec.cluster_id,
+        exit_code=done.exit_code if done is not None else (rc or 1),
+        message=done.message if done is not None else "the head ended without finishing",
+        result_path=result_path,
+        lost_ranks=list(done.lost_ranks) if done else [],
+        timings=timings,
+    )
+    _write_summary(cfg, spec, outcome)
+    rdv.cleanup(all_attempts=True)
+    if outcome.exit_code != 0 and done is None:
+        raise TargetError(
+            f"cluster {spec.cluster_id} failed before its workload finished (exit {rc}); "
+            + target.describe(launched)  # type: ignore[arg-type]
+        )
+    return outcome
+
+
+def _write_summary(cfg: DeployConfig, spec: ClusterSpec, outcome: Outcome) -> None:
+    summary: dict[str, Any] = {
+        "cluster_id": spec.cluster_id, "target": spec.target, "nodes": spec.nodes,
+        "cpus_per_node": spec.cpus, "workload": spec.run, "exit_code": outcome.exit_code,
+        "message": outcome.message, "lost_ranks": outcome.lost_ranks, "timings_s": outcome.timings,
+        "result": str(outcome.result_path) if outcome.result_path else None,
+    }  # fmt: skip
+    write_atomic(
+        cfg.results_dir / spec.cluster_id / "deploy.json",
+        json.dumps(summary, indent=2).encode(),
+        mode=0o644,
+    )
+
+
+# ---------------------------------------------------------------------- long-lived clusters
+@dataclass
+class UpInfo:
+    cluster_id: str
+    address: str
+    token_path: Path
+    dashboard_url: str
+    nodes: int
+
+
+def up(cfg: DeployConfig, ui: Ui | None = None) -> UpInfo:
+    """Start a cluster that serves until ``down``; returns how to connect to it."""
+    ui = ui or Ui()
+    cfg = cfg.model_copy(update={"run": None})
+    target, spec, rdv = _prepare(cfg, ui)
+    spec = spec.model_copy(update={"run": ""})
+    with ui:
+        launched = target.launch(spec, detach=True)
+        try:
+            save_launched(launched)
+            rc, done, _ = _follow(target, launched, rdv, spec, ui, until_phase="serving")
+        except BaseException:
+            target.stop(launched)
+            forget(spec.cluster_id)
+            raise
+    if rc is not None:
+        target.stop(launched)
+        forget(spec.cluster_id)
+        why = done.message if done else "its head exited"
+        raise TargetError(
+            f"cluster {spec.cluster_id} did not come up: {why}; {target.describe(launched)}"
+        )
+    head, token, st = rdv.read_head(), rdv.get_secret("token"), rdv.read_status()
+    assert head is not None and token is not None
+    token_path = cluster_dir(spec.cluster_id) / "token"
+    write_atomic(token_path, token)
+    return UpInfo(
+        spec.cluster_id, head.address, token_path, st.dashboard_url if st else "", spec.nodes
+    )
+
+
+def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) -> str:
+    """Stop a cluster started by ``up``: ask its head through the rendezvous, then make sure."""
+    ui = ui or Ui()
+    launched = load_launched(cluster_id)
+    rdv = open_rendezvous(launched.rendezvous, launched.cluster_id)
+    from syndeo.config import load_config
+
+    target = get_target(load_config(target=launched.target))
+    rdv.request_stop("down")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and target.poll(launched) is None:
+        time.sleep(0.2)
+    target.stop(launched)
+    rdv.cleanup(all_attempts=True)
+    forget(launched.cluster_id)
+    (cluster_dir(launched.cluster_id) / "token").unlink(missing_ok=True)
+    return launched.cluster_id
+
+
+def raise_for_outcome(outcome: Outcome) -> None:
+    if outcome.exit_code != 0:
+        raise WorkloadError(
+            f"cluster {outcome.cluster_id}: {outcome.message}", exit_code=outcome.exit_code
+        )

@@ -1,0 +1,110 @@
+"""What a deployment target is: how machines appear and how node variables get set.
+
+A target implements three verbs with the same names everywhere -- ``launch``,
+``poll``, ``stop`` -- plus ``default_rendezvous``.  It never starts Ray itself:
+each machine it provides runs ``syndeo node`` with :meth:`ClusterSpec.node_env`.
+``tests/test_targets.py`` checks that every target module keeps this shape.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+import zlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from syndeo.config import DeployConfig
+from syndeo.nodeconfig import NodeSettings
+
+
+def new_cluster_id(target: str) -> str:
+    return f"{target[:5]}-{secrets.token_hex(4)}"
+
+
+def short_scratch(cluster_id: str, rank: int | str) -> Path:
+    """A scratch dir short enough for Ray's Unix sockets, unique per user/cluster/rank."""
+    cid = cluster_id if len(cluster_id) <= 14 else f"{zlib.crc32(cluster_id.encode()):08x}"
+    return Path(f"/tmp/syndeo-{os.getuid()}/{cid}/{rank}")
+
+
+class ClusterSpec(BaseModel):
+    """Everything about one cluster that does not depend on which machine a node is."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target: str
+    cluster_id: str
+    rendezvous: str
+    nodes: int
+    cpus: int
+    gpus: int
+    memory_mb: int | None
+    object_store_mb: int | None
+    join_timeout: float
+    run: str
+    workdir: Path | None
+    image: Path | None
+    not_before: float
+
+    @classmethod
+    def from_config(cls, cfg: DeployConfig, rendezvous: str, cluster_id: str) -> ClusterSpec:
+        return cls(
+            target=cfg.target, cluster_id=cluster_id, rendezvous=rendezvous, nodes=cfg.nodes,
+            cpus=cfg.cpus_per_node, gpus=cfg.gpus_per_node, memory_mb=cfg.memory_mb_per_node,
+            object_store_mb=cfg.object_store_mb_per_node, join_timeout=cfg.join_timeout_s,
+            run=cfg.workload_command(), workdir=(cfg.workdir or Path.cwd()).resolve(),
+            image=cfg.container, not_before=time.time(),
+        )  # fmt: skip
+
+    def node_settings(self, rank: int, scratch: Path, node_ip: str | None = None) -> NodeSettings:
+        return NodeSettings(
+            cluster_id=self.cluster_id, rank=rank, nodes=self.nodes, rendezvous=self.rendezvous,
+            scratch=scratch, cpus=self.cpus, gpus=self.gpus, memory_mb=self.memory_mb,
+            object_store_mb=self.object_store_mb, node_ip=node_ip, join_timeout=self.join_timeout,
+            run=self.run if rank == 0 else "", workdir=self.workdir, target=self.target,
+            not_before=self.not_before,
+        )  # fmt: skip
+
+
+class Launched(BaseModel):
+    """A running cluster as its target knows it; saved to disk by ``up`` for ``down``."""
+
+    target: str
+    cluster_id: str
+    rendezvous: str
+    started_at: float
+    data: dict[str, Any] = {}
+
+
+class Target(ABC):
+    name: ClassVar[str]
+
+    def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
+        self.cfg = cfg
+        self.echo = echo  # where the head's output goes when a target can stream it
+
+    @abstractmethod
+    def default_rendezvous(self) -> str:
+        """Where nodes meet when the user names no rendezvous."""
+
+    @abstractmethod
+    def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
+        """Make machines appear, each running ``syndeo node`` with its settings."""
+
+    @abstractmethod
+    def poll(self, launched: Launched) -> int | None:
+        """The cluster's exit status once its head has ended, else None."""
+
+    @abstractmethod
+    def stop(self, launched: Launched) -> None:
+        """Stop every process/machine of this cluster (idempotent, only ours)."""
+
+    def describe(self, launched: Launched) -> str:
+        """Where to find logs etc.; shown when something fails."""
+        return ""

@@ -1,0 +1,149 @@
+"""The local target: N nodes as subprocesses of this machine.
+
+Each node is a separate ``syndeo node`` process tree with its own raylet and its
+own loopback address (127.0.0.10+rank), so a laptop cluster behaves like hosts on
+a network while no packet leaves the machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+import psutil
+
+from syndeo import container
+from syndeo.config import DeployConfig
+from syndeo.errors import ConfigError, TargetError
+from syndeo.rendezvous.file import parse_file_uri
+from syndeo.state import cluster_dir
+from syndeo.targets.base import ClusterSpec, Launched, Target, short_scratch
+
+MAX_LOCAL_NODES = 64
+STOP_GRACE_S = 30.0
+
+
+class LocalTarget(Target):
+    name = "local"
+
+    def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
+        super().__init__(cfg, echo)
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._threads: list[threading.Thread] = []
+
+    def default_rendezvous(self) -> str:
+        return (cluster_dir("") / "rendezvous").resolve().as_uri()
+
+    def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
+        if spec.nodes > MAX_LOCAL_NODES:
+            raise ConfigError(f"the local target runs at most {MAX_LOCAL_NODES} nodes")
+        logs = cluster_dir(spec.cluster_id)
+        binds: list[Path] = [logs]
+        if spec.rendezvous.startswith("file:"):
+            binds.append(parse_file_uri(spec.rendezvous))
+        if spec.workdir is not None:
+            binds.append(spec.workdir)
+        launched = Launched(
+            target=self.name, cluster_id=spec.cluster_id, rendezvous=spec.rendezvous,
+            started_at=spec.not_before, data={"pids": [], "create_times": [], "logs": []},
+        )  # fmt: skip
+        try:
+            for rank in range(spec.nodes):
+                self._start_node(spec, rank, logs, binds, launched, foreground=not detach)
+        except BaseException:
+            self.stop(launched)
+            raise
+        return launched
+
+    def _start_node(
+        self, spec: ClusterSpec, rank: int, logs: Path, binds: list[Path],
+        launched: Launched, foreground: bool,
+    ) -> None:  # fmt: skip
+        scratch = short_scratch(spec.cluster_id, rank)
+        scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+        settings = spec.node_settings(rank, scratch, node_ip=f"127.0.0.{10 + rank}")
+        argv, env = container.node_command(spec.image, settings.to_env(), [scratch, *binds])
+        log_path = logs / f"node-{rank}.log"
+        log = open(log_path, "ab")  # noqa: SIM115 - owned by the child / reader thread
+        pipe = foreground and rank == 0 and self.echo is not None
+        try:
+            proc = subprocess.Popen(
+                argv, env=env, cwd=spec.workdir, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if pipe else log, stderr=subprocess.STDOUT,
+                # Own session: a terminal Ctrl-C reaches only the launcher, which then
+                # tears nodes down in order instead of every process dying at once.
+                start_new_session=True,
+            )  # fmt: skip
+        except OSError as exc:
+            log.close()
+            raise TargetError(f"cannot start local node {rank}: {exc}") from exc
+        if pipe:
+            assert proc.stdout is not None
+            t = threading.Thread(target=self._relay, args=(proc.stdout, log), daemon=True)
+            t.start()
+            self._threads.append(t)
+        else:
+            log.close()
+        self._procs[proc.pid] = proc
+        launched.data["pids"].append(proc.pid)
+        launched.data["create_times"].append(psutil.Process(proc.pid).create_time())
+        launched.data["logs"].append(str(log_path))
+
+    def _relay(self, stream: IO[bytes], log: IO[bytes]) -> None:
+        with log:
+            for line in iter(stream.readline, b""):
+                log.write(line)
+                log.flush()
+                if self.echo is not None:
+                    self.echo(line.decode(errors="replace").rstrip("\n"))
+
+    def _ours(self, launched: Launched) -> list[psutil.Process]:
+        procs = []
+        for pid, ctime in zip(launched.data["pids"], launched.data["create_times"], strict=True):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p = psutil.Process(pid)
+                # A recycled PID belongs to someone else: leave it alone.
+                if abs(p.create_time() - ctime) < 0.01:
+                    procs.append(p)
+        return procs
+
+    def poll(self, launched: Launched) -> int | None:
+        head_pid = launched.data["pids"][0]
+        proc = self._procs.get(head_pid)
+        if proc is not None:
+            return proc.poll()
+        return None if any(p.pid == head_pid for p in self._ours(launched)) else 0
+
+    def stop(self, launched: Launched) -> None:
+        nodes = self._ours(launched)
+        family: list[psutil.Process] = list(nodes)
+        for p in nodes:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                family += p.children(recursive=True)
+        for p in nodes:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.send_signal(signal.SIGTERM)
+        # Nodes stop their own Ray on TERM; give them the time that takes.
+        _gone, alive = psutil.wait_procs(nodes, timeout=STOP_GRACE_S)
+        leftovers = [p for p in family if p.is_running()]
+        for p in leftovers:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
+        psutil.wait_procs(leftovers, timeout=5)
+        for proc in self._procs.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=1)
+        for t in self._threads:
+            t.join(timeout=2)
+        if alive:
+            pids = ", ".join(str(p.pid) for p in alive)
+            sys.stderr.write(f"syndeo: killed unresponsive local nodes {pids}\n")
+
+    def describe(self, launched: Launched) -> str:
+        return f"node logs: {cluster_dir(launched.cluster_id)}"

@@ -1,0 +1,95 @@
+"""invoke front end: thin typed tasks over syndeo's library functions.
+
+invoke deploy --target local --nodes 3        # cluster up, benchmark, results, teardown
+invoke deploy --run "python train.py"         # your own Ray program instead
+invoke up / invoke down                        # a long-lived cluster
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from invoke import Collection, Context, Exit, task
+
+from syndeo import frontend
+from syndeo.errors import SyndeoError
+
+
+@contextmanager
+def _exit_on_error() -> Iterator[None]:
+    try:
+        yield
+    except SyndeoError as exc:
+        raise Exit(f"syndeo: error: {exc}", code=exc.exit_code) from None
+    except KeyboardInterrupt:
+        raise Exit("syndeo: interrupted", code=130) from None
+
+
+def _call(fn: Callable[..., Any], **options: Any) -> None:
+    with _exit_on_error():
+        fn(**options)
+
+
+@task(
+    help={
+        "target": "local | slurm | aws | gcp | azure",
+        "run": 'your workload, e.g. "python train.py" (default: the rollout benchmark)',
+        "env": "benchmark environment id(s), comma-separated",
+        "config": "TOML file with settings; options override it",
+    }
+)
+def deploy(
+    c: Context,
+    target: str = "local",
+    nodes: int | None = None,
+    cpus_per_node: int | None = None,
+    gpus_per_node: int | None = None,
+    run: str | None = None,
+    container: str | None = None,
+    cluster_id: str | None = None,
+    rendezvous: str | None = None,
+    join_timeout: float | None = None,
+    results_dir: str | None = None,
+    env: str | None = None,
+    mode: str | None = None,
+    repeats: int | None = None,
+    samples_per_cpu: int | None = None,
+    config: str | None = None,
+) -> None:
+    """Bring a Ray cluster up on TARGET, run the workload, collect results, tear down."""
+    _call(
+        frontend.run_deploy, target=target, nodes=nodes, cpus_per_node=cpus_per_node,
+        gpus_per_node=gpus_per_node, run=run, container=container, cluster_id=cluster_id,
+        rendezvous=rendezvous, join_timeout_s=join_timeout, results_dir=results_dir,
+        bench_envs=env.split(",") if env else None, bench_mode=mode, bench_repeats=repeats,
+        bench_samples_per_cpu=samples_per_cpu, config=config,
+    )  # fmt: skip
+
+
+@task
+def up(
+    c: Context,
+    target: str = "local",
+    nodes: int | None = None,
+    cpus_per_node: int | None = None,
+    container: str | None = None,
+    cluster_id: str | None = None,
+    rendezvous: str | None = None,
+    config: str | None = None,
+) -> None:
+    """Bring a cluster up and leave it serving; prints how to connect and submit jobs."""
+    _call(
+        frontend.run_up, target=target, nodes=nodes, cpus_per_node=cpus_per_node,
+        container=container, cluster_id=cluster_id, rendezvous=rendezvous, config=config,
+    )  # fmt: skip
+
+
+@task
+def down(c: Context, cluster_id: str | None = None) -> None:
+    """Tear down a cluster started with `invoke up`."""
+    _call(frontend.run_down, cluster_id=cluster_id)
+
+
+ns = Collection(deploy, up, down)
