@@ -1,0 +1,133 @@
+"""Google Cloud Storage rendezvous (``gs://bucket/prefix``) with google-cloud-storage.
+
+Credentials: Application Default Credentials (``GOOGLE_APPLICATION_CREDENTIALS``,
+gcloud login, or the VM's service account).  ``STORAGE_EMULATOR_HOST`` points the
+client at an emulator (anonymous credentials then).  Atomic create is an upload
+with ``if_generation_match=0`` (412 when the object exists).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import requests
+from google.api_core import exceptions as gexc
+from google.auth import exceptions as auth_exc
+from google.cloud import storage
+from google.cloud.storage.retry import DEFAULT_RETRY
+
+from syndeo.rendezvous import _cloud
+
+# Retry transient errors (429, 5xx, connection resets) with jittered exponential
+# backoff, but only for RETRY_BUDGET_S in total instead of the default 120 s.
+# It is passed to every call, also uploads: all our writes are safe to repeat.
+_RETRY = DEFAULT_RETRY.with_timeout(_cloud.RETRY_BUDGET_S).with_delay(
+    initial=0.2, maximum=3.0, multiplier=2.0
+)
+_TIMEOUT = (_cloud.CONNECT_TIMEOUT_S, _cloud.READ_TIMEOUT_S)
+
+
+class GCSRendezvous(_cloud.CloudRendezvous):
+    scheme = "gs"
+    service = "GCS"
+    env_passthrough = (
+        *("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT"),
+        *("STORAGE_EMULATOR_HOST", "GCE_METADATA_HOST", "GCE_METADATA_IP"),
+        *_cloud.NETWORK_ENV,
+    )
+
+    def __init__(self, uri: str, cluster_id: str, attempt: int = 0) -> None:
+        super().__init__(uri, cluster_id, attempt)
+        self.endpoint = os.environ.get("STORAGE_EMULATOR_HOST") or "https://storage.googleapis.com"
+        self._bucket_seen = False
+        with self._op("connect to"):
+            self.client: Any = storage.Client(
+                project=os.environ.get("GOOGLE_CLOUD_PROJECT")
+                or os.environ.get("CLOUDSDK_CORE_PROJECT")
+            )
+        self.gbucket: Any = self.client.bucket(self.bucket)
+
+    def _cause(self, exc: Exception) -> str | None:
+        if isinstance(exc, gexc.RetryError) and exc.cause is not None:
+            inner = self._cause(exc.cause) if isinstance(exc.cause, Exception) else None
+            return f"gave up after {_cloud.RETRY_BUDGET_S:.0f} s of retries: {inner or exc.cause}"
+        if isinstance(exc, gexc.NotFound):
+            return "the bucket does not exist"
+        if isinstance(exc, gexc.Forbidden):
+            return f"access denied ({exc.message})"
+        if isinstance(exc, gexc.Unauthorized):
+            return "not authenticated: the credentials are invalid or expired"
+        if isinstance(exc, gexc.GoogleAPICallError):
+            return f"{exc.code} {exc.message}"
+        if isinstance(exc, auth_exc.DefaultCredentialsError):
+            return (
+                "no Google credentials found (set GOOGLE_APPLICATION_CREDENTIALS, run "
+                "'gcloud auth application-default login', or attach a service account)"
+            )
+        if isinstance(exc, auth_exc.RefreshError):
+            return f"the credentials could not be refreshed (expired or revoked?): {exc}"
+        if isinstance(exc, requests.exceptions.RequestException | auth_exc.TransportError):
+            return f"endpoint {self.endpoint} unreachable ({type(exc).__name__})"
+        return None
+
+    # ------------------------------------------------------------------ primitives
+    def check(self) -> None:
+        with self._op("list"):
+            # Listing needs only object permissions (no storage.buckets.get).
+            list(
+                self.client.list_blobs(
+                    self.gbucket, prefix=self.base, max_results=1, retry=_RETRY, timeout=_TIMEOUT
+                )
+            )
+        self._bucket_seen = True
+
+    def _put_if_absent(self, name: str, data: bytes) -> bool:
+        try:
+            self.gbucket.blob(name).upload_from_string(
+                data, if_generation_match=0, retry=_RETRY, timeout=_TIMEOUT
+            )
+        except gexc.PreconditionFailed:
+            return False
+        return True
+
+    def _write(self, key: str, data: bytes) -> None:
+        with self._op("write", key):
+            self.gbucket.blob(self._name(key)).upload_from_string(
+                data, retry=_RETRY, timeout=_TIMEOUT
+            )
+
+    def _read(self, key: str) -> bytes | None:
+        with self._op("read", key):
+            try:
+                return bytes(
+                    self.gbucket.blob(self._name(key)).download_as_bytes(
+                        retry=_RETRY, timeout=_TIMEOUT
+                    )
+                )
+            except gexc.NotFound:
+                pass
+        # A 404 does not say whether the object or the whole bucket is missing:
+        # ask once, so that a wrong bucket fails fast instead of timing out.
+        if not self._bucket_seen:
+            self.check()
+        return None
+
+    def _list(self, prefix: str) -> list[str]:
+        with self._op("list", prefix):
+            blobs = self.client.list_blobs(
+                self.gbucket, prefix=self._name(prefix), retry=_RETRY, timeout=_TIMEOUT
+            )
+            return sorted(self._rel(b.name) for b in blobs)
+
+    def _delete_one(self, name: str) -> None:
+        with contextlib.suppress(gexc.NotFound):  # deleted concurrently: goal reached
+            self.gbucket.blob(name).delete(retry=_RETRY, timeout=_TIMEOUT)
+
+    def _delete_prefix(self, prefix: str) -> None:
+        names = [self._name(key) for key in self._list(prefix)]
+        with self._op("delete", prefix), ThreadPoolExecutor(max_workers=8) as pool:
+            # GCS has no multi-object delete in the JSON API; a few parallel deletes.
+            list(pool.map(self._delete_one, names))

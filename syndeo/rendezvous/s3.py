@@ -1,0 +1,151 @@
+"""S3 rendezvous (``s3://bucket/prefix``) with boto3; also MinIO, Ceph and other S3 stores.
+
+Credentials come from boto3's standard chain (env, profile, SSO, web identity,
+instance role).  The endpoint is AWS unless ``AWS_ENDPOINT_URL_S3`` /
+``AWS_ENDPOINT_URL`` (read by boto3 itself) or ``SYNDEO_S3_ENDPOINT_URL`` is set.
+Atomic create is ``PutObject`` with ``If-None-Match: *`` (412 when it exists).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+from syndeo.rendezvous import _cloud
+
+_ENDPOINT_ENV = "SYNDEO_S3_ENDPOINT_URL"
+
+_DENIED = {
+    "AccessDenied": "access denied (check the bucket policy and the IAM permissions)",
+    "AllAccessDisabled": "access to the bucket is disabled",
+    "InvalidAccessKeyId": "access denied: the access key id is unknown to this endpoint",
+    "SignatureDoesNotMatch": "access denied: the secret access key is wrong",
+    "ExpiredToken": "the credentials have expired (refresh the session token)",
+    "TokenRefreshRequired": "the credentials have expired (refresh the session token)",
+    "RequestExpired": "the credentials have expired or the clock is badly skewed",
+    "InvalidToken": "the session token is invalid",
+}
+_WRONG_REGION = (
+    "PermanentRedirect",
+    "AuthorizationHeaderMalformed",
+    "IllegalLocationConstraintException",
+)
+
+
+class S3Rendezvous(_cloud.CloudRendezvous):
+    scheme = "s3"
+    service = "S3"
+    env_passthrough = (
+        *("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"),
+        *("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"),
+        *("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_CA_BUNDLE", _ENDPOINT_ENV),
+        *("AWS_ROLE_ARN", "AWS_ROLE_SESSION_NAME", "AWS_WEB_IDENTITY_TOKEN_FILE"),
+        *("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"),
+        *("AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_EC2_METADATA_DISABLED"),
+        *_cloud.NETWORK_ENV,
+    )
+
+    def __init__(self, uri: str, cluster_id: str, attempt: int = 0) -> None:
+        super().__init__(uri, cluster_id, attempt)
+        config = Config(
+            retries={"mode": "standard", "max_attempts": _cloud.MAX_ATTEMPTS},
+            connect_timeout=_cloud.CONNECT_TIMEOUT_S,
+            read_timeout=_cloud.READ_TIMEOUT_S,
+            max_pool_connections=64,  # many threads share one client in the launcher
+            # Newer botocore adds CRC checksums that some S3-compatible stores reject.
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        )
+        with self._op("connect to"):
+            # A session per object: boto3's default session is not thread-safe.
+            self.client: Any = boto3.session.Session().client(
+                "s3", endpoint_url=os.environ.get(_ENDPOINT_ENV) or None, config=config
+            )
+
+    def _cause(self, exc: Exception) -> str | None:
+        if isinstance(exc, NoCredentialsError):
+            return (
+                "no AWS credentials found (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or "
+                "AWS_PROFILE, or run with an instance role)"
+            )
+        if isinstance(exc, ClientError):
+            err = exc.response.get("Error", {})
+            code = str(err.get("Code", ""))
+            meta = exc.response.get("ResponseMetadata", {})
+            if code == "NoSuchBucket":
+                return "the bucket does not exist"
+            if code in _DENIED:
+                return _DENIED[code]
+            status = meta.get("HTTPStatusCode")
+            if code in _WRONG_REGION or status == 301:
+                region = meta.get("HTTPHeaders", {}).get("x-amz-bucket-region")
+                where = f"it is in {region}" if region else "S3 redirected the request"
+                return f"wrong region for the bucket ({where}): set AWS_REGION"
+            return f"{code or status}: {err.get('Message', '') or 'request failed'}"
+        if isinstance(exc, BotoCoreError):
+            # EndpointConnectionError, ConnectTimeoutError, ProfileNotFound, ...
+            client = getattr(self, "client", None)
+            return f"{exc} (endpoint {client.meta.endpoint_url})" if client else str(exc)
+        return None
+
+    @staticmethod
+    def _code(exc: ClientError) -> str:
+        return str(exc.response.get("Error", {}).get("Code", ""))
+
+    # ------------------------------------------------------------------ primitives
+    def check(self) -> None:
+        with self._op("list"):
+            self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.base, MaxKeys=1)
+
+    def _put_if_absent(self, name: str, data: bytes) -> bool:
+        for _ in range(_cloud.MAX_ATTEMPTS):
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=name, Body=data, IfNoneMatch="*")
+                return True
+            except ClientError as exc:
+                if self._code(exc) == "PreconditionFailed":
+                    return False
+                if self._code(exc) != "ConditionalRequestConflict":
+                    raise
+                # 409: a concurrent conditional write is in flight; AWS says retry.
+                time.sleep(random.uniform(0.05, 0.2))
+        return False
+
+    def _write(self, key: str, data: bytes) -> None:
+        with self._op("write", key):
+            self.client.put_object(Bucket=self.bucket, Key=self._name(key), Body=data)
+
+    def _read(self, key: str) -> bytes | None:
+        with self._op("read", key):
+            try:
+                obj = self.client.get_object(Bucket=self.bucket, Key=self._name(key))
+            except ClientError as exc:
+                if self._code(exc) == "NoSuchKey":
+                    return None
+                raise
+            return bytes(obj["Body"].read())
+
+    def _list(self, prefix: str) -> list[str]:
+        with self._op("list", prefix):
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=self._name(prefix)
+            )
+            return sorted(self._rel(o["Key"]) for page in pages for o in page.get("Contents", []))
+
+    def _delete_prefix(self, prefix: str) -> None:
+        names = [self._name(key) for key in self._list(prefix)]
+        with self._op("delete", prefix):
+            for i in range(0, len(names), 1000):  # DeleteObjects takes at most 1000 keys
+                batch = [{"Key": n} for n in names[i : i + 1000]]
+                out = self.client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
+                )
+                if out.get("Errors"):
+                    first = out["Errors"][0]
+                    raise ClientError({"Error": first}, "DeleteObjects")

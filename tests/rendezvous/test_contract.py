@@ -1,0 +1,257 @@
+"""The rendezvous contract, run unchanged over every backend (file, s3, gs, az)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from syndeo.errors import RendezvousError, RendezvousTimeout
+from syndeo.rendezvous import (
+    DoneRecord,
+    HeadRecord,
+    NodeRecord,
+    Rendezvous,
+    StatusRecord,
+)
+from tests.rendezvous.conftest import Backend
+
+
+def head(cluster: str = "c1", attempt: int = 0, created_at: float | None = None) -> HeadRecord:
+    return HeadRecord(
+        cluster_id=cluster,
+        attempt=attempt,
+        ip="10.0.0.1",
+        gcs_port=6379,
+        dashboard_port=8265,
+        ray_version="2.60.0",
+        syndeo_version="0.1.0",
+        nonce=uuid.uuid4().hex,
+        created_at=time.time() if created_at is None else created_at,
+        hostname="head-host",
+    )
+
+
+def node(rank: int, cluster: str = "c1") -> NodeRecord:
+    return NodeRecord(
+        cluster_id=cluster,
+        rank=rank,
+        hostname=f"n{rank}",
+        ip=f"10.0.{rank // 250}.{rank % 250}",
+        pid=1000 + rank,
+        joined_at=time.time(),
+    )
+
+
+# ---------------------------------------------------------------------- head
+def test_check_accepts_a_usable_location(backend: Backend) -> None:
+    backend.open().check()
+
+
+def test_worker_waiting_sees_head_published_later(backend: Backend) -> None:
+    rec = head()
+    publisher = threading.Timer(0.5, lambda: backend.open().publish_head(rec))
+    publisher.start()
+    try:
+        seen = backend.open().wait_for_head(timeout_s=30, not_before=time.time())
+    finally:
+        publisher.join()
+    assert seen == rec
+    assert seen.address == "10.0.0.1:6379"
+
+
+def test_exactly_one_winner_when_many_race_to_publish(backend: Backend) -> None:
+    racers = 16
+    for trial in range(3):
+        cluster = f"race-{trial}"
+        # One instance per racer, as on separate nodes; created before the race.
+        rvs = [backend.open(cluster) for _ in range(racers)]
+        records = [head(cluster) for _ in range(racers)]
+        barrier = threading.Barrier(racers)
+
+        def race(
+            i: int,
+            rvs: list[Rendezvous] = rvs,
+            records: list[HeadRecord] = records,
+            barrier: threading.Barrier = barrier,
+        ) -> bool:
+            barrier.wait()
+            try:
+                rvs[i].publish_head(records[i])
+                return True
+            except RendezvousError as exc:
+                assert "already has a head" in str(exc)
+                return False
+
+        with ThreadPoolExecutor(racers) as pool:
+            won = list(pool.map(race, range(racers)))
+        assert won.count(True) == 1, f"trial {trial}: {won.count(True)} winners"
+        stored = backend.open(cluster).read_head()
+        assert stored == records[won.index(True)]
+
+
+def test_200_concurrent_registrations_none_lost(backend: Backend) -> None:
+    n = 200
+    rvs = [backend.open() for _ in range(8)]  # shared by threads: backends are thread-safe
+    barrier = threading.Barrier(n)
+
+    def register(rank: int) -> None:
+        barrier.wait()
+        rvs[rank % len(rvs)].register_node(node(rank))
+
+    threads = [threading.Thread(target=register, args=(r,)) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    nodes = backend.open().list_nodes()
+    assert [r.rank for r in nodes] == list(range(n))
+    assert all(r == node(r.rank).model_copy(update={"joined_at": r.joined_at}) for r in nodes)
+
+
+def test_node_forwarded_only_passthrough_env_reads_head(backend: Backend) -> None:
+    """A node process that gets only ``env_passthrough`` (as under --cleanenv) finds the head."""
+    rv = backend.open()
+    rec = head()
+    rv.publish_head(rec)
+    env = {k: os.environ[k] for k in type(rv).env_passthrough if k in os.environ}
+    env["PATH"] = os.environ["PATH"]
+    code = (
+        "import sys; from syndeo.rendezvous import open_rendezvous; "
+        "print(open_rendezvous(sys.argv[1], 'c1').wait_for_head(20).model_dump_json())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, backend.uri],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert HeadRecord.model_validate_json(out.stdout) == rec
+
+
+# ---------------------------------------------------------------------- stale records
+def test_records_of_another_cluster_are_invisible(backend: Backend) -> None:
+    a, ab = backend.open("a"), backend.open("ab")  # "a" is a prefix of "ab"
+    a.publish_head(head("a"))
+    a.register_node(node(1, "a"))
+    a.put_secret("token", b"s3cr3t")
+    assert ab.read_head() is None
+    assert ab.list_nodes() == []
+    assert ab.get_secret("token") is None
+
+
+def test_record_naming_another_cluster_is_rejected(backend: Backend) -> None:
+    rv = backend.open("c1")
+    rv._write("a0/head.json", head("c2").model_dump_json().encode())
+    rv._write("a0/nodes/1.json", node(1, "c2").model_dump_json().encode())
+    assert rv.read_head() is None
+    assert rv.list_nodes() == []
+
+
+def test_older_attempt_is_ignored(backend: Backend) -> None:
+    backend.open("c1", attempt=0).publish_head(head("c1", attempt=0))
+    retry = backend.open("c1", attempt=1)
+    assert retry.read_head() is None
+    with pytest.raises(RendezvousTimeout):
+        retry.wait_for_head(timeout_s=0.5)
+    retry.cleanup_earlier_attempts()
+    assert backend.open("c1", attempt=0).read_head() is None
+
+
+def test_head_older_than_launch_is_stale(backend: Backend) -> None:
+    now = time.time()
+    rv = backend.open()
+    rv.publish_head(head(created_at=now - 3600))
+    assert rv.read_head(not_before=now) is None
+    assert rv.read_head(not_before=now - 7200) is not None
+    assert rv.read_head() is not None
+
+
+def test_corrupt_record_reads_as_absent(backend: Backend) -> None:
+    rv = backend.open()
+    rv._write("a0/head.json", b"\x00not json")
+    assert rv.read_head() is None
+
+
+# ---------------------------------------------------------------------- payloads
+def test_result_status_and_done_round_trip(backend: Backend) -> None:
+    rv = backend.open()
+    assert rv.get_result() is None and rv.read_status() is None and rv.read_done() is None
+    payload = json.dumps({"throughput": [1.5] * 20000, "name": "héllo"}).encode()
+    rv.put_result(payload)
+    assert backend.open().get_result() == payload
+    rv.put_result(b'{"replaced": true}')
+    assert backend.open().get_result() == b'{"replaced": true}'
+    status = StatusRecord(
+        phase="running",
+        nodes_expected=3,
+        nodes_joined=[0, 1],
+        progress={"step": 7},
+        updated_at=time.time(),
+    )
+    rv.publish_status(status)
+    assert backend.open().read_status() == status
+    done = DoneRecord(exit_code=0, message="ok", finished_at=time.time(), lost_ranks=[2])
+    rv.mark_done(done)
+    assert backend.open().read_done() == done
+
+
+def test_secret_is_created_once(backend: Backend) -> None:
+    rv = backend.open()
+    assert rv.get_secret("token") is None
+    rv.put_secret("token", b"\x01\x02token")
+    assert backend.open().get_secret("token") == b"\x01\x02token"
+    with pytest.raises(RendezvousError, match="already exists"):
+        backend.open().put_secret("token", b"other")
+    assert rv.get_secret("token") == b"\x01\x02token"
+
+
+def test_stop_request(backend: Backend) -> None:
+    rv = backend.open()
+    assert not rv.stop_requested()
+    backend.open().request_stop("user pressed Ctrl-C")
+    assert rv.stop_requested()
+
+
+# ---------------------------------------------------------------------- cleanup
+def test_cleanup_removes_every_key_of_this_cluster_only(backend: Backend) -> None:
+    rv, other = backend.open("c1"), backend.open("c2")
+    for r in (rv, other):
+        r.publish_head(head(r.cluster_id))
+        r.put_secret("token", b"t")
+        for rank in range(1, 4):
+            r.register_node(node(rank, r.cluster_id))
+        r.put_result(b"{}")
+        r.request_stop()
+    later = backend.open("c1", attempt=1)
+    later.publish_head(head("c1", attempt=1))
+    rv.cleanup()
+    assert rv._list("") == ["a1/head.json"]
+    later.cleanup(all_attempts=True)
+    assert rv._list("") == []
+    assert len(other._list("")) == 7  # head, token, 3 nodes, result, stop
+    other.cleanup()
+    assert other._list("") == []
+
+
+# ---------------------------------------------------------------------- deadlines
+def test_wait_for_head_times_out_clearly(backend: Backend) -> None:
+    rv = backend.open("lonely")
+    start = time.monotonic()
+    with pytest.raises(RendezvousTimeout) as info:
+        rv.wait_for_head(timeout_s=1.5)
+    elapsed = time.monotonic() - start
+    assert "lonely" in str(info.value) and backend.uri in str(info.value)
+    assert "\n" not in str(info.value)
+    # Deadline respected (generous slack for a loaded 2-core CI box).
+    assert 1.5 <= elapsed < 6.5
