@@ -1,0 +1,5 @@
+import sys
+
+from syndeo.bench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,125 @@
+"""``python -m syndeo.bench run|report``: argv -> BenchConfig -> result JSON.
+
+Every user mistake ends as one line on stderr and a non-zero exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from syndeo.bench.errors import BenchError
+from syndeo.bench.models import BenchConfig, BenchResult
+from syndeo.errors import SyndeoError
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m syndeo.bench")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run", help="measure rollout throughput on the Ray cluster")
+    run.add_argument("--env", nargs="+", default=["all"], help="'all', names or ids")
+    run.add_argument("--mode", nargs="+", default=["count"], help="count and/or collect")
+    run.add_argument("--protocol", default="paper", help="paper | steady")
+    run.add_argument("--samples-per-cpu", type=int, default=1000)
+    run.add_argument("--repeats", type=int, default=4)
+    run.add_argument("--envs-per-actor", type=int, default=16)
+    run.add_argument("--hidden", type=_ints, default=[64, 64], help="e.g. 64,64")
+    run.add_argument("--env-version", default="v5", help="v5 | v4 (MuJoCo ids)")
+    run.add_argument("--steady-seconds", type=float, default=5.0)
+    run.add_argument("--workers", type=_ints, default=None, help="actor counts to sweep")
+    run.add_argument("--num-cpus", type=int, default=None, help="standalone Ray only")
+    run.add_argument("--no-local-limit", action="store_true")
+    run.add_argument("--rllib", action="store_true", help="also measure RLlib PPO sampling")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--out", type=Path, default=None, help="default: $SYNDEO_RESULT_PATH")
+    rep = sub.add_parser("report", help="tables, plots and a Markdown page from results")
+    rep.add_argument("results_dir", type=Path)
+    rep.add_argument("--out", type=Path, default=Path("bench-report"))
+    return p
+
+
+def config_from_args(a: argparse.Namespace) -> BenchConfig:
+    try:
+        return BenchConfig(
+            envs=a.env,
+            modes=a.mode,
+            protocol=a.protocol,
+            samples_per_cpu=a.samples_per_cpu,
+            repeats=a.repeats,
+            envs_per_actor=a.envs_per_actor,
+            hidden=tuple(a.hidden),
+            env_version=a.env_version,
+            steady_seconds=a.steady_seconds,
+            workers=a.workers,
+            local_limit=not a.no_local_limit,
+            rllib=a.rllib,
+            seed=a.seed,
+        )
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(x) for x in err["loc"])
+        raise BenchError(f"invalid {field}: {err['msg']} (got {err.get('input')!r})") from None
+
+
+def _run(a: argparse.Namespace) -> None:
+    from syndeo.bench import envs as envmod
+    from syndeo.bench.progress import BenchProgress, write_atomic
+    from syndeo.bench.runner import run_benchmark
+
+    cfg = config_from_args(a)
+    envmod.resolve(cfg.envs, cfg.env_version)  # refuse bad ids before Ray starts
+    if a.num_cpus is not None and a.num_cpus <= 0:
+        raise BenchError("zero CPUs requested: the benchmark needs at least one CPU")
+    out = a.out or (Path(p) if (p := os.environ.get("SYNDEO_RESULT_PATH")) else None)
+    if out is None:
+        raise BenchError("no output path: pass --out or set SYNDEO_RESULT_PATH")
+    with BenchProgress() as progress:
+        result = run_benchmark(cfg, progress, num_cpus=a.num_cpus)
+    write_atomic(out, result.model_dump_json(indent=2))
+    _print_summary(result)
+    print(f"result: {out}")
+
+
+def _print_summary(result: BenchResult) -> None:
+    for r in result.results:
+        line = (
+            f"{r.env_id:28s} {r.mode:7s} x{r.workers:<3d} "
+            f"{r.syndeo.mean:12,.0f} ± {r.syndeo.std:9,.0f} steps/s"
+        )
+        if r.ratio_local_limit is not None:
+            line += f"  local-limit ratio {r.ratio_local_limit:.3f}"
+        if r.ratio_rllib is not None:
+            line += f"  vs RLlib {r.ratio_rllib:.1f}x"
+        print(line)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _parser().parse_args(argv)
+    try:
+        if a.cmd == "run":
+            _run(a)
+        else:
+            from syndeo.bench.report import render_report
+
+            page = render_report(a.results_dir, a.out)
+            print(f"report: {page}")
+    except SyndeoError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,183 @@
+"""A directory of result JSONs -> paper-style tables, PNG plots and one Markdown page.
+
+Results from several runs (different cluster sizes, targets, days) are pooled by
+(env id, mode, actor count, protocol): repeats are concatenated, so a sweep can be
+assembled from separate runs.  Speedup and efficiency follow the paper: the ideal
+is the smallest measured size extrapolated linearly.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+from pydantic import ValidationError
+
+from syndeo.bench import paper
+from syndeo.bench.errors import BenchError
+from syndeo.bench.models import BenchResult
+
+
+@dataclass
+class Point:
+    """Pooled repeats of one (env, mode, workers, protocol)."""
+
+    env_id: str
+    env_name: str
+    mode: str
+    protocol: str
+    workers: int
+    rates: list[float] = field(default_factory=list)
+    local: list[float] = field(default_factory=list)
+    rllib: list[float] = field(default_factory=list)
+    ratios_local: list[float] = field(default_factory=list)
+    ratios_rllib: list[float] = field(default_factory=list)
+    peak_rss: list[int] = field(default_factory=list)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.rates)
+
+    @property
+    def std(self) -> float:
+        return statistics.stdev(self.rates) if len(self.rates) > 1 else 0.0
+
+
+def load_results(results_dir: Path) -> list[tuple[Path, BenchResult]]:
+    files = sorted(results_dir.glob("*.json")) if results_dir.is_dir() else []
+    if not files:
+        raise BenchError(f"no result JSON files in {results_dir}")
+    out = []
+    for f in files:
+        try:
+            out.append((f, BenchResult.model_validate_json(f.read_text())))
+        except (ValidationError, ValueError) as e:
+            raise BenchError(f"{f} is not a benchmark result: {str(e).splitlines()[0]}") from None
+    return out
+
+
+def pool(results: list[tuple[Path, BenchResult]]) -> list[Point]:
+    points: dict[tuple[str, str, int, str], Point] = {}
+    for _, res in results:
+        for r in res.results:
+            key = (r.env_id, r.mode, r.workers, res.config.protocol)
+            p = points.setdefault(
+                key, Point(r.env_id, r.env_name, r.mode, res.config.protocol, r.workers)
+            )
+            p.rates += [x.steps_per_s for x in r.syndeo.repeats]
+            if r.local_limit:
+                p.local += [x.steps_per_s for x in r.local_limit.repeats]
+            if r.rllib:
+                p.rllib += [x.steps_per_s for x in r.rllib.repeats]
+            if r.ratio_local_limit is not None:
+                p.ratios_local.append(r.ratio_local_limit)
+            if r.ratio_rllib is not None:
+                p.ratios_rllib.append(r.ratio_rllib)
+            p.peak_rss += r.peak_rss_per_actor_bytes
+    return sorted(points.values(), key=lambda p: (p.env_name, p.protocol, p.mode, p.workers))
+
+
+def scaling_rows(points: list[Point]) -> list[dict[str, object]]:
+    """Tables I-IV: throughput, speedup and efficiency per size vs the smallest size."""
+    series: dict[tuple[str, str, str], list[Point]] = defaultdict(list)
+    for p in points:
+        series[(p.env_id, p.protocol, p.mode)].append(p)
+    rows: list[dict[str, object]] = []
+    for (env_id, protocol, mode), ps in sorted(series.items()):
+        base = min(ps, key=lambda p: p.workers)
+        for p in sorted(ps, key=lambda p: p.workers):
+            ideal = p.workers / base.workers
+            speedup = p.mean / base.mean
+            rows.append(
+                {
+                    "env": env_id,
+                    "protocol": protocol,
+                    "mode": mode,
+                    "cpus": p.workers,
+                    "mean": p.mean,
+                    "std": p.std,
+                    "n": len(p.rates),
+                    "ideal": ideal,
+                    "speedup": speedup,
+                    # The paper caps efficiency at 100 % when noise puts it above.
+                    "efficiency": min(100.0, 100.0 * speedup / ideal),
+                }
+            )
+    return rows
+
+
+def paper_rows(points: list[Point]) -> list[dict[str, object]]:
+    best = paper.best_per_cpu()
+    rows: list[dict[str, object]] = []
+    for p in points:
+        if p.env_name not in best:
+            continue
+        ours = p.mean / p.workers
+        rows.append(
+            {
+                "env": p.env_id,
+                "protocol": p.protocol,
+                "mode": p.mode,
+                "cpus": p.workers,
+                "ours_per_cpu": ours,
+                "paper_per_cpu": best[p.env_name],
+                "ratio": ours / best[p.env_name],
+            }
+        )
+    return rows
+
+
+def baseline_rows(points: list[Point]) -> list[dict[str, object]]:
+    def med(xs: list[float]) -> float | None:
+        return statistics.median(xs) if xs else None
+
+    def mean(xs: list[float]) -> float | None:
+        return statistics.fmean(xs) if xs else None
+
+    return [
+        {
+            "env": p.env_id,
+            "protocol": p.protocol,
+            "mode": p.mode,
+            "cpus": p.workers,
+            "ours": p.mean,
+            "local": mean(p.local),
+            "ratio_local": med(p.ratios_local),
+            "rllib": mean(p.rllib),
+            "ratio_rllib": med(p.ratios_rllib),
+            "peak_rss_mib": max(p.peak_rss) / 2**20 if p.peak_rss else None,
+        }
+        for p in points
+        if p.local or p.rllib
+    ]
+
+
+def render_report(results_dir: Path, out_dir: Path) -> Path:
+    """Write ``out_dir/report.md`` plus PNGs; returns the Markdown path."""
+    from syndeo.bench import plots
+
+    results = load_results(Path(results_dir))
+    points = pool(results)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = plots.render_all(points, out_dir)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("syndeo.bench", "templates"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = lambda v, fmt=",.0f": "–" if v is None else format(v, fmt)
+    page = env.get_template("report.md.j2").render(
+        runs=[(f.name, r) for f, r in results],
+        scaling=scaling_rows(points),
+        paper=paper_rows(points),
+        baselines=baseline_rows(points),
+        figures=figures,
+    )
+    md = out_dir / "report.md"
+    md.write_text(page)
+    return md

@@ -1,0 +1,225 @@
+"""The Ray driver: actors per CPU, chunked remote calls, interleaved baselines.
+
+Timing is the driver's wall clock from the first submitted chunk to the last
+result, after actors exist and their envs are reset (start-up is reported on its
+own).  Each actor always has a second chunk queued, so it never waits on the
+driver between chunks; the driver never touches a single step.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from syndeo.bench import envs as envmod
+from syndeo.bench import manifest
+from syndeo.bench.errors import BenchError
+from syndeo.bench.local_limit import LocalPool, split
+from syndeo.bench.models import (
+    BenchConfig,
+    BenchResult,
+    EnvResult,
+    Mode,
+    Repeat,
+    Series,
+)
+from syndeo.bench.progress import BenchProgress
+
+# A chunk should take about this long: long enough that one remote call (~1 ms)
+# is noise, short enough for smooth progress and bounded collect-mode memory.
+CHUNK_TARGET_S = 0.25
+IN_FLIGHT = 2
+
+
+def connect(num_cpus: int | None = None) -> tuple[int, int]:
+    """Join the cluster in RAY_ADDRESS, or start a private local Ray; (nodes, CPUs)."""
+    import ray
+
+    if num_cpus is not None and num_cpus <= 0:
+        raise BenchError("zero CPUs requested: the benchmark needs at least one CPU")
+    if not ray.is_initialized():
+        if os.environ.get("RAY_ADDRESS"):
+            if num_cpus is not None:
+                raise BenchError("--num-cpus applies to a standalone run, not to RAY_ADDRESS")
+            ray.init(log_to_driver=False)
+        else:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    cpus = int(ray.cluster_resources().get("CPU", 0))  # type: ignore[no-untyped-call]
+    nodes = len([n for n in ray.nodes() if n.get("Alive")])  # type: ignore[no-untyped-call]
+    if cpus <= 0:
+        raise BenchError("the Ray cluster offers zero CPUs: nothing can host an actor")
+    return nodes, cpus
+
+
+def _summary(
+    method: Any, reps: list[Repeat], startup: float | None, note: str | None = None
+) -> Series:
+    rates = [r.steps_per_s for r in reps]
+    std = statistics.stdev(rates) if len(rates) > 1 else 0.0
+    return Series(
+        method=method,
+        repeats=reps,
+        mean=statistics.fmean(rates),
+        std=std,
+        startup_s=startup,
+        note=note,
+    )
+
+
+class ActorGroup:
+    """W RolloutActors of one env; runs exact-count repeats through the object store."""
+
+    def __init__(self, env_id: str, workers: int, cfg: BenchConfig) -> None:
+        import ray
+
+        from syndeo.bench.actor import RolloutActor
+
+        t0 = time.perf_counter()
+        self.actors = [
+            RolloutActor.remote(env_id, cfg.envs_per_actor, cfg.hidden, cfg.seed + i)  # type: ignore[attr-defined]
+            for i in range(workers)
+        ]
+        ray.get([a.ready.remote() for a in self.actors])
+        self.startup_s = time.perf_counter() - t0
+
+    def run(
+        self, total: int, chunk: int, collect: bool, on_samples: Callable[[int], None] | None = None
+    ) -> tuple[Repeat, int]:
+        import ray
+
+        plans = [_chunks(n, chunk) for n in split(total, len(self.actors))]
+        inflight: dict[Any, int] = {}
+
+        def submit(i: int) -> None:
+            if plans[i]:
+                inflight[self.actors[i].sample.remote(plans[i].pop(), collect)] = i
+
+        counted = 0
+        t0 = time.perf_counter()
+        for i in range(len(self.actors)):
+            for _ in range(IN_FLIGHT):
+                submit(i)
+        while inflight:
+            ready, _ = ray.wait(list(inflight), num_returns=1)
+            for ref in ready:
+                i = inflight.pop(ref)
+                submit(i)
+                out = ray.get(ref)
+                # Collect mode: trajectories arrived through the object store; count rows.
+                n = out if isinstance(out, int) else len(out)
+                counted += n
+                del out
+                if on_samples is not None:
+                    on_samples(n)
+        dt = time.perf_counter() - t0
+        return Repeat(samples=total, seconds=dt, steps_per_s=total / dt), counted
+
+    def peak_rss(self) -> list[int]:
+        import ray
+
+        return list(ray.get([a.peak_rss.remote() for a in self.actors]))
+
+    def close(self) -> None:
+        import ray
+
+        for a in self.actors:
+            ray.kill(a)
+
+
+def _chunks(n: int, chunk: int) -> list[int]:
+    full, rem = divmod(n, chunk)
+    return [rem] * (rem > 0) + [chunk] * full  # popped from the end: full chunks first
+
+
+def _measure(
+    env_id: str,
+    workers: int,
+    mode: Mode,
+    cfg: BenchConfig,
+    group: ActorGroup,
+    pool: LocalPool | None,
+    progress: BenchProgress,
+) -> EnvResult:
+    collect = mode == "collect"
+    # Warm-up (untimed): caches, first-call paths, and a rate estimate for sizing.
+    warm = workers * cfg.envs_per_actor * 20
+    rep, _ = group.run(warm, warm, collect)
+    per_actor_rate = rep.steps_per_s / workers
+    chunk = max(cfg.envs_per_actor, int(per_actor_rate * CHUNK_TARGET_S))
+    if cfg.protocol == "paper":
+        total = cfg.samples_per_cpu * workers
+    else:
+        total = max(cfg.samples_per_cpu * workers, int(rep.steps_per_s * cfg.steady_seconds))
+    progress.start(f"{envmod.env_name(env_id)} {mode} x{workers}", env_id, total * cfg.repeats)
+    ours: list[Repeat] = []
+    local: list[Repeat] = []
+    counted_all: list[int] = []
+    for _ in range(cfg.repeats):
+        # Interleave: the two methods see the same background load, repeat by repeat.
+        r, counted = group.run(total, chunk, collect, progress.add)
+        ours.append(r)
+        counted_all.append(counted)
+        if pool is not None:
+            lr, lcount = pool.run(split(total, workers), chunk, collect)
+            if lcount != total:
+                raise BenchError(f"local limit counted {lcount} of {total} samples")
+            local.append(lr)
+    if any(c != total for c in counted_all):
+        raise BenchError(f"{env_id}: requested {total} samples per repeat, counted {counted_all}")
+    res = EnvResult(
+        env_id=env_id,
+        env_name=envmod.env_name(env_id),
+        mode=mode,
+        workers=workers,
+        envs_per_actor=cfg.envs_per_actor,
+        samples_requested=total,
+        samples_counted=counted_all[0],
+        syndeo=_summary("syndeo", ours, group.startup_s),
+        peak_rss_per_actor_bytes=group.peak_rss(),
+    )
+    if pool is not None:
+        res.local_limit = _summary("local_limit", local, pool.startup_s)
+        res.ratio_local_limit = statistics.median(
+            o.steps_per_s / loc.steps_per_s for o, loc in zip(ours, local, strict=True)
+        )
+    return res
+
+
+def run_benchmark(
+    cfg: BenchConfig, progress: BenchProgress | None = None, num_cpus: int | None = None
+) -> BenchResult:
+    """Run every (env, size, mode) of ``cfg`` on the connected (or a local) Ray cluster."""
+    env_ids = envmod.resolve(cfg.envs, cfg.env_version)  # fail before starting anything
+    started = manifest.now_iso()
+    nodes, cpus = connect(num_cpus)
+    sizes = cfg.workers or [cpus]
+    bad = [w for w in sizes if not 1 <= w <= cpus]
+    if bad:
+        raise BenchError(f"worker counts {bad} do not fit the cluster's {cpus} CPUs")
+    result = BenchResult(manifest=manifest.build(nodes, cpus, started), config=cfg, results=[])
+    progress = progress or BenchProgress(tty=False)
+    for env_id in env_ids:
+        for w in sizes:
+            group = ActorGroup(env_id, w, cfg)
+            pool = (
+                LocalPool(env_id, w, cfg.envs_per_actor, cfg.hidden, cfg.seed)
+                if cfg.local_limit
+                else None
+            )
+            try:
+                for mode in cfg.modes:
+                    res = _measure(env_id, w, mode, cfg, group, pool, progress)
+                    if cfg.rllib:
+                        from syndeo.bench.rllib_baseline import attach_rllib
+
+                        attach_rllib(res, cfg)
+                    result.results.append(res)
+            finally:
+                group.close()
+                if pool is not None:
+                    pool.close()
+    result.manifest.finished_at = manifest.now_iso()
+    return result
