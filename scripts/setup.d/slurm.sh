@@ -27,7 +27,7 @@ if ((${#missing[@]})); then
     printf '#!/bin/sh\nexit 101\n' >"$policy_tmp"
     chmod 0755 "$policy_tmp"
   fi
-  trap '[[ -n "$policy_tmp" ]] && rm -f "$policy_tmp"' EXIT
+  trap 'if [[ -n "$policy_tmp" ]]; then rm -f "$policy_tmp"; fi' EXIT
   export DEBIAN_FRONTEND=noninteractive
   if ! "${APT[@]}" install -y --no-install-recommends -t bookworm "${missing[@]}"; then
     "${APT[@]}" update
@@ -39,3 +39,34 @@ fi
 id syndeo-ci >/dev/null 2>&1 || useradd -m -s /bin/bash syndeo-ci
 
 echo "slurm.sh: $(slurmctld -V) with munge $(munged --version 2>&1 | head -1 | awk '{print $1}')"
+
+# An interpreter the unprivileged user can run for bare-mode (no container) jobs.
+# The project venv's interpreter may live under /root (pyenv), which other users
+# cannot traverse; a venv from the system Python of the same minor version that
+# adds the project venv's site-packages gives them the same packages, no reinstall.
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+PROJECT_PY="${SYNDEO_PYTHON:-$ROOT/.venv/bin/python}"
+CI_VENV=/opt/syndeo-ci/venv
+if [[ -x "$PROJECT_PY" ]]; then
+  site=$("$PROJECT_PY" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+  ver=$("$PROJECT_PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+  sys_py=""
+  for cand in "/usr/bin/python$ver" "/usr/local/bin/python$ver"; do
+    [[ -x "$cand" ]] && { sys_py=$cand; break; }
+  done
+  if [[ -z "$sys_py" ]]; then
+    echo "slurm.sh: no system python$ver for the unprivileged test user's venv" >&2
+    exit 1
+  fi
+  if [[ "$(readlink -f "$CI_VENV/bin/python" 2>/dev/null)" != "$(readlink -f "$sys_py")" ]]; then
+    rm -rf "$CI_VENV"
+    "$sys_py" -m venv --without-pip "$CI_VENV"
+  fi
+  ci_site=$("$CI_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+  # An `import` line in a .pth runs at startup; addsitedir also processes that dir's .pth
+  # files (the editable install of syndeo is one).
+  echo "import site; site.addsitedir('$site')" >"$ci_site/syndeo-project.pth"
+  chmod -R a+rX /opt/syndeo-ci
+  runuser -u syndeo-ci -- "$CI_VENV/bin/python" -c 'import ray, syndeo' \
+    || { echo "slurm.sh: $CI_VENV cannot import ray/syndeo as syndeo-ci" >&2; exit 1; }
+fi

@@ -1,0 +1,122 @@
+"""Thin wrappers over the Slurm CLI: submit, query, cancel, list partitions.
+
+Only the commands every site has (sbatch, scontrol, sinfo, scancel); no slurmdbd
+(``sacct``) is assumed, so a finished job is read from ``scontrol show job``
+while the controller still remembers it (MinJobAge).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from syndeo.errors import ConfigError, TargetError
+
+# States in which the job and all its processes are gone.
+TERMINAL = frozenset({
+    "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+    "DEADLINE", "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED",
+})  # fmt: skip
+_KV_RE = re.compile(r"(\w+)=(\S*)")
+
+
+def _slurm(argv: Sequence[str], timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+    if shutil.which(argv[0]) is None:
+        raise TargetError(
+            f"{argv[0]} not found: run on a Slurm login node (or start the local test "
+            "cluster with `invoke slurm.up`)"
+        )
+    try:
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise TargetError(f"`{' '.join(argv)}` did not answer within {timeout:.0f} s") from None
+
+
+def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = (proc.stderr or proc.stdout).strip().splitlines()
+    return lines[-1] if lines else f"exit status {proc.returncode}"
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    job_id: str
+    state: str  # PENDING, RUNNING, ... ("UNKNOWN" once the controller forgot the job)
+    reason: str = ""
+    exit_code: int = 0
+    signal: int = 0
+    nodes: str = ""
+    restarts: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.state in TERMINAL or self.state == "UNKNOWN"
+
+
+def partitions() -> dict[str, int]:
+    """Partition name -> number of nodes (the default partition's '*' removed)."""
+    proc = _slurm(["sinfo", "-h", "-o", "%P %D"])
+    if proc.returncode != 0:
+        raise TargetError(f"cannot reach Slurm: {_last_line(proc)}")
+    out: dict[str, int] = {}
+    for line in proc.stdout.splitlines():
+        name, _, count = line.strip().partition(" ")
+        if name:
+            out[name.rstrip("*")] = out.get(name.rstrip("*"), 0) + int(count or 0)
+    return out
+
+
+def default_partition() -> str | None:
+    proc = _slurm(["sinfo", "-h", "-o", "%P"])
+    return next((p.rstrip("*") for p in proc.stdout.split() if p.endswith("*")), None)
+
+
+def check_partition(name: str | None, nodes: int) -> None:
+    """ConfigError if the partition is unknown or smaller than the job."""
+    parts = partitions()
+    part = name or default_partition()
+    if part is None:
+        raise ConfigError("this Slurm cluster has no default partition: set slurm.partition")
+    if part not in parts:
+        known = ", ".join(sorted(parts)) or "none"
+        raise ConfigError(f"unknown Slurm partition {part!r}; available: {known}")
+    if nodes > parts[part]:
+        raise ConfigError(
+            f"the job asks for {nodes} nodes but partition {part!r} has only {parts[part]}"
+        )
+
+
+def submit(script: Path, cwd: Path | None = None) -> str:
+    proc = _slurm(["sbatch", "--parsable", str(script)], timeout=60)
+    if proc.returncode != 0:
+        raise TargetError(f"sbatch refused the job: {_last_line(proc).removeprefix('sbatch: ')}")
+    # --parsable prints "<id>" or "<id>;<cluster>".
+    return proc.stdout.strip().split(";")[0]
+
+
+def job_info(job_id: str) -> JobInfo:
+    proc = _slurm(["scontrol", "show", "job", "-o", job_id])
+    if proc.returncode != 0:
+        if "Invalid job id" in (proc.stderr + proc.stdout):
+            return JobInfo(job_id, "UNKNOWN", "the controller no longer knows this job")
+        raise TargetError(f"cannot query Slurm job {job_id}: {_last_line(proc)}")
+    kv = dict(_KV_RE.findall(proc.stdout))
+    code, _, sig = kv.get("ExitCode", "0:0").partition(":")
+    return JobInfo(
+        job_id=job_id,
+        state=kv.get("JobState", "UNKNOWN"),
+        reason=kv.get("Reason", ""),
+        exit_code=int(code or 0),
+        signal=int(sig or 0),
+        nodes=kv.get("NodeList", ""),
+        restarts=int(kv.get("Restarts", "0") or 0),
+    )
+
+
+def cancel(job_id: str) -> None:
+    proc = _slurm(["scancel", job_id])
+    if proc.returncode != 0 and "already completed" not in proc.stderr.lower():
+        raise TargetError(f"scancel {job_id} failed: {_last_line(proc)}")

@@ -1,0 +1,31 @@
+"""Run ``syndeo.deploy.deploy`` from a TOML config and print the outcome as JSON.
+
+Tests run this as the unprivileged user (``runuser -u syndeo-ci``), the way an
+HPC user runs syndeo on a login node.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from syndeo.config import load_config
+from syndeo.deploy import deploy
+from syndeo.errors import SyndeoError
+from syndeo.ui import Ui
+
+
+def main() -> int:
+    try:
+        outcome = deploy(load_config(Path(sys.argv[1])), Ui())
+    except SyndeoError as exc:
+        print(json.dumps({"error": str(exc), "exit_code": exc.exit_code}))
+        return exc.exit_code
+    print(json.dumps(dataclasses.asdict(outcome), default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""Test workload for Slurm jobs: where did Ray put things, and did every task finish?
+
+Runs ``--tasks`` one-CPU tasks of ``--seconds`` each, spread over the nodes, with
+retries (a lost node's unfinished tasks are redone elsewhere), then writes the
+node IPs Ray saw and the hosts the tasks ran on to ``$SYNDEO_RESULT_PATH``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+import ray
+
+
+@ray.remote(num_cpus=1, max_retries=5)
+def work(i: int, seconds: float) -> tuple[int, str]:
+    time.sleep(seconds)
+    return i, socket.gethostname()
+
+
+def _write(path: str, data: dict[str, object]) -> None:
+    tmp = Path(path + ".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tasks", type=int, default=6)
+    ap.add_argument("--seconds", type=float, default=0.2)
+    args = ap.parse_args()
+    ray.init()
+    nodes = [n for n in ray.nodes() if n["Alive"]]
+    refs = [
+        work.options(scheduling_strategy="SPREAD").remote(i, args.seconds)
+        for i in range(args.tasks)
+    ]
+    done: dict[int, str] = {}
+    pending = list(refs)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1)
+        for i, host in ray.get(ready):
+            done[i] = host
+        if os.environ.get("SYNDEO_PROGRESS_FILE"):
+            _write(os.environ["SYNDEO_PROGRESS_FILE"], {"tasks_done": len(done)})
+    _write(
+        os.environ["SYNDEO_RESULT_PATH"],
+        {
+            "ray_nodes": len(nodes),
+            "node_ips": sorted(n["NodeManagerAddress"] for n in nodes),
+            "tasks_done": len(done),
+            "task_hosts": sorted(set(done.values())),
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
