@@ -76,7 +76,7 @@ def test_two_clusters_at_once_do_not_collide(syndeo_home: Path, tmp_path: Path) 
         for cid in ("tpair-a", "tpair-b")
     }
     for cid, proc in runs.items():
-        out, err = proc.communicate(timeout=600)
+        _out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, f"{cid}: {err[-3000:]}"
     a, b = (read_json(tmp_path / "res" / cid / "result.json") for cid in runs)
     assert a["nodes"] == b["nodes"] == 2  # each saw only its own nodes
