@@ -271,6 +271,19 @@ def kill_node(name: str, base: Path = DEFAULT_BASE) -> None:
     terminate(netns.netns_pids(node.netns), grace=0)
 
 
+def revive_node(name: str, base: Path = DEFAULT_BASE, timeout: float = 60.0) -> None:
+    """Restart a killed node's slurmd and return it to service (undo :func:`kill_node`)."""
+    c = load(base)
+    node = next((n for n in (c.nodes if c else []) if n.name == name), None)
+    if c is None or node is None:
+        raise TargetError(f"no local Slurm node named {name!r}")
+    terminate(netns.netns_pids(node.netns), grace=0)
+    _start_slurmd(c, node)
+    # A node already marked DOWN needs an explicit resume; an idle one refuses it.
+    run(["scontrol", "update", f"nodename={name}", "state=resume"], check=False, env=c.env)
+    wait_until(lambda: True if _all_idle(c) else None, timeout, f"{name} back in service")
+
+
 # --------------------------------------------------------------------------- down
 def down(base: Path = DEFAULT_BASE) -> None:
     """Stop everything ``up()`` started and remove what it created.  Safe to repeat."""

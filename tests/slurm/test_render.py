@@ -1,0 +1,160 @@
+"""The rendered sbatch script: golden files for a few settings, and validation errors.
+
+Golden files live in ``tests/slurm/golden``; after an intended change, regenerate
+them with ``SYNDEO_UPDATE_GOLDEN=1 pytest tests/slurm/test_render.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syndeo.config import load_config
+from syndeo.errors import ConfigError, ImageError
+from syndeo.slurm.settings import SlurmSettings
+from syndeo.slurm.target import SlurmTarget
+from syndeo.targets.base import ClusterSpec
+from tests.slurm.conftest import CI_PYTHON, CI_USER, as_user
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def _spec(**over: Any) -> ClusterSpec:
+    base: dict[str, Any] = dict(
+        target="slurm", cluster_id="slurm-0123abcd", rendezvous="file:///shared/u/rdv",
+        nodes=3, cpus=4, gpus=0, memory_mb=None, object_store_mb=None, join_timeout=120.0,
+        run="python -m syndeo.bench run --env CartPole-v1", workdir=Path("/shared/u/work"),
+        image=None, not_before=1795000000.0,
+    )  # fmt: skip
+    base.update(over)
+    return ClusterSpec(**base)
+
+
+def _script(spec: ClusterSpec, **slurm: Any) -> str:
+    slurm.setdefault("job_dir", "/shared/u/syndeo")
+    slurm.setdefault("python", "/shared/u/venv/bin/python")
+    cfg = load_config(target="slurm", slurm=slurm)
+    return SlurmTarget(cfg).script(spec)
+
+
+CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "cpu-3node": ({}, {"partition": "debug", "time": "00:30:00"}),
+    "gpu-gres-account": (
+        {"gpus": 2, "memory_mb": 64000, "nodes": 4},
+        {
+            "partition": "gpu", "account": "proj42", "qos": "high", "requeue": True,
+            "interface": "ib0", "time": "1-00:00:00",
+        },
+    ),
+    "gpu-per-task-extra": (
+        {"gpus": 1, "nodes": 2, "cpus": 8},
+        {
+            "gpu_request": "gpus-per-task", "tolerate_node_loss": False,
+            "extra_sbatch": ["--constraint=a100", "--mail-type=END"], "scratch_dir": "/scratch",
+        },
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden(name: str) -> None:
+    spec_over, slurm = CASES[name]
+    text = _script(_spec(**spec_over), **slurm)
+    path = GOLDEN / f"{name}.sbatch"
+    if os.environ.get("SYNDEO_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"golden file {path} missing: run with SYNDEO_UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"rendered script differs from {path}"
+    # And it is valid bash.
+    subprocess.run(["bash", "-n"], input=text, text=True, check=True)
+
+
+def test_gpu_settings_pass_through() -> None:
+    gres = _script(_spec(gpus=2), partition="gpu")
+    assert "#SBATCH --gres=gpu:2" in gres
+    assert "--gres=gpu:2 --no-kill" in gres  # the srun step asks for them too
+    assert "export SYNDEO_GPUS=2" in gres  # -> ray start --num-gpus=2
+    per_task = _script(_spec(gpus=1), gpu_request="gpus-per-task")
+    assert "#SBATCH --gpus-per-task=1" in per_task and "--gres" not in per_task
+
+
+def test_container_launch_line(tmp_path: Path) -> None:
+    """In a container, the node runs what ``syndeo.container.node_command`` says, plus --nv.
+
+    Rendered as the unprivileged CI user: syndeo refuses to launch containers as root.
+    """
+    image = Path(f"/home/{CI_USER}/render-test.sif")
+    # Only the header is checked when rendering: a SIF launch line and magic.
+    image.write_bytes(
+        b"#!/usr/bin/env run-singularity\n".ljust(32, b" ") + b"SIF_MAGIC" + bytes(64)
+    )
+    os.chmod(image, 0o644)
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; "
+        "from tests.slurm.test_render import _script, _spec; "
+        "print(_script(_spec(image=Path(sys.argv[2]), gpus=1), scratch_dir='/tmp'))"
+    )
+    root = str(Path(__file__).resolve().parents[2])
+    try:
+        proc = subprocess.run(
+            as_user([str(CI_PYTHON), "-c", code, root, str(image)]),
+            capture_output=True, text=True, cwd="/", check=False,
+        )  # fmt: skip
+    finally:
+        image.unlink()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = proc.stdout
+    assert "apptainer exec --containall --cleanenv" in text
+    assert f"--nv {image}" in text or " --nv " in text
+    assert str(image) in text
+    # Per-node values reach the container through apptainer's environment, from Slurm.
+    assert 'export APPTAINERENV_SYNDEO_RANK="${SYNDEO_RANK}"' in text
+    assert 'export APPTAINERENV_SYNDEO_NODE_IP="${SYNDEO_NODE_IP}"' in text
+    assert "export APPTAINERENV_SYNDEO_NODES=3" in text
+    subprocess.run(["bash", "-n"], input=text, text=True, check=True)
+
+
+def test_runtime_values_come_from_slurm() -> None:
+    text = _script(_spec())
+    assert 'export SYNDEO_RANK="$SLURM_PROCID"' in text
+    assert 'SYNDEO_ATTEMPT="${SLURM_RESTART_COUNT:-0}"' in text
+    assert "srun --overlap" in text
+    assert "sleep" not in text  # readiness is awaited, never slept for
+
+
+@pytest.mark.parametrize(
+    ("slurm", "needle"),
+    [
+        ({"time": "soon"}, "slurm.time"),
+        ({"partition": "a b"}, "slurm.partition"),
+        ({"scratch_dir": "/a/very/long/scratch/directory/path"}, "slurm.scratch_dir"),
+        ({"no_such_key": 1}, "slurm.no_such_key: is not a known setting"),
+        ({"extra_sbatch": ["-N 4"]}, "slurm.extra_sbatch"),
+    ],
+)
+def test_invalid_slurm_settings(slurm: dict[str, Any], needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle.replace(".", r"\.")) as exc:
+        SlurmTarget(load_config(target="slurm", slurm=slurm))
+    assert "\n" not in str(exc.value)
+
+
+def test_zero_nodes_rejected() -> None:
+    with pytest.raises(ConfigError, match="nodes"):
+        load_config(target="slurm", nodes=0)
+
+
+def test_missing_container_rejected_before_submission(tmp_path: Path) -> None:
+    target = SlurmTarget(load_config(target="slurm", slurm={"job_dir": str(tmp_path)}))
+    with pytest.raises(ImageError, match="container image not found"):
+        target.check(_spec(image=tmp_path / "missing.sif"))
+
+
+def test_settings_defaults_are_safe() -> None:
+    s = SlurmSettings()
+    assert s.requeue is False and s.tolerate_node_loss is True
+    assert len(str(s.scratch_dir)) <= 20
