@@ -1,0 +1,107 @@
+# Inputs of the cloud VM-image builds.  Cloud-specific variables default to "" so one
+# cloud can be validated/built with only its own *.pkrvars.hcl (see examples/).
+
+variable "sif_path" {
+  type        = string
+  description = "Path of the Syndeo SIF built by `invoke build` (its <sif>.manifest.json must sit next to it)."
+}
+
+variable "image_name" {
+  type        = string
+  default     = "syndeo"
+  description = "Prefix of the VM image name; a timestamp is appended."
+}
+
+variable "apptainer_deb_url" {
+  type        = string
+  default     = ""
+  description = "URL of an apptainer .deb to install; empty installs apptainer from Debian sid (the recipe verified with Syndeo)."
+}
+
+variable "disk_size_gb" {
+  type        = number
+  default     = 20
+  description = "Root disk of the build VM and resulting image, GiB."
+}
+
+# --- AWS (amazon-ebs) ---
+variable "aws_region" {
+  type        = string
+  default     = ""
+  description = "AWS region the AMI is built in, e.g. eu-central-1."
+}
+
+variable "aws_instance_type" {
+  type        = string
+  default     = "t3.medium"
+  description = "Instance type of the temporary build instance."
+}
+
+variable "aws_subnet_id" {
+  type        = string
+  default     = ""
+  description = "Subnet for the build instance; empty uses the default VPC."
+}
+
+# --- Google Cloud (googlecompute) ---
+variable "gcp_project_id" {
+  type        = string
+  default     = ""
+  description = "Project the image is created in."
+}
+
+variable "gcp_zone" {
+  type        = string
+  default     = "europe-west4-a"
+  description = "Zone of the temporary build VM."
+}
+
+variable "gcp_machine_type" {
+  type        = string
+  default     = "e2-standard-2"
+  description = "Machine type of the temporary build VM."
+}
+
+variable "gcp_account_file" {
+  type        = string
+  default     = ""
+  description = "Service-account key JSON; empty uses application-default credentials."
+}
+
+# --- Azure (azure-arm) ---
+variable "azure_subscription_id" {
+  type        = string
+  default     = ""
+  description = "Subscription the managed image is created in."
+}
+
+variable "azure_resource_group" {
+  type        = string
+  default     = ""
+  description = "Existing resource group that receives the managed image."
+}
+
+variable "azure_location" {
+  type        = string
+  default     = "westeurope"
+  description = "Azure region of the build VM."
+}
+
+variable "azure_vm_size" {
+  type        = string
+  default     = "Standard_D2s_v5"
+  description = "Size of the temporary build VM."
+}
+
+variable "azure_client_id" {
+  type        = string
+  default     = ""
+  description = "Service principal app id; empty with an empty secret uses the Azure CLI login."
+}
+
+variable "azure_client_secret" {
+  type        = string
+  default     = ""
+  sensitive   = true
+  description = "Service principal secret (pass via PKR_VAR_azure_client_secret, never a file)."
+}
