@@ -25,7 +25,7 @@ from syndeo.rendezvous.base import Rendezvous
 MAX_ATTEMPTS = 4
 CONNECT_TIMEOUT_S = 3.0
 READ_TIMEOUT_S = 10.0
-RETRY_BUDGET_S = 12.0  # GCS bounds retries by total time rather than attempts
+RETRY_BUDGET_S = 8.0  # GCS bounds retries by total time rather than attempts
 
 # Read by every SDK's HTTP stack; forwarded into containers with the credentials.
 NETWORK_ENV: tuple[str, ...] = (

@@ -75,7 +75,7 @@ class GCSRendezvous(_cloud.CloudRendezvous):
 
     # ------------------------------------------------------------------ primitives
     def check(self) -> None:
-        with self._op("list"):
+        with self._op("list", ""):
             # Listing needs only object permissions (no storage.buckets.get).
             list(
                 self.client.list_blobs(

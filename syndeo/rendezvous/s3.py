@@ -15,7 +15,13 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    HTTPClientError,
+    NoCredentialsError,
+)
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from syndeo.rendezvous import _cloud
 
@@ -88,10 +94,12 @@ class S3Rendezvous(_cloud.CloudRendezvous):
                 where = f"it is in {region}" if region else "S3 redirected the request"
                 return f"wrong region for the bucket ({where}): set AWS_REGION"
             return f"{code or status}: {err.get('Message', '') or 'request failed'}"
-        if isinstance(exc, BotoCoreError):
-            # EndpointConnectionError, ConnectTimeoutError, ProfileNotFound, ...
+        if isinstance(exc, BotoConnectionError | HTTPClientError):
             client = getattr(self, "client", None)
-            return f"{exc} (endpoint {client.meta.endpoint_url})" if client else str(exc)
+            where = client.meta.endpoint_url if client else "S3"
+            return f"endpoint {where} unreachable ({type(exc).__name__})"
+        if isinstance(exc, BotoCoreError):
+            return str(exc)  # ProfileNotFound, PartialCredentialsError, ...
         return None
 
     @staticmethod
@@ -100,7 +108,7 @@ class S3Rendezvous(_cloud.CloudRendezvous):
 
     # ------------------------------------------------------------------ primitives
     def check(self) -> None:
-        with self._op("list"):
+        with self._op("list", ""):
             self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.base, MaxKeys=1)
 
     def _put_if_absent(self, name: str, data: bytes) -> bool:
