@@ -3,7 +3,7 @@
 Library entry points (imported lazily so ``import syndeo.bench`` does not load Ray)::
 
     run_benchmark(BenchConfig(...)) -> BenchResult      # syndeo.bench.runner
-    measure_local_limit(env_id, workers, ...) -> Series # syndeo.bench.runner
+    measure_local_limit(env_id, workers, ...) -> Series # syndeo.bench.local_limit
     render_report(results_dir, out_dir) -> Path         # syndeo.bench.report
 """
 
@@ -15,8 +15,9 @@ from syndeo.bench.errors import BenchError
 from syndeo.bench.models import BenchConfig, BenchResult, EnvResult
 
 if TYPE_CHECKING:
+    from syndeo.bench.local_limit import measure_local_limit
     from syndeo.bench.report import render_report
-    from syndeo.bench.runner import measure_local_limit, run_benchmark
+    from syndeo.bench.runner import run_benchmark
 
 __all__ = [
     "BenchConfig",
@@ -30,10 +31,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("run_benchmark", "measure_local_limit"):
-        from syndeo.bench import runner
+    if name == "run_benchmark":
+        from syndeo.bench.runner import run_benchmark
 
-        return getattr(runner, name)
+        return run_benchmark
+    if name == "measure_local_limit":
+        from syndeo.bench.local_limit import measure_local_limit
+
+        return measure_local_limit
     if name == "render_report":
         from syndeo.bench.report import render_report
 

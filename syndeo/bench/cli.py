@@ -30,8 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m syndeo.bench")
     sub = p.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="measure rollout throughput on the Ray cluster")
-    run.add_argument("--env", nargs="+", default=["all"], help="'all', names or ids")
-    run.add_argument("--mode", nargs="+", default=["count"], help="count and/or collect")
+    # "extend": both `--env A B` and `--env A --env B` (how the deploy config writes it) work.
+    run.add_argument("--env", nargs="+", action="extend", help="'all' (default), names or ids")
+    run.add_argument("--mode", nargs="+", action="extend", help="count (default) and/or collect")
     run.add_argument("--protocol", default="paper", help="paper | steady")
     run.add_argument("--samples-per-cpu", type=int, default=1000)
     run.add_argument("--repeats", type=int, default=4)
@@ -52,10 +53,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(a: argparse.Namespace) -> BenchConfig:
+    for mode in a.mode or []:
+        if mode not in ("count", "collect"):
+            raise BenchError(f"unknown mode {mode!r}: use count and/or collect")
+    if a.protocol not in ("paper", "steady"):
+        raise BenchError(f"unknown protocol {a.protocol!r}: use paper or steady")
     try:
         return BenchConfig(
-            envs=a.env,
-            modes=a.mode,
+            envs=a.env or ["all"],
+            modes=a.mode or ["count"],
             protocol=a.protocol,
             samples_per_cpu=a.samples_per_cpu,
             repeats=a.repeats,

@@ -12,12 +12,13 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import statistics
 import time
 from multiprocessing.connection import Connection, wait
 from types import TracebackType
 
 from syndeo.bench.errors import BenchError
-from syndeo.bench.models import Repeat
+from syndeo.bench.models import Repeat, Series
 from syndeo.bench.rollout import Sampler, Trajectories
 
 
@@ -117,3 +118,35 @@ def split(total: int, parts: int) -> list[int]:
     """Exact division of total samples over parts (first ones take the remainder)."""
     base, rem = divmod(total, parts)
     return [base + (1 if i < rem else 0) for i in range(parts)]
+
+
+def measure_local_limit(
+    env_id: str,
+    workers: int,
+    samples: int,
+    *,
+    repeats: int = 4,
+    collect: bool = False,
+    envs_per_actor: int = 16,
+    hidden: tuple[int, ...] = (64, 64),
+    seed: int = 0,
+    chunk: int = 4000,
+) -> Series:
+    """Stand-alone local limit (no Ray): ``repeats`` runs of ``samples`` over W processes."""
+    if workers <= 0:
+        raise BenchError("zero CPUs requested: the local limit needs at least one process")
+    with LocalPool(env_id, workers, envs_per_actor, hidden, seed) as pool:
+        reps = []
+        for _ in range(repeats):
+            rep, counted = pool.run(split(samples, workers), chunk, collect)
+            if counted != samples:
+                raise BenchError(f"local limit counted {counted} of {samples} samples")
+            reps.append(rep)
+        rates = [r.steps_per_s for r in reps]
+        return Series(
+            method="local_limit",
+            repeats=reps,
+            mean=statistics.fmean(rates),
+            std=statistics.stdev(rates) if len(rates) > 1 else 0.0,
+            startup_s=pool.startup_s,
+        )

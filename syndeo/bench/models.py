@@ -102,3 +102,4 @@ class BenchResult(BaseModel):
     manifest: Manifest
     config: BenchConfig
     results: list[EnvResult]
+    notes: list[str] = Field(default_factory=list)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import jinja2
 from pydantic import ValidationError
+from rich.table import Table
 
 from syndeo.bench import paper
 from syndeo.bench.errors import BenchError
@@ -181,3 +182,28 @@ def render_report(results_dir: Path, out_dir: Path) -> Path:
     md = out_dir / "report.md"
     md.write_text(page)
     return md
+
+
+def result_table(doc: dict[str, object]) -> Table:
+    """A rich table of one result document (for launchers printing a run's outcome).
+
+    Raises ValueError (pydantic's ValidationError is one) if ``doc`` is not a result.
+    """
+    res = BenchResult.model_validate(doc)
+    m = res.manifest
+    table = Table(
+        title=f"rollout throughput — {m.target}, {m.cluster_nodes} node(s), {m.cluster_cpus} CPUs",
+    )
+    for col in ("env", "mode", "CPUs", "steps/s", "± std", "/ local limit", "/ RLlib"):
+        table.add_column(col, justify="left" if col in ("env", "mode") else "right")
+    for r in res.results:
+        table.add_row(
+            r.env_id,
+            r.mode,
+            str(r.workers),
+            f"{r.syndeo.mean:,.0f}",
+            f"{r.syndeo.std:,.0f}",
+            "–" if r.ratio_local_limit is None else f"{r.ratio_local_limit:.3f}",
+            "–" if r.ratio_rllib is None else f"{r.ratio_rllib:.1f}×",
+        )
+    return table

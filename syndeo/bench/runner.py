@@ -8,8 +8,10 @@ driver between chunks; the driver never touches a single step.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,11 +29,14 @@ from syndeo.bench.models import (
     Series,
 )
 from syndeo.bench.progress import BenchProgress
+from syndeo.bench.rllib_baseline import MISSING, RllibSampler
+from syndeo.bench.rllib_baseline import available as rllib_available
 
 # A chunk should take about this long: long enough that one remote call (~1 ms)
 # is noise, short enough for smooth progress and bounded collect-mode memory.
 CHUNK_TARGET_S = 0.25
 IN_FLIGHT = 2
+RLLIB_NOTE = "PPO sampling returns episodes to the driver: its counterpart is collect mode"
 
 
 def connect(num_cpus: int | None = None) -> tuple[int, int]:
@@ -141,6 +146,7 @@ def _measure(
     cfg: BenchConfig,
     group: ActorGroup,
     pool: LocalPool | None,
+    rllib: RllibSampler | None,
     progress: BenchProgress,
 ) -> EnvResult:
     collect = mode == "collect"
@@ -156,6 +162,7 @@ def _measure(
     progress.start(f"{envmod.env_name(env_id)} {mode} x{workers}", env_id, total * cfg.repeats)
     ours: list[Repeat] = []
     local: list[Repeat] = []
+    theirs: list[Repeat] = []
     counted_all: list[int] = []
     for _ in range(cfg.repeats):
         # Interleave: the two methods see the same background load, repeat by repeat.
@@ -167,6 +174,8 @@ def _measure(
             if lcount != total:
                 raise BenchError(f"local limit counted {lcount} of {total} samples")
             local.append(lr)
+        if rllib is not None:
+            theirs.append(rllib.run(total)[0])
     if any(c != total for c in counted_all):
         raise BenchError(f"{env_id}: requested {total} samples per repeat, counted {counted_all}")
     res = EnvResult(
@@ -185,6 +194,11 @@ def _measure(
         res.ratio_local_limit = statistics.median(
             o.steps_per_s / loc.steps_per_s for o, loc in zip(ours, local, strict=True)
         )
+    if rllib is not None:
+        res.rllib = _summary("rllib_ppo", theirs, rllib.startup_s, RLLIB_NOTE)
+        res.ratio_rllib = statistics.median(
+            o.steps_per_s / t.steps_per_s for o, t in zip(ours, theirs, strict=True)
+        )
     return res
 
 
@@ -201,25 +215,26 @@ def run_benchmark(
         raise BenchError(f"worker counts {bad} do not fit the cluster's {cpus} CPUs")
     result = BenchResult(manifest=manifest.build(nodes, cpus, started), config=cfg, results=[])
     progress = progress or BenchProgress(tty=False)
+    use_rllib = cfg.rllib and rllib_available()
+    if cfg.rllib and not use_rllib:
+        result.notes.append(MISSING)
+        print(MISSING, file=sys.stderr)
     for env_id in env_ids:
         for w in sizes:
-            group = ActorGroup(env_id, w, cfg)
-            pool = (
-                LocalPool(env_id, w, cfg.envs_per_actor, cfg.hidden, cfg.seed)
-                if cfg.local_limit
-                else None
-            )
-            try:
+            with contextlib.ExitStack() as stack:
+                group = ActorGroup(env_id, w, cfg)
+                stack.callback(group.close)
+                pool = rllib = None
+                if cfg.local_limit:
+                    pool = stack.enter_context(
+                        LocalPool(env_id, w, cfg.envs_per_actor, cfg.hidden, cfg.seed)
+                    )
+                if use_rllib:
+                    rllib = RllibSampler(env_id, w, cfg.hidden, cfg.seed)
+                    stack.callback(rllib.close)
                 for mode in cfg.modes:
-                    res = _measure(env_id, w, mode, cfg, group, pool, progress)
-                    if cfg.rllib:
-                        from syndeo.bench.rllib_baseline import attach_rllib
-
-                        attach_rllib(res, cfg)
-                    result.results.append(res)
-            finally:
-                group.close()
-                if pool is not None:
-                    pool.close()
+                    result.results.append(
+                        _measure(env_id, w, mode, cfg, group, pool, rllib, progress)
+                    )
     result.manifest.finished_at = manifest.now_iso()
     return result
