@@ -112,8 +112,9 @@ def test_cli_run_writes_valid_json_and_progress(ray_address: str, tmp_path: Path
     env = {"RAY_ADDRESS": ray_address, "RAY_AUTH_MODE": "token",
            "SYNDEO_RESULT_PATH": str(result), "SYNDEO_PROGRESS_FILE": str(progress),
            "SYNDEO_TARGET": "test", "SYNDEO_IMAGE_DIGEST": "sha256:abc"}  # fmt: skip
-    proc = run_cli("run", "--env", "CartPole", "--env", "Acrobot", "--mode", "count", "collect",
-                   "--samples-per-cpu", "300", "--repeats", "2", "--envs-per-actor", "4", env=env)  # fmt: skip
+    args = ["--env", "CartPole", "--env", "Acrobot", "--mode", "count", "collect",
+            "--samples-per-cpu", "300", "--repeats", "2", "--envs-per-actor", "4"]  # fmt: skip
+    proc = run_cli("run", *args, env=env)
     assert proc.returncode == 0, proc.stderr
     doc: dict[str, Any] = json.loads(result.read_text())
     jsonschema.validate(doc, BenchResult.model_json_schema())
