@@ -45,7 +45,11 @@ class FileRendezvous(Rendezvous):
 
     def _ensure_dir(self, path: Path) -> None:
         try:
-            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # mkdir(parents=True) gives intermediate dirs the default mode: create each
+            # missing level ourselves so every directory we make is 0700.
+            missing = [p for p in (path, *path.parents) if not p.exists()]
+            for level in reversed(missing):
+                level.mkdir(mode=0o700, exist_ok=True)
         except PermissionError as exc:
             raise RendezvousError(
                 f"cannot create rendezvous directory {path}: permission denied"

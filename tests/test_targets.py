@@ -1,0 +1,51 @@
+"""The design rule, enforced: every target is the same few verbs and none brings up Ray.
+
+Node bring-up, Ray start, readiness, auth and teardown live in syndeo.node and
+friends; a target module that mentions them has grown its own copy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import subprocess
+import sys
+
+import pytest
+
+from syndeo.targets import TARGETS, Target
+
+VERBS = ("default_rendezvous", "launch", "poll", "stop")
+# What only the per-node command may do.
+FORBIDDEN = ("ray start", "syndeo.raynode", "syndeo.node ", "from syndeo.node", "RAY_AUTH",
+             "ray.init", "--head")  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_target_has_the_common_verbs_and_no_node_logic(name: str) -> None:
+    module_name, class_name = TARGETS[name]
+    module = importlib.import_module(module_name)
+    cls = getattr(module, class_name)
+    assert issubclass(cls, Target) and cls.name == name
+    assert not inspect.isabstract(cls), f"{class_name} leaves verbs unimplemented"
+    public = {n for n, v in vars(cls).items() if callable(v) and not n.startswith("_")}
+    assert set(VERBS) <= public | {n for n in VERBS if hasattr(cls, n)}
+    extra = public - set(VERBS) - {"describe"}
+    assert not extra, f"{class_name} adds verbs other targets lack: {sorted(extra)}"
+    source = inspect.getsource(module)
+    for needle in FORBIDDEN:
+        assert needle not in source, (
+            f"{module_name} contains {needle!r}: node logic belongs in syndeo.node"
+        )
+    # Every target ends in the one per-node command, built in one place.
+    assert "node_command" in source
+
+
+def test_importing_syndeo_loads_no_cloud_sdk_and_no_ray() -> None:
+    code = (
+        "import sys, syndeo, syndeo.cli, syndeo.deploy, syndeo.rendezvous, syndeo.targets;"
+        "bad=[m for m in sys.modules if m.split('.')[0] in "
+        "('boto3','botocore','google','azure','ray')]; print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
