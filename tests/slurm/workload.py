@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 
 @ray.remote(num_cpus=1, max_retries=5)
@@ -36,6 +37,14 @@ def main() -> None:
     args = ap.parse_args()
     ray.init()
     nodes = [n for n in ray.nodes() if n["Alive"]]
+    # One probe pinned to each node: proves every node runs work, and names its host.
+    probes = [
+        work.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+        ).remote(-1, 0.0)
+        for n in nodes
+    ]
+    probe_hosts = sorted(host for _i, host in ray.get(probes))
     refs = [
         work.options(scheduling_strategy="SPREAD").remote(i, args.seconds)
         for i in range(args.tasks)
@@ -55,6 +64,7 @@ def main() -> None:
             "node_ips": sorted(n["NodeManagerAddress"] for n in nodes),
             "tasks_done": len(done),
             "task_hosts": sorted(set(done.values())),
+            "probe_hosts": probe_hosts,
         },
     )
 

@@ -1,0 +1,149 @@
+"""Jobs on the real local Slurm cluster, submitted by the unprivileged CI user.
+
+Bare mode (the CI user's interpreter on the shared filesystem); the container
+path is the same script with an ``apptainer exec`` launch line (see test_render).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from syndeo.slurm import jobs, localcluster
+from tests.slurm.conftest import WORKLOAD, UserRun, as_user, user_procs_on_nodes
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+NODE_IPS = {"10.99.0.11", "10.99.0.12", "10.99.0.13"}
+
+
+def _cfg(tasks: int = 6, seconds: float = 0.2, nodes: int = 3, slurm: str = "") -> str:
+    return (
+        f'target = "slurm"\nnodes = {nodes}\ncpus_per_node = 1\njoin_timeout_s = 180\n'
+        f'run = "python {WORKLOAD} --tasks {tasks} --seconds {seconds}"\n'
+        f'[slurm]\npartition = "debug"\ntime = "00:10:00"\n{slurm}'
+    )
+
+
+def _result(outcome: dict[str, object]) -> dict[str, object]:
+    path = outcome.get("result_path")
+    assert path, f"no result collected: {outcome}"
+    data: dict[str, object] = json.loads(Path(str(path)).read_text())
+    return data
+
+
+def _assert_clean(cluster: localcluster.LocalCluster) -> None:
+    # The job has ended (deploy waits for that): proctrack/cgroup leaves nothing behind.
+    deadline = time.monotonic() + 20
+    while (left := user_procs_on_nodes(cluster)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"processes left on the nodes: {left}"
+    assert not list(Path("/tmp").glob("sy-*")), "scratch dirs left behind"
+
+
+def _job_id(run: UserRun) -> str:
+    jobs_dir = run.root / "home" / "slurm" / "jobs"
+    logs = list(jobs_dir.glob("*/slurm-*.out"))
+    return logs[0].name.removeprefix("slurm-").removesuffix(".out") if logs else ""
+
+
+def _wait_running(run: UserRun, timeout: float = 240) -> str:
+    """Job id once the workload runs (its head has published phase 'running')."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for status in (run.root / "home" / "slurm" / "rendezvous").glob("*/a0/status.json"):
+            try:
+                if json.loads(status.read_text())["phase"] == "running":
+                    return _job_id(run)
+            except (OSError, ValueError, KeyError):
+                pass
+        time.sleep(0.2)
+    raise AssertionError("the job's workload never started running")
+
+
+def test_three_node_job(slurm_cluster: localcluster.LocalCluster, user_run: UserRun) -> None:
+    outcome = user_run.deploy(_cfg())
+    assert outcome["exit_code"] == 0, outcome
+    result = _result(outcome)
+    assert result["ray_nodes"] == 3
+    assert set(result["node_ips"]) == NODE_IPS  # type: ignore[arg-type]
+    assert result["tasks_done"] == 6
+    assert result["probe_hosts"] == ["node1", "node2", "node3"]
+    print("timings", outcome["timings"])
+    assert "all_joined_s" in outcome["timings"]  # type: ignore[operator]
+    _assert_clean(slurm_cluster)
+
+
+def test_two_jobs_share_nodes_and_cancel_one(
+    slurm_cluster: localcluster.LocalCluster, tmp_path: Path
+) -> None:
+    """Two clusters on the same 3 nodes: no port/temp/rendezvous clash; scancel of one
+    leaves the other running to completion and leaves no Ray process of its own."""
+    runs = [UserRun(_mk(tmp_path, name)) for name in ("a", "b")]
+    long_run, short_run = runs
+    p_long = long_run.start(_cfg(tasks=400, seconds=1.0))
+    p_short = short_run.start(_cfg(tasks=30, seconds=0.5))
+    job_long = _wait_running(long_run)
+    _wait_running(short_run)
+    subprocess.run(as_user(["scancel", job_long], {"SLURM_CONF": str(slurm_cluster.conf)}),
+                   check=True)  # fmt: skip
+    cancelled = UserRun.finish(p_long)
+    assert cancelled["exit_code"] != 0
+    assert "cancel" in json.dumps(cancelled).lower(), cancelled
+    assert jobs.job_info(job_long).state == "CANCELLED"
+    done = UserRun.finish(p_short)
+    assert done["exit_code"] == 0, done
+    result = _result(done)
+    assert result["ray_nodes"] == 3 and result["tasks_done"] == 30
+    _assert_clean(slurm_cluster)
+
+
+def test_invalid_settings_fail_before_submission(
+    slurm_cluster: localcluster.LocalCluster, user_run: UserRun
+) -> None:
+    before = jobs.partitions()
+    bad_partition = user_run.deploy(_cfg().replace('"debug"', '"nosuch"'))
+    assert "unknown Slurm partition 'nosuch'; available: debug" in bad_partition["error"]
+    too_big = user_run.deploy(_cfg(nodes=5))
+    assert "asks for 5 nodes but partition 'debug' has only 3" in too_big["error"]
+    no_image = user_run.deploy(f'container = "{user_run.root}/nope.sif"\n' + _cfg())
+    assert "container image not found" in no_image["error"]
+    zero = user_run.deploy(_cfg(nodes=0))
+    assert "nodes" in zero["error"]
+    for outcome in (bad_partition, too_big, no_image, zero):
+        assert outcome["_rc"] != 0 and "Traceback" not in outcome["_stderr"]
+    assert not (user_run.root / "home" / "slurm" / "jobs").exists() or not list(
+        (user_run.root / "home" / "slurm" / "jobs").glob("*/slurm-*.out")
+    ), "a job was submitted"
+    assert jobs.partitions() == before
+
+
+def test_worker_node_killed(slurm_cluster: localcluster.LocalCluster, user_run: UserRun) -> None:
+    """node3 dies mid-run (slurmd and all its processes): the job still completes every
+    task on the surviving nodes and reports the lost rank."""
+    proc = user_run.start(_cfg(tasks=60, seconds=1.0))
+    try:
+        _wait_running(user_run)
+        localcluster.kill_node("node3")
+        outcome = UserRun.finish(proc, timeout=600)
+    finally:
+        localcluster.revive_node("node3")
+    assert outcome["exit_code"] == 0, outcome
+    assert outcome["lost_ranks"] == [2], outcome
+    assert _result(outcome)["tasks_done"] == 60
+    _assert_clean(slurm_cluster)
+
+
+def _mk(tmp_path: Path, name: str) -> Path:
+    import os
+    import pwd
+
+    root = Path(f"/home/syndeo-ci/{tmp_path.name}-{name}")
+    root.mkdir(mode=0o700)
+    pw = pwd.getpwnam("syndeo-ci")
+    os.chown(root, pw.pw_uid, pw.pw_gid)
+    return root
