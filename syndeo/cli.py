@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("node", help="run this machine's node (configured by SYNDEO_* variables)")
     p.set_defaults(func=_node)
-    from syndeo import frontend
+    import syndeo.frontend as frontend
 
     frontend.add_commands(sub)
     return parser
