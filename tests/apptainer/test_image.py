@@ -1,0 +1,69 @@
+"""The real image: built by Packer + Apptainer, cached, its manifest honest."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from syndeo import image
+
+pytestmark = [pytest.mark.apptainer, pytest.mark.slow]
+
+
+def test_manifest_matches_the_sif(built_image: image.ImageManifest, sif: Path) -> None:
+    assert sif.stat().st_size == built_image.size_bytes
+    assert image.sha256_file(sif) == built_image.sha256
+    assert image.image_digest(sif) == f"sha256:{built_image.sha256}"
+    assert built_image.versions["ray"] == "2.60.0"
+    assert built_image.versions["python"].startswith("3.11.")
+    assert built_image.versions["syndeo"] == __import__("syndeo").__version__
+    assert built_image.base == "debootstrap"
+    assert built_image.build_seconds > 0
+    assert image.verify_sif(sif) == built_image
+
+
+def test_rebuild_with_nothing_changed_is_a_noop(
+    built_image: image.ImageManifest, sif: Path
+) -> None:
+    mtime = sif.stat().st_mtime_ns
+    again = image.build("debootstrap", sif)
+    assert again.sha256 == built_image.sha256
+    assert again.built_at == built_image.built_at
+    assert sif.stat().st_mtime_ns == mtime
+
+
+def test_rebuild_after_an_input_changes_is_detected(sif: Path, tmp_path: Path) -> None:
+    ca = tmp_path / "extra-ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    base = image.inputs_digest(image.definition_path("debootstrap"), image.REPO, None, {})
+    with_ca = image.inputs_digest(image.definition_path("debootstrap"), image.REPO, ca, {})
+    mirror = {"MIRROR": "http://mirror.example/debian"}
+    with_arg = image.inputs_digest(image.definition_path("debootstrap"), image.REPO, None, mirror)
+    assert len({base, with_ca, with_arg}) == 3
+    assert image.load_manifest(sif) is not None
+    assert image.load_manifest(sif).inputs_sha256 == base  # type: ignore[union-attr]
+
+
+def test_image_is_lean(sif: Path, run_user: str | None) -> None:
+    """No compilers, no pip/apt caches, but compiled bytecode kept (read-only SIF)."""
+    probe = (
+        "import glob, os, shutil, json;"
+        "print(json.dumps({'cc': [c for c in ('gcc','cc','g++','clang') if shutil.which(c)],"
+        "'pip_cache': os.path.exists('/root/.cache/pip'),"
+        "'apt_lists': len(glob.glob('/var/lib/apt/lists/*_Packages')),"
+        "'build_ctx': os.path.exists('/opt/syndeo-build'),"
+        "'ray_pyc': len(glob.glob('/opt/syndeo/lib/python3*/site-packages/ray/__pycache__/*'))}))"
+    )
+    argv = ["apptainer", "exec", "--containall", "--cleanenv", str(sif), "python", "-c", probe]
+    if run_user:
+        argv = ["runuser", "-u", run_user, "--", *argv]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=120)
+    facts = json.loads(out.stdout.strip().splitlines()[-1])
+    assert facts["cc"] == []
+    assert facts["pip_cache"] is False
+    assert facts["apt_lists"] == 0
+    assert facts["build_ctx"] is False
+    assert facts["ray_pyc"] > 10
