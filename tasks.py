@@ -11,7 +11,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from invoke import Collection, Context, Exit, task
+from invoke.collection import Collection
+from invoke.context import Context
+from invoke.exceptions import Exit
+from invoke.tasks import task
 
 from syndeo import frontend
 from syndeo.errors import SyndeoError
