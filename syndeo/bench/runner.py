@@ -164,16 +164,24 @@ def _measure(
     local: list[Repeat] = []
     theirs: list[Repeat] = []
     counted_all: list[int] = []
-    for _ in range(cfg.repeats):
-        # Interleave: the two methods see the same background load, repeat by repeat.
+
+    def run_ours() -> None:
         r, counted = group.run(total, chunk, collect, progress.add)
         ours.append(r)
         counted_all.append(counted)
+
+    def run_local() -> None:
         if pool is not None:
             lr, lcount = pool.run(split(total, workers), chunk, collect)
             if lcount != total:
                 raise BenchError(f"local limit counted {lcount} of {total} samples")
             local.append(lr)
+
+    for i in range(cfg.repeats):
+        # Interleaved, alternating order (ABBA): the two methods see the same background
+        # load repeat by repeat, and a drift in load favours neither.
+        for step in (run_ours, run_local) if i % 2 == 0 else (run_local, run_ours):
+            step()
         if rllib is not None:
             theirs.append(rllib.run(total)[0])
     if any(c != total for c in counted_all):
