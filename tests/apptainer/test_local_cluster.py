@@ -1,0 +1,86 @@
+"""`syndeo deploy --target local --container <sif>`: three containerised nodes form a
+Ray cluster as the unprivileged test user, run a workload, tear down completely."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from syndeo.image import ImageManifest
+from tests.core.helpers import assert_nothing_left
+
+pytestmark = [pytest.mark.apptainer, pytest.mark.slow]
+PROBE = Path(__file__).with_name("container_probe.py")
+
+
+def launcher_python(run_user: str | None) -> str:
+    """An interpreter the run user can execute (the project venv's may sit under /root);
+    scripts/setup.d/slurm.sh provides one for syndeo-ci."""
+    if run_user is None:
+        return sys.executable
+    python = os.environ.get("SYNDEO_CI_PYTHON", "/opt/syndeo-ci/venv/bin/python")
+    probe = subprocess.run(
+        ["runuser", "-u", run_user, "--", python, "-c", "import syndeo, ray"], capture_output=True
+    )
+    assert probe.returncode == 0, f"{run_user} cannot run {python} with syndeo: {probe.stderr!r}"
+    return python
+
+
+def deploy_as(run_user: str | None, args: list[str], cwd: Path, home: Path,
+              timeout: float = 600) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    argv = [launcher_python(run_user), "-m", "syndeo", "deploy", *args]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYNDEO_")}
+    env.update(SYNDEO_HOME=str(home), SYNDEO_TEST_HOST_ONLY="must-not-leak")
+    if run_user is not None:
+        env["HOME"] = os.path.expanduser(f"~{run_user}")
+        argv = ["runuser", "-u", run_user, "--", *argv]
+    return subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def test_three_containerised_nodes_form_a_cluster(
+    built_image: ImageManifest, sif: Path, shared_dir: Path, run_user: str | None, run_uid: int
+) -> None:
+    work = shared_dir
+    shutil.copy2(PROBE, work / PROBE.name)
+    os.chown(work / PROBE.name, run_uid, -1)
+    cid = "ctr3"
+    started = time.time()
+    proc = deploy_as(
+        run_user,
+        ["--target", "local", "--nodes", "3", "--cluster-id", cid, "--container", str(sif),
+         "--run", f"python {PROBE.name}", "--results-dir", str(work / "res"),
+         "--join-timeout-s", "300"],
+        cwd=work, home=work / "home",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((work / "res" / cid / "result.json").read_text())
+    assert result["nodes"] == 3
+    assert result["node_ips"] == ["127.0.0.10", "127.0.0.11", "127.0.0.12"]
+    assert result["task_nodes"] >= 2
+    for seen in [result["driver"], *result["tasks"]]:
+        assert seen["uid"] == run_uid != 0
+        assert seen["in_container"] is True
+        assert seen["host_env_leak"] is False
+        assert str(seen["python"]).startswith("/opt/syndeo/")
+    summary = json.loads((work / "res" / cid / "deploy.json").read_text())
+    assert summary["exit_code"] == 0
+    assert summary["image"]["digest"] == f"sha256:{built_image.sha256}"
+    assert_nothing_left(cid)
+    # Nor any apptainer / squashfuse process this test started for the image.
+    left = []
+    for p in psutil.process_iter(["cmdline", "create_time"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if p.info["create_time"] >= started - 1 and str(sif) in cmd:
+            left.append(f"{p.pid} {cmd[:80]}")
+    assert not left, left
