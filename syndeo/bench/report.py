@@ -8,6 +8,7 @@ is the smallest measured size extrapolated linearly.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -48,16 +49,32 @@ class Point:
 
 
 def load_results(results_dir: Path) -> list[tuple[Path, BenchResult]]:
-    files = sorted(results_dir.glob("*.json")) if results_dir.is_dir() else []
-    if not files:
-        raise BenchError(f"no result JSON files in {results_dir}")
+    """Every benchmark result below ``results_dir`` (deploy writes ``<cluster-id>/result.json``).
+
+    JSON files that are not benchmark results (deploy.json, a user's own workload's
+    result) are skipped; a file that claims to be one but does not validate is an error.
+    """
+    files = sorted(results_dir.rglob("*.json")) if results_dir.is_dir() else []
     out = []
     for f in files:
         try:
-            out.append((f, BenchResult.model_validate_json(f.read_text())))
-        except (ValidationError, ValueError) as e:
-            raise BenchError(f"{f} is not a benchmark result: {str(e).splitlines()[0]}") from None
+            doc = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if not (isinstance(doc, dict) and "manifest" in doc and "results" in doc):
+            continue
+        try:
+            out.append((f, BenchResult.model_validate(doc)))
+        except ValidationError as e:
+            raise BenchError(f"{f} is not a valid benchmark result: {_first_error(e)}") from None
+    if not out:
+        raise BenchError(f"no benchmark result JSON files in {results_dir}")
     return out
+
+
+def _first_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    return f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
 
 
 def pool(results: list[tuple[Path, BenchResult]]) -> list[Point]:

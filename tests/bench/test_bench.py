@@ -144,6 +144,9 @@ def test_schema_rejects_a_broken_result(ray_address: str, sweep_results: Path) -
 
 
 def test_report_renders_tables_plots_and_page(sweep_results: Path, tmp_path: Path) -> None:
+    # A deploy leaves other JSON next to results; the report must skip it.
+    (sweep_results / "local-abc").mkdir(exist_ok=True)
+    (sweep_results / "local-abc" / "deploy.json").write_text('{"cluster_id": "local-abc"}')
     page = render_report(sweep_results, tmp_path / "report")
     text = page.read_text()
     pngs = sorted(p.name for p in (tmp_path / "report").glob("*.png"))
@@ -163,10 +166,18 @@ def test_report_renders_tables_plots_and_page(sweep_results: Path, tmp_path: Pat
 
 
 def test_report_of_an_empty_dir_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(BenchError, match="no result JSON"):
+    with pytest.raises(BenchError, match="no benchmark result JSON"):
         render_report(tmp_path, tmp_path / "out")
     proc = run_cli("report", str(tmp_path))
-    assert proc.returncode != 0 and "no result JSON" in proc.stderr
+    assert proc.returncode != 0 and "no benchmark result JSON" in proc.stderr
+
+
+def test_report_refuses_a_corrupt_result(sweep_results: Path, tmp_path: Path) -> None:
+    doc = json.loads((sweep_results / "sweep.json").read_text())
+    doc["results"][0]["syndeo"]["mean"] = "fast"
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    with pytest.raises(BenchError, match=r"bad.json is not a valid benchmark result: results.0"):
+        render_report(tmp_path, tmp_path / "out")
 
 
 @pytest.mark.parametrize(
