@@ -40,7 +40,8 @@ def scaling_plot(points: list[Point], title: str, path: Path) -> None:
         stds = [p.std for p in ps]
         base = ps[0]
         ax.plot(xs, [base.mean * x / base.workers for x in xs], "k--", label="ideal")
-        ax.plot(xs, means, "o-", label="measured")
+        # Error bars as well as the band: a single size has no band to draw.
+        ax.errorbar(xs, means, yerr=[2 * s for s in stds], fmt="o-", capsize=3, label="measured")
         ax.fill_between(
             xs,
             [m - 2 * s for m, s in zip(means, stds, strict=True)],
