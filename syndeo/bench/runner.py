@@ -151,8 +151,10 @@ def _measure(
 ) -> EnvResult:
     collect = mode == "collect"
     # Warm-up (untimed): caches, first-call paths, and a rate estimate for sizing.
-    warm = workers * cfg.envs_per_actor * 20
+    warm = workers * max(cfg.envs_per_actor * 20, cfg.samples_per_cpu)
     rep, _ = group.run(warm, warm, collect)
+    if pool is not None:  # the same untimed warm-up, so neither side pays first calls
+        pool.run(split(warm, workers), warm, collect)
     per_actor_rate = rep.steps_per_s / workers
     chunk = max(cfg.envs_per_actor, int(per_actor_rate * CHUNK_TARGET_S))
     if cfg.protocol == "paper":
