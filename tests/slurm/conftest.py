@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -103,11 +104,12 @@ def slurm_cluster() -> Iterator[localcluster.LocalCluster]:
 
 
 @pytest.fixture
-def user_run(slurm_cluster: localcluster.LocalCluster) -> UserRun:
+def user_run(slurm_cluster: localcluster.LocalCluster) -> Iterator[UserRun]:
     root = Path(f"/home/{CI_USER}/t-{uuid.uuid4().hex[:8]}")
     root.mkdir(mode=0o700)
     _chown(root)
-    return UserRun(root)
+    yield UserRun(root)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def user_procs_on_nodes(cluster: localcluster.LocalCluster) -> list[str]:

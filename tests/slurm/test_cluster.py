@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -142,7 +143,7 @@ def _mk(tmp_path: Path, name: str) -> Path:
     import os
     import pwd
 
-    root = Path(f"/home/syndeo-ci/{tmp_path.name}-{name}")
+    root = Path(f"/home/syndeo-ci/t-{uuid.uuid4().hex[:8]}-{name}")
     root.mkdir(mode=0o700)
     pw = pwd.getpwnam("syndeo-ci")
     os.chown(root, pw.pw_uid, pw.pw_gid)
