@@ -24,7 +24,7 @@ def main() -> int:
         print(json.dumps({"error": str(exc), "exit_code": exc.exit_code}))
         return exc.exit_code
     print(json.dumps(dataclasses.asdict(outcome), default=str))
-    return 0
+    return min(outcome.exit_code, 255)
 
 
 if __name__ == "__main__":
