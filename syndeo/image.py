@@ -14,14 +14,17 @@ sha256 and the digest of every build input: a rebuild with unchanged inputs is a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -220,15 +223,25 @@ class _Step:
                     self.progress.update(self.task, description=f"{phase}: {line.strip()[:70]}")
             proc.wait()
         except BaseException:
-            # Ctrl-C or any error: the build's whole process group goes with us.
-            os.killpg(proc.pid, 9)
-            proc.wait()
+            # Ctrl-C, TERM or any error: the build's whole process group goes with us;
+            # TERM first so apptainer can remove its multi-GB temp rootfs.
+            _stop_group(proc)
             raise
         self.log.flush()
         if proc.returncode != 0:
             raise ImageError(
                 f"{phase} failed (exit {proc.returncode}): {_cause(tail)}; log: {self.log_path}"
             )
+
+
+def _stop_group(proc: subprocess.Popen[str], grace_s: float = 20.0) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _cause(tail: list[str]) -> str:
@@ -243,8 +256,21 @@ def _cause(tail: list[str]) -> str:
 def _steps(log_path: Path) -> Iterator[_Step]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
-    with log_path.open("w") as log, Progress(*columns, console=console, transient=True) as bar:
-        yield _Step(bar, log, log_path)
+    # TERM (CI timeout, `kill`) must also stop the build's process group: turn it into
+    # an exception so _Step.run's cleanup runs (only possible from the main thread).
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+        with log_path.open("w") as log, Progress(*columns, console=console, transient=True) as bar:
+            yield _Step(bar, log, log_path)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupted(signum: int, _frame: object) -> None:
+    raise ImageError(f"image build interrupted by signal {signum}", exit_code=128 + signum)
 
 
 # --- the build ------------------------------------------------------------------------
@@ -353,6 +379,8 @@ def build(
             shutil.rmtree(src)
             ctx = _stage(stage, definition, lock, wheels, wheel_dir, extra_ca)
             shutil.rmtree(wheel_dir)
+            # Apptainer's temp rootfs (~1 GB) lives in the stage, so any exit removes it.
+            (stage / "tmp").mkdir()
             if user is not None:
                 subprocess.run(["chown", "-R", f"{user}:", str(stage)], check=True)
             staged_sif = stage / output.name
@@ -360,6 +388,7 @@ def build(
                 sys.executable, "-m", "syndeo.image", "sif",
                 "--definition", str(stage / definition.name), "--context", str(ctx),
                 "--output", str(staged_sif), "--inputs-sha256", wanted, "--base", base,
+                "--tmpdir", str(stage / "tmp"),
             ]  # fmt: skip
             for key, value in sorted(args.items()):
                 sif_argv += ["--build-arg", f"{key}={value}"]
@@ -370,8 +399,8 @@ def build(
                 why = "disabled" if not use_packer else "not found"
                 console.log(f"packer {why}: building with apptainer directly")
                 step.run("apptainer build", sif_argv)
-        for src in (staged_sif, manifest_path(staged_sif)):
-            shutil.move(src, output.parent / src.name)
+        for made in (staged_sif, manifest_path(staged_sif)):
+            shutil.move(made, output.parent / made.name)
         os.chmod(output, 0o644)
         if user is not None:  # the build user must not be able to swap the image later
             os.chown(output, os.getuid(), os.getgid())
@@ -397,11 +426,13 @@ def _packer_argv(packer: str, repo: Path, sif_argv: list[str]) -> list[str]:
 
 def build_sif(
     definition: Path, context: Path, output: Path, inputs_sha256: str, base: str,
-    build_args: dict[str, str],
+    build_args: dict[str, str], tmpdir: Path | None = None,
 ) -> ImageManifest:  # fmt: skip
     user = build_user()
     # Unused build args only warn: callers pass one set (CONTEXT, MIRROR, BASE) to either base.
     argv = ["apptainer", "build", "--fakeroot", "--force", "--warn-unused-build-args"]
+    if tmpdir is not None:
+        argv += ["--tmpdir", str(tmpdir)]
     for key, value in {"CONTEXT": str(context), **build_args}.items():
         argv += ["--build-arg", f"{key}={value}"]
     started = time.monotonic()
@@ -484,6 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sif.add_argument("--inputs-sha256", required=True)
     sif.add_argument("--base", required=True)
     sif.add_argument("--build-arg", action="append", default=[])
+    sif.add_argument("--tmpdir", type=Path)
     sub.add_parser("lock", help="re-resolve packer/apptainer/requirements.lock")
     args = parser.parse_args(argv)
     try:
@@ -493,7 +525,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"locked {count} packages")
             return 0
         pairs = dict(item.split("=", 1) for item in args.build_arg)
-        build_sif(args.definition, args.context, args.output, args.inputs_sha256, args.base, pairs)
+        build_sif(
+            args.definition,
+            args.context,
+            args.output,
+            args.inputs_sha256,
+            args.base,
+            pairs,
+            args.tmpdir,
+        )
     except ImageError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,37 +13,11 @@ import psutil
 import pytest
 
 from syndeo.image import ImageManifest
+from tests.apptainer.launch import deploy_as
 from tests.core.helpers import assert_nothing_left
 
 pytestmark = [pytest.mark.apptainer, pytest.mark.slow]
 PROBE = Path(__file__).with_name("container_probe.py")
-
-
-def launcher_python(run_user: str | None) -> str:
-    """An interpreter the run user can execute (the project venv's may sit under /root);
-    scripts/setup.d/slurm.sh provides one for syndeo-ci."""
-    if run_user is None:
-        return sys.executable
-    python = os.environ.get("SYNDEO_CI_PYTHON", "/opt/syndeo-ci/venv/bin/python")
-    probe = subprocess.run(
-        ["runuser", "-u", run_user, "--", python, "-c", "import syndeo, ray"], capture_output=True
-    )
-    assert probe.returncode == 0, f"{run_user} cannot run {python} with syndeo: {probe.stderr!r}"
-    return python
-
-
-def deploy_as(run_user: str | None, args: list[str], cwd: Path, home: Path,
-              timeout: float = 600) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    argv = [launcher_python(run_user), "-m", "syndeo", "deploy", *args]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SYNDEO_")}
-    env.update(SYNDEO_HOME=str(home), SYNDEO_TEST_HOST_ONLY="must-not-leak")
-    if run_user is not None:
-        env["HOME"] = os.path.expanduser(f"~{run_user}")
-        argv = ["runuser", "-u", run_user, "--", *argv]
-    return subprocess.run(
-        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
 
 
 def test_three_containerised_nodes_form_a_cluster(
