@@ -40,7 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--hidden", type=_ints, default=[64, 64], help="e.g. 64,64")
     run.add_argument("--env-version", default="v5", help="v5 | v4 (MuJoCo ids)")
     run.add_argument("--steady-seconds", type=float, default=5.0)
-    run.add_argument("--workers", type=_ints, default=None, help="actor counts to sweep")
+    run.add_argument(
+        "--workers", type=_ints, nargs="+", action="extend", help="actor counts: 1,2 or 1 2"
+    )
     run.add_argument("--num-cpus", type=int, default=None, help="standalone Ray only")
     run.add_argument("--no-local-limit", action="store_true")
     run.add_argument("--rllib", action="store_true", help="also measure RLlib PPO sampling")
@@ -69,7 +71,7 @@ def config_from_args(a: argparse.Namespace) -> BenchConfig:
             hidden=tuple(a.hidden),
             env_version=a.env_version,
             steady_seconds=a.steady_seconds,
-            workers=a.workers,
+            workers=[w for group in a.workers for w in group] if a.workers else None,
             local_limit=not a.no_local_limit,
             rllib=a.rllib,
             seed=a.seed,

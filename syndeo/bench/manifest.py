@@ -66,4 +66,10 @@ def build(cluster_nodes: int, cluster_cpus: int, started_at: str) -> Manifest:
         image_digest=os.environ.get("SYNDEO_IMAGE_DIGEST") or None,
         git_commit=git_commit(),
         started_at=started_at,
+        load_avg_1m=[load_avg()],
     )
+
+
+def load_avg() -> float:
+    """A busy host explains a slow run: recorded so results can be judged later."""
+    return round(os.getloadavg()[0], 2)

@@ -95,6 +95,9 @@ class Manifest(BaseModel):
     git_commit: str | None
     started_at: str
     finished_at: str | None = None
+    load_avg_1m: list[float] = Field(
+        default_factory=list, description="driver host's 1-min load average at start and end"
+    )
 
 
 class BenchResult(BaseModel):

@@ -247,4 +247,5 @@ def run_benchmark(
                         _measure(env_id, w, mode, cfg, group, pool, rllib, progress)
                     )
     result.manifest.finished_at = manifest.now_iso()
+    result.manifest.load_avg_1m.append(manifest.load_avg())
     return result
