@@ -7,6 +7,7 @@ path is the same script with an ``apptainer exec`` launch line (see test_render)
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -20,13 +21,16 @@ from tests.slurm.conftest import WORKLOAD, UserRun, as_user, user_procs_on_nodes
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
+IMAGE_DIR = Path(os.environ.get("SYNDEO_TEST_IMAGE_DIR", "/var/tmp/syndeo-test-image"))
 NODE_IPS = {"10.99.0.11", "10.99.0.12", "10.99.0.13"}
 
 
-def _cfg(tasks: int = 6, seconds: float = 0.2, nodes: int = 3, slurm: str = "") -> str:
+def _cfg(
+    tasks: int = 6, seconds: float = 0.2, nodes: int = 3, slurm: str = "", workload: str = ""
+) -> str:
     return (
         f'target = "slurm"\nnodes = {nodes}\ncpus_per_node = 1\njoin_timeout_s = 180\n'
-        f'run = "python {WORKLOAD} --tasks {tasks} --seconds {seconds}"\n'
+        f'run = "python {workload or WORKLOAD} --tasks {tasks} --seconds {seconds}"\n'
         f'[slurm]\npartition = "debug"\ntime = "00:10:00"\n{slurm}'
     )
 
@@ -81,6 +85,39 @@ def test_three_node_job(slurm_cluster: localcluster.LocalCluster, user_run: User
     assert result["probe_hosts"] == ["node1", "node2", "node3"]
     print("timings", outcome["timings"])
     assert "all_joined_s" in outcome["timings"]  # type: ignore[operator]
+    _assert_clean(slurm_cluster)
+
+
+@pytest.fixture(scope="module")
+def sif() -> Path:
+    """The real Syndeo image (built once per machine, cached by its inputs' digest)."""
+    from syndeo import image
+
+    reuse = os.environ.get("SYNDEO_TEST_SIF")
+    if reuse:  # developer shortcut (CI never sets it): an already-built, verified SIF
+        assert image.verify_sif(Path(reuse)) is not None, f"{reuse} has no manifest"
+        return Path(reuse)
+    IMAGE_DIR.mkdir(parents=True, exist_ok=True)
+    IMAGE_DIR.chmod(0o755)
+    return Path(image.build("debootstrap", IMAGE_DIR / "syndeo.sif").sif)
+
+
+@pytest.mark.apptainer
+def test_three_node_job_in_container(
+    slurm_cluster: localcluster.LocalCluster, user_run: UserRun, sif: Path
+) -> None:
+    """The same job with every node inside the unprivileged Apptainer container."""
+    local = user_run.root / "workload.py"
+    shutil.copy(WORKLOAD, local)  # the work dir is bound into the container
+    local.chmod(0o644)
+    outcome = user_run.deploy(f'container = "{sif}"\n' + _cfg(workload="workload.py"))
+    assert outcome["exit_code"] == 0, outcome
+    result = _result(outcome)
+    assert result["ray_nodes"] == 3
+    assert set(result["node_ips"]) == NODE_IPS  # type: ignore[arg-type]
+    assert result["probe_hosts"] == ["node1", "node2", "node3"]
+    log = next((user_run.root / "home" / "slurm" / "jobs").glob("*/job.sbatch")).read_text()
+    assert "apptainer exec" in log and str(sif) in log
     _assert_clean(slurm_cluster)
 
 
