@@ -47,7 +47,7 @@ class SlurmSettings(BaseModel):
     # Extra directories bound into the container (besides scratch, job dir, rendezvous, workdir).
     binds: list[Path] = []
     extra_sbatch: list[str] = []
-    job_name: str = "syndeo"
+    job_name: str | None = None  # None = the cluster id (what `invoke slurm.cancel` matches)
 
     @field_validator("partition", "account", "qos", "gres_name", "job_name")
     @classmethod

@@ -19,7 +19,7 @@ from syndeo.slurm import jobs
 from syndeo.slurm.render import RUNTIME_VARS, SlurmJob, render
 from syndeo.slurm.settings import JobShape, SlurmSettings
 from syndeo.state import home
-from syndeo.targets.base import ClusterSpec, Launched, Target
+from syndeo.targets.base import ClusterSpec, Launched, Target, new_cluster_id
 
 CANCEL_WAIT_S = 90.0
 _EXIT_BY_STATE = {"CANCELLED": 143, "TIMEOUT": 124, "NODE_FAIL": 1, "PREEMPTED": 143}
@@ -194,3 +194,11 @@ def _exit_code(info: jobs.JobInfo, job_dir: Path) -> int:
             return int(rcs[-1].read_text().strip()) if rcs else 1
         return 1
     return info.exit_code or _EXIT_BY_STATE.get(info.state, 1)
+
+
+def dry_run(cfg: DeployConfig) -> str:
+    """The sbatch script ``deploy --target slurm --dry-run`` prints (nothing is submitted)."""
+    target = SlurmTarget(cfg)
+    uri = cfg.rendezvous or target.default_rendezvous()
+    cluster_id = cfg.cluster_id or new_cluster_id("slurm")
+    return target.script(ClusterSpec.from_config(cfg, uri, cluster_id))
