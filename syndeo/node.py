@@ -154,6 +154,9 @@ def main(env: dict[str, str] | None = None) -> int:
     except Terminated as t:
         log(settings, f"stopped by signal {t.signum}")
         return 128 + t.signum
+    finally:
+        # The token never outlives the node on disk (tokens do not expire).
+        (settings.scratch / "token").unlink(missing_ok=True)
 
 
 __all__ = ["client_server_port", "main"]

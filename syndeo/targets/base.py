@@ -27,10 +27,14 @@ def new_cluster_id(target: str) -> str:
     return f"{target[:5]}-{secrets.token_hex(4)}"
 
 
-def short_scratch(cluster_id: str, rank: int | str) -> Path:
-    """A scratch dir short enough for Ray's Unix sockets, unique per user/cluster/rank."""
-    cid = cluster_id if len(cluster_id) <= 14 else f"{zlib.crc32(cluster_id.encode()):08x}"
-    return Path(f"/tmp/syndeo-{os.getuid()}/{cid}/{rank}")
+def short_scratch(spec: ClusterSpec, rank: int | str) -> Path:
+    """A scratch dir short enough for Ray's Unix sockets, unique per user, cluster and rank.
+
+    Keyed by rendezvous *and* cluster id: two launchers that happen to reuse an id
+    with different rendezvous locations must still not share Ray temp dirs.
+    """
+    key = zlib.crc32(f"{spec.rendezvous}|{spec.cluster_id}".encode())
+    return Path(f"/tmp/syndeo-{os.getuid()}/{key:08x}/{rank}")
 
 
 class ClusterSpec(BaseModel):

@@ -8,6 +8,8 @@ a network while no packet leaves the machine.
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -65,7 +67,7 @@ class LocalTarget(Target):
         self, spec: ClusterSpec, rank: int, logs: Path, binds: list[Path],
         launched: Launched, foreground: bool,
     ) -> None:  # fmt: skip
-        scratch = short_scratch(spec.cluster_id, rank)
+        scratch = short_scratch(spec, rank)
         scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
         settings = spec.node_settings(rank, scratch, node_ip=f"127.0.0.{10 + rank}")
         argv, env = container.node_command(spec.image, settings.to_env(), [scratch, *binds])
@@ -94,6 +96,7 @@ class LocalTarget(Target):
         launched.data["pids"].append(proc.pid)
         launched.data["create_times"].append(psutil.Process(proc.pid).create_time())
         launched.data["logs"].append(str(log_path))
+        launched.data.setdefault("scratch", []).append(str(scratch))
 
     def _relay(self, stream: IO[bytes], log: IO[bytes]) -> None:
         with log:
@@ -141,6 +144,13 @@ class LocalTarget(Target):
                 proc.wait(timeout=1)
         for t in self._threads:
             t.join(timeout=2)
+        if not os.environ.get("SYNDEO_KEEP_SCRATCH"):
+            # Ray's session files (sockets, spilled objects) are dead weight now;
+            # the node logs stay in the cluster dir.
+            for scratch in launched.data.get("scratch", []):
+                shutil.rmtree(scratch, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    Path(scratch).parent.rmdir()  # the cluster's dir, once all ranks are gone
         if alive:
             pids = ", ".join(str(p.pid) for p in alive)
             sys.stderr.write(f"syndeo: killed unresponsive local nodes {pids}\n")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 from tests.core.helpers import (
@@ -39,15 +41,19 @@ def test_three_nodes_come_up_run_the_users_program_and_leave_nothing(
     assert result["nodes"] == 3
     # Each node has its own loopback address: three "hosts" on one machine.
     assert result["node_ips"] == ["127.0.0.10", "127.0.0.11", "127.0.0.12"]
-    assert result["task_nodes"] >= 2  # SPREAD tasks really ran on more than the head
+    assert result["task_nodes"] == 3  # a task pinned to each node ran there
     assert "PROBE" in proc.stdout  # the workload's output is the run's output
     summary = read_json(tmp_path / "res" / cid / "deploy.json")
     assert summary["exit_code"] == 0
     timings = summary["timings_s"]
     assert isinstance(timings, dict) and 0 < timings["all_joined_s"] <= timings["head_exit_s"]
     assert_nothing_left(cid)
-    # The rendezvous (which held the token) is cleaned up at teardown.
+    # The rendezvous (which held the token) and the nodes' scratch dirs (Ray's temp
+    # dirs, each node's copy of the token) are gone after teardown.
     assert not (syndeo_home / "rendezvous" / cid).exists()
+    uri = (syndeo_home / "rendezvous").resolve().as_uri()
+    key = zlib.crc32(f"{uri}|{cid}".encode())
+    assert not Path(f"/tmp/syndeo-{os.getuid()}/{key:08x}").exists()
 
 
 def test_workload_exit_status_becomes_the_runs(syndeo_home: Path, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import sys
 import time
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 exit_code = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 sleep_s = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
@@ -17,13 +18,19 @@ ray.init()
 alive = [n for n in ray.nodes() if n["Alive"]]
 
 
-@ray.remote(num_cpus=1, scheduling_strategy="SPREAD")
+@ray.remote(num_cpus=1)
 def where() -> str:
-    time.sleep(0.1)
     return ray.get_runtime_context().get_node_id()
 
 
-task_nodes = set(ray.get([where.remote() for _ in range(3 * len(alive))]))
+# One task pinned to every node: each node really runs work, not just registers.
+pinned = [
+    where.options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=n["NodeID"], soft=False)
+    ).remote()
+    for n in alive
+]
+task_nodes = set(ray.get(pinned))
 time.sleep(sleep_s)
 out = {
     "nodes": len(alive),
