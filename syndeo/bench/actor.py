@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import ray
 
 from syndeo.bench.rollout import Sampler, Trajectories, peak_rss_bytes
@@ -13,7 +15,8 @@ class RolloutActor:
         self.sampler = Sampler(env_id, num_envs, hidden, seed)
 
     def ready(self) -> int:
-        return self.sampler.pid
+        """The actor's niceness: Ray starts workers below normal priority (default 15)."""
+        return os.nice(0)
 
     def sample(self, n: int, collect: bool) -> int | Trajectories:
         return self.sampler.run(n, collect)

@@ -22,8 +22,13 @@ from syndeo.bench.models import Repeat, Series
 from syndeo.bench.rollout import Sampler, Trajectories
 
 
-def _serve(conn: Connection, env_id: str, k: int, hidden: tuple[int, ...], seed: int) -> None:
+def _serve(
+    conn: Connection, env_id: str, k: int, hidden: tuple[int, ...], seed: int, nice: int
+) -> None:
     """Child loop: build envs, then run (n, chunk, collect) requests until told to stop."""
+    # Same scheduling priority as the actors we are compared with (Ray renices its
+    # workers); on a busy host a priority gap, not Ray, would otherwise set the ratio.
+    os.nice(max(0, nice - os.nice(0)))
     sampler = Sampler(env_id, k, hidden, seed)
     conn.send("ready")
     while (req := conn.recv()) is not None:
@@ -44,7 +49,15 @@ def _serve(conn: Connection, env_id: str, k: int, hidden: tuple[int, ...], seed:
 class LocalPool:
     """W persistent plain processes, so repeats can interleave with the Ray runs."""
 
-    def __init__(self, env_id: str, workers: int, k: int, hidden: tuple[int, ...], seed: int):
+    def __init__(
+        self,
+        env_id: str,
+        workers: int,
+        k: int,
+        hidden: tuple[int, ...],
+        seed: int,
+        nice: int = 0,
+    ) -> None:
         ctx = mp.get_context("spawn")
         self.conns: list[Connection] = []
         self.procs: list[mp.process.BaseProcess] = []
@@ -56,7 +69,7 @@ class LocalPool:
             for i in range(workers):
                 parent, child = ctx.Pipe()
                 p = ctx.Process(
-                    target=_serve, args=(child, env_id, k, hidden, seed + i), daemon=True
+                    target=_serve, args=(child, env_id, k, hidden, seed + i, nice), daemon=True
                 )
                 p.start()
                 child.close()

@@ -82,6 +82,9 @@ class EnvResult(BaseModel):
     )
     ratio_rllib: float | None = None
     peak_rss_per_actor_bytes: list[int] = Field(default_factory=list)
+    actor_niceness: int | None = Field(
+        default=None, description="scheduling niceness of actors (local limit uses the same)"
+    )
 
 
 class Manifest(BaseModel):

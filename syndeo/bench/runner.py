@@ -87,7 +87,7 @@ class ActorGroup:
             RolloutActor.remote(env_id, cfg.envs_per_actor, cfg.hidden, cfg.seed + i)  # type: ignore[attr-defined]
             for i in range(workers)
         ]
-        ray.get([a.ready.remote() for a in self.actors])
+        self.nice = max(ray.get([a.ready.remote() for a in self.actors]))
         self.startup_s = time.perf_counter() - t0
 
     def run(
@@ -198,6 +198,7 @@ def _measure(
         samples_counted=counted_all[0],
         syndeo=_summary("syndeo", ours, group.startup_s),
         peak_rss_per_actor_bytes=group.peak_rss(),
+        actor_niceness=group.nice,
     )
     if pool is not None:
         res.local_limit = _summary("local_limit", local, pool.startup_s)
@@ -237,7 +238,7 @@ def run_benchmark(
                 pool = rllib = None
                 if cfg.local_limit:
                     pool = stack.enter_context(
-                        LocalPool(env_id, w, cfg.envs_per_actor, cfg.hidden, cfg.seed)
+                        LocalPool(env_id, w, cfg.envs_per_actor, cfg.hidden, cfg.seed, group.nice)
                     )
                 if use_rllib:
                     rllib = RllibSampler(env_id, w, cfg.hidden, cfg.seed)
