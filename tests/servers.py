@@ -218,3 +218,35 @@ def make_bucket(server: Server, name: str) -> None:
         BlobServiceClient.from_connection_string(
             azurite_connection_string(server.endpoint, AZURITE_KEY)
         ).create_container(name)
+
+
+def list_keys(server: Server, bucket: str) -> list[str]:
+    """Every object name in ``bucket`` (to prove a cleanup left nothing behind)."""
+    if server.kind == "s3":
+        import boto3
+
+        client = boto3.session.Session().client(
+            "s3",
+            endpoint_url=server.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+    if server.kind == "gs":
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import storage
+
+        gcs = storage.Client(
+            project="syndeo-test",
+            credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
+            client_options={"api_endpoint": server.endpoint},
+        )
+        return sorted(b.name for b in gcs.list_blobs(bucket))
+    from azure.storage.blob import BlobServiceClient
+
+    svc = BlobServiceClient.from_connection_string(
+        azurite_connection_string(server.endpoint, AZURITE_KEY)
+    )
+    return sorted(b.name for b in svc.get_container_client(bucket).list_blobs())
