@@ -46,27 +46,36 @@ echo "slurm.sh: $(slurmctld -V) with munge $(munged --version 2>&1 | head -1 | a
 # adds the project venv's site-packages gives them the same packages, no reinstall.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 PROJECT_PY="${SYNDEO_PYTHON:-$ROOT/.venv/bin/python}"
-CI_VENV=/opt/syndeo-ci/venv
-if [[ -x "$PROJECT_PY" ]]; then
+# Per checkout (inside the git-ignored .venv/), so two checkouts never share one.
+CI_VENV="$ROOT/.venv/ci-user"
+make_ci_venv() {  # $1 = venv dir
+  local venv=$1 site ver sys_py="" cand ci_site
   site=$("$PROJECT_PY" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
   ver=$("$PROJECT_PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
-  sys_py=""
   for cand in "/usr/bin/python$ver" "/usr/local/bin/python$ver"; do
     [[ -x "$cand" ]] && { sys_py=$cand; break; }
   done
   if [[ -z "$sys_py" ]]; then
     echo "slurm.sh: no system python$ver for the unprivileged test user's venv" >&2
-    exit 1
+    return 1
   fi
-  if [[ "$(readlink -f "$CI_VENV/bin/python" 2>/dev/null)" != "$(readlink -f "$sys_py")" ]]; then
-    rm -rf "$CI_VENV"
-    "$sys_py" -m venv --without-pip "$CI_VENV"
+  if [[ "$(readlink -f "$venv/bin/python" 2>/dev/null)" != "$(readlink -f "$sys_py")" ]]; then
+    rm -rf "$venv"
+    mkdir -p "$(dirname "$venv")"
+    "$sys_py" -m venv --without-pip "$venv"
   fi
-  ci_site=$("$CI_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+  ci_site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
   # An `import` line in a .pth runs at startup; addsitedir also processes that dir's .pth
   # files (the editable install of syndeo is one).
   echo "import site; site.addsitedir('$site')" >"$ci_site/syndeo-project.pth"
-  chmod -R a+rX /opt/syndeo-ci
-  runuser -u syndeo-ci -- "$CI_VENV/bin/python" -c 'import ray, syndeo' \
-    || { echo "slurm.sh: $CI_VENV cannot import ray/syndeo as syndeo-ci" >&2; exit 1; }
+  chmod -R a+rX "$venv"
+  runuser -u syndeo-ci -- "$venv/bin/python" -c 'import ray, syndeo' \
+    || { echo "slurm.sh: $venv cannot import ray/syndeo as syndeo-ci" >&2; return 1; }
+}
+
+if [[ -x "$PROJECT_PY" ]]; then
+  make_ci_venv "$CI_VENV"
+  # Older path some tests still default to (SYNDEO_CI_PYTHON overrides it there);
+  # it follows whichever checkout ran setup last.
+  make_ci_venv /opt/syndeo-ci/venv
 fi

@@ -22,8 +22,9 @@ import pytest
 from syndeo.slurm import localcluster, netns
 
 CI_USER = "syndeo-ci"
-CI_PYTHON = Path("/opt/syndeo-ci/venv/bin/python")
 HERE = Path(__file__).resolve().parent
+# The CI user's interpreter for this checkout (scripts/setup.d/slurm.sh makes it).
+CI_PYTHON = HERE.parents[1] / ".venv" / "ci-user" / "bin" / "python"
 WORKLOAD = HERE / "workload.py"
 DEPLOY = HERE / "deploy_as_user.py"
 

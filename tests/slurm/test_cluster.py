@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from syndeo.slurm import jobs, localcluster
-from tests.slurm.conftest import WORKLOAD, UserRun, as_user, user_procs_on_nodes
+from tests.slurm.conftest import CI_PYTHON, HERE, WORKLOAD, UserRun, as_user, user_procs_on_nodes
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -178,6 +178,50 @@ def test_worker_node_killed(slurm_cluster: localcluster.LocalCluster, user_run: 
     assert outcome["lost_ranks"] == [2], outcome
     assert _result(outcome)["tasks_done"] == 60
     _assert_clean(slurm_cluster, crashed="sy-*-2")
+
+
+def test_requeued_job_starts_clean(
+    slurm_cluster: localcluster.LocalCluster, user_run: UserRun
+) -> None:
+    """``scontrol requeue`` mid-run: attempt 1 gets its own rendezvous scope, ignores
+    attempt 0's records (its head address is dead) and completes the workload."""
+    cfg = user_run.config(_cfg(tasks=40, seconds=1.0, slurm="requeue = true\n"))
+    out = subprocess.run(
+        as_user([str(CI_PYTHON), str(HERE / "submit_as_user.py"), str(cfg)], user_run.env),
+        capture_output=True, text=True, cwd=user_run.root, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    job = json.loads(out.stdout.strip().splitlines()[-1])
+    scope = Path(job["rendezvous"].removeprefix("file://")) / job["cluster_id"]
+    _wait_phase(scope / "a0" / "status.json", "running")
+    old_head = json.loads((scope / "a0" / "head.json").read_text())
+    subprocess.run(["scontrol", "requeue", job["job_id"]], check=True)
+    deadline = time.monotonic() + 420
+    while not (info := jobs.job_info(job["job_id"])).finished and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert info.state == "COMPLETED" and info.exit_code == 0, info
+    assert info.restarts == 1
+    new_head = json.loads((scope / "a1" / "head.json").read_text())
+    assert new_head["attempt"] == 1 and new_head["nonce"] != old_head["nonce"]
+    assert not (scope / "a0").exists(), "attempt 0's records were not cleaned up"
+    done = json.loads((scope / "a1" / "done.json").read_text())
+    assert done["exit_code"] == 0
+    assert json.loads((scope / "a1" / "result.json").read_text())["tasks_done"] == 40
+    log = Path(job["log"]).read_text()
+    assert "attempt 0" in log and "attempt 1" in log  # --open-mode=append kept both
+    _assert_clean(slurm_cluster)
+
+
+def _wait_phase(status: Path, phase: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if json.loads(status.read_text())["phase"] == phase:
+                return
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{status} never reached phase {phase!r}")
 
 
 def _mk(tmp_path: Path, name: str) -> Path:

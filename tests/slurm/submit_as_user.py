@@ -1,0 +1,31 @@
+"""Submit a syndeo Slurm job from a TOML config without following it; print ids as JSON.
+
+For tests that act on the job while it runs (requeue): the test reads the
+rendezvous and Slurm state itself.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from syndeo.config import load_config
+from syndeo.rendezvous import open_rendezvous
+from syndeo.slurm.target import SlurmTarget
+from syndeo.targets.base import ClusterSpec, new_cluster_id
+
+
+def main() -> int:
+    cfg = load_config(Path(sys.argv[1]))
+    target = SlurmTarget(cfg)
+    cluster_id = new_cluster_id("slurm")
+    uri = target.default_rendezvous()
+    open_rendezvous(uri, cluster_id).check()
+    launched = target.launch(ClusterSpec.from_config(cfg, uri, cluster_id))
+    print(json.dumps({"cluster_id": cluster_id, "rendezvous": uri, **launched.data}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
