@@ -60,6 +60,7 @@ def deploy(
     repeats: int | None = None,
     samples_per_cpu: int | None = None,
     config: str | None = None,
+    dry_run: bool = False,
 ) -> None:
     """Bring a Ray cluster up on TARGET, run the workload, collect results, tear down."""
     _call(
@@ -67,7 +68,7 @@ def deploy(
         gpus_per_node=gpus_per_node, run=run, container=container, cluster_id=cluster_id,
         rendezvous=rendezvous, join_timeout_s=join_timeout, results_dir=results_dir,
         bench_envs=env.split(",") if env else None, bench_mode=mode, bench_repeats=repeats,
-        bench_samples_per_cpu=samples_per_cpu, config=config,
+        bench_samples_per_cpu=samples_per_cpu, config=config, dry_run=dry_run,
     )  # fmt: skip
 
 

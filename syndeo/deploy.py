@@ -50,6 +50,14 @@ def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous
     return target, ClusterSpec.from_config(cfg, uri, cluster_id), rdv
 
 
+def plan(cfg: DeployConfig) -> str:
+    """The script a deploy would launch, without starting or writing anything."""
+    target = get_target(cfg)
+    cluster_id = cfg.cluster_id or new_cluster_id(cfg.target)
+    uri = cfg.rendezvous or target.default_rendezvous()
+    return target.script(ClusterSpec.from_config(cfg, uri, cluster_id))
+
+
 def _follow(
     target: Target, launched: Launched, rdv: Rendezvous, spec: ClusterSpec, ui: Ui,
     until_phase: str | None = None,

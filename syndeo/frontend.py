@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from syndeo.config import DeployConfig, load_config
-from syndeo.deploy import Outcome, UpInfo, deploy, down, raise_for_outcome, up
+from syndeo.deploy import Outcome, UpInfo, deploy, down, plan, raise_for_outcome, up
 from syndeo.ui import Ui
 
 CLUSTER_OPTIONS: dict[str, dict[str, Any]] = {
@@ -69,8 +70,11 @@ def _print_result_table(path: Path, ui: Ui) -> None:
         ui.out.print(table)
 
 
-def run_deploy(ui: Ui | None = None, **options: Any) -> Outcome:
+def run_deploy(ui: Ui | None = None, dry_run: bool = False, **options: Any) -> Outcome | None:
     ui = ui or Ui()
+    if dry_run:
+        ui.out.print(plan(config_from(**options)), end="", highlight=False, markup=False)
+        return None
     outcome = deploy(config_from(**options), ui)
     print_outcome(outcome, ui)
     raise_for_outcome(outcome)
@@ -115,20 +119,24 @@ def _add_options(p: argparse.ArgumentParser, options: dict[str, dict[str, Any]])
 def add_commands(sub: Any) -> None:
     p = sub.add_parser("deploy", help="bring a cluster up, run the workload, tear it down")
     p.add_argument("--config", help="TOML file with settings (options override it)")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print what would be launched; start nothing"
+    )
     _add_options(p, CLUSTER_OPTIONS)
     _add_options(p, RUN_OPTIONS)
-    p.set_defaults(func=lambda a: _call(run_deploy, a) and 0)
+    p.set_defaults(func=partial(_call, run_deploy))
 
     p = sub.add_parser("up", help="bring a cluster up and leave it serving")
     p.add_argument("--config", help="TOML file with settings (options override it)")
     _add_options(p, CLUSTER_OPTIONS)
-    p.set_defaults(func=lambda a: _call(run_up, a) and 0)
+    p.set_defaults(func=partial(_call, run_up))
 
     p = sub.add_parser("down", help="tear down a cluster started with `up`")
     p.add_argument("--cluster-id", default=None)
-    p.set_defaults(func=lambda a: run_down(a.cluster_id) and 0)
+    p.set_defaults(func=partial(_call, run_down))
 
 
-def _call(fn: Any, args: argparse.Namespace) -> Any:
+def _call(fn: Any, args: argparse.Namespace) -> int:
     options = {k: v for k, v in vars(args).items() if k not in ("func", "command")}
-    return fn(**options)
+    fn(**options)
+    return 0  # failures raise SyndeoError, which the CLI turns into its exit code

@@ -15,7 +15,7 @@ import pytest
 
 from syndeo.targets import TARGETS, Target
 
-VERBS = ("default_rendezvous", "launch", "poll", "stop")
+VERBS = ("default_rendezvous", "script", "launch", "poll", "stop")
 # What only the per-node command may do.
 FORBIDDEN = ("ray start", "syndeo.raynode", "syndeo.node ", "from syndeo.node", "RAY_AUTH",
              "ray.init", "--head")  # fmt: skip

@@ -1,6 +1,6 @@
 """What a deployment target is: how machines appear and how node variables get set.
 
-A target implements three verbs with the same names everywhere -- ``launch``,
+A target implements the same verbs everywhere -- ``script`` (dry run), ``launch``,
 ``poll``, ``stop`` -- plus ``default_rendezvous``.  It never starts Ray itself:
 each machine it provides runs ``syndeo node`` with :meth:`ClusterSpec.node_env`.
 ``tests/test_targets.py`` checks that every target module keeps this shape.
@@ -96,6 +96,10 @@ class Target(ABC):
     @abstractmethod
     def default_rendezvous(self) -> str:
         """Where nodes meet when the user names no rendezvous."""
+
+    @abstractmethod
+    def script(self, spec: ClusterSpec) -> str:
+        """What ``launch`` would start, as a script a person can read (``--dry-run``)."""
 
     @abstractmethod
     def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:

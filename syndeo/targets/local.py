@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -24,7 +25,7 @@ from syndeo import container
 from syndeo.config import DeployConfig
 from syndeo.errors import ConfigError, TargetError
 from syndeo.rendezvous.file import parse_file_uri
-from syndeo.state import cluster_dir
+from syndeo.state import cluster_dir, home
 from syndeo.targets.base import ClusterSpec, Launched, Target, short_scratch
 
 MAX_LOCAL_NODES = 64
@@ -42,15 +43,38 @@ class LocalTarget(Target):
     def default_rendezvous(self) -> str:
         return (cluster_dir("") / "rendezvous").resolve().as_uri()
 
-    def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
-        if spec.nodes > MAX_LOCAL_NODES:
-            raise ConfigError(f"the local target runs at most {MAX_LOCAL_NODES} nodes")
-        logs = cluster_dir(spec.cluster_id)
+    def _binds(self, spec: ClusterSpec, logs: Path) -> list[Path]:
         binds: list[Path] = [logs]
         if spec.rendezvous.startswith("file:"):
             binds.append(parse_file_uri(spec.rendezvous))
         if spec.workdir is not None:
             binds.append(spec.workdir)
+        return binds
+
+    def _node(
+        self, spec: ClusterSpec, rank: int, binds: list[Path]
+    ) -> tuple[list[str], dict[str, str], Path]:
+        scratch = short_scratch(spec, rank)
+        settings = spec.node_settings(rank, scratch, node_ip=f"127.0.0.{10 + rank}")
+        argv, env = container.node_command(spec.image, settings.to_env(), [scratch, *binds])
+        return argv, env, scratch
+
+    def script(self, spec: ClusterSpec) -> str:
+        logs = home() / "clusters" / spec.cluster_id  # named, not created: a dry run writes nothing
+        lines = ["#!/bin/sh", f"# syndeo local cluster {spec.cluster_id}: {spec.nodes} node(s)"]
+        for rank in range(spec.nodes):
+            argv, env, _ = self._node(spec, rank, self._binds(spec, logs))
+            ours = {k: v for k, v in env.items() if k.startswith(("SYNDEO_", "APPTAINERENV_"))}
+            assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(ours.items()))
+            lines.append(f"env {assigns} {shlex.join(argv)} > {logs}/node-{rank}.log 2>&1 &")
+        lines.append("wait")
+        return "\n".join(lines) + "\n"
+
+    def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
+        if spec.nodes > MAX_LOCAL_NODES:
+            raise ConfigError(f"the local target runs at most {MAX_LOCAL_NODES} nodes")
+        logs = cluster_dir(spec.cluster_id)
+        binds = self._binds(spec, logs)
         launched = Launched(
             target=self.name, cluster_id=spec.cluster_id, rendezvous=spec.rendezvous,
             started_at=spec.not_before, data={"pids": [], "create_times": [], "logs": []},
@@ -67,10 +91,8 @@ class LocalTarget(Target):
         self, spec: ClusterSpec, rank: int, logs: Path, binds: list[Path],
         launched: Launched, foreground: bool,
     ) -> None:  # fmt: skip
-        scratch = short_scratch(spec, rank)
+        argv, env, scratch = self._node(spec, rank, binds)
         scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
-        settings = spec.node_settings(rank, scratch, node_ip=f"127.0.0.{10 + rank}")
-        argv, env = container.node_command(spec.image, settings.to_env(), [scratch, *binds])
         log_path = logs / f"node-{rank}.log"
         log = open(log_path, "ab")  # noqa: SIM115 - owned by the child / reader thread
         pipe = foreground and rank == 0 and self.echo is not None
