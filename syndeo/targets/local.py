@@ -41,7 +41,7 @@ class LocalTarget(Target):
         self._threads: list[threading.Thread] = []
 
     def default_rendezvous(self) -> str:
-        return (cluster_dir("") / "rendezvous").resolve().as_uri()
+        return (home() / "rendezvous").resolve().as_uri()
 
     def _binds(self, spec: ClusterSpec, logs: Path) -> list[Path]:
         binds: list[Path] = [logs]
