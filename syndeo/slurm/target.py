@@ -1,8 +1,9 @@
 """The Slurm target: render the job, ``sbatch --parsable`` it, report on it, cancel it.
 
-Progress (nodes joining, running, done) and the result come through the
-rendezvous like on every target; this module adds what only Slurm knows: the
-queue state (pending and why), the job log, and why a job ended early.
+Every node runs the one per-node command built by ``syndeo.container.node_command``
+(see :mod:`syndeo.slurm.render`).  Progress (nodes joining, running, done) and the
+result come through the rendezvous like on every target; this module adds what only
+Slurm knows: the queue state (pending and why), the job log, and why a job ended early.
 """
 
 from __future__ import annotations
@@ -44,14 +45,14 @@ class SlurmTarget(Target):
         self._last_state = ""
 
     # ------------------------------------------------------------------ building the job
-    def base_dir(self) -> Path:
+    def _base_dir(self) -> Path:
         return self.settings.job_dir or home() / "slurm"
 
     def default_rendezvous(self) -> str:
         # On the shared filesystem every node and the login node see.
-        return (self.base_dir() / "rendezvous").as_uri()
+        return (self._base_dir() / "rendezvous").as_uri()
 
-    def job(self, spec: ClusterSpec) -> SlurmJob:
+    def _job(self, spec: ClusterSpec) -> SlurmJob:
         placeholder = self.settings.scratch_dir / "x"
         env = spec.node_settings(0, placeholder).to_env()
         env = {k: v for k, v in env.items() if k not in RUNTIME_VARS}
@@ -72,15 +73,15 @@ class SlurmTarget(Target):
             ),
             node_env=env,
             image=spec.image,
-            job_dir=self.base_dir() / "jobs" / spec.cluster_id,
+            job_dir=self._base_dir() / "jobs" / spec.cluster_id,
             binds=binds,
         )
 
     def script(self, spec: ClusterSpec) -> str:
         """The sbatch script (what ``--dry-run`` prints)."""
-        return render(self.job(spec))
+        return render(self._job(spec))
 
-    def check(self, spec: ClusterSpec) -> None:
+    def _check(self, spec: ClusterSpec) -> None:
         """Everything that can be known to fail, checked before anything is submitted."""
         if spec.image is not None and not spec.image.is_file():
             raise ImageError(
@@ -90,8 +91,8 @@ class SlurmTarget(Target):
 
     # ------------------------------------------------------------------ the Target verbs
     def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
-        self.check(spec)
-        job = self.job(spec)
+        self._check(spec)
+        job = self._job(spec)
         try:
             job.job_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
