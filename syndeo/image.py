@@ -41,6 +41,10 @@ from syndeo.errors import ImageError
 
 REPO = Path(__file__).resolve().parents[1]
 Base = Literal["debootstrap", "docker"]
+# gzip: readable by every squashfuse/kernel.  lz4: builds much faster and starts faster
+# (measured: re-squash 29 s, `import ray` ~0.7 s less per start) but the SIF is ~36 %
+# larger and some older sites cannot mount it.
+Compression = Literal["gzip", "lz4"]
 SIF_MAGIC = b"SIF_MAGIC"  # bytes 32..41 of every SIF (after the launch script line)
 # The image's Python (bookworm / python:3.11-slim-bookworm); the wheelhouse must match.
 IMAGE_PYTHON = "3.11"
@@ -59,6 +63,7 @@ class ImageManifest(BaseModel):
     built_at: str
     build_seconds: float
     versions: dict[str, str]
+    compression: str = "gzip"
 
 
 def manifest_path(sif: Path) -> Path:
@@ -334,6 +339,7 @@ def build(
     force: bool = False,
     extra_ca: Path | None = None,
     build_args: dict[str, str] | None = None,
+    compression: Compression = "gzip",
     use_packer: bool = True,
     repo: Path = REPO,
     definition: Path | None = None,
@@ -348,7 +354,9 @@ def build(
     if extra_ca is not None and not extra_ca.is_file():
         raise ImageError(f"extra CA bundle not found: {extra_ca}")
     args = dict(build_args or {})
-    wanted = inputs_digest(definition, repo, extra_ca, args)
+    # gzip adds nothing, so digests of default builds do not depend on this option.
+    keyed = args if compression == "gzip" else {**args, " compression": compression}
+    wanted = inputs_digest(definition, repo, extra_ca, keyed)
     if not force and output.exists():
         current = load_manifest(output)
         if current is not None and current.inputs_sha256 == wanted:
@@ -388,7 +396,7 @@ def build(
                 sys.executable, "-m", "syndeo.image", "sif",
                 "--definition", str(stage / definition.name), "--context", str(ctx),
                 "--output", str(staged_sif), "--inputs-sha256", wanted, "--base", base,
-                "--tmpdir", str(stage / "tmp"),
+                "--tmpdir", str(stage / "tmp"), "--compression", compression,
             ]  # fmt: skip
             for key, value in sorted(args.items()):
                 sif_argv += ["--build-arg", f"{key}={value}"]
@@ -426,13 +434,15 @@ def _packer_argv(packer: str, repo: Path, sif_argv: list[str]) -> list[str]:
 
 def build_sif(
     definition: Path, context: Path, output: Path, inputs_sha256: str, base: str,
-    build_args: dict[str, str], tmpdir: Path | None = None,
+    build_args: dict[str, str], tmpdir: Path | None = None, compression: str = "gzip",
 ) -> ImageManifest:  # fmt: skip
     user = build_user()
     # Unused build args only warn: callers pass one set (CONTEXT, MIRROR, BASE) to either base.
     argv = ["apptainer", "build", "--fakeroot", "--force", "--warn-unused-build-args"]
     if tmpdir is not None:
         argv += ["--tmpdir", str(tmpdir)]
+    if compression != "gzip":
+        argv += ["--mksquashfs-args", f"-comp {compression}"]
     for key, value in {"CONTEXT": str(context), **build_args}.items():
         argv += ["--build-arg", f"{key}={value}"]
     started = time.monotonic()
@@ -460,6 +470,7 @@ def build_sif(
         built_at=datetime.now(UTC).isoformat(timespec="seconds"),
         build_seconds=round(seconds, 1),
         versions=_versions(user, output),
+        compression=compression,
     )
     manifest_path(output).write_text(manifest.model_dump_json(indent=2) + "\n")
     return manifest
@@ -516,6 +527,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sif.add_argument("--base", required=True)
     sif.add_argument("--build-arg", action="append", default=[])
     sif.add_argument("--tmpdir", type=Path)
+    sif.add_argument("--compression", choices=["gzip", "lz4"], default="gzip")
     sub.add_parser("lock", help="re-resolve packer/apptainer/requirements.lock")
     args = parser.parse_args(argv)
     try:
@@ -533,6 +545,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.base,
             pairs,
             args.tmpdir,
+            args.compression,
         )
     except ImageError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -57,8 +57,8 @@ def start_costs(sif: Path, repeats: int) -> dict[str, Any]:
 def cluster_run(sif: Path | None, work: Path, nodes: int, samples: int, tag: str) -> dict[str, Any]:
     cid = f"cb{tag}"
     args = ["--target", "local", "--nodes", str(nodes), "--cluster-id", cid,
-            "--results-dir", str(work / "res"), "--bench-samples-per-cpu", str(samples),
-            "--bench-repeats", "3", "--join-timeout-s", "300"]  # fmt: skip
+            "--results-dir", str(work / "res"), "--samples-per-cpu", str(samples),
+            "--repeats", "3", "--join-timeout-s", "300"]  # fmt: skip
     if sif is not None:
         args += ["--container", str(sif)]
     proc = deploy_as(USER, args, cwd=work, home=work / "home", timeout=900)
