@@ -50,6 +50,7 @@ def scaling_plot(points: list[Point], title: str, path: Path) -> None:
             label="±2σ",
         )
         ax.set_title(env_id, fontsize=9)
+        ax.set_xticks(xs)
         ax.set_xlabel("CPUs (actors)")
         ax.set_ylabel("steps/s")
         ax.grid(alpha=0.3)
