@@ -202,3 +202,20 @@ def test_bad_input_through_the_library(ray_address: str) -> None:
         run_benchmark(BenchConfig(envs=["Nope"]))
     with pytest.raises(BenchError, match="do not fit"):
         run_benchmark(BenchConfig(envs=["CartPole"], workers=[CPUS + 1]))
+
+
+def test_invoke_tasks_exit_with_the_error(tmp_path: Path) -> None:
+    from invoke.context import Context
+    from invoke.exceptions import Exit
+
+    from syndeo.bench.tasks import bench, bench_argv, report
+
+    assert bench_argv("CartPole,Ant", "count,collect", workers="1,2")[4:10] == [
+        "--env", "CartPole", "Ant", "--mode", "count", "collect",
+    ]  # fmt: skip
+    with pytest.raises(Exit) as exc:
+        bench(Context(), env="Nope", out=str(tmp_path / "r.json"))
+    assert exc.value.code == 2
+    with pytest.raises(Exit) as exc:
+        report(Context(), results_dir=str(tmp_path), out=str(tmp_path / "out"))
+    assert exc.value.code == 2 and "no benchmark result JSON" in str(exc.value.message)
