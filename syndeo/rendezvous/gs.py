@@ -35,7 +35,7 @@ class GCSRendezvous(_cloud.CloudRendezvous):
     service = "GCS"
     env_passthrough = (
         *("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT"),
-        *("STORAGE_EMULATOR_HOST", "GCE_METADATA_HOST", "GCE_METADATA_IP"),
+        *("STORAGE_EMULATOR_HOST", "GCE_METADATA_HOST", "GCE_METADATA_IP", "NO_GCE_CHECK"),
         *_cloud.NETWORK_ENV,
     )
 
