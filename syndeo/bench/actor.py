@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import ray
 
@@ -20,6 +21,11 @@ class RolloutActor:
 
     def sample(self, n: int, collect: bool) -> int | Trajectories:
         return self.sampler.run(n, collect)
+
+    def cpu_time(self) -> float:
+        """CPU seconds this actor process has used: throughput per CPU-second is what one
+        core delivers, whatever else shares the host."""
+        return time.process_time()
 
     def peak_rss(self) -> int:
         return peak_rss_bytes()

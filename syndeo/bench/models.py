@@ -52,6 +52,9 @@ class Repeat(BaseModel):
     samples: int
     seconds: float
     steps_per_s: float
+    actor_cpu_seconds: float | None = Field(
+        default=None, description="CPU time all actors used in the repeat (syndeo only)"
+    )
 
 
 class Series(BaseModel):
@@ -82,6 +85,11 @@ class EnvResult(BaseModel):
     )
     ratio_rllib: float | None = None
     peak_rss_per_actor_bytes: list[int] = Field(default_factory=list)
+    steps_per_cpu_second: float | None = Field(
+        default=None,
+        description="median over repeats of samples / actor CPU seconds: per-core speed, "
+        "independent of other load on the host",
+    )
     actor_niceness: int | None = Field(
         default=None, description="scheduling niceness of actors (local limit uses the same)"
     )

@@ -38,6 +38,7 @@ class Point:
     ratios_local: list[float] = field(default_factory=list)
     ratios_rllib: list[float] = field(default_factory=list)
     peak_rss: list[int] = field(default_factory=list)
+    per_cpu_second: list[float] = field(default_factory=list)
 
     @property
     def mean(self) -> float:
@@ -95,6 +96,8 @@ def pool(results: list[tuple[Path, BenchResult]]) -> list[Point]:
             if r.ratio_rllib is not None:
                 p.ratios_rllib.append(r.ratio_rllib)
             p.peak_rss += r.peak_rss_per_actor_bytes
+            if r.steps_per_cpu_second is not None:
+                p.per_cpu_second.append(r.steps_per_cpu_second)
     return sorted(points.values(), key=lambda p: (p.env_name, p.protocol, p.mode, p.workers))
 
 
@@ -134,6 +137,7 @@ def paper_rows(points: list[Point]) -> list[dict[str, object]]:
         if p.env_name not in best:
             continue
         ours = p.mean / p.workers
+        cpu_s = statistics.median(p.per_cpu_second) if p.per_cpu_second else None
         rows.append(
             {
                 "env": p.env_id,
@@ -143,6 +147,8 @@ def paper_rows(points: list[Point]) -> list[dict[str, object]]:
                 "ours_per_cpu": ours,
                 "paper_per_cpu": best[p.env_name],
                 "ratio": ours / best[p.env_name],
+                "per_cpu_second": cpu_s,
+                "ratio_cpu_second": None if cpu_s is None else cpu_s / best[p.env_name],
             }
         )
     return rows

@@ -103,6 +103,7 @@ class ActorGroup:
                 inflight[self.actors[i].sample.remote(plans[i].pop(), collect)] = i
 
         counted = 0
+        cpu0 = ray.get([a.cpu_time.remote() for a in self.actors])  # outside the timed window
         t0 = time.perf_counter()
         for i in range(len(self.actors)):
             for _ in range(IN_FLIGHT):
@@ -120,7 +121,9 @@ class ActorGroup:
                 if on_samples is not None:
                     on_samples(n)
         dt = time.perf_counter() - t0
-        return Repeat(samples=total, seconds=dt, steps_per_s=total / dt), counted
+        cpu = sum(ray.get([a.cpu_time.remote() for a in self.actors])) - sum(cpu0)
+        rep = Repeat(samples=total, seconds=dt, steps_per_s=total / dt, actor_cpu_seconds=cpu)
+        return rep, counted
 
     def peak_rss(self) -> list[int]:
         import ray
@@ -199,6 +202,9 @@ def _measure(
         syndeo=_summary("syndeo", ours, group.startup_s),
         peak_rss_per_actor_bytes=group.peak_rss(),
         actor_niceness=group.nice,
+        steps_per_cpu_second=statistics.median(
+            r.samples / r.actor_cpu_seconds for r in ours if r.actor_cpu_seconds
+        ),
     )
     if pool is not None:
         res.local_limit = _summary("local_limit", local, pool.startup_s)

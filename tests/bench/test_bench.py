@@ -98,6 +98,9 @@ def test_counts_add_up_exactly_in_both_modes(ray_address: str, protocol: str) ->
         assert r.local_limit is not None and len(r.local_limit.repeats) == 2
         assert r.ratio_local_limit is not None and r.ratio_local_limit > 0
         assert len(r.peak_rss_per_actor_bytes) == CPUS
+        assert all((x.actor_cpu_seconds or 0) > 0 for x in r.syndeo.repeats)
+        assert r.steps_per_cpu_second is not None and r.steps_per_cpu_second > 0
+        assert r.actor_niceness is not None
         assert all(m > 10 * 2**20 for m in r.peak_rss_per_actor_bytes)
 
 
