@@ -72,13 +72,14 @@ def test_v4_ids_are_supported_and_recorded() -> None:
 
 
 def test_all_fourteen_envs_through_ray(ray_address: str) -> None:
+    # One actor per env keeps this to 14 actor start-ups; sizes are covered elsewhere.
     cfg = BenchConfig(envs=["all"], samples_per_cpu=100, repeats=1, envs_per_actor=4,
-                      local_limit=False)  # fmt: skip
+                      local_limit=False, workers=[1])  # fmt: skip
     res = run_benchmark(cfg)
     assert [r.env_name for r in res.results] == list(ENV_NAMES)
     for r in res.results:
-        assert r.workers == CPUS
-        assert r.samples_counted == r.samples_requested == 100 * CPUS
+        assert r.workers == 1
+        assert r.samples_counted == r.samples_requested == 100
         assert r.syndeo.mean > 0
 
 
