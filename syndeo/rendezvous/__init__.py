@@ -7,6 +7,8 @@ importing :mod:`syndeo` never imports a cloud SDK.
 from __future__ import annotations
 
 import importlib
+import os
+from collections.abc import Mapping
 from urllib.parse import urlparse
 
 from syndeo.errors import RendezvousError
@@ -29,7 +31,8 @@ BACKENDS: dict[str, tuple[str, str]] = {
 }
 
 
-def open_rendezvous(uri: str, cluster_id: str, attempt: int = 0) -> Rendezvous:
+def backend_class(uri: str) -> type[Rendezvous]:
+    """The backend class for ``uri`` (imports its SDK); one clear line if unusable."""
     scheme = urlparse(uri).scheme
     if scheme not in BACKENDS:
         known = ", ".join(f"{s}://" for s in BACKENDS)
@@ -42,7 +45,21 @@ def open_rendezvous(uri: str, cluster_id: str, attempt: int = 0) -> Rendezvous:
             f"the {scheme}:// rendezvous needs {exc.name!r}: pip install 'syndeo[cloud]'"
         ) from exc
     cls: type[Rendezvous] = getattr(module, class_name)
-    return cls(uri, cluster_id, attempt)
+    return cls
+
+
+def open_rendezvous(uri: str, cluster_id: str, attempt: int = 0) -> Rendezvous:
+    return backend_class(uri)(uri, cluster_id, attempt)
+
+
+def passthrough_env(uri: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables (credentials, endpoints) a node needs to reach ``uri``, from ``environ``.
+
+    Launchers add these to a node's environment when it starts with a clean one
+    (``apptainer --cleanenv``, a fresh cloud VM).
+    """
+    env = os.environ if environ is None else environ
+    return {k: env[k] for k in backend_class(uri).env_passthrough if k in env}
 
 
 __all__ = [
@@ -53,5 +70,7 @@ __all__ = [
     "Poller",
     "Rendezvous",
     "StatusRecord",
+    "backend_class",
     "open_rendezvous",
+    "passthrough_env",
 ]

@@ -20,6 +20,7 @@ from syndeo.rendezvous import (
     NodeRecord,
     Rendezvous,
     StatusRecord,
+    passthrough_env,
 )
 from tests.rendezvous.conftest import Backend
 
@@ -121,8 +122,8 @@ def test_node_forwarded_only_passthrough_env_reads_head(backend: Backend) -> Non
     rv = backend.open()
     rec = head()
     rv.publish_head(rec)
-    env = {k: os.environ[k] for k in type(rv).env_passthrough if k in os.environ}
-    env["PATH"] = os.environ["PATH"]
+    env = {**passthrough_env(backend.uri), "PATH": os.environ["PATH"]}
+    assert all(v in env for v in backend.env)  # the test server's settings are all forwarded
     code = (
         "import sys; from syndeo.rendezvous import open_rendezvous; "
         "print(open_rendezvous(sys.argv[1], 'c1').wait_for_head(20).model_dump_json())"
