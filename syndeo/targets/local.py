@@ -24,6 +24,7 @@ import psutil
 from syndeo import container
 from syndeo.config import DeployConfig
 from syndeo.errors import ConfigError, TargetError
+from syndeo.rendezvous import passthrough_env
 from syndeo.rendezvous.file import parse_file_uri
 from syndeo.state import cluster_dir, home
 from syndeo.targets.base import ClusterSpec, Launched, Target, short_scratch
@@ -56,7 +57,9 @@ class LocalTarget(Target):
     ) -> tuple[list[str], dict[str, str], Path]:
         scratch = short_scratch(spec, rank)
         settings = spec.node_settings(rank, scratch, node_ip=f"127.0.0.{10 + rank}")
-        argv, env = container.node_command(spec.image, settings.to_env(), [scratch, *binds])
+        # Credentials/endpoints of a cloud rendezvous must survive `apptainer --cleanenv`.
+        node_env = {**passthrough_env(spec.rendezvous), **settings.to_env()}
+        argv, env = container.node_command(spec.image, node_env, [scratch, *binds])
         return argv, env, scratch
 
     def script(self, spec: ClusterSpec) -> str:
@@ -64,7 +67,10 @@ class LocalTarget(Target):
         lines = ["#!/bin/sh", f"# syndeo local cluster {spec.cluster_id}: {spec.nodes} node(s)"]
         for rank in range(spec.nodes):
             argv, env, _ = self._node(spec, rank, self._binds(spec, logs))
-            ours = {k: v for k, v in env.items() if k.startswith(("SYNDEO_", "APPTAINERENV_"))}
+            # Only our own variables: forwarded credentials are never printed.
+            ours = {
+                k: v for k, v in env.items() if k.startswith(("SYNDEO_", "APPTAINERENV_SYNDEO_"))
+            }
             assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(ours.items()))
             lines.append(f"env {assigns} {shlex.join(argv)} > {logs}/node-{rank}.log 2>&1 &")
         lines.append("wait")
