@@ -88,6 +88,9 @@ class RayProcess:
 
     def start(self) -> None:
         self.temp_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # A scratch dir can be reused (a requeued job, a repeated cluster id): an old
+        # marker would hand out the address of a Ray that no longer exists.
+        (self.temp_dir / "ray_current_cluster").unlink(missing_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         try:
             self.proc = subprocess.Popen(
