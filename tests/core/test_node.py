@@ -127,3 +127,23 @@ def test_file_rendezvous_keeps_secrets_owner_only(tmp_path: Path) -> None:
         assert mode & 0o077 == 0, f"{path} is {oct(mode)}"
     assert rdv.get_secret("token") == b"s3cret"
     assert not list(root.rglob(".tmp-*"))  # no temp files left behind
+
+
+def test_head_ignores_a_stale_address_left_in_a_reused_scratch(tmp_path: Path) -> None:
+    # A requeued job or a repeated cluster id can reuse a scratch dir that still holds
+    # the previous Ray's address file; the head must publish its own new address.
+    env = _node_env(
+        tmp_path, SYNDEO_RANK="0", SYNDEO_NODES="1", SYNDEO_JOIN_TIMEOUT="120",
+        SYNDEO_RUN=f"{sys.executable} -c 'import ray; ray.init(); print(\"CONNECTED\")'",
+        SYNDEO_MEMORY_MB="1024", SYNDEO_OBJECT_STORE_MB="100",
+    )  # fmt: skip
+    stale = Path(env["SYNDEO_SCRATCH"]) / "r" / "ray_current_cluster"
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_text("127.0.0.10:1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "syndeo", "node"],
+        env={**os.environ, **env}, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "CONNECTED" in proc.stdout
+    assert "127.0.0.10:1 " not in proc.stderr
