@@ -7,6 +7,7 @@ invoke up / invoke down                        # a long-lived cluster
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -16,8 +17,10 @@ from invoke.context import Context
 from invoke.exceptions import Exit
 from invoke.tasks import task
 
-from syndeo import frontend
+from syndeo import frontend, image_tasks
+from syndeo.bench.tasks import bench, report
 from syndeo.errors import SyndeoError
+from syndeo.slurm import tasks as slurm_tasks
 
 
 @contextmanager
@@ -96,4 +99,20 @@ def down(c: Context, cluster_id: str | None = None) -> None:
     _call(frontend.run_down, cluster_id=cluster_id)
 
 
-ns = Collection(deploy, up, down)
+@task(help={"backend": "file | s3 | gs | az", "out": "where to write the JSON"})
+def bench_rendezvous(
+    c: Context, backend: str = "file", out: str = "results/rendezvous.json"
+) -> None:
+    """Rendezvous timings: 200 concurrent registrations, time for a worker to see the head."""
+    c.run(f"{sys.executable} -m syndeo.rendezvous.bench --backend {backend} --out {out}")
+
+
+ns = Collection(deploy, up, down, bench, report, bench_rendezvous)
+ns.add_task(image_tasks.build, name="build")
+ns.add_collection(Collection("image", image_tasks.build, image_tasks.verify))
+_slurm = Collection("slurm")
+_slurm.add_task(slurm_tasks.slurm_up, name="up")
+_slurm.add_task(slurm_tasks.slurm_down, name="down")
+_slurm.add_task(slurm_tasks.slurm_status, name="status")  # type: ignore[arg-type]
+_slurm.add_task(slurm_tasks.slurm_cancel, name="cancel")  # type: ignore[arg-type]
+ns.add_collection(_slurm)
