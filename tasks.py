@@ -112,7 +112,7 @@ ns.add_task(image_tasks.build, name="build")
 ns.add_collection(Collection("image", image_tasks.build, image_tasks.verify))
 _slurm = Collection("slurm")
 _slurm.add_task(slurm_tasks.slurm_up, name="up")
-_slurm.add_task(slurm_tasks.slurm_down, name="down")
+_slurm.add_task(slurm_tasks.slurm_down, name="down")  # type: ignore[arg-type]
 _slurm.add_task(slurm_tasks.slurm_status, name="status")  # type: ignore[arg-type]
 _slurm.add_task(slurm_tasks.slurm_cancel, name="cancel")  # type: ignore[arg-type]
 ns.add_collection(_slurm)
