@@ -212,6 +212,23 @@ def test_requeued_job_starts_clean(
     _assert_clean(slurm_cluster)
 
 
+def test_head_node_lost(slurm_cluster: localcluster.LocalCluster, user_run: UserRun) -> None:
+    """node1 (rank 0, the batch host) dies mid-run: the deploy fails with a clear reason,
+    keeps no half-written result, and nothing is left on the surviving nodes."""
+    proc = user_run.start(_cfg(tasks=400, seconds=1.0))
+    try:
+        _wait_running(user_run)
+        localcluster.kill_node("node1")
+        outcome = UserRun.finish(proc, timeout=600)
+    finally:
+        localcluster.revive_node("node1")
+    assert outcome["exit_code"] != 0, outcome
+    assert "lost a node" in outcome.get("error", ""), outcome
+    assert "Traceback" not in outcome["_stderr"]
+    assert not list(user_run.results.glob("*/result.json"))
+    _assert_clean(slurm_cluster, crashed="sy-*-0")
+
+
 def _wait_phase(status: Path, phase: str, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
