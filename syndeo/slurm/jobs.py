@@ -50,6 +50,7 @@ class JobInfo:
     signal: int = 0
     nodes: str = ""
     restarts: int = 0
+    batch_host: str = ""
 
     @property
     def finished(self) -> bool:
@@ -113,7 +114,15 @@ def job_info(job_id: str) -> JobInfo:
         signal=int(sig or 0),
         nodes=kv.get("NodeList", ""),
         restarts=int(kv.get("Restarts", "0") or 0),
+        batch_host=kv.get("BatchHost", ""),
     )
+
+
+def node_down(name: str) -> bool:
+    """True if Slurm has marked the node DOWN or FAILed (it no longer runs anything)."""
+    proc = _slurm(["scontrol", "show", "node", "-o", name])
+    state = dict(_KV_RE.findall(proc.stdout)).get("State", "")
+    return proc.returncode == 0 and any(s in state for s in ("DOWN", "FAIL"))
 
 
 def cancel(job_id: str) -> None:

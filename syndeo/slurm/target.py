@@ -43,6 +43,7 @@ class SlurmTarget(Target):
         self.settings = SlurmSettings.parse(cfg.slurm)
         self._log_pos = 0
         self._last_state = ""
+        self._head_lost = ""
 
     # ------------------------------------------------------------------ building the job
     def _base_dir(self) -> Path:
@@ -112,6 +113,12 @@ class SlurmTarget(Target):
     def poll(self, launched: Launched) -> int | None:
         info = jobs.job_info(launched.data["job_id"])
         self._report(info, launched)
+        if info.state == "RUNNING" and info.batch_host and jobs.node_down(info.batch_host):
+            # With --no-kill Slurm keeps a job whose batch host (rank 0, the head) died
+            # RUNNING until its time limit: nothing can finish it any more, so end it.
+            self._head_lost = info.batch_host
+            jobs.cancel(info.job_id)
+            return 1
         if not info.finished:
             return None
         return _exit_code(info, Path(launched.data["job_dir"]))
@@ -132,6 +139,8 @@ class SlurmTarget(Target):
     def describe(self, launched: Launched) -> str:
         info = jobs.job_info(launched.data["job_id"])
         why = _WHY.get(info.state)
+        if self._head_lost:
+            why = f"lost its head node {self._head_lost} (rank 0) and was cancelled"
         if why is None:
             why = f"ended {info.state}" + (
                 f" ({info.reason})" if info.reason not in ("", "None") else ""
