@@ -141,9 +141,7 @@ def _write_summary(cfg: DeployConfig, spec: ClusterSpec, outcome: Outcome) -> No
         "result": str(outcome.result_path) if outcome.result_path else None,
     }  # fmt: skip
     if spec.image is not None:
-        from syndeo.image import image_digest
-
-        summary["image"] = {"sif": str(spec.image), "digest": image_digest(spec.image)}
+        summary["image"] = {"sif": str(spec.image), "digest": spec.image_digest}
     write_atomic(
         cfg.results_dir / spec.cluster_id / "deploy.json",
         json.dumps(summary, indent=2).encode(),

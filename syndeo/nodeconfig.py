@@ -43,6 +43,7 @@ class NodeSettings(BaseModel):
     workdir: Path | None = None
     target: str = "manual"
     not_before: float | None = None
+    image_digest: str | None = None  # recorded in results manifests when nodes run in an image
 
     @field_validator("cluster_id")
     @classmethod

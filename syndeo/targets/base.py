@@ -37,6 +37,14 @@ def short_scratch(spec: ClusterSpec, rank: int | str) -> Path:
     return Path(f"/tmp/syndeo-{os.getuid()}/{key:08x}/{rank}")
 
 
+def _digest(image: Path | None) -> str | None:
+    if image is None:
+        return None
+    from syndeo.image import image_digest  # only when an image is used
+
+    return image_digest(image)
+
+
 class ClusterSpec(BaseModel):
     """Everything about one cluster that does not depend on which machine a node is."""
 
@@ -54,6 +62,7 @@ class ClusterSpec(BaseModel):
     run: str
     workdir: Path | None
     image: Path | None
+    image_digest: str | None = None
     not_before: float
 
     @classmethod
@@ -63,7 +72,7 @@ class ClusterSpec(BaseModel):
             cpus=cfg.cpus_per_node, gpus=cfg.gpus_per_node, memory_mb=cfg.memory_mb_per_node,
             object_store_mb=cfg.object_store_mb_per_node, join_timeout=cfg.join_timeout_s,
             run=cfg.workload_command(), workdir=(cfg.workdir or Path.cwd()).resolve(),
-            image=cfg.container, not_before=time.time(),
+            image=cfg.container, image_digest=_digest(cfg.container), not_before=time.time(),
         )  # fmt: skip
 
     def node_settings(self, rank: int, scratch: Path, node_ip: str | None = None) -> NodeSettings:
@@ -72,7 +81,7 @@ class ClusterSpec(BaseModel):
             scratch=scratch, cpus=self.cpus, gpus=self.gpus, memory_mb=self.memory_mb,
             object_store_mb=self.object_store_mb, node_ip=node_ip, join_timeout=self.join_timeout,
             run=self.run if rank == 0 else "", workdir=self.workdir, target=self.target,
-            not_before=self.not_before,
+            not_before=self.not_before, image_digest=self.image_digest,
         )  # fmt: skip
 
 
