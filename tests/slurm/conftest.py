@@ -71,6 +71,7 @@ class UserRun:
         assert lines, f"deploy printed no outcome (rc {proc.returncode}): {err[-3000:]}"
         outcome: dict[str, Any] = json.loads(lines[-1])
         outcome["_stderr"] = err
+        outcome["_stdout"] = out
         outcome["_rc"] = proc.returncode
         return outcome
 
@@ -111,6 +112,9 @@ def user_run(slurm_cluster: localcluster.LocalCluster) -> Iterator[UserRun]:
     _chown(root)
     yield UserRun(root)
     shutil.rmtree(root, ignore_errors=True)
+    # A crashed node's scratch (a failure test) must not be blamed on the next test.
+    for leftover in Path("/tmp").glob("sy-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def user_procs_on_nodes(cluster: localcluster.LocalCluster) -> list[str]:

@@ -61,13 +61,16 @@ def _job_id(run: UserRun) -> str:
     return logs[0].name.removeprefix("slurm-").removesuffix(".out") if logs else ""
 
 
-def _wait_running(run: UserRun, timeout: float = 240) -> str:
-    """Job id once the workload runs (its head has published phase 'running')."""
+def _wait_running(run: UserRun, timeout: float = 240, tasks_done: int = 0) -> str:
+    """Job id once the workload runs (head published phase 'running' and, if asked,
+    progress of at least ``tasks_done`` tasks: the per-node probes are done by then)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for status in (run.root / "home" / "slurm" / "rendezvous").glob("*/a0/status.json"):
             try:
-                if json.loads(status.read_text())["phase"] == "running":
+                st = json.loads(status.read_text())
+                done = int(st.get("progress", {}).get("tasks_done", 0))
+                if st["phase"] == "running" and done >= tasks_done:
                     return _job_id(run)
             except (OSError, ValueError, KeyError):
                 pass
@@ -169,12 +172,12 @@ def test_worker_node_killed(slurm_cluster: localcluster.LocalCluster, user_run: 
     task on the surviving nodes and reports the lost rank."""
     proc = user_run.start(_cfg(tasks=60, seconds=1.0))
     try:
-        _wait_running(user_run)
+        _wait_running(user_run, tasks_done=1)
         localcluster.kill_node("node3")
         outcome = UserRun.finish(proc, timeout=600)
     finally:
         localcluster.revive_node("node3")
-    assert outcome["exit_code"] == 0, outcome
+    assert outcome["exit_code"] == 0, outcome["_stdout"][-6000:]
     assert outcome["lost_ranks"] == [2], outcome
     assert _result(outcome)["tasks_done"] == 60
     _assert_clean(slurm_cluster, crashed="sy-*-2")
