@@ -115,10 +115,16 @@ def deploy(cfg: DeployConfig, ui: Ui | None = None) -> Outcome:
     timings["teardown_done_s"] = round(time.monotonic() - t0, 3)
     assert rc is not None
     result_path = _collect(cfg, rdv, spec.cluster_id)
+    message = done.message if done is not None else "the head ended without finishing"
+    exit_code = done.exit_code if done is not None else (rc or 1)
+    if exit_code != 0 and launched is not None:
+        # The target knows what the rendezvous cannot: cancelled, time limit, logs.
+        where = target.describe(launched)
+        message = f"{message}; {where}" if where else message
     outcome = Outcome(
         cluster_id=spec.cluster_id,
-        exit_code=done.exit_code if done is not None else (rc or 1),
-        message=done.message if done is not None else "the head ended without finishing",
+        exit_code=exit_code,
+        message=message,
         result_path=result_path,
         lost_ranks=list(done.lost_ranks) if done else [],
         timings=timings,

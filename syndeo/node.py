@@ -87,6 +87,10 @@ def run_head(s: NodeSettings, rdv: Rendezvous) -> int:
         exit_code, message = 1, "head failed"
         try:
             monitor.connect()
+            # ray.init installs its own SIGTERM handler; ours must win so that a
+            # scancel/Ctrl-C unwinds through teardown and records why.
+            signal.signal(signal.SIGTERM, _on_signal)
+            signal.signal(signal.SIGINT, _on_signal)
             monitor.wait_for_nodes(s.join_timeout)
             log(s, f"all {s.nodes} nodes joined after {time.monotonic() - t0:.1f} s")
             exit_code, message = run_workload(s, monitor, address, token_path)
