@@ -61,19 +61,29 @@ def plan(cfg: DeployConfig) -> str:
 def _follow(
     target: Target, launched: Launched, rdv: Rendezvous, spec: ClusterSpec, ui: Ui,
     until_phase: str | None = None,
-) -> tuple[int | None, DoneRecord | None, dict[str, float]]:  # fmt: skip
-    """Watch until the head ends (or reaches ``until_phase``); returns (rc, done, timings)."""
+) -> tuple[int | None, DoneRecord | None, dict[str, float], Rendezvous]:  # fmt: skip
+    """Watch until the head ends (or reaches ``until_phase``).
+
+    Returns (rc, done, timings, the rendezvous of the attempt that ended).
+    """
     t0 = time.monotonic()
     timings: dict[str, float] = {}
     done_seen: float | None = None
     while True:
+        attempt = int(launched.data.get("attempt", 0))
+        if attempt != rdv.attempt:
+            # The target restarted the cluster (a requeued Slurm job): follow the new
+            # attempt's records; the old ones are stale by design.
+            rdv = open_rendezvous(rdv.uri, rdv.cluster_id, attempt)
+            timings.pop("all_joined_s", None)
+            done_seen = None
         st = rdv.read_status()
         ui.status(spec.cluster_id, st)
         if st is not None:
             if "all_joined_s" not in timings and len(st.nodes_joined) >= spec.nodes:
                 timings["all_joined_s"] = round(time.monotonic() - t0, 3)
             if until_phase is not None and st.phase == until_phase:
-                return None, None, timings
+                return None, None, timings, rdv
         done = rdv.read_done()
         if done is not None and done_seen is None:
             done_seen = time.monotonic()
@@ -81,9 +91,9 @@ def _follow(
         rc = target.poll(launched)
         if rc is not None:
             timings["head_exit_s"] = round(time.monotonic() - t0, 3)
-            return rc, rdv.read_done(), timings
+            return rc, rdv.read_done(), timings, rdv
         if done_seen is not None and time.monotonic() - done_seen > EXIT_GRACE_S:
-            return done.exit_code if done else 1, done, timings
+            return done.exit_code if done else 1, done, timings, rdv
         time.sleep(FOLLOW_EVERY_S)
 
 
@@ -105,7 +115,7 @@ def deploy(cfg: DeployConfig, ui: Ui | None = None) -> Outcome:
     with ui:
         try:
             launched = target.launch(spec)
-            rc, done, timings = _follow(target, launched, rdv, spec, ui)
+            rc, done, timings, rdv = _follow(target, launched, rdv, spec, ui)
         except KeyboardInterrupt:
             rdv.request_stop("interrupted")
             raise
@@ -175,7 +185,7 @@ def up(cfg: DeployConfig, ui: Ui | None = None) -> UpInfo:
         launched = target.launch(spec, detach=True)
         try:
             save_launched(launched)
-            rc, done, _ = _follow(target, launched, rdv, spec, ui, until_phase="serving")
+            rc, done, _, rdv = _follow(target, launched, rdv, spec, ui, until_phase="serving")
         except BaseException:
             target.stop(launched)
             forget(spec.cluster_id)

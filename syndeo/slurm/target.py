@@ -112,6 +112,8 @@ class SlurmTarget(Target):
 
     def poll(self, launched: Launched) -> int | None:
         info = jobs.job_info(launched.data["job_id"])
+        # A requeued job is a new attempt with its own rendezvous scope: tell the follower.
+        launched.data["attempt"] = info.restarts
         self._report(info, launched)
         if info.state == "RUNNING" and info.batch_host and jobs.node_down(info.batch_host):
             # With --no-kill Slurm keeps a job whose batch host (rank 0, the head) died
