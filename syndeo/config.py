@@ -34,12 +34,13 @@ class BenchSettings(_Strict):
     repeats: int = Field(default=4, ge=1)
 
     def argv(self) -> list[str]:
-        args = ["python", "-m", "syndeo.bench", "run"]
-        for env in self.envs:
-            args += ["--env", env]
-        args += ["--mode", self.mode, "--protocol", self.protocol]
-        args += ["--samples-per-cpu", str(self.samples_per_cpu), "--repeats", str(self.repeats)]
-        return args
+        # One builder of the benchmark's command line, shared with `invoke bench`.
+        from syndeo.bench.tasks import bench_argv
+
+        return bench_argv(
+            env=",".join(self.envs), mode=self.mode, protocol=self.protocol,
+            samples_per_cpu=self.samples_per_cpu, repeats=self.repeats,
+        )  # fmt: skip
 
 
 class DeployConfig(_Strict):
