@@ -19,12 +19,12 @@ import shutil
 import socket
 from pathlib import Path
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
 from pydantic import BaseModel, ConfigDict, Field
 
 from syndeo.errors import TargetError
 from syndeo.slurm import netns
 from syndeo.slurm.procs import pid_alive, read_pid, run, terminate, wait_until
+from syndeo.slurm.render import templates
 
 DEFAULT_BASE = Path("/var/tmp/syndeo-slurm")
 NETNS_PREFIX = "syndeo-"
@@ -70,16 +70,6 @@ def _proctrack() -> str:
     # proctrack/cgroup is what makes scancel kill Ray's self-daemonising processes;
     # it needs the cgroup v1 freezer.  Elsewhere fall back to process groups.
     return "proctrack/cgroup" if (CGROUP_ROOT / "freezer").is_dir() else "proctrack/linuxproc"
-
-
-def _templates() -> Environment:
-    return Environment(
-        loader=PackageLoader("syndeo.slurm", "templates"),
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
 
 
 def _chown(path: Path, user: str) -> None:
@@ -190,7 +180,7 @@ def _start_munge(c: LocalCluster) -> None:
 
 
 def _write_configs(c: LocalCluster) -> None:
-    env = _templates()
+    env = templates()
     controller = socket.gethostname().split(".")[0]
     values = {
         "cluster_name": "syndeo-local",

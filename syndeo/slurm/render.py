@@ -103,7 +103,8 @@ def _gpu_args(job: SlurmJob) -> list[str]:
     return [f"--gpus-per-task={g}"]
 
 
-def _templates() -> Environment:
+def templates() -> Environment:
+    """The package's Jinja2 templates (job script, slurm.conf): undefined names are errors."""
     return Environment(
         loader=PackageLoader("syndeo.slurm", "templates"),
         undefined=StrictUndefined,
@@ -122,7 +123,7 @@ def render(job: SlurmJob) -> str:
         srun_extra += " --no-kill"
     static_env = [(k, shell_word(v)) for k, v in sorted(job.node_env.items())]
     return (
-        _templates()
+        templates()
         .get_template("job.sbatch.j2")
         .render(
             version=__version__,
