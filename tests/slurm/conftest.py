@@ -107,12 +107,18 @@ def slurm_cluster() -> Iterator[localcluster.LocalCluster]:
 
 @pytest.fixture
 def user_run(slurm_cluster: localcluster.LocalCluster) -> Iterator[UserRun]:
+    # A crashed node's scratch (a failure test, or an earlier interrupted session) must
+    # not be blamed on this test: clear it before and after.
+    _clear_node_scratch()
     root = Path(f"/home/{CI_USER}/t-{uuid.uuid4().hex[:8]}")
     root.mkdir(mode=0o700)
     _chown(root)
     yield UserRun(root)
     shutil.rmtree(root, ignore_errors=True)
-    # A crashed node's scratch (a failure test) must not be blamed on the next test.
+    _clear_node_scratch()
+
+
+def _clear_node_scratch() -> None:
     for leftover in Path("/tmp").glob("sy-*"):
         shutil.rmtree(leftover, ignore_errors=True)
 
