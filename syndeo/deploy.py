@@ -125,7 +125,11 @@ def deploy(cfg: DeployConfig, ui: Ui | None = None) -> Outcome:
     timings["teardown_done_s"] = round(time.monotonic() - t0, 3)
     assert rc is not None
     result_path = _collect(cfg, rdv, spec.cluster_id)
-    message = done.message if done is not None else "the head ended without finishing"
+    message = (
+        done.message
+        if done is not None
+        else f"the head ended before its workload finished (exit {rc})"
+    )
     exit_code = done.exit_code if done is not None else (rc or 1)
     if exit_code != 0 and launched is not None:
         # The target knows what the rendezvous cannot: cancelled, time limit, logs.
@@ -141,11 +145,9 @@ def deploy(cfg: DeployConfig, ui: Ui | None = None) -> Outcome:
     )
     _write_summary(cfg, spec, outcome)
     rdv.cleanup(all_attempts=True)
-    if outcome.exit_code != 0 and done is None:
-        raise TargetError(
-            f"cluster {spec.cluster_id} failed before its workload finished (exit {rc}); "
-            + target.describe(launched)  # type: ignore[arg-type]
-        )
+    # One shape for every failure, whatever its timing: a head that died before it
+    # could record "done" and one that recorded it on its way down both come back as
+    # an Outcome whose message carries what the target knows (raise_for_outcome).
     return outcome
 
 

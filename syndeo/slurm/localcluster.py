@@ -16,18 +16,20 @@ import contextlib
 import os
 import pwd
 import shutil
+import signal
 import socket
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from syndeo.errors import TargetError
-from syndeo.slurm import netns
-from syndeo.slurm.procs import pid_alive, read_pid, run, terminate, wait_until
 from syndeo.slurm.render import templates
+from syndeo.testbed import netns
+from syndeo.testbed.procs import pid_alive, read_pid, run, terminate, wait_until
 
 DEFAULT_BASE = Path("/var/tmp/syndeo-slurm")
 NETNS_PREFIX = "syndeo-"
+BRIDGE = "sybr0"
 SLURM_CONF_LINK = Path("/etc/slurm/slurm.conf")
 CI_USER = "syndeo-ci"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -70,6 +72,11 @@ def _proctrack() -> str:
     # proctrack/cgroup is what makes scancel kill Ray's self-daemonising processes;
     # it needs the cgroup v1 freezer.  Elsewhere fall back to process groups.
     return "proctrack/cgroup" if (CGROUP_ROOT / "freezer").is_dir() else "proctrack/linuxproc"
+
+
+def veth_name(node: str) -> str:
+    """Host-side veth of ``node`` (interface names are limited to 15 characters)."""
+    return f"syv-{node}"[:15]
 
 
 def _chown(path: Path, user: str) -> None:
@@ -135,9 +142,9 @@ def up(
         _prepare_dirs(cluster)
         (base / "state.json").write_text(cluster.model_dump_json(indent=2))
         _start_munge(cluster)
-        netns.bridge_up(cluster.controller_ip)
+        netns.bridge_up(BRIDGE, cluster.controller_ip)
         for n in cluster.nodes:
-            netns.node_up(n.netns, n.name, n.ip)
+            netns.node_up(n.netns, veth_name(n.name), n.ip, BRIDGE)
         _write_configs(cluster)
         _start_slurmctld(cluster, timeout)
         for n in cluster.nodes:
@@ -253,12 +260,26 @@ def status(base: Path = DEFAULT_BASE) -> str:
 
 # --------------------------------------------------------------------------- failures
 def kill_node(name: str, base: Path = DEFAULT_BASE) -> None:
-    """Simulate a node crash: SIGKILL its slurmd and every process in its namespace."""
+    """Simulate a node crash: SIGKILL its slurmd and every process in its namespace.
+
+    KILL only, no TERM first: a crashed machine runs no signal handlers, and a TERM
+    would let the node record a clean "terminated" ending (a different, racy outcome).
+    """
     c = load(base)
     node = next((n for n in (c.nodes if c else []) if n.name == name), None)
     if node is None:
         raise TargetError(f"no local Slurm node named {name!r}")
-    terminate(netns.netns_pids(node.netns), grace=0)
+    # Repeat until empty: a process may fork between listing and killing.
+    for _ in range(50):
+        pids = netns.netns_pids(node.netns)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(TargetError):
+            wait_until(lambda: None if any(pid_alive(p) for p in pids) else True, 5, "killed")
+    raise TargetError(f"processes of node {name} keep appearing after SIGKILL")
 
 
 def revive_node(name: str, base: Path = DEFAULT_BASE, timeout: float = 60.0) -> None:
@@ -293,8 +314,8 @@ def down(base: Path = DEFAULT_BASE) -> None:
     terminate([p for f in pid_files if (p := read_pid(f)) is not None])
     _remove_cgroups([n.name for n in c.nodes] if c else [])
     for ns in spaces:
-        netns.node_down(ns, ns.removeprefix(NETNS_PREFIX))
-    netns.bridge_down()
+        netns.node_down(ns, veth_name(ns.removeprefix(NETNS_PREFIX)))
+    netns.bridge_down(BRIDGE)
     if SLURM_CONF_LINK.is_symlink() and str(os.readlink(SLURM_CONF_LINK)).startswith(str(base)):
         SLURM_CONF_LINK.unlink()
     shutil.rmtree(base, ignore_errors=True)
