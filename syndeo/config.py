@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from syndeo.compare.settings import CostSettings
 from syndeo.errors import ConfigError
 from syndeo.rendezvous.base import CLUSTER_ID_RE
 
@@ -58,6 +59,7 @@ class DeployConfig(_Strict):
     container: Path | None = None
     results_dir: Path = Path("results")
     bench: BenchSettings = BenchSettings()
+    cost: CostSettings = CostSettings()  # [cost.onprem], read by `invoke compare`
     # Target-specific sections are validated by the target that reads them.
     slurm: dict[str, Any] = {}
 
