@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from syndeo.slurm import localcluster, netns
+from syndeo.slurm import localcluster
+from syndeo.testbed import netns
 
 CI_USER = "syndeo-ci"
 HERE = Path(__file__).resolve().parent
@@ -101,7 +102,7 @@ def slurm_cluster() -> Iterator[localcluster.LocalCluster]:
             os.environ["SLURM_CONF"] = old
     # Nothing of the cluster may survive down().
     assert not netns.list_netns(localcluster.NETNS_PREFIX)
-    assert not Path(f"/sys/class/net/{netns.BRIDGE}").exists()
+    assert not Path(f"/sys/class/net/{localcluster.BRIDGE}").exists()
     assert not cluster.base.exists()
 
 

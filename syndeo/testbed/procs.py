@@ -1,7 +1,8 @@
-"""Small process helpers for the local test cluster: run a command, wait without sleeping blindly.
+"""Small process helpers for the test beds: run a command, wait without sleeping blindly.
 
-Everything here is for root-only cluster management; failures become one-line
-:class:`~syndeo.errors.TargetError` messages naming the command that failed.
+Everything here is for root-only test-bed management (the local Slurm cluster, the
+SSH hosts); failures become one-line :class:`~syndeo.errors.TargetError` messages
+naming the command that failed.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def run(
         )
     except FileNotFoundError as exc:
         raise TargetError(
-            f"{argv[0]} not found: run scripts/setup.d/slurm.sh (as root) first"
+            f"{argv[0]} not found: run scripts/setup --all (as root) first"
         ) from exc
     except subprocess.TimeoutExpired as exc:
         raise TargetError(f"`{' '.join(argv)}` did not finish within {timeout:.0f} s") from exc
