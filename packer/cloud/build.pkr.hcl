@@ -16,7 +16,7 @@ build {
     sources = [
       var.sif_path,
       "${var.sif_path}.manifest.json",
-      "${path.root}/files/syndeo-node",
+      "${path.root}/../../terraform/modules/node/files/syndeo-node",
       "${path.root}/files/syndeo-node.service",
       "${path.root}/files/provision.sh",
     ]

@@ -1,0 +1,141 @@
+# Offline tests of the node module (no provider): `terraform test`, run from pytest
+# by tests/iac/test_node_module.py.
+
+variables {
+  cluster_id = "demo-1"
+  node_count = 3
+  rendezvous = "s3://bucket/prefix"
+  target     = "aws"
+  run        = "python -m syndeo.bench run --env CartPole-v1"
+}
+
+run "renders_every_rank" {
+  command = plan
+
+  assert {
+    condition     = length(output.env) == 3 && length(output.user_data) == 3 && length(output.start_commands) == 3
+    error_message = "one rendering per rank"
+  }
+  assert {
+    condition     = [for e in output.env : e.SYNDEO_RANK] == ["0", "1", "2"]
+    error_message = "index = rank"
+  }
+  assert {
+    condition     = output.env[0].SYNDEO_RUN == var.run && output.env[1].SYNDEO_RUN == "" && output.env[2].SYNDEO_RUN == ""
+    error_message = "only the head runs the workload"
+  }
+  assert {
+    condition     = alltrue([for e in output.env : e.SYNDEO_IMAGE == "/opt/syndeo/syndeo.sif" && !contains(keys(e), "SYNDEO_PYTHON")])
+    error_message = "the baked image by default"
+  }
+  assert {
+    condition     = length(distinct(output.scratch_dirs)) == 3 && alltrue([for d in output.scratch_dirs : length(d) <= 40])
+    error_message = "scratch dirs distinct per rank and short enough for Ray's sockets"
+  }
+}
+
+run "cloud_init_writes_env_0600_and_starts_the_unit" {
+  command = plan
+
+  assert {
+    condition     = alltrue([for u in output.user_data : startswith(u, "#cloud-config\n")])
+    error_message = "user-data must start with #cloud-config"
+  }
+  assert {
+    condition     = yamldecode(output.user_data[1]).write_files[0].path == "/etc/syndeo/node.env" && yamldecode(output.user_data[1]).write_files[0].permissions == "0600"
+    error_message = "env file path and mode"
+  }
+  assert {
+    condition     = yamldecode(output.user_data[1]).write_files[0].content == output.env_files[1]
+    error_message = "user-data carries exactly the rendered env file"
+  }
+  assert {
+    condition     = yamldecode(output.user_data[0]).runcmd == [["systemctl", "start", "--no-block", "syndeo-node"]]
+    error_message = "starts the baked unit"
+  }
+}
+
+run "bare_nodes_and_forwarded_env" {
+  command = plan
+
+  variables {
+    image_path = null
+    python     = "/opt/venv/bin/python"
+    extra_env  = { AWS_ENDPOINT_URL = "http://10.98.0.1:9000", AWS_REGION = "us-east-1" }
+    node_ips   = ["10.98.0.11", "10.98.0.12", "10.98.0.13"]
+  }
+
+  assert {
+    condition     = output.env[2].SYNDEO_PYTHON == "/opt/venv/bin/python" && !contains(keys(output.env[2]), "SYNDEO_IMAGE")
+    error_message = "bare nodes name their interpreter"
+  }
+  assert {
+    condition     = output.env[0].SYNDEO_FORWARD_ENV == "AWS_ENDPOINT_URL AWS_REGION" && output.env[0].AWS_REGION == "us-east-1"
+    error_message = "extra variables are set and listed for the container"
+  }
+  assert {
+    condition     = output.env[1].SYNDEO_NODE_IP == "10.98.0.12"
+    error_message = "per-rank node IP"
+  }
+}
+
+run "escapes_shell_and_systemd_specials" {
+  command = plan
+
+  variables {
+    run = "echo \"a b\" '$HOME' `x` c=d \\"
+  }
+
+  assert {
+    condition     = strcontains(output.env_files[0], "SYNDEO_RUN=\"echo \\\"a b\\\" '\\$HOME' \\`x\\` c=d \\\\\"\n")
+    error_message = "quotes, $, backquote and backslash are escaped"
+  }
+}
+
+run "refuses_bad_cluster_id" {
+  command = plan
+  variables {
+    cluster_id = "Bad_ID"
+  }
+  expect_failures = [var.cluster_id]
+}
+
+run "refuses_zero_nodes" {
+  command = plan
+  variables {
+    node_count = 0
+  }
+  expect_failures = [var.node_count]
+}
+
+run "refuses_unknown_rendezvous_scheme" {
+  command = plan
+  variables {
+    rendezvous = "http://example/x"
+  }
+  expect_failures = [var.rendezvous]
+}
+
+run "refuses_newline_in_run" {
+  command = plan
+  variables {
+    run = "echo a\nrm -rf /"
+  }
+  expect_failures = [var.run]
+}
+
+run "refuses_reserved_extra_env" {
+  command = plan
+  variables {
+    extra_env = { SYNDEO_RANK = "7" }
+  }
+  expect_failures = [var.extra_env]
+}
+
+run "refuses_node_ips_of_wrong_length" {
+  command = plan
+  variables {
+    node_ips = ["10.0.0.1"]
+  }
+  expect_failures = [var.node_ips]
+}

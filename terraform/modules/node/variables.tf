@@ -1,0 +1,222 @@
+# The same rules as syndeo/config.py and syndeo/nodeconfig.py (tests/iac/test_node_module.py
+# checks that both sides accept and refuse the same values).
+
+variable "cluster_id" {
+  description = "Cluster id: 1-40 of a-z, 0-9 and '-', starting with a letter or digit. Scopes every rendezvous record."
+  type        = string
+  validation {
+    condition     = can(regex("^[a-z0-9][a-z0-9-]{0,39}$", var.cluster_id))
+    error_message = "cluster_id: use 1-40 of a-z, 0-9 and '-', starting with a letter or digit."
+  }
+}
+
+variable "node_count" {
+  description = "Number of nodes; rank 0 is the Ray head."
+  type        = number
+  validation {
+    condition     = var.node_count >= 1 && var.node_count <= 4096 && floor(var.node_count) == var.node_count
+    error_message = "node_count: a whole number from 1 to 4096."
+  }
+}
+
+variable "rendezvous" {
+  description = "Where nodes meet: file:///shared/dir, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix."
+  type        = string
+  validation {
+    condition     = can(regex("^(file|s3|gs|az)://[^\\r\\n]+$", var.rendezvous))
+    error_message = "rendezvous: use file:///dir, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix (one line)."
+  }
+}
+
+variable "target" {
+  description = "Name of the target that starts these nodes (recorded in results)."
+  type        = string
+  validation {
+    condition     = contains(["local", "slurm", "ssh", "aws", "gcp", "azure"], var.target)
+    error_message = "target: one of local, slurm, ssh, aws, gcp, azure."
+  }
+}
+
+variable "cpus_per_node" {
+  description = "CPUs each node offers to Ray (--num-cpus)."
+  type        = number
+  default     = 1
+  validation {
+    condition     = var.cpus_per_node >= 1 && var.cpus_per_node <= 1024 && floor(var.cpus_per_node) == var.cpus_per_node
+    error_message = "cpus_per_node: a whole number from 1 to 1024."
+  }
+}
+
+variable "gpus_per_node" {
+  description = "GPUs each node offers to Ray (--num-gpus)."
+  type        = number
+  default     = 0
+  validation {
+    condition     = var.gpus_per_node >= 0 && var.gpus_per_node <= 64 && floor(var.gpus_per_node) == var.gpus_per_node
+    error_message = "gpus_per_node: a whole number from 0 to 64."
+  }
+}
+
+variable "memory_mb_per_node" {
+  description = "Memory each node offers to Ray, MiB (null: Ray's own estimate)."
+  type        = number
+  default     = null
+  validation {
+    condition     = var.memory_mb_per_node == null || try(var.memory_mb_per_node >= 256 && floor(var.memory_mb_per_node) == var.memory_mb_per_node, false)
+    error_message = "memory_mb_per_node: null or a whole number >= 256."
+  }
+}
+
+variable "object_store_mb_per_node" {
+  description = "Ray object store per node, MiB (null: Ray's default)."
+  type        = number
+  default     = null
+  validation {
+    condition     = var.object_store_mb_per_node == null || try(var.object_store_mb_per_node >= 80 && floor(var.object_store_mb_per_node) == var.object_store_mb_per_node, false)
+    error_message = "object_store_mb_per_node: null or a whole number >= 80."
+  }
+}
+
+variable "join_timeout_s" {
+  description = "Deadline for all nodes to join, seconds (the head fails naming the missing ranks)."
+  type        = number
+  default     = 300
+  validation {
+    condition     = var.join_timeout_s > 0 && var.join_timeout_s <= 86400
+    error_message = "join_timeout_s: more than 0 and at most 86400."
+  }
+}
+
+variable "run" {
+  description = "The workload command rank 0 runs once all nodes joined (\"\" = serve until stopped)."
+  type        = string
+  default     = ""
+  validation {
+    condition     = !can(regex("[\\r\\n]", var.run))
+    error_message = "run: one line; newlines are not allowed."
+  }
+}
+
+variable "workdir" {
+  description = "Working directory of the workload on the head (null: the node's default)."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.workdir == null || can(regex("^/[^\\r\\n]*$", var.workdir))
+    error_message = "workdir: null or an absolute path on one line."
+  }
+}
+
+variable "not_before" {
+  description = "Launch time, epoch seconds: workers ignore head records older than this (stale clusters)."
+  type        = number
+  default     = null
+}
+
+variable "scratch_dir" {
+  description = "Per-node scratch base (Ray's temp dir, the token); a node uses <scratch_dir>/<rank>. Null: /var/tmp/sy-<hash of cluster>. Kept short: Ray's Unix socket paths must fit in 107 bytes."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.scratch_dir == null || try(can(regex("^/[A-Za-z0-9._/-]+$", var.scratch_dir)) && length(var.scratch_dir) <= 35, false)
+    error_message = "scratch_dir: null or an absolute path of at most 35 characters (letters, digits, . _ - /)."
+  }
+}
+
+variable "node_ips" {
+  description = "Per-rank address Ray should bind (--node-ip-address); empty: Ray detects it. Needed on multi-homed hosts and hosts without a default route."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = length(var.node_ips) == 0 || length(var.node_ips) == var.node_count
+    error_message = "node_ips: empty, or one address per node (node_count)."
+  }
+  validation {
+    condition     = alltrue([for ip in var.node_ips : can(cidrhost("${ip}/32", 0))])
+    error_message = "node_ips: IPv4 addresses only."
+  }
+}
+
+variable "image_path" {
+  description = "Path of the Apptainer image (SIF) on each machine (relative: to the node user's home); null: run bare with var.python."
+  type        = string
+  default     = "/opt/syndeo/syndeo.sif"
+  validation {
+    condition     = var.image_path == null || can(regex("^[A-Za-z0-9._/+-]+$", var.image_path))
+    error_message = "image_path: null or a path (letters, digits, . _ - + /)."
+  }
+}
+
+variable "image_digest" {
+  description = "sha256 of the image (recorded in every result manifest); null if unknown."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.image_digest == null || can(regex("^[0-9a-f]{64}$", var.image_digest))
+    error_message = "image_digest: null or 64 lowercase hex digits (sha256)."
+  }
+}
+
+variable "python" {
+  description = "Interpreter with syndeo installed, used when image_path is null (bare nodes)."
+  type        = string
+  default     = "python3"
+  validation {
+    condition     = can(regex("^[A-Za-z0-9._/+-]+$", var.python))
+    error_message = "python: a command name or path (letters, digits, . _ - + /)."
+  }
+}
+
+variable "extra_env" {
+  description = "More variables for every node, e.g. an object-store emulator endpoint. Credentials belong in the instance identity, not here."
+  type        = map(string)
+  default     = {}
+  validation {
+    condition     = alltrue([for k in keys(var.extra_env) : can(regex("^[A-Z_][A-Z0-9_]*$", k)) && !startswith(k, "SYNDEO_")])
+    error_message = "extra_env: names are upper-case shell names ([A-Z_][A-Z0-9_]*) and may not start with SYNDEO_ (those are set from the other variables)."
+  }
+  validation {
+    condition     = alltrue([for v in values(var.extra_env) : !can(regex("[\\r\\n]", v))])
+    error_message = "extra_env: values must be one line; newlines are not allowed."
+  }
+}
+
+variable "env_file_path" {
+  description = "Where cloud-init writes the node environment (the packer/cloud image's unit reads it from here)."
+  type        = string
+  default     = "/etc/syndeo/node.env"
+  validation {
+    condition     = can(regex("^/[A-Za-z0-9._/-]+$", var.env_file_path))
+    error_message = "env_file_path: an absolute path (letters, digits, . _ - /)."
+  }
+}
+
+variable "service_name" {
+  description = "The systemd unit the image bakes (packer/cloud/files/syndeo-node.service)."
+  type        = string
+  default     = "syndeo-node"
+  validation {
+    condition     = can(regex("^[A-Za-z0-9@._-]+$", var.service_name))
+    error_message = "service_name: a systemd unit name."
+  }
+}
+
+variable "host_dir" {
+  description = "Hosts without cloud-init (the ssh target): base dir of the per-node files, expanded by the host's shell (default under the login's home)."
+  type        = string
+  default     = "$HOME/.syndeo"
+  validation {
+    condition     = can(regex("^(\\$HOME|/)[A-Za-z0-9._/-]*$", var.host_dir))
+    error_message = "host_dir: an absolute path, or one starting with $HOME (letters, digits, . _ - /)."
+  }
+}
+
+variable "stop_grace_s" {
+  description = "On stop, how long a node may take to tear Ray down after TERM before it is killed."
+  type        = number
+  default     = 60
+  validation {
+    condition     = var.stop_grace_s >= 1 && var.stop_grace_s <= 600
+    error_message = "stop_grace_s: from 1 to 600 seconds."
+  }
+}
