@@ -39,9 +39,7 @@ def run(
             env={**os.environ, **env} if env else None,
         )
     except FileNotFoundError as exc:
-        raise TargetError(
-            f"{argv[0]} not found: run scripts/setup --all (as root) first"
-        ) from exc
+        raise TargetError(f"{argv[0]} not found: run scripts/setup --all (as root) first") from exc
     except subprocess.TimeoutExpired as exc:
         raise TargetError(f"`{' '.join(argv)}` did not finish within {timeout:.0f} s") from exc
     if check and proc.returncode != 0:
