@@ -99,6 +99,40 @@ def down(c: Context, cluster_id: str | None = None) -> None:
     _call(frontend.run_down, cluster_id=cluster_id)
 
 
+@task(
+    help={
+        "results": "directory of results (deploy.json + result.json per cluster)",
+        "catalog": "price CSV that overrides/extends the shipped catalog",
+        "config": "TOML file with [cost.onprem] settings",
+        "plan": "predict cost and wall time for --steps of --env instead",
+        "target": "plan: targets, comma-separated (default: measured ones + aws,gcp,azure)",
+        "basis": "plan: the measured target unmeasured instance types are scaled from",
+        "sizes": "plan: node/instance counts, comma-separated",
+    }
+)
+def compare(
+    c: Context,
+    results: str = "results",
+    catalog: str | None = None,
+    out: str = "compare-report",
+    config: str | None = None,
+    plan: bool = False,
+    steps: str = "1e9",
+    env: str | None = None,
+    mode: str | None = None,
+    target: str | None = None,
+    basis: str | None = None,
+    sizes: str = "1,2,4,8,16",
+) -> None:
+    """Throughput and cost of every measured run per env, cheapest first; --plan for N steps."""
+    from syndeo.compare.cli import run_compare
+
+    _call(
+        run_compare, results=results, catalog=catalog, out=out, config=config, plan=plan,
+        steps=steps, env=env, mode=mode, target=target, basis=basis, sizes=sizes,
+    )  # fmt: skip
+
+
 @task(help={"backend": "file | s3 | gs | az", "out": "where to write the JSON"})
 def bench_rendezvous(
     c: Context, backend: str = "file", out: str = "results/rendezvous.json"
@@ -107,7 +141,7 @@ def bench_rendezvous(
     c.run(f"{sys.executable} -m syndeo.rendezvous.bench --backend {backend} --out {out}")
 
 
-ns = Collection(deploy, up, down, bench, report, bench_rendezvous)
+ns = Collection(deploy, up, down, bench, report, compare, bench_rendezvous)
 ns.add_task(image_tasks.build, name="build")
 ns.add_collection(Collection("image", image_tasks.build, image_tasks.verify))
 _slurm = Collection("slurm")

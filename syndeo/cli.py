@@ -27,6 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     import syndeo.frontend as frontend
 
     frontend.add_commands(sub)
+    from syndeo.compare import cli as compare_cli
+
+    compare_cli.add_command(sub)
     return parser
 
 

@@ -1,0 +1,172 @@
+"""Predict cost and wall time to collect N steps of one env, per target and instance type.
+
+Sources of a prediction, most trusted first:
+
+* a target/instance type measured for this env: its own fitted scaling model;
+* a cloud instance type never measured: the *basis* measurement (default: the measured
+  series with the most CPUs) scaled by the catalog's assumptions, printed next to the
+  figure -- effective cores = vCPUs / vcpus_per_core (a hyperthread sibling is credited
+  nothing) and per-core speed x relative_speed.  A real run on that type replaces this.
+
+On-prem hardware (local, slurm, ssh) is not in any catalog, so it is predicted only
+from its own measurements; an env or on-prem target never measured is refused.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from syndeo.compare.catalog import CLOUDS, Catalog
+from syndeo.compare.errors import CompareError
+from syndeo.compare.fit import Fit, fit_power_law
+from syndeo.compare.report import Row
+from syndeo.compare.runs import CLOUD_TARGETS, ONPREM_TARGETS, TARGETS
+from syndeo.compare.settings import OnPremCost
+
+DEFAULT_SIZES = (1, 2, 4, 8, 16)
+
+
+@dataclass(frozen=True)
+class Series:
+    """Measured sizes of one target/hardware/pricing for the planned env."""
+
+    target: str
+    hardware: str
+    cpus_per_node: int
+    fit: Fit
+
+    @property
+    def name(self) -> str:
+        return f"{self.target} {self.hardware}"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    target: str
+    hardware: str
+    region: str
+    nodes: int
+    cpus: float  # CPUs (effective cores for unmeasured hardware) the model is evaluated at
+    steps_per_s: float
+    hours: float
+    usd_ondemand: float
+    usd_spot: float | None
+    source: str  # "measured" or "predicted from <basis>"
+    assumptions: str  # relative_speed and vCPU/core, or "–"
+    extrapolated: bool
+
+
+@dataclass
+class Plan:
+    env: str
+    mode: str
+    protocol: str
+    steps: float
+    series: list[Series]
+    basis: Series
+    predictions: list[Prediction]
+
+
+def _series(rows: list[Row]) -> list[Series]:
+    by: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for r in rows:
+        by[(r.target, r.hardware)].append(r)
+    out = []
+    for (target, hardware), rs in sorted(by.items()):
+        # One point per size; runs of a size priced differently (spot/on-demand)
+        # measured the same hardware, so their throughputs pool.
+        sizes: dict[int, list[float]] = defaultdict(list)
+        for r in rs:
+            sizes[r.cpus] += r.rates
+        points = [(n, sum(v) / len(v)) for n, v in sizes.items()]
+        out.append(Series(target, hardware, max(r.cpus_per_node for r in rs),
+                          fit_power_law(points)))  # fmt: skip
+    return out
+
+
+def make_plan(
+    rows: list[Row],
+    catalog: Catalog,
+    onprem: OnPremCost,
+    env: str,
+    steps: float,
+    mode: str | None = None,
+    targets: list[str] | None = None,
+    basis: str | None = None,
+    sizes: tuple[int, ...] = DEFAULT_SIZES,
+) -> Plan:
+    if steps <= 0:
+        raise CompareError(f"--steps must be positive, got {steps:g}")
+    measured_envs = sorted({r.env for r in rows})
+    mine = [r for r in rows if r.env == env]
+    if not mine:
+        raise CompareError(
+            f"no measurement of {env} in the results (measured: {', '.join(measured_envs)}): "
+            f"run the benchmark on it first, e.g. invoke deploy --env {env}"
+        )
+    modes = sorted({r.mode for r in mine})
+    mode = mode or ("count" if "count" in modes else modes[0])
+    mine = [r for r in mine if r.mode == mode]
+    if not mine:
+        raise CompareError(f"{env} was measured in {', '.join(modes)} mode only, not {mode}")
+    # Steady state is the better estimate of long runs; the paper protocol otherwise.
+    protocol = "steady" if any(r.protocol == "steady" for r in mine) else mine[0].protocol
+    mine = [r for r in mine if r.protocol == protocol]
+    series = _series(mine)
+    measured_targets = sorted({s.target for s in series})
+    for t in targets or []:
+        if t not in TARGETS:
+            raise CompareError(f"unknown target {t!r} (known: {', '.join(TARGETS)})")
+        if t in ONPREM_TARGETS and t not in measured_targets:
+            raise CompareError(
+                f"no measurement of {env} on target {t} (measured on: "
+                f"{', '.join(measured_targets)}): an on-prem machine is predicted only from "
+                "its own runs"
+            )
+    if basis is not None and basis not in measured_targets:
+        raise CompareError(
+            f"--basis {basis}: no measurement of {env} there (measured on: "
+            f"{', '.join(measured_targets)})"
+        )
+    candidates = [s for s in series if basis is None or s.target == basis]
+    base = max(candidates, key=lambda s: (s.fit.hi, len(s.fit.points)))
+    wanted = targets or [*measured_targets, *(c for c in CLOUDS if c not in measured_targets)]
+
+    preds: list[Prediction] = []
+    rate = onprem.core_hour_usd()
+    for s in series:
+        if s.target not in ONPREM_TARGETS or s.target not in wanted:
+            continue
+        for k in sizes:
+            cores = k * s.cpus_per_node
+            tput = s.fit.predict(cores)
+            hours = steps / tput / 3600.0
+            preds.append(Prediction(s.target, s.hardware, "–", k, cores, tput, hours,
+                                    cores * rate * hours, None, "measured", "–",
+                                    s.fit.extrapolates(cores)))  # fmt: skip
+    for cloud in CLOUDS:
+        if cloud not in wanted:
+            continue
+        for price in catalog.of(cloud):
+            own = next((s for s in series if s.target in CLOUD_TARGETS
+                        and s.hardware == price.instance_type), None)  # fmt: skip
+            for k in sizes:
+                if own is not None:
+                    n = float(k * own.cpus_per_node)
+                    tput = own.fit.predict(n)
+                    source, assumptions, extra = "measured", "–", own.fit.extrapolates(n)
+                else:
+                    n = k * price.vcpus / price.vcpus_per_core
+                    tput = base.fit.predict(n) * price.relative_speed
+                    source = f"predicted from {base.name}"
+                    assumptions = (f"relative_speed {price.relative_speed:g}, "
+                                   f"{price.vcpus_per_core:g} vCPU/core")  # fmt: skip
+                    extra = base.fit.extrapolates(n)
+                hours = steps / tput / 3600.0
+                spot = None if price.spot_usd_per_h is None else k * price.spot_usd_per_h * hours
+                preds.append(Prediction(cloud, price.instance_type, price.region, k, n, tput,
+                                        hours, k * price.ondemand_usd_per_h * hours, spot,
+                                        source, assumptions, extra))  # fmt: skip
+    preds.sort(key=lambda p: p.usd_ondemand)
+    return Plan(env, mode, protocol, steps, series, base, preds)

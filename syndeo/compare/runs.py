@@ -1,0 +1,227 @@
+"""Measured runs: every ``deploy.json`` (and standalone benchmark result) below a directory.
+
+Tolerant of what it may meet -- keys added later, summaries written before the
+``machines``/``slurm`` keys existed, failed runs and users' own workloads (noted and
+skipped) -- and strict about what it cannot price: an unknown target, a file that
+is not JSON or not a valid result, a cloud run without its machines.  Each of those
+is one line naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from syndeo.bench.models import BenchResult
+from syndeo.compare.errors import CompareError
+
+CLOUD_TARGETS = ("aws", "gcp", "azure")
+ONPREM_TARGETS = ("local", "slurm", "ssh")
+TARGETS = ONPREM_TARGETS + CLOUD_TARGETS
+
+
+class Machines(BaseModel):
+    """What a VM target started (deploy.json ``machines``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    provider: Literal["aws", "gcp", "azure", "ssh"]
+    region: str | None = None
+    instance_type: str | None = None
+    count: int = Field(ge=1)
+    spot: bool = False
+    instance_seconds: float | None = Field(default=None, ge=0)
+
+
+class SlurmInfo(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    partition: str | None = None
+    cpus_per_node: int | None = None
+
+
+class Timings(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    all_joined_s: float | None = None
+    workload_done_s: float | None = None
+    head_exit_s: float | None = None
+    teardown_done_s: float | None = None
+
+
+class DeploySummary(BaseModel):
+    """The keys of ``deploy.json`` the comparison needs; others are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    cluster_id: str
+    target: str
+    nodes: int = Field(ge=1)
+    cpus_per_node: int = Field(ge=1)
+    exit_code: int
+    message: str = ""
+    timings_s: Timings = Timings()
+    result: str | None = None
+    machines: Machines | None = None
+    slurm: SlurmInfo | None = None
+
+
+@dataclass
+class Run:
+    """One measured cluster (or standalone run) with what it cost to price it."""
+
+    source: Path
+    cluster_id: str
+    target: str
+    nodes: int
+    cpus_per_node: int
+    wall_s: float | None
+    result: BenchResult
+    machines: Machines | None = None
+    partition: str | None = None
+
+    @property
+    def cpus(self) -> int:
+        return self.nodes * self.cpus_per_node
+
+    @property
+    def hardware(self) -> str:
+        """Instance type, partition or CPU model: what a row's throughput was measured on."""
+        m = self.machines
+        if m is not None and m.instance_type:
+            return m.instance_type
+        if self.partition:
+            return f"partition {self.partition}"
+        return self.result.manifest.cpu_model
+
+
+@dataclass
+class Found:
+    runs: list[Run] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except OSError as e:
+        raise CompareError(f"cannot read {path}: {e.strerror}") from None
+    except ValueError as e:
+        raise CompareError(f"{path} is not valid JSON ({e})") from None
+
+
+def _first_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    return f"{'.'.join(str(x) for x in err['loc']) or 'document'}: {err['msg']}"
+
+
+def _is_bench(doc: Any) -> bool:
+    return isinstance(doc, dict) and "manifest" in doc and "results" in doc
+
+
+def _bench(path: Path, doc: Any) -> BenchResult:
+    try:
+        return BenchResult.model_validate(doc)
+    except ValidationError as e:
+        raise CompareError(f"{path} is not a valid benchmark result: {_first_error(e)}") from None
+
+
+def _result_path(summary: DeploySummary, deploy_json: Path) -> Path:
+    # deploy.json records the path as written (relative to where deploy ran); the
+    # result normally sits next to it, which also survives moving the directory.
+    sibling = deploy_json.parent / "result.json"
+    if sibling.is_file() or summary.result is None:
+        return sibling
+    return Path(summary.result)
+
+
+def _from_deploy(path: Path, found: Found, claimed: set[Path]) -> None:
+    doc = _load_json(path)
+    if isinstance(doc, dict) and doc.get("target") not in TARGETS and "target" in doc:
+        raise CompareError(
+            f"{path}: unknown target {doc['target']!r} (known: {', '.join(TARGETS)})"
+        )
+    try:
+        s = DeploySummary.model_validate(doc)
+    except ValidationError as e:
+        raise CompareError(f"{path} is not a valid deploy summary: {_first_error(e)}") from None
+    if s.target in CLOUD_TARGETS:
+        if s.machines is None or not s.machines.instance_type or not s.machines.region:
+            raise CompareError(
+                f"{path}: a {s.target} run without machines.instance_type/region cannot be priced"
+            )
+        if s.machines.instance_seconds is None:
+            raise CompareError(f"{path}: a {s.target} run without machines.instance_seconds")
+    result_path = _result_path(s, path)
+    claimed.add(result_path.resolve())
+    if s.exit_code != 0:
+        found.skipped.append(f"{s.cluster_id}: failed (exit {s.exit_code}): {s.message}")
+        return
+    if not result_path.is_file():
+        found.skipped.append(f"{s.cluster_id}: no result file ({result_path})")
+        return
+    doc = _load_json(result_path)
+    if not _is_bench(doc):
+        found.skipped.append(f"{s.cluster_id}: its workload's result is not a benchmark result")
+        return
+    found.runs.append(
+        Run(
+            source=path, cluster_id=s.cluster_id, target=s.target, nodes=s.nodes,
+            cpus_per_node=s.slurm.cpus_per_node if s.slurm and s.slurm.cpus_per_node
+            else s.cpus_per_node,
+            wall_s=s.timings_s.teardown_done_s, result=_bench(result_path, doc),
+            machines=s.machines, partition=s.slurm.partition if s.slurm else None,
+        )
+    )  # fmt: skip
+
+
+def _standalone(path: Path, found: Found) -> None:
+    """A result of ``invoke bench`` without a cluster: one machine, priced on-prem."""
+    doc = _load_json(path)
+    if not _is_bench(doc):
+        return  # some other JSON (a user's workload result, rendezvous timings)
+    res = _bench(path, doc)
+    m = res.manifest
+    if m.target != "standalone":
+        found.skipped.append(f"{path}: a {m.target} result without its deploy.json")
+        return
+    wall = None
+    if m.finished_at:
+        wall = (
+            datetime.fromisoformat(m.finished_at) - datetime.fromisoformat(m.started_at)
+        ).total_seconds()
+    # Each actor count it swept is a size of its own; the machine is "local".  The
+    # run's wall time is shared out by each size's share of the measured seconds.
+    total = sum(x.seconds for r in res.results for x in r.syndeo.repeats) or 1.0
+    for workers in sorted({r.workers for r in res.results}):
+        rs = [r for r in res.results if r.workers == workers]
+        share = sum(x.seconds for r in rs for x in r.syndeo.repeats) / total
+        found.runs.append(
+            Run(
+                source=path, cluster_id=path.stem, target="local", nodes=1,
+                cpus_per_node=workers, wall_s=None if wall is None else wall * share,
+                result=res.model_copy(update={"results": rs}),
+            )
+        )  # fmt: skip
+
+
+def find_runs(results_dir: Path) -> Found:
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise CompareError(f"results directory not found: {results_dir}")
+    found = Found()
+    claimed: set[Path] = set()
+    for path in sorted(results_dir.rglob("deploy.json")):
+        _from_deploy(path, found, claimed)
+    for path in sorted(results_dir.rglob("*.json")):
+        if path.name != "deploy.json" and path.resolve() not in claimed:
+            _standalone(path, found)
+    if not found.runs:
+        why = "; ".join(found.skipped) if found.skipped else "none found"
+        raise CompareError(f"no benchmark results to compare in {results_dir} ({why})")
+    return found
