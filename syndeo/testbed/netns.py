@@ -80,7 +80,7 @@ def list_netns(prefix: str) -> list[str]:
 
 def node_down(netns: str, veth: str) -> None:
     """Delete the host-side veth first (that removes its peer), then the namespace."""
-    if link_exists(veth):
+    if veth and link_exists(veth):
         run(["ip", "link", "del", veth])
     if (NETNS_DIR / netns).exists():
         try:
