@@ -1,0 +1,54 @@
+# The nodes' identity: an instance profile whose role may list, read, write and delete
+# objects under <prefix>/<cluster_name>/ of the rendezvous bucket, and nothing else.
+
+resource "aws_iam_role" "nodes" {
+  name_prefix = "syndeo-${substr(var.cluster_name, 0, 24)}-"
+  description = "Syndeo ${var.cluster_name} nodes: rendezvous prefix only"
+  assume_role_policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Effect    = "Allow"
+      Action    = "sts:AssumeRole"
+      Principal = { Service = "ec2.amazonaws.com" }
+    }]
+  })
+}
+
+# Plain jsonencode (not a data source) so that the offline test reads the real document.
+locals {
+  rendezvous_policy = {
+    Version = "2012-10-17"
+    Statement = [
+      {
+        Sid       = "ListClusterPrefix"
+        Effect    = "Allow"
+        Action    = "s3:ListBucket"
+        Resource  = "arn:aws:s3:::${local.bucket}"
+        Condition = { StringLike = { "s3:prefix" = ["${local.cluster_prefix}*"] } }
+      },
+      {
+        Sid      = "ClusterRecords"
+        Effect   = "Allow"
+        Action   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+        Resource = "arn:aws:s3:::${local.bucket}/${local.cluster_prefix}*"
+      },
+    ]
+  }
+}
+
+resource "aws_iam_role_policy" "rendezvous" {
+  name   = "syndeo-rendezvous"
+  role   = aws_iam_role.nodes.id
+  policy = jsonencode(local.rendezvous_policy)
+}
+
+resource "aws_iam_role_policy_attachment" "ssm" {
+  count      = var.ssm_endpoints ? 1 : 0
+  role       = aws_iam_role.nodes.name
+  policy_arn = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+}
+
+resource "aws_iam_instance_profile" "nodes" {
+  name_prefix = "syndeo-${substr(var.cluster_name, 0, 24)}-"
+  role        = aws_iam_role.nodes.name
+}

@@ -1,0 +1,24 @@
+output "head_ip" {
+  description = "Private IP of rank 0 (the Ray head)."
+  value       = aws_instance.node[0].private_ip
+}
+
+output "node_ips" {
+  description = "Private IPs by rank."
+  value       = aws_instance.node[*].private_ip
+}
+
+output "node_ids" {
+  description = "Instance ids by rank."
+  value       = aws_instance.node[*].id
+}
+
+output "rendezvous_uri" {
+  description = "Rendezvous URI the nodes use; records are under <uri>/<cluster_name>/."
+  value       = local.rendezvous_uri
+}
+
+output "bucket_name" {
+  description = "The rendezvous bucket (created or existing)."
+  value       = local.bucket
+}

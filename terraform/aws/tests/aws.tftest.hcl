@@ -1,0 +1,207 @@
+# Offline checks of the AWS module: a mocked apply (no AWS call, fake ids) against the
+# real provider schema.  Run by tests/iac/test_aws.py with the provider from
+# /opt/tf-plugins.
+
+mock_provider "aws" {}
+
+variables {
+  cluster_name  = "c1"
+  node_count    = 3
+  instance_type = "c7i.2xlarge"
+  image         = "ami-0123456789abcdef0"
+  region        = "eu-central-1"
+  bucket_name   = "syndeo-c1-test"
+  cpus_per_node = 8
+  run           = "python -m syndeo.bench --quick"
+}
+
+# What the node module renders for these inputs, rendered on its own.
+run "node_module" {
+  command = plan
+  module {
+    source = "../modules/node"
+  }
+  variables {
+    cluster_id               = "c1"
+    node_count               = 3
+    rendezvous               = "s3://syndeo-c1-test/syndeo"
+    target                   = "aws"
+    cpus_per_node            = 8
+    gpus_per_node            = 0
+    memory_mb_per_node       = null
+    object_store_mb_per_node = null
+    join_timeout_s           = 300
+    run                      = "python -m syndeo.bench --quick"
+    not_before               = null
+    image_path               = "/opt/syndeo/syndeo.sif"
+    image_digest             = null
+    extra_env                = { AWS_REGION = "eu-central-1", AWS_DEFAULT_REGION = "eu-central-1" }
+  }
+}
+
+run "cluster" {
+  command = apply # mocked: nothing is created
+
+  assert {
+    condition     = length(aws_instance.node) == 3
+    error_message = "one instance per rank"
+  }
+  assert {
+    condition = alltrue([for i, n in aws_instance.node :
+    base64decode(n.user_data_base64) == run.node_module.user_data[i]])
+    error_message = "each instance's user-data must be the node module's rendering for its rank"
+  }
+  assert {
+    condition     = startswith(base64decode(aws_instance.node[0].user_data_base64), "#cloud-config")
+    error_message = "user-data is a cloud-config document"
+  }
+  assert {
+    condition     = alltrue([for n in aws_instance.node : n.associate_public_ip_address == false])
+    error_message = "no public IPs"
+  }
+  assert {
+    condition     = aws_subnet.nodes.map_public_ip_on_launch == false
+    error_message = "the subnet must not hand out public IPs"
+  }
+  assert {
+    condition = alltrue([for n in aws_instance.node :
+    n.metadata_options[0].http_tokens == "required" && n.metadata_options[0].http_put_response_hop_limit == 1])
+    error_message = "IMDSv2 required, hop limit 1"
+  }
+  assert {
+    condition     = alltrue([for n in aws_instance.node : n.root_block_device[0].encrypted == true])
+    error_message = "encrypted root volumes"
+  }
+  assert {
+    condition     = alltrue([for n in aws_instance.node : length(n.instance_market_options) == 0])
+    error_message = "on-demand unless spot = true"
+  }
+  assert {
+    condition     = aws_vpc_security_group_ingress_rule.ray.referenced_security_group_id == aws_security_group.nodes.id
+    error_message = "Ray ingress only from the nodes' own group"
+  }
+  assert {
+    condition     = aws_vpc_security_group_ingress_rule.ray.cidr_ipv4 == null && aws_vpc_security_group_ingress_rule.ray.cidr_ipv6 == null
+    error_message = "Ray ingress has no CIDR source"
+  }
+  assert {
+    condition     = aws_vpc_security_group_egress_rule.ray.referenced_security_group_id == aws_security_group.nodes.id
+    error_message = "Ray egress only to the nodes' own group"
+  }
+  assert {
+    condition     = length(aws_vpc_security_group_ingress_rule.admin_ssh) == 0
+    error_message = "no SSH rule unless admin_cidrs is set"
+  }
+  assert {
+    condition     = length(aws_s3_bucket.rendezvous) == 1 && aws_s3_bucket.rendezvous[0].force_destroy
+    error_message = "a created bucket is destroyed with the cluster"
+  }
+  assert {
+    condition = (aws_s3_bucket_public_access_block.rendezvous[0].block_public_acls &&
+      aws_s3_bucket_public_access_block.rendezvous[0].block_public_policy &&
+      aws_s3_bucket_public_access_block.rendezvous[0].ignore_public_acls &&
+    aws_s3_bucket_public_access_block.rendezvous[0].restrict_public_buckets)
+    error_message = "public access blocked"
+  }
+  assert {
+    condition     = aws_s3_bucket_lifecycle_configuration.rendezvous[0].rule[0].expiration[0].days == 7
+    error_message = "records expire after record_expiry_days"
+  }
+  assert {
+    condition     = output.rendezvous_uri == "s3://syndeo-c1-test/syndeo"
+    error_message = "rendezvous URI"
+  }
+  assert {
+    condition     = output.head_ip == aws_instance.node[0].private_ip && length(output.node_ids) == 3
+    error_message = "outputs by rank"
+  }
+}
+
+run "policy_is_cluster_prefix_only" {
+  command = plan
+  assert {
+    condition = jsondecode(aws_iam_role_policy.rendezvous.policy).Statement == [
+      {
+        Sid       = "ListClusterPrefix"
+        Effect    = "Allow"
+        Action    = "s3:ListBucket"
+        Resource  = "arn:aws:s3:::syndeo-c1-test"
+        Condition = { StringLike = { "s3:prefix" = ["syndeo/c1/*"] } }
+      },
+      {
+        Sid      = "ClusterRecords"
+        Effect   = "Allow"
+        Action   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+        Resource = "arn:aws:s3:::syndeo-c1-test/syndeo/c1/*"
+      },
+    ]
+    error_message = "the node role may list, read, write and delete under <prefix>/<cluster>/ only"
+  }
+  assert {
+    condition     = length(aws_iam_role_policy_attachment.ssm) == 0
+    error_message = "no SSM policy unless ssm_endpoints = true"
+  }
+}
+
+run "empty_prefix" {
+  command = plan
+  variables {
+    rendezvous_prefix = ""
+  }
+  assert {
+    condition     = jsondecode(aws_iam_role_policy.rendezvous.policy).Statement[1].Resource == "arn:aws:s3:::syndeo-c1-test/c1/*"
+    error_message = "an empty prefix keeps the cluster in <bucket>/<cluster>/"
+  }
+}
+
+run "spot_and_existing_bucket" {
+  command = apply
+  variables {
+    spot          = true
+    create_bucket = false
+    bucket_name   = "team-shared-bucket"
+    admin_cidrs   = ["10.8.0.0/16"]
+  }
+  assert {
+    condition = alltrue([for n in aws_instance.node :
+      n.instance_market_options[0].market_type == "spot" &&
+    n.instance_market_options[0].spot_options[0].instance_interruption_behavior == "terminate"])
+    error_message = "spot = true makes one-time Spot Instances"
+  }
+  assert {
+    condition     = length(aws_s3_bucket.rendezvous) == 0 && length(aws_s3_bucket_lifecycle_configuration.rendezvous) == 0
+    error_message = "an existing bucket is not managed (nor destroyed)"
+  }
+  assert {
+    condition     = output.rendezvous_uri == "s3://team-shared-bucket/syndeo"
+    error_message = "rendezvous in the existing bucket"
+  }
+  assert {
+    condition     = aws_vpc_security_group_ingress_rule.admin_ssh["10.8.0.0/16"].cidr_ipv4 == "10.8.0.0/16" && aws_vpc_security_group_ingress_rule.admin_ssh["10.8.0.0/16"].from_port == 22
+    error_message = "admin_cidrs open SSH from exactly those ranges"
+  }
+}
+
+run "refuses_world_admin_cidr" {
+  command = plan
+  variables {
+    admin_cidrs = ["0.0.0.0/0"]
+  }
+  expect_failures = [var.admin_cidrs]
+}
+
+run "refuses_world_admin_cidr_v6" {
+  command = plan
+  variables {
+    admin_cidrs = ["::/0"]
+  }
+  expect_failures = [var.admin_cidrs]
+}
+
+run "refuses_bad_cluster_name" {
+  command = plan
+  variables {
+    cluster_name = "Has_Upper"
+  }
+  expect_failures = [var.cluster_name]
+}
