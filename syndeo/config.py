@@ -36,7 +36,7 @@ class BenchSettings(_Strict):
 
     def argv(self) -> list[str]:
         # One builder of the benchmark's command line, shared with `invoke bench`.
-        from syndeo.bench.tasks import bench_argv
+        from syndeo.bench.argv import bench_argv
 
         return bench_argv(
             env=",".join(self.envs), mode=self.mode, protocol=self.protocol,
@@ -85,13 +85,16 @@ class DeployConfig(_Strict):
         return self.run if self.run is not None else shlex.join(self.bench.argv())
 
 
-def _one_line(exc: ValidationError, source: str) -> str:
+def one_line(exc: ValidationError, source: str, prefix: str = "") -> str:
+    """A validation error as one line naming each offending setting (``nodes: …``)."""
     parts = []
     for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "config"
+        where = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "") or "config"
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "is not a known setting"
+        elif err["type"] == "missing":
+            msg = "is required"
         parts.append(f"{where}: {msg}")
     return f"invalid {source}: " + "; ".join(parts)
 
@@ -120,4 +123,4 @@ def load_config(path: Path | None = None, **overrides: Any) -> DeployConfig:
     try:
         return DeployConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_one_line(exc, source)) from None
+        raise ConfigError(one_line(exc, source)) from None

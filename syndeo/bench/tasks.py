@@ -14,35 +14,8 @@ from invoke.context import Context
 from invoke.exceptions import Exit
 from invoke.tasks import task
 
+from syndeo.bench.argv import bench_argv
 from syndeo.errors import SyndeoError
-
-
-def bench_argv(
-    env: str = "all",
-    mode: str = "count",
-    protocol: str = "paper",
-    samples_per_cpu: int = 1000,
-    repeats: int = 4,
-    envs_per_actor: int = 16,
-    workers: str | None = None,
-    rllib: bool = False,
-    local_limit: bool = True,
-    out: str | None = None,
-) -> list[str]:
-    """The workload argv; comma-separated lists become repeated values."""
-    argv = ["python", "-m", "syndeo.bench", "run", "--env", *env.split(",")]
-    argv += ["--mode", *mode.split(","), "--protocol", protocol]
-    argv += ["--samples-per-cpu", str(samples_per_cpu), "--repeats", str(repeats)]
-    argv += ["--envs-per-actor", str(envs_per_actor)]
-    if workers:
-        argv += ["--workers", workers]
-    if rllib:
-        argv.append("--rllib")
-    if not local_limit:
-        argv.append("--no-local-limit")
-    if out:
-        argv += ["--out", out]
-    return argv
 
 
 @task(

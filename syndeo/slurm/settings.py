@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from syndeo.config import one_line
 from syndeo.errors import ConfigError
 
 # SYNDEO_SCRATCH is <scratch_dir>/sy-<job id>-<rank>; node settings cap it at 40
@@ -102,12 +103,7 @@ class SlurmSettings(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            parts = []
-            for err in exc.errors():
-                where = ".".join(str(p) for p in err["loc"])
-                msg = "is not a known setting" if err["type"] == "extra_forbidden" else err["msg"]
-                parts.append(f"slurm.{where}: {msg}")
-            raise ConfigError("invalid settings: " + "; ".join(parts)) from None
+            raise ConfigError(one_line(exc, "settings", prefix="slurm")) from None
 
 
 class JobShape(BaseModel):
