@@ -17,6 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display on cluster nodes or in CI
 import matplotlib.pyplot as plt
+from matplotlib.ticker import NullFormatter
 
 if TYPE_CHECKING:
     from syndeo.compare.report import Row
@@ -72,6 +73,7 @@ def cost_plot(groups: dict[tuple[str, str, str], list[Row]], path: Path) -> tupl
         _iso_cost(ax, rows)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels collide on short ranges
         ax.set_xlabel("cluster $/hour")
         ax.set_ylabel("steps/s")
         ax.set_title(f"{env} ({mode}, {protocol})", fontsize=9)
@@ -91,6 +93,7 @@ def usd_per_m_plot(groups: dict[tuple[str, str, str], list[Row]], path: Path) ->
         ax.set_yticks(range(len(rows)))
         ax.set_yticklabels(labels, fontsize=7)
         ax.invert_yaxis()  # cheapest on top, like the table
+        ax.set_xscale("log")  # start-up can make all-in 100x the steady-state figure
         ax.set_xlabel("$ per million steps")
         ax.set_title(f"{env} ({mode}, {protocol})", fontsize=9)
         ax.legend(fontsize=7)
