@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from syndeo.slurm import localcluster
-from tests.slurm.conftest import CI_PYTHON, DEPLOY, WORKLOAD, UserRun, _chown, as_user
+from tests.slurm.conftest import WORKLOAD
+from tests.userrun import CI_PYTHON, DEPLOY, UserRun, _chown, as_user
 
 START_RE = re.compile(r"^syndeo: job (\d+) attempt \d+ on \S+ at ([\d.]+)", re.M)
 HEAD_RE = re.compile(r"head up at \S+ after ([\d.]+) s")

@@ -6,83 +6,21 @@ Jobs are submitted by the unprivileged user ``syndeo-ci`` (created by
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 import shutil
-import subprocess
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from syndeo.slurm import localcluster
 from syndeo.testbed import netns
+from tests.userrun import CI_PYTHON, CI_USER, UserRun, _chown
 
-CI_USER = "syndeo-ci"
 HERE = Path(__file__).resolve().parent
-# The CI user's interpreter for this checkout (scripts/setup.d/slurm.sh makes it).
-CI_PYTHON = HERE.parents[1] / ".venv" / "ci-user" / "bin" / "python"
 WORKLOAD = HERE / "workload.py"
-DEPLOY = HERE / "deploy_as_user.py"
-
-
-def as_user(argv: list[str], env: dict[str, str] | None = None, **kw: Any) -> list[str]:
-    """argv that runs ``argv`` as the CI user with a clean, explicit environment."""
-    pw = pwd.getpwnam(CI_USER)
-    base = {"HOME": pw.pw_dir, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
-    pairs = [f"{k}={v}" for k, v in {**base, **(env or {})}.items()]
-    return ["runuser", "-u", CI_USER, "--", "env", "-i", *pairs, *argv]
-
-
-@dataclass
-class UserRun:
-    """A deploy run by the CI user: its config dir, SYNDEO_HOME and results dir."""
-
-    root: Path
-
-    @property
-    def env(self) -> dict[str, str]:
-        return {"SYNDEO_HOME": str(self.root / "home")}
-
-    @property
-    def results(self) -> Path:
-        return self.root / "results"
-
-    def config(self, body: str) -> Path:
-        path = self.root / "config.toml"
-        path.write_text(f'results_dir = "{self.results}"\nworkdir = "{self.root}"\n' + body)
-        _chown(path)
-        return path
-
-    def start(self, body: str) -> subprocess.Popen[str]:
-        cfg = self.config(body)
-        return subprocess.Popen(
-            as_user([str(CI_PYTHON), str(DEPLOY), str(cfg)], self.env),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self.root,
-        )  # fmt: skip
-
-    @staticmethod
-    def finish(proc: subprocess.Popen[str], timeout: float = 420) -> dict[str, Any]:
-        out, err = proc.communicate(timeout=timeout)
-        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-        assert lines, f"deploy printed no outcome (rc {proc.returncode}): {err[-3000:]}"
-        outcome: dict[str, Any] = json.loads(lines[-1])
-        outcome["_stderr"] = err
-        outcome["_stdout"] = out
-        outcome["_rc"] = proc.returncode
-        return outcome
-
-    def deploy(self, body: str) -> dict[str, Any]:
-        return self.finish(self.start(body))
-
-
-def _chown(path: Path) -> None:
-    pw = pwd.getpwnam(CI_USER)
-    os.chown(path, pw.pw_uid, pw.pw_gid)
 
 
 @pytest.fixture(scope="module")

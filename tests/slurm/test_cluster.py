@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from syndeo.slurm import jobs, localcluster
-from tests.slurm.conftest import CI_PYTHON, HERE, WORKLOAD, UserRun, as_user, user_procs_on_nodes
+from tests.slurm.conftest import HERE, WORKLOAD, user_procs_on_nodes
+from tests.userrun import CI_PYTHON, UserRun, as_user
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

@@ -18,7 +18,7 @@ from syndeo.errors import ConfigError, ImageError
 from syndeo.slurm.settings import SlurmSettings
 from syndeo.slurm.target import SlurmTarget
 from syndeo.targets.base import ClusterSpec
-from tests.slurm.conftest import CI_PYTHON, CI_USER, as_user
+from tests.userrun import CI_PYTHON, CI_USER, as_user
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
