@@ -13,6 +13,7 @@ what was created so ``down()`` works from any process).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pwd
 import shutil
@@ -278,8 +279,12 @@ def kill_node(name: str, base: Path = DEFAULT_BASE) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(TargetError):
-            wait_until(lambda: None if any(pid_alive(p) for p in pids) else True, 5, "killed")
+            wait_until(functools.partial(_all_gone, pids), 5, "killed")
     raise TargetError(f"processes of node {name} keep appearing after SIGKILL")
+
+
+def _all_gone(pids: list[int]) -> bool | None:
+    return None if any(pid_alive(p) for p in pids) else True
 
 
 def revive_node(name: str, base: Path = DEFAULT_BASE, timeout: float = 60.0) -> None:
