@@ -19,6 +19,7 @@ from rich.table import Table
 
 from syndeo.compare.catalog import CATALOG_VERSION, Catalog
 from syndeo.compare.costmodel import Pricing, pricing, run_cost_usd, usd_per_million
+from syndeo.compare.errors import CompareError
 from syndeo.compare.runs import CLOUD_TARGETS, Found, Run
 from syndeo.compare.settings import OnPremCost
 
@@ -170,9 +171,14 @@ def render_compare(
     found: Found, catalog: Catalog, onprem: OnPremCost, out_dir: Path
 ) -> tuple[Path, Path, list[Row]]:
     """Write ``report.md``, ``report.html`` and the PNGs into ``out_dir``."""
-    from markdown_it import MarkdownIt
+    from markdown_it import MarkdownIt  # a dependency of rich
 
-    from syndeo.compare import plots
+    try:
+        from syndeo.compare import plots
+    except ImportError as e:
+        raise CompareError(
+            f"the report needs matplotlib ({e}): pip install 'syndeo[bench]'"
+        ) from None
 
     rows = build_rows(found.runs, catalog, onprem)
     out_dir = Path(out_dir)
