@@ -211,6 +211,10 @@ variable "not_before" {
   type        = number
   default     = null
   description = "Epoch seconds; records older than this are ignored (a reused prefix cannot mislead the nodes)."
+  validation {
+    condition     = var.not_before == null || try(var.not_before >= 0, false)
+    error_message = "not_before must be epoch seconds >= 0 (or null)."
+  }
 }
 
 variable "image_path" {

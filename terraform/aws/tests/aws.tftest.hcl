@@ -205,3 +205,44 @@ run "refuses_bad_cluster_name" {
   }
   expect_failures = [var.cluster_name]
 }
+
+# The same bounds as syndeo/config.py (DeployConfig) and syndeo/nodeconfig.py.
+run "refuses_zero_nodes" {
+  command = plan
+  variables {
+    node_count = 0
+  }
+  expect_failures = [var.node_count]
+}
+
+run "refuses_4097_nodes" {
+  command = plan
+  variables {
+    node_count = 4097
+  }
+  expect_failures = [var.node_count]
+}
+
+run "refuses_small_memory" {
+  command = plan
+  variables {
+    memory_mb_per_node = 255
+  }
+  expect_failures = [var.memory_mb_per_node]
+}
+
+run "refuses_no_image" {
+  command = plan
+  variables {
+    image = "ubuntu-22.04"
+  }
+  expect_failures = [var.image]
+}
+
+run "refuses_multiline_run" {
+  command = plan
+  variables {
+    run = "echo a\necho b"
+  }
+  expect_failures = [var.run]
+}

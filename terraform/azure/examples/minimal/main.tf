@@ -1,0 +1,37 @@
+# Minimal use of terraform/azure: a 4-node on-demand cluster serving until destroyed.
+#   export ARM_SUBSCRIPTION_ID=...   # or `az login` with a default subscription
+#   terraform init && terraform apply -var image=/subscriptions/.../images/... -var bucket_name=...
+# `invoke deploy --target azure ...` writes the same inputs as tfvars for you.
+
+variable "image" {
+  type        = string
+  description = "Managed image id baked from packer/cloud."
+}
+
+variable "bucket_name" {
+  type        = string
+  description = "Name of the rendezvous blob container."
+}
+
+module "syndeo" {
+  source        = "../.."
+  cluster_name  = "demo"
+  node_count    = 4
+  instance_type = "Standard_D8s_v5"
+  image         = var.image
+  region        = "westeurope"
+  bucket_name   = var.bucket_name
+  cpus_per_node = 8
+}
+
+output "head_ip" {
+  value = module.syndeo.head_ip
+}
+
+output "rendezvous_uri" {
+  value = module.syndeo.rendezvous_uri
+}
+
+output "storage_account" {
+  value = module.syndeo.storage_account
+}

@@ -1,0 +1,48 @@
+# Syndeo cluster on Azure: its own resource group and VNet, one blob container prefix as
+# the rendezvous, N VMs from the packer/cloud image, each started by its own custom data
+# (cloud-init) from the shared node module (rank 0 = head).
+
+data "azurerm_client_config" "current" {}
+
+locals {
+  name           = "syndeo-${var.cluster_name}"
+  prefix         = var.rendezvous_prefix
+  rendezvous_uri = "az://${var.bucket_name}/${local.prefix}"
+  # A created account gets a name unique per subscription and container (3-24 a-z0-9).
+  storage_account = coalesce(var.storage_account, "sy${substr(sha256("${data.azurerm_client_config.current.subscription_id}/${var.bucket_name}"), 0, 22)}")
+  storage_account_id = (var.create_bucket ? azurerm_storage_account.rendezvous[0].id :
+  data.azurerm_storage_account.existing[0].id)
+  container_scope = "${local.storage_account_id}/blobServices/default/containers/${var.bucket_name}"
+  tags = merge(var.labels, {
+    syndeo-cluster = var.cluster_name
+  })
+}
+
+resource "azurerm_resource_group" "this" {
+  name     = local.name
+  location = var.region
+  tags     = local.tags
+}
+
+module "nodes" {
+  source                   = "../modules/node"
+  cluster_id               = var.cluster_name
+  node_count               = var.node_count
+  rendezvous               = local.rendezvous_uri
+  target                   = "azure"
+  cpus_per_node            = var.cpus_per_node
+  gpus_per_node            = var.gpus_per_node
+  memory_mb_per_node       = var.memory_mb_per_node
+  object_store_mb_per_node = var.object_store_mb_per_node
+  join_timeout_s           = var.join_timeout_s
+  run                      = var.run
+  not_before               = var.not_before
+  image_path               = var.image_path
+  image_digest             = var.image_digest
+  # The az:// backend finds the account by name and signs in with the VM's
+  # user-assigned identity (DefaultAzureCredential -> managed identity by client id).
+  extra_env = merge({
+    AZURE_STORAGE_ACCOUNT = local.storage_account
+    AZURE_CLIENT_ID       = azurerm_user_assigned_identity.nodes.client_id
+  }, var.extra_env)
+}

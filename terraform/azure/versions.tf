@@ -1,0 +1,24 @@
+terraform {
+  required_version = ">= 1.5"
+  required_providers {
+    azurerm = {
+      source = "hashicorp/azurerm"
+      # Every argument used was checked against the provider's own docs at v4.9.0
+      # (first with azurerm_storage_container.storage_account_id) and v4.81.0; see
+      # terraform/README.md.  The provider is not downloadable here.
+      version = ">= 4.9, < 5.0"
+    }
+    tls = {
+      source  = "hashicorp/tls"
+      version = ">= 4.0, < 5.0"
+    }
+  }
+}
+
+# The subscription comes from ARM_SUBSCRIPTION_ID or the Azure CLI login, like every
+# other Azure tool.  Shared keys are disabled on the storage account, so the provider
+# must use Entra ID for storage too.
+provider "azurerm" {
+  features {}
+  storage_use_azuread = true
+}

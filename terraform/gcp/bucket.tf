@@ -1,0 +1,46 @@
+# The rendezvous bucket, when this module creates it (create_bucket = true): uniform
+# access, public access prevention enforced, Google-managed encryption at rest,
+# records expire; force_destroy so that `terraform destroy` removes it with the
+# records.  An existing bucket (create_bucket = false) is left as it is.
+
+resource "google_storage_bucket" "rendezvous" {
+  count                       = var.create_bucket ? 1 : 0
+  name                        = var.bucket_name
+  location                    = upper(var.region)
+  storage_class               = "STANDARD"
+  force_destroy               = true
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  labels                      = local.labels
+
+  versioning {
+    enabled = var.bucket_versioning
+  }
+
+  lifecycle_rule {
+    condition {
+      age            = var.record_expiry_days
+      matches_prefix = local.prefix == "" ? [] : ["${local.prefix}/"]
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  lifecycle_rule {
+    condition {
+      age = 1
+    }
+    action {
+      type = "AbortIncompleteMultipartUpload"
+    }
+  }
+
+  # Deleted records need no 7-day soft-delete copy (billed as storage).
+  soft_delete_policy {
+    retention_duration_seconds = 0
+  }
+
+  #checkov:skip=CKV_GCP_62:Access logs need a second bucket; records are short-lived cluster coordination data read only by the cluster's own service account.
+  #checkov:skip=CKV_GCP_78:Versioning is optional (bucket_versioning); records are rewritten and expired by design.
+}

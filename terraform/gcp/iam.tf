@@ -1,0 +1,25 @@
+# The nodes' identity: a service account of their own that may list, read, write and
+# delete objects under <prefix>/<cluster_name>/ of the rendezvous bucket, and nothing
+# else (one bucket-level binding with an IAM condition; the bucket must use uniform
+# bucket-level access, which a created bucket does).
+
+resource "google_service_account" "nodes" {
+  # account_id allows 6-30 characters; the cluster name is in the display name.
+  account_id   = "syndeo-${substr(sha256(var.cluster_name), 0, 16)}"
+  display_name = "Syndeo ${var.cluster_name} nodes"
+  description  = "Syndeo cluster ${var.cluster_name}: rendezvous prefix only"
+}
+
+resource "google_storage_bucket_iam_member" "rendezvous" {
+  bucket = local.bucket
+  role   = "roles/storage.objectUser"
+  member = "serviceAccount:${google_service_account.nodes.email}"
+  condition {
+    title       = "syndeo-${var.cluster_name}-prefix"
+    description = "Objects under ${local.cluster_prefix} only; listing only with that prefix"
+    expression = join(" || ", [
+      "resource.name.startsWith(\"projects/_/buckets/${var.bucket_name}/objects/${local.cluster_prefix}\")",
+      "(resource.type == \"storage.googleapis.com/Bucket\" && api.getAttribute(\"storage.googleapis.com/objectListPrefix\", \"\").startsWith(\"${local.cluster_prefix}\"))",
+    ])
+  }
+}

@@ -1,0 +1,24 @@
+output "head_ip" {
+  description = "Private IP of rank 0 (the Ray head)."
+  value       = google_compute_instance.node[0].network_interface[0].network_ip
+}
+
+output "node_ips" {
+  description = "Private IPs by rank."
+  value       = google_compute_instance.node[*].network_interface[0].network_ip
+}
+
+output "node_ids" {
+  description = "Instance ids by rank."
+  value       = google_compute_instance.node[*].instance_id
+}
+
+output "rendezvous_uri" {
+  description = "Rendezvous URI the nodes use; records are under <uri>/<cluster_name>/."
+  value       = local.rendezvous_uri
+}
+
+output "bucket_name" {
+  description = "The rendezvous bucket (created or existing)."
+  value       = local.bucket
+}

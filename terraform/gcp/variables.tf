@@ -1,0 +1,259 @@
+# Inputs.  The shared ones (everything above "Google Cloud only") have the same names, types
+# and defaults in terraform/gcp and terraform/azure; tests/iac/test_interface.py
+# fails on drift.  Rules match syndeo/config.py and syndeo/nodeconfig.py.
+
+variable "cluster_name" {
+  type        = string
+  description = "Cluster id: names every resource and the rendezvous records (<prefix>/<cluster_name>/...)."
+  validation {
+    condition     = can(regex("^[a-z0-9][a-z0-9-]{0,39}$", var.cluster_name))
+    error_message = "cluster_name: use 1-40 of a-z, 0-9 and '-', starting with a letter or digit."
+  }
+}
+
+variable "node_count" {
+  type        = number
+  description = "Number of VMs; rank 0 is the head."
+  validation {
+    condition     = var.node_count >= 1 && var.node_count <= 4096 && floor(var.node_count) == var.node_count
+    error_message = "node_count must be a whole number from 1 to 4096."
+  }
+}
+
+variable "instance_type" {
+  type        = string
+  description = "Compute Engine machine type of every node, e.g. c3-standard-8."
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9]*-[a-z0-9-]+$", var.instance_type))
+    error_message = "instance_type must be a machine type such as c3-standard-8."
+  }
+}
+
+variable "image" {
+  type        = string
+  description = "The Syndeo image baked by packer/cloud: projects/PROJECT/global/images/NAME or .../images/family/FAMILY. No default: the image is yours."
+  validation {
+    condition     = can(regex("^(https://www\\.googleapis\\.com/compute/v1/)?projects/[a-z][-a-z0-9.:]*/global/images/(family/)?[a-z][-a-z0-9]*$", var.image))
+    error_message = "image must be projects/PROJECT/global/images/NAME (or images/family/FAMILY) built from packer/cloud."
+  }
+}
+
+variable "region" {
+  type        = string
+  description = "Google Cloud region, e.g. us-central1."
+  validation {
+    condition     = can(regex("^[a-z]+-[a-z]+[0-9]+$", var.region))
+    error_message = "region must be a Google Cloud region such as us-central1."
+  }
+}
+
+variable "zone" {
+  type        = string
+  default     = null
+  description = "Zone of the nodes (e.g. us-central1-a); null takes the region's first zone that is UP."
+  validation {
+    condition     = var.zone == null || can(regex("^[a-z]+-[a-z]+[0-9]+-[a-z]$", var.zone))
+    error_message = "zone must be a zone such as us-central1-a (or null)."
+  }
+}
+
+variable "spot" {
+  type        = bool
+  default     = false
+  description = "Run the nodes as Spot VMs (deleted on preemption, never restarted)."
+}
+
+variable "disk_size_gb" {
+  type        = number
+  default     = 30
+  description = "Boot disk per node, GiB (the baked image needs 20)."
+  validation {
+    condition     = var.disk_size_gb >= 20 && var.disk_size_gb <= 16384 && floor(var.disk_size_gb) == var.disk_size_gb
+    error_message = "disk_size_gb must be a whole number from 20 to 16384."
+  }
+}
+
+variable "network_cidr" {
+  type        = string
+  default     = "10.42.0.0/16"
+  description = "Address range of the cluster's own network; the node subnet is its first /20."
+  validation {
+    condition     = can(cidrhost(var.network_cidr, 0)) && can(cidrsubnet(var.network_cidr, 20 - tonumber(split("/", var.network_cidr)[1]), 0))
+    error_message = "network_cidr must be an IPv4 CIDR of /20 or larger, e.g. 10.42.0.0/16."
+  }
+}
+
+variable "create_bucket" {
+  type        = bool
+  default     = true
+  description = "Create the rendezvous bucket (destroyed with the cluster); false uses the existing bucket_name."
+}
+
+variable "bucket_name" {
+  type        = string
+  description = "Rendezvous bucket to create (create_bucket = true) or to use."
+  validation {
+    condition     = can(regex("^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$", var.bucket_name))
+    error_message = "bucket_name: 3-63 of a-z, 0-9 and '-', starting and ending with a letter or digit."
+  }
+}
+
+variable "bucket_versioning" {
+  type        = bool
+  default     = false
+  description = "Keep object versions in a bucket this module creates (records are short-lived; off by default)."
+}
+
+variable "rendezvous_prefix" {
+  type        = string
+  default     = "syndeo"
+  description = "Key prefix in the bucket; the cluster's records live under <prefix>/<cluster_name>/. Empty = bucket root."
+  validation {
+    condition     = can(regex("^([A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*)?$", var.rendezvous_prefix))
+    error_message = "rendezvous_prefix: '/'-separated segments of A-Z a-z 0-9 . _ - (no leading '.', no empty segment, no leading or trailing '/')."
+  }
+}
+
+variable "record_expiry_days" {
+  type        = number
+  default     = 7
+  description = "Objects under <rendezvous_prefix>/ of a created bucket expire after this many days."
+  validation {
+    condition     = var.record_expiry_days >= 1 && var.record_expiry_days <= 3650 && floor(var.record_expiry_days) == var.record_expiry_days
+    error_message = "record_expiry_days must be a whole number from 1 to 3650."
+  }
+}
+
+variable "labels" {
+  type        = map(string)
+  default     = {}
+  description = "Extra labels on every resource that takes labels (the same rules on every cloud, so one map works everywhere)."
+  validation {
+    condition = alltrue([for k, v in var.labels :
+    can(regex("^[a-z][a-z0-9_-]{0,62}$", k)) && can(regex("^[a-z0-9_-]{0,63}$", v))])
+    error_message = "labels: keys ^[a-z][a-z0-9_-]{0,62}$, values ^[a-z0-9_-]{0,63}$."
+  }
+}
+
+variable "admin_cidrs" {
+  type        = list(string)
+  default     = []
+  description = "Private ranges (VPN, peered network, bastion) allowed to SSH (tcp/22) to the nodes. Default none. For IAP TCP forwarding (gcloud compute ssh --tunnel-through-iap) use [\"35.235.240.0/20\"], the range IAP connects from."
+  validation {
+    condition     = alltrue([for c in var.admin_cidrs : can(cidrhost(c, 0)) && try(tonumber(split("/", c)[1]) > 0, false)])
+    error_message = "admin_cidrs: CIDRs only, and never the whole internet (0.0.0.0/0, ::/0)."
+  }
+}
+
+# --- passed to terraform/modules/node (same rules as syndeo/config.py) ---
+
+variable "cpus_per_node" {
+  type        = number
+  default     = 1
+  description = "CPUs Ray may use per node (SYNDEO_CPUS)."
+  validation {
+    condition     = var.cpus_per_node >= 1 && var.cpus_per_node <= 1024 && floor(var.cpus_per_node) == var.cpus_per_node
+    error_message = "cpus_per_node must be a whole number from 1 to 1024."
+  }
+}
+
+variable "gpus_per_node" {
+  type        = number
+  default     = 0
+  description = "GPUs Ray may use per node (SYNDEO_GPUS); pick a GPU instance type."
+  validation {
+    condition     = var.gpus_per_node >= 0 && var.gpus_per_node <= 64 && floor(var.gpus_per_node) == var.gpus_per_node
+    error_message = "gpus_per_node must be a whole number from 0 to 64."
+  }
+}
+
+variable "memory_mb_per_node" {
+  type        = number
+  default     = null
+  description = "Memory Ray may use per node, MB; null = Ray's own estimate."
+  validation {
+    condition     = var.memory_mb_per_node == null || try(var.memory_mb_per_node >= 256, false)
+    error_message = "memory_mb_per_node must be >= 256 (or null)."
+  }
+}
+
+variable "object_store_mb_per_node" {
+  type        = number
+  default     = null
+  description = "Ray object store per node, MB; null = Ray's default."
+  validation {
+    condition     = var.object_store_mb_per_node == null || try(var.object_store_mb_per_node >= 80, false)
+    error_message = "object_store_mb_per_node must be >= 80 (or null)."
+  }
+}
+
+variable "join_timeout_s" {
+  type        = number
+  default     = 300
+  description = "Seconds a node waits for the cluster to form before it gives up."
+  validation {
+    condition     = var.join_timeout_s > 0 && var.join_timeout_s <= 86400
+    error_message = "join_timeout_s must be > 0 and <= 86400."
+  }
+}
+
+variable "run" {
+  type        = string
+  default     = ""
+  description = "Workload command rank 0 runs once the cluster has formed; empty = serve until destroyed."
+  validation {
+    condition     = !strcontains(var.run, "\n") && !strcontains(var.run, "\r")
+    error_message = "run must be a single line."
+  }
+}
+
+variable "not_before" {
+  type        = number
+  default     = null
+  description = "Epoch seconds; records older than this are ignored (a reused prefix cannot mislead the nodes)."
+  validation {
+    condition     = var.not_before == null || try(var.not_before >= 0, false)
+    error_message = "not_before must be epoch seconds >= 0 (or null)."
+  }
+}
+
+variable "image_path" {
+  type        = string
+  default     = "/opt/syndeo/syndeo.sif"
+  description = "Path of the SIF inside the VM image (where packer/cloud installs it)."
+  validation {
+    condition     = startswith(var.image_path, "/") && !strcontains(var.image_path, "\n")
+    error_message = "image_path must be an absolute path."
+  }
+}
+
+variable "image_digest" {
+  type        = string
+  default     = null
+  description = "sha256 digest of the SIF, recorded in results (SYNDEO_IMAGE_DIGEST); null = not recorded."
+  validation {
+    condition     = var.image_digest == null || can(regex("^(sha256:)?[0-9a-f]{64}$", var.image_digest))
+    error_message = "image_digest must be a sha256 hex digest (optionally prefixed sha256:)."
+  }
+}
+
+variable "extra_env" {
+  type        = map(string)
+  default     = {}
+  description = "Extra entries of every node's /etc/syndeo/node.env (e.g. an emulator endpoint)."
+  validation {
+    condition     = alltrue([for k, v in var.extra_env : can(regex("^[A-Z_][A-Z0-9_]*$", k)) && !strcontains(v, "\n")])
+    error_message = "extra_env: names ^[A-Z_][A-Z0-9_]*$, single-line values."
+  }
+}
+
+# --- Google Cloud only ---
+
+variable "project" {
+  type        = string
+  description = "Project the cluster is created in."
+  validation {
+    condition     = can(regex("^([a-z][-a-z0-9.]*:)?[a-z][-a-z0-9]{4,28}[a-z0-9]$", var.project))
+    error_message = "project must be a project id such as my-project-123."
+  }
+}

@@ -1,0 +1,16 @@
+terraform {
+  required_version = ">= 1.5"
+  required_providers {
+    google = {
+      source = "hashicorp/google"
+      # Every argument used was checked against the provider's own docs at v6.0.0 and
+      # v7.45.0 (see terraform/README.md); the provider is not downloadable here.
+      version = ">= 6.0, < 8.0"
+    }
+  }
+}
+
+provider "google" {
+  project = var.project
+  region  = var.region
+}
