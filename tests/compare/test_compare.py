@@ -312,3 +312,28 @@ def test_shipped_catalog_and_override(tmp_path: Path) -> None:
     assert cat.hourly("aws", "c7i.xlarge", "us-east-1", spot=False) == 0.15
     with pytest.raises(CompareError, match=r"no spot price for c7i.xlarge in us-east-1"):
         cat.hourly("aws", "c7i.xlarge", "us-east-1", spot=True)
+
+
+def test_slurm_and_ssh_summaries_priced_on_prem(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    # Slurm allocated 4 cores per node though Ray was given 2: cores charged are allocated.
+    write_run(results, "slurm-a", "slurm", 2, 2, [(4000, 2.0)], 360.0,
+              {"slurm": {"partition": "debug", "cpus_per_node": 4}})  # fmt: skip
+    machines = {"provider": "ssh", "instance_type": "rack-7", "count": 1, "instance_seconds": 99}
+    write_run(results, "ssh-a", "ssh", 1, 2, [(2000, 2.0)], 36.0, {"machines": machines})
+    rows = build_rows(find_runs(results).runs, load_catalog(), OnPremCost(**core_hour_fixture()))
+    by = {r.target: r for r in rows}
+    # slurm: 2 nodes x 4 cores x 0.55 = 4.4 $/h; all-in 360 s -> 0.44 $ over 4000 steps = 110 $/M
+    assert (by["slurm"].hardware, by["slurm"].cpus) == ("partition debug", 8)
+    assert by["slurm"].price.usd_per_h == pytest.approx(4.4)
+    assert by["slurm"].allin_usd_per_m == pytest.approx(110.0)
+    # ssh: on-prem too, by wall time (not instance-seconds): 2 x 0.55 x 36 / 3600 = 0.011 $
+    assert by["ssh"].hardware == "rack-7"
+    assert by["ssh"].allin_usd_per_m == pytest.approx(0.011 / 2000 * 1e6)
+
+
+def core_hour_fixture() -> dict[str, float]:
+    # (8760 / 8760 + 1000 W x 0.1) / 2 cores = 0.55 $/core-hour, as in fixtures.CONFIG_TOML
+    return {"capex_usd_per_node": 8760, "amortisation_years": 1, "utilisation": 1.0,
+            "power_w_per_node": 1000, "usd_per_kwh": 0.1, "admin_share": 0,
+            "cores_per_node": 2}  # fmt: skip
