@@ -222,8 +222,8 @@ variable "image_path" {
   default     = "/opt/syndeo/syndeo.sif"
   description = "Path of the SIF inside the VM image (where packer/cloud installs it)."
   validation {
-    condition     = startswith(var.image_path, "/") && !strcontains(var.image_path, "\n")
-    error_message = "image_path must be an absolute path."
+    condition     = can(regex("^/[A-Za-z0-9._/+-]+$", var.image_path))
+    error_message = "image_path must be an absolute path of A-Z a-z 0-9 . _ / + - characters."
   }
 }
 
@@ -242,8 +242,8 @@ variable "extra_env" {
   default     = {}
   description = "Extra entries of every node's /etc/syndeo/node.env (e.g. an emulator endpoint)."
   validation {
-    condition     = alltrue([for k, v in var.extra_env : can(regex("^[A-Z_][A-Z0-9_]*$", k)) && !strcontains(v, "\n")])
-    error_message = "extra_env: names ^[A-Z_][A-Z0-9_]*$, single-line values."
+    condition     = alltrue([for k, v in var.extra_env : can(regex("^[A-Z_][A-Z0-9_]*$", k)) && !startswith(k, "SYNDEO_") && !strcontains(v, "\n")])
+    error_message = "extra_env: names ^[A-Z_][A-Z0-9_]*$ not starting with SYNDEO_ (those come from the other variables), single-line values."
   }
 }
 

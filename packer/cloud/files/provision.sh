@@ -26,7 +26,9 @@ SRC
   apt-get update
   $APT install -t sid apptainer
 fi
-$APT install -t bookworm squashfuse uidmap
+# cloud-init runs the per-node user-data (terraform/modules/node).  Debian's AWS and
+# Azure images have it; its Compute Engine images do not (they only run the guest agent).
+$APT install -t bookworm squashfuse uidmap cloud-init
 
 # squashfuse mounts the SIF instead of extracting it per start, but only if /dev/fuse
 # is world read/write (Debian's default; enforce it).

@@ -1,0 +1,118 @@
+"""The three cloud modules share one interface: same variable names, types and defaults
+(and the same validation wherever the rule is not cloud-specific), the same outputs;
+every variable typed, described and validated; bounds as in syndeo/config.py."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from syndeo.config import DeployConfig
+from syndeo.rendezvous.base import CLUSTER_ID_RE
+from tests.iac import hcl
+
+SHARED = (
+    "cluster_name", "node_count", "instance_type", "image", "region", "zone", "spot",
+    "disk_size_gb", "network_cidr", "create_bucket", "bucket_name", "bucket_versioning",
+    "rendezvous_prefix", "record_expiry_days", "labels", "admin_cidrs",
+    # passed through to terraform/modules/node
+    "cpus_per_node", "gpus_per_node", "memory_mb_per_node", "object_store_mb_per_node",
+    "join_timeout_s", "run", "not_before", "image_path", "image_digest", "extra_env",
+)  # fmt: skip
+# What a cloud names differently (machine type, image id, region/zone names).
+CLOUD_SPECIFIC_RULES = {"instance_type", "image", "region", "zone"}
+OUTPUTS = {"head_ip", "node_ips", "node_ids", "rendezvous_uri", "bucket_name"}
+MISSING = object()
+
+
+def _vars() -> dict[str, dict[str, dict[str, Any]]]:
+    return {cloud: hcl.variables(hcl.TERRAFORM / cloud) for cloud in hcl.CLOUDS}
+
+
+def _sig(body: dict[str, Any]) -> tuple[Any, Any]:
+    return hcl.unquote(body.get("type")), hcl.unquote(body.get("default", MISSING))
+
+
+def _rules(body: dict[str, Any]) -> list[Any]:
+    return [hcl.unquote(v.get("condition")) for v in body.get("validation", [])]
+
+
+@pytest.mark.parametrize("cloud", hcl.CLOUDS)
+def test_shared_variables_present(cloud: str) -> None:
+    missing = sorted(set(SHARED) - set(_vars()[cloud]))
+    assert not missing, f"terraform/{cloud} lacks {missing}"
+
+
+@pytest.mark.parametrize("name", SHARED)
+def test_same_type_and_default(name: str) -> None:
+    sigs = {cloud: _sig(v[name]) for cloud, v in _vars().items() if name in v}
+    assert len(set(map(repr, sigs.values()))) == 1, f"{name} differs: {sigs}"
+
+
+@pytest.mark.parametrize("name", sorted(set(SHARED) - CLOUD_SPECIFIC_RULES))
+def test_same_validation(name: str) -> None:
+    rules = {cloud: _rules(v[name]) for cloud, v in _vars().items() if name in v}
+    assert len(set(map(repr, rules.values()))) == 1, f"{name} validated differently: {rules}"
+
+
+@pytest.mark.parametrize("cloud", hcl.CLOUDS)
+def test_every_variable_typed_described_validated(cloud: str) -> None:
+    for name, body in _vars()[cloud].items():
+        assert body.get("type"), f"{cloud}: variable {name} has no type"
+        assert len(str(hcl.unquote(body.get("description", "")))) > 10, f"{cloud}: {name}"
+        if hcl.unquote(body["type"]) != "bool":
+            assert body.get("validation"), f"{cloud}: variable {name} has no validation"
+
+
+def test_required_inputs_have_no_default() -> None:
+    """No default image, bucket or region: those are the user's."""
+    for cloud, variables in _vars().items():
+        for name in ("cluster_name", "node_count", "instance_type", "image", "region",
+                     "bucket_name"):  # fmt: skip
+            assert "default" not in variables[name], f"{cloud}: {name} must be required"
+
+
+@pytest.mark.parametrize("cloud", hcl.CLOUDS)
+def test_outputs(cloud: str) -> None:
+    found = hcl.outputs(hcl.TERRAFORM / cloud)
+    assert set(found) >= OUTPUTS, f"terraform/{cloud} lacks {sorted(OUTPUTS - set(found))}"
+    for name, body in found.items():
+        assert hcl.unquote(body.get("description")), f"{cloud}: output {name} undescribed"
+
+
+def _bounds(field: str) -> tuple[Any, Any]:
+    lo = hi = None
+    for meta in DeployConfig.model_fields[field].metadata:
+        lo = getattr(meta, "ge", None) if getattr(meta, "ge", None) is not None else lo
+        lo = getattr(meta, "gt", None) if getattr(meta, "gt", None) is not None else lo
+        hi = getattr(meta, "le", None) if getattr(meta, "le", None) is not None else hi
+    return lo, hi
+
+
+@pytest.mark.parametrize(
+    ("variable", "field"),
+    [
+        ("node_count", "nodes"),
+        ("cpus_per_node", "cpus_per_node"),
+        ("gpus_per_node", "gpus_per_node"),
+        ("memory_mb_per_node", "memory_mb_per_node"),
+        ("object_store_mb_per_node", "object_store_mb_per_node"),
+        ("join_timeout_s", "join_timeout_s"),
+    ],
+)
+def test_bounds_match_config(variable: str, field: str) -> None:
+    """The same numbers bound the Terraform variable and syndeo/config.py's field (the
+    AWS terraform test shows the conditions behave; the texts are identical everywhere)."""
+    lo, hi = _bounds(field)
+    cond = " ".join(_rules(_vars()["aws"][variable]))
+    numbers = {float(n) for n in re.findall(r"[<>]=?\s*(\d+(?:\.\d+)?)", cond)}
+    for bound in (lo, hi):
+        if bound is not None:
+            assert float(bound) in numbers, f"{variable}: {bound} (config.py) not in {cond!r}"
+
+
+def test_cluster_name_pattern_matches_config() -> None:
+    cond = _rules(_vars()["aws"]["cluster_name"])[0]
+    assert CLUSTER_ID_RE.pattern.replace("\\", "\\\\") in cond or CLUSTER_ID_RE.pattern in cond
