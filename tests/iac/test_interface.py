@@ -4,10 +4,12 @@ every variable typed, described and validated; bounds as in syndeo/config.py."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import pytest
+import yaml
 
 from syndeo.config import DeployConfig
 from syndeo.rendezvous.base import CLUSTER_ID_RE
@@ -116,3 +118,23 @@ def test_bounds_match_config(variable: str, field: str) -> None:
 def test_cluster_name_pattern_matches_config() -> None:
     cond = _rules(_vars()["aws"]["cluster_name"])[0]
     assert CLUSTER_ID_RE.pattern.replace("\\", "\\\\") in cond or CLUSTER_ID_RE.pattern in cond
+
+
+@pytest.mark.parametrize("cloud", hcl.CLOUDS)
+def test_readme_tables_list_every_input_and_output(cloud: str) -> None:
+    readme = (hcl.TERRAFORM / cloud / "README.md").read_text()
+    names = [*hcl.variables(hcl.TERRAFORM / cloud), *hcl.outputs(hcl.TERRAFORM / cloud)]
+    missing = [n for n in names if f"| `{n}` |" not in readme]
+    assert not missing, f"terraform/{cloud}/README.md tables lack {missing}"
+
+
+def test_deployer_permissions_have_no_wildcard_actions() -> None:
+    aws = json.loads((hcl.TERRAFORM / "aws" / "deployer-policy.json").read_text())
+    for st in aws["Statement"]:
+        actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+        assert all(a.count(":") == 1 and "*" not in a for a in actions), st["Sid"]
+    gcp = yaml.safe_load((hcl.TERRAFORM / "gcp" / "deployer-role.yaml").read_text())
+    assert gcp["includedPermissions"] and all("*" not in p for p in gcp["includedPermissions"])
+    azure = json.loads((hcl.TERRAFORM / "azure" / "deployer-role.json").read_text())
+    assert azure["Actions"] and all("*" not in a for a in azure["Actions"])
+    assert azure["AssignableScopes"] == ["/subscriptions/SUBSCRIPTION_ID"]
