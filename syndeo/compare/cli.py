@@ -44,6 +44,8 @@ def _steps(text: str | float) -> float:
 
 
 def plan_table(p: Any) -> Table:
+    from syndeo.compare.report import usd
+
     t = Table(
         title=f"Plan: {p.steps:,.0f} steps of {p.env} ({p.mode}, {p.protocol} measurements), "
         "cheapest on-demand first",
@@ -54,8 +56,7 @@ def plan_table(p: Any) -> Table:
     for x in p.predictions:
         t.add_row(
             x.target, x.hardware, x.region, str(x.nodes), f"{x.cpus:g}", f"{x.steps_per_s:,.0f}",
-            f"{x.hours:,.2f}", f"{x.usd_ondemand:,.2f}",
-            "–" if x.usd_spot is None else f"{x.usd_spot:,.2f}", x.source, x.assumptions,
+            f"{x.hours:,.2f}", usd(x.usd_ondemand), usd(x.usd_spot), x.source, x.assumptions,
             "EXTRAPOLATED" if x.extrapolated else "measured range",
         )  # fmt: skip
     return t

@@ -9,6 +9,7 @@ one self-contained file.
 from __future__ import annotations
 
 import base64
+import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -136,6 +137,15 @@ def _fmt(v: float | None, spec: str) -> str:
     return "–" if v is None else format(v, spec)
 
 
+def usd(v: float | None) -> str:
+    """Dollars to 3 significant digits (at least cents): on-prem CartPole costs 0.0000937 $/M."""
+    if v is None:
+        return "–"
+    if v <= 0:
+        return f"{v:.2f}"
+    return f"{v:,.{max(2, 2 - math.floor(math.log10(v)))}f}"
+
+
 def terminal_tables(rows: list[Row]) -> list[Table]:
     tables = []
     for (env, mode, protocol), rs in groups(rows).items():
@@ -148,8 +158,8 @@ def terminal_tables(rows: list[Row]) -> list[Table]:
             t.add_row(
                 r.target, r.hardware, r.price.kind, f"{r.nodes}×{r.cpus_per_node}",
                 f"{r.mean:,.0f} ± {r.std:,.0f}", f"{r.per_cpu:,.0f}", f"{r.efficiency:.0f}",
-                f"{r.price.usd_per_h:.4f}", f"{r.usd_per_m:.4f}",
-                _fmt(r.allin_usd_per_m, ".4f"), f"{r.hours_to_billion:,.1f}",
+                usd(r.price.usd_per_h), usd(r.usd_per_m), usd(r.allin_usd_per_m),
+                f"{r.hours_to_billion:,.1f}",
             )  # fmt: skip
         tables.append(t)
     return tables
@@ -164,6 +174,7 @@ def _jinja() -> jinja2.Environment:
         autoescape=False,  # Markdown; the HTML page escapes through markdown-it
     )
     env.filters["num"] = lambda v, fmt=",.0f": _fmt(v, fmt)
+    env.filters["usd"] = usd
     return env
 
 

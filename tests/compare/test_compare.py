@@ -205,8 +205,8 @@ def test_report_renders_with_stated_png_sizes(tmp_path: Path) -> None:
     # The terminal table, cheapest first.
     assert p.stdout.index("x1.fixture") < p.stdout.index("Fixture CPU")
     md = (out / "report.md").read_text()
-    assert "| aws | x1.fixture | on-demand | 2 × 4 | 4,200 | 283 | 2 | 525 | 100 | 1.0000 | " \
-        "0.0661 | 14.8810 | 66.1 |" in md  # fmt: skip
+    assert "| aws | x1.fixture | on-demand | 2 × 4 | 4,200 | 283 | 2 | 525 | 100 | 1.00 | " \
+        "0.0661 | 14.88 | 66.1 |" in md  # fmt: skip
     assert "0.550000 $/core-hour" in md
     assert "catalog artefact, not a market price" in md
     stated = re.findall(r"^(\S+\.png): (\d+) × (\d+) px", md, re.M)
