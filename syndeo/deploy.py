@@ -8,6 +8,8 @@ through the rendezvous every target shares.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +17,7 @@ from typing import Any
 
 from syndeo.config import DeployConfig
 from syndeo.errors import RendezvousError, TargetError, WorkloadError
-from syndeo.rendezvous import DoneRecord, Rendezvous, open_rendezvous
+from syndeo.rendezvous import ClaimRecord, DoneRecord, Rendezvous, open_rendezvous
 from syndeo.state import cluster_dir, forget, load_launched, save_launched, write_atomic
 from syndeo.targets import ClusterSpec, Launched, Target, get_target
 from syndeo.targets.base import new_cluster_id
@@ -40,14 +42,25 @@ def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous
     target = get_target(cfg, echo=ui.echo)
     cluster_id = cfg.cluster_id or new_cluster_id(cfg.target)
     uri = cfg.rendezvous or target.default_rendezvous()
+    spec = ClusterSpec.from_config(cfg, uri, cluster_id)
     rdv = open_rendezvous(uri, cluster_id)
     rdv.check()
+    # Atomic: of two launchers given the same id, exactly one gets past this line
+    # (a check-then-publish let both launch and the loser's workers join the winner).
+    rdv.claim(
+        ClaimRecord(
+            cluster_id=cluster_id, hostname=socket.gethostname(), pid=os.getpid(),
+            claimed_at=time.time(),
+        )
+    )  # fmt: skip
     if rdv.read_head() is not None:
+        # A cluster started without a claim (by hand, or by an older syndeo).
+        rdv.release_claim()
         raise RendezvousError(
             f"cluster id {cluster_id!r} is in use at {uri} (a head is published): pick another id "
             "or run `invoke down` for it"
         )
-    return target, ClusterSpec.from_config(cfg, uri, cluster_id), rdv
+    return target, spec, rdv
 
 
 def plan(cfg: DeployConfig) -> str:

@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 
 from syndeo.errors import RendezvousError
 from syndeo.rendezvous.base import (
+    ClaimRecord,
     DoneRecord,
     HeadRecord,
     NodeRecord,
@@ -64,6 +65,7 @@ def passthrough_env(uri: str, environ: Mapping[str, str] | None = None) -> dict[
 
 __all__ = [
     "BACKENDS",
+    "ClaimRecord",
     "DoneRecord",
     "HeadRecord",
     "NodeRecord",

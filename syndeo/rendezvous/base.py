@@ -5,7 +5,9 @@ A backend implements five primitives on byte blobs addressed by a relative key
 with meaning -- scoping by cluster id and attempt, freshness checks, deadlines,
 adaptive polling -- lives here once, so every backend has the same guarantees.
 
-Key layout below ``<location>/<cluster_id>/a<attempt>/``::
+Key layout below ``<location>/<cluster_id>/``: ``claim.json``, taken by the one
+launcher that owns the id (atomic create, before anything starts; removed by
+``cleanup(all_attempts=True)``), and per attempt below ``a<attempt>/``::
 
     head.json            published once by rank 0 (atomic create: one winner)
     secret/token         the Ray auth token (owner-only)
@@ -79,6 +81,13 @@ class StatusRecord(_Record):
     progress: dict[str, Any] = {}
     dashboard_url: str = ""  # bound to the head's 127.0.0.1; reach it via an SSH tunnel
     updated_at: float
+
+
+class ClaimRecord(_Record):
+    cluster_id: str
+    hostname: str
+    pid: int
+    claimed_at: float
 
 
 class DoneRecord(_Record):
@@ -179,6 +188,32 @@ class Rendezvous(ABC):
     @staticmethod
     def _dump(record: BaseModel) -> bytes:
         return record.model_dump_json().encode()
+
+    # ------------------------------------------------------------------ the cluster id
+    def claim(self, record: ClaimRecord) -> None:
+        """Take the cluster id for one launcher, atomically, before anything is launched.
+
+        Two launchers given the same id race here, not later at ``publish_head``
+        (by then both have started nodes and the loser's workers could join the
+        winner's head).  Not attempt-scoped: a requeue keeps the launcher's claim.
+        """
+        if record.cluster_id != self.cluster_id:
+            raise RendezvousError("claim record does not belong to this cluster")
+        if not self._create("claim.json", self._dump(record)):
+            other = self._read_model("claim.json", ClaimRecord)
+            who = f" by {other.hostname} (pid {other.pid})" if other else ""
+            raise RendezvousError(
+                f"cluster id {self.cluster_id!r} is already in use at {self.uri}{who}: "
+                f"pick another id, or run `invoke down --cluster-id {self.cluster_id}` "
+                "if that cluster is gone"
+            )
+
+    def read_claim(self) -> ClaimRecord | None:
+        return self._read_model("claim.json", ClaimRecord)
+
+    def release_claim(self) -> None:
+        """Give the id back (``cleanup(all_attempts=True)`` does this too)."""
+        self._delete_prefix("claim.json")
 
     # ------------------------------------------------------------------ head
     def publish_head(self, record: HeadRecord) -> None:

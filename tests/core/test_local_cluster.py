@@ -147,3 +147,28 @@ def test_up_serves_token_clients_only_and_down_stops_it(syndeo_home: Path, tmp_p
         down = syndeo("down", "--cluster-id", cid, cwd=tmp_path)
     assert down.returncode == 0, down.stderr
     assert_nothing_left(cid)
+
+
+def test_two_launchers_with_one_cluster_id_one_wins_the_other_starts_nothing(
+    syndeo_home: Path, tmp_path: Path
+) -> None:
+    cid = "tsameid"
+    runs = [
+        start_syndeo(*_deploy_args(cid, 2, f"python {PROBE}", tmp_path / f"res{i}"), cwd=tmp_path)
+        for i in range(2)
+    ]
+    outs = [proc.communicate(timeout=600) for proc in runs]
+    codes = [proc.returncode for proc in runs]
+    assert sorted(codes) != [0, 0] and 0 in codes, outs
+    win, lose = (0, 1) if codes[0] == 0 else (1, 0)
+    err = outs[lose][1]
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.startswith("syndeo: error:")]
+    assert len(lines) == 1 and f"cluster id '{cid}' is already in use" in lines[0], err
+    # The loser launched nothing: no node of it ever logged, and the winner's
+    # cluster is exactly its own two nodes (no stray worker joined its head).
+    assert read_json(tmp_path / f"res{win}" / cid / "result.json")["nodes"] == 2
+    assert not (tmp_path / f"res{lose}" / cid).exists()
+    assert_nothing_left(cid)
+    # The claim is released with the rest: the id can be used again.
+    assert not (syndeo_home / "rendezvous" / cid).exists()

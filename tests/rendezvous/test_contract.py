@@ -15,6 +15,7 @@ import pytest
 
 from syndeo.errors import RendezvousError, RendezvousTimeout
 from syndeo.rendezvous import (
+    ClaimRecord,
     DoneRecord,
     HeadRecord,
     NodeRecord,
@@ -96,6 +97,49 @@ def test_exactly_one_winner_when_many_race_to_publish(backend: Backend) -> None:
         assert won.count(True) == 1, f"trial {trial}: {won.count(True)} winners"
         stored = backend.open(cluster).read_head()
         assert stored == records[won.index(True)]
+
+
+def claim(cluster: str = "c1", pid: int = 1) -> ClaimRecord:
+    return ClaimRecord(
+        cluster_id=cluster, hostname=f"launcher{pid}", pid=pid, claimed_at=time.time()
+    )
+
+
+def test_exactly_one_launcher_claims_a_cluster_id(backend: Backend) -> None:
+    """Launchers given the same id race for it before launching: one winner, one-line losers."""
+    racers = 12
+    rvs = [backend.open("claimed") for _ in range(racers)]
+    barrier = threading.Barrier(racers)
+
+    def race(i: int) -> str:
+        barrier.wait()
+        try:
+            rvs[i].claim(claim("claimed", pid=100 + i))
+            return ""
+        except RendezvousError as exc:
+            return str(exc)
+
+    with ThreadPoolExecutor(racers) as pool:
+        outcomes = list(pool.map(race, range(racers)))
+    assert outcomes.count("") == 1, outcomes
+    winner = outcomes.index("")
+    stored = backend.open("claimed").read_claim()
+    assert stored is not None and stored.pid == 100 + winner
+    for msg in outcomes:
+        if msg:
+            assert "'claimed' is already in use" in msg and f"(pid {100 + winner})" in msg
+            assert "\n" not in msg
+    # The claim is not per attempt (a requeue keeps it); cleanup of everything frees it.
+    assert backend.open("claimed", attempt=1).read_claim() == stored
+    with pytest.raises(RendezvousError):
+        backend.open("claimed", attempt=1).claim(claim("claimed", pid=1))
+    backend.open("claimed").cleanup()  # this attempt only: the claim stays
+    assert backend.open("claimed").read_claim() == stored
+    backend.open("claimed").cleanup(all_attempts=True)
+    assert backend.open("claimed")._list("") == []
+    backend.open("claimed").claim(claim("claimed", pid=2))
+    backend.open("claimed").release_claim()
+    assert backend.open("claimed").read_claim() is None
 
 
 def test_200_concurrent_registrations_none_lost(backend: Backend) -> None:
