@@ -50,7 +50,7 @@ def plan_table(p: Any) -> Table:
         title=f"Plan: {p.steps:,.0f} steps of {p.env} ({p.mode}, {p.protocol} measurements), "
         "cheapest on-demand first",
     )
-    for c in ("target", "hardware", "region", "nodes", "CPUs", "steps/s", "wall h",
+    for c in ("target", "hardware", "region", "nodes", "model CPUs", "steps/s", "wall h",
               "on-demand $", "spot $", "source", "assumptions", "range"):  # fmt: skip
         t.add_column(c, justify="left" if c in ("target", "hardware", "source") else "right")
     for x in p.predictions:
@@ -60,6 +60,25 @@ def plan_table(p: Any) -> Table:
             "EXTRAPOLATED" if x.extrapolated else "measured range",
         )  # fmt: skip
     return t
+
+
+def _headline(p: Any) -> str:
+    from syndeo.compare.report import usd
+
+    def name(x: Any) -> str:
+        return f"{x.nodes} x {x.target} {x.hardware}"
+
+    cheap = min(p.predictions, key=lambda x: x.usd_ondemand)
+    fast = min(p.predictions, key=lambda x: x.hours)
+    spots = [x for x in p.predictions if x.usd_spot is not None]
+    line = (
+        f"cheapest: {name(cheap)} {usd(cheap.usd_ondemand)} $ in {cheap.hours:,.1f} h; "
+        f"fastest: {name(fast)} {fast.hours:,.1f} h for {usd(fast.usd_ondemand)} $"
+    )
+    if spots:
+        s = min(spots, key=lambda x: x.usd_spot or 0.0)
+        line += f"; cheapest spot: {name(s)} {usd(s.usd_spot)} $"
+    return line
 
 
 def run_compare(
@@ -97,9 +116,12 @@ def run_compare(
         for ser in p.series:
             console.print(f"fit {ser.name}: {ser.fit.quality()}")
         console.print(plan_table(p))
+        console.print(_headline(p))
         console.print(
             f"on-prem: {onprem.formula()}\n"
-            "EXTRAPOLATED = outside the CPU counts measured for its source; assumptions = the "
+            "model CPUs = CPUs the scaling model is evaluated at (unmeasured hardware: vCPUs / "
+            "vCPUs per core). EXTRAPOLATED = outside the CPU counts measured for its source; "
+            "assumptions = the "
             "catalog's relative_speed and vCPUs per core (a hyperthread sibling is credited "
             "nothing). Azure spot prices in the shipped catalog are an artefact (11 % of "
             "on-demand), not market prices. Steady state only: add start-up (see all_joined_s)."

@@ -273,6 +273,7 @@ def test_plan_output_and_refusals(tmp_path: Path) -> None:
     assert "EXTRAPOLATED" in p.stdout and "measured range" in p.stdout
     assert "relative_speed 1.5, 2 vCPU/core" in p.stdout
     assert "Standard_F4s_v2" in p.stdout  # every catalog cloud by default
+    assert "cheapest: " in p.stdout and "fastest: " in p.stdout
 
     line = one_line_error(run("syndeo", *common, "--env", "Humanoid-v5", cwd=tmp_path))
     assert "no measurement of Humanoid-v5" in line and "CartPole-v1" in line
