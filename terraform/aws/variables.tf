@@ -78,7 +78,7 @@ variable "network_cidr" {
   default     = "10.42.0.0/16"
   description = "Address range of the cluster's own network; the node subnet is its first /20."
   validation {
-    condition     = can(cidrhost(var.network_cidr, 0)) && can(cidrsubnet(var.network_cidr, 20 - tonumber(split("/", var.network_cidr)[1]), 0))
+    condition     = can(cidrnetmask(var.network_cidr)) && try(tonumber(split("/", var.network_cidr)[1]) <= 20, false)
     error_message = "network_cidr must be an IPv4 CIDR of /20 or larger, e.g. 10.42.0.0/16."
   }
 }

@@ -1,0 +1,140 @@
+"""Each module's input validation, exercised by the real terraform on good and bad values.
+
+variables.tf needs no provider, so it runs for all three clouds offline (the rest of
+the gcp and azure modules cannot be planned here): the file is copied into a
+provider-free module and `terraform test` plans it once per case, expecting the
+variable's own validation to fail for every bad value and nothing to fail for a good one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.iac import hcl
+
+BASE: dict[str, dict[str, Any]] = {
+    "aws": {"image": "ami-0123456789abcdef0", "region": "us-east-1",
+            "instance_type": "c7i.2xlarge"},
+    "gcp": {"image": "projects/my-project/global/images/family/syndeo",
+            "region": "us-central1", "instance_type": "c3-standard-8",
+            "project": "my-project-123"},
+    "azure": {"image": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/"
+                       "images/providers/Microsoft.Compute/images/syndeo-20261122",
+              "region": "westeurope", "instance_type": "Standard_D8s_v5"},
+}  # fmt: skip
+COMMON = {"cluster_name": "c1", "node_count": 3, "bucket_name": "syndeo-c1-test"}
+
+SHARED_CASES: list[tuple[str, Any, bool]] = [
+    ("cluster_name", "a" * 40, True),
+    ("cluster_name", "a" * 41, False),
+    ("cluster_name", "-lead", False),
+    ("node_count", 4096, True),
+    ("node_count", 2.5, False),
+    ("admin_cidrs", ["10.8.0.0/16", "fd00::/8"], True),
+    ("admin_cidrs", ["10.8.0.0/16", "0.0.0.0/0"], False),
+    ("admin_cidrs", ["::/0"], False),
+    ("admin_cidrs", ["not-a-cidr"], False),
+    ("rendezvous_prefix", "", True),
+    ("rendezvous_prefix", "team/syndeo", True),
+    ("rendezvous_prefix", "a//b", False),
+    ("rendezvous_prefix", "../up", False),
+    ("rendezvous_prefix", "/lead", False),
+    ("bucket_name", "ab", False),
+    ("bucket_name", "Upper-Case", False),
+    ("labels", {"team": "ml-1"}, True),
+    ("labels", {"Team": "ml"}, False),
+    ("network_cidr", "10.42.0.0/16", True),
+    ("network_cidr", "10.42.0.0/24", False),
+    ("disk_size_gb", 19, False),
+    ("record_expiry_days", 0, False),
+    ("cpus_per_node", 0, False),
+    ("gpus_per_node", 65, False),
+    ("object_store_mb_per_node", 79, False),
+    ("join_timeout_s", 0, False),
+    ("not_before", -1, False),
+    ("image_path", "relative.sif", False),
+    ("image_digest", "sha256:" + "a" * 64, True),
+    ("image_digest", "md5:abc", False),
+    ("extra_env", {"AWS_ENDPOINT_URL_S3": "http://10.0.0.1:9000"}, True),
+    ("extra_env", {"SYNDEO_RANK": "1"}, False),
+    ("extra_env", {"lower": "x"}, False),
+]
+CLOUD_CASES: dict[str, list[tuple[str, Any, bool]]] = {
+    "aws": [
+        ("image", "ami-xyz", False),
+        ("region", "eu-central-1", True),
+        ("region", "westeurope", False),
+        ("zone", "us-east-1a", True),
+        ("zone", "1", False),
+        ("instance_type", "Standard_D8s_v5", False),
+    ],
+    "gcp": [
+        ("image", "projects/debian-cloud/global/images/debian-12-bookworm-v20261101", True),
+        ("image", "https://www.googleapis.com/compute/v1/projects/p-1/global/images/syndeo", True),
+        ("image", "debian-12", False),
+        ("image", "ami-0123456789abcdef0", False),
+        ("region", "northamerica-northeast1", True),
+        ("region", "us-central1-a", False),
+        ("zone", "europe-west4-b", True),
+        ("zone", "europe-west4", False),
+        ("instance_type", "custom-8-16384", True),
+        ("instance_type", "c7i.2xlarge", False),
+        ("project", "My_Project", False),
+    ],
+    "azure": [
+        ("image", "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/"
+                  "providers/Microsoft.Compute/galleries/g/images/syndeo/versions/1.0.0", True),
+        ("image", "ami-0123456789abcdef0", False),
+        ("region", "eastus2", True),
+        ("region", "West Europe", False),
+        ("zone", "3", True),
+        ("zone", "4", False),
+        ("instance_type", "c7i.2xlarge", False),
+        ("storage_account", "syndeo0123", True),
+        ("storage_account", "Syndeo_Acc", False),
+        ("admin_ssh_public_key", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDqz", True),
+        ("admin_ssh_public_key", "not a key", False),
+    ],
+}  # fmt: skip
+
+
+def _hcl_value(value: Any) -> str:
+    # HCL's native syntax accepts JSON literals (objects with ':' too).
+    return json.dumps(value)
+
+
+def _tftest(cloud: str) -> tuple[str, int]:
+    lines = ["variables {"]
+    lines += [f"  {k} = {_hcl_value(v)}" for k, v in {**COMMON, **BASE[cloud]}.items()]
+    lines += ["}", "", 'run "baseline" {', "  command = plan", "}"]
+    cases = SHARED_CASES + CLOUD_CASES[cloud]
+    for i, (name, value, ok) in enumerate(cases):
+        verdict = "ok" if ok else "refused"
+        lines += ["", f'run "case_{i}_{name}_{verdict}" {{', "  command = plan"]
+        lines += ["  variables {", f"    {name} = {_hcl_value(value)}", "  }"]
+        if not ok:
+            lines.append(f"  expect_failures = [var.{name}]")
+        lines.append("}")
+    return "\n".join(lines) + "\n", len(cases) + 1
+
+
+@pytest.mark.parametrize("cloud", hcl.CLOUDS)
+def test_variable_validation(cloud: str, tmp_path: Path) -> None:
+    shutil.copy(hcl.TERRAFORM / cloud / "variables.tf", tmp_path / "variables.tf")
+    (tmp_path / "main.tf").write_text('output "cluster_name" {\n  value = var.cluster_name\n}\n')
+    (tmp_path / "tests").mkdir()
+    text, runs = _tftest(cloud)
+    (tmp_path / "tests" / "validation.tftest.hcl").write_text(text)
+    env = {**hcl.TF_ENV, "TF_DATA_DIR": str(tmp_path / ".terraform")}
+    out = hcl.run_tf("init", "-backend=false", cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    out = hcl.run_tf("test", "-no-color", cwd=tmp_path, env=env)
+    failed = re.findall(r'run "([^"]+)"\.\.\. fail', out.stdout)
+    assert out.returncode == 0, f"failed runs {failed}:\n{out.stdout[-4000:]}{out.stderr[-2000:]}"
+    assert f"Success! {runs} passed, 0 failed." in out.stdout, out.stdout[-2000:]
