@@ -1,5 +1,7 @@
-"""Wire-protocol object-store servers for tests, each a separate process on 127.0.0.1.
+"""Wire-protocol object-store servers for tests, each a separate process.
 
+They listen on 127.0.0.1, or (``host=``) on the bridge address of a test bed we
+created (``syndeo.testbed``), where hosts in its network namespaces reach them.
 S3 = ``moto_server``, GCS = the fake-gcs-server Go binary, Azure Blob = Azurite
 (versions and pitfalls: shared notes ``object-stores.md``).  Each server gets a
 free port, writes its log to a file (an unread pipe fills up and hangs the
@@ -35,25 +37,26 @@ class ServerMissing(RuntimeError):
     """A server binary is not installed (tests must fail, not skip)."""
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
 
 @dataclass
 class Server:
-    """One running server process; ``endpoint`` is its http://127.0.0.1:PORT URL."""
+    """One running server process; ``endpoint`` is its http://HOST:PORT URL."""
 
     kind: str
     port: int
     proc: subprocess.Popen[bytes]
     log: Path
     env: dict[str, str] = field(default_factory=dict)  # what a client needs to reach it
+    host: str = "127.0.0.1"  # or a test bed's bridge address, for clients in its namespaces
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def pid(self) -> int:
@@ -80,10 +83,10 @@ class Server:
 
 
 # ---------------------------------------------------------------------- commands
-def _moto_cmd(port: int) -> list[str]:
+def _moto_cmd(port: int, host: str) -> list[str]:
     if importlib.util.find_spec("moto.server") is None:
         raise ServerMissing(f"moto[server] is not installed in {sys.executable}: {SETUP_HINT}")
-    return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    return [sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)]
 
 
 def fake_gcs_binary() -> Path:
@@ -96,21 +99,21 @@ def fake_gcs_binary() -> Path:
     return binary
 
 
-def _gcs_cmd(port: int) -> list[str]:
+def _gcs_cmd(port: int, host: str) -> list[str]:
     return [
         str(fake_gcs_binary()),
-        *("-scheme", "http", "-host", "127.0.0.1", "-port", str(port), "-backend", "memory"),
-        *("-external-url", f"http://127.0.0.1:{port}", "-log-level", "error"),
+        *("-scheme", "http", "-host", host, "-port", str(port), "-backend", "memory"),
+        *("-external-url", f"http://{host}:{port}", "-log-level", "error"),
     ]
 
 
-def _azurite_cmd(port: int) -> list[str]:
+def _azurite_cmd(port: int, host: str) -> list[str]:
     binary = shutil.which("azurite-blob")
     if binary is None:
         raise ServerMissing(f"azurite-blob is not on PATH: {SETUP_HINT}")
     return [
         binary,
-        *("--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence"),
+        *("--blobHost", host, "--blobPort", str(port), "--inMemoryPersistence"),
         # Azurite 3.35 knows API 2025-11-05; the SDK sends a newer version.
         *("--skipApiVersionCheck", "--disableTelemetry", "--silent"),
     ]
@@ -151,14 +154,22 @@ def _ready(url: str) -> bool:
 
 
 def start_server(
-    kind: str, log_dir: Path, extra_env: dict[str, str] | None = None, timeout_s: float = 30.0
+    kind: str,
+    log_dir: Path,
+    extra_env: dict[str, str] | None = None,
+    timeout_s: float = 30.0,
+    host: str = "127.0.0.1",
 ) -> Server:
-    """Start a ``kind`` ("s3", "gs", "az") server on a free port and wait until it answers."""
+    """Start a ``kind`` ("s3", "gs", "az") server on a free port and wait until it answers.
+
+    ``host`` is the address it listens on: loopback, or the bridge address of a test
+    bed we created (``syndeo.testbed``) so that hosts in its namespaces reach it.
+    """
     log_dir.mkdir(parents=True, exist_ok=True)
     last_error = ""
     for _ in range(3):  # a free port can be taken between probe and bind: retry
-        port = free_port()
-        cmd = _COMMANDS[kind](port)
+        port = free_port(host)
+        cmd = _COMMANDS[kind](port, host)
         log = log_dir / f"{kind}-{port}.log"
         with log.open("wb") as fh:
             proc = subprocess.Popen(
@@ -169,7 +180,7 @@ def start_server(
                 env={**os.environ, **(extra_env or {})},
                 start_new_session=True,  # Ctrl-C in the test terminal is not for it
             )
-        server = Server(kind, port, proc, log)
+        server = Server(kind, port, proc, log, host=host)
         server.env = _client_env(kind, server.endpoint)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and proc.poll() is None:
@@ -182,8 +193,10 @@ def start_server(
 
 
 @contextlib.contextmanager
-def running(kind: str, log_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[Server]:
-    server = start_server(kind, log_dir, extra_env)
+def running(
+    kind: str, log_dir: Path, extra_env: dict[str, str] | None = None, host: str = "127.0.0.1"
+) -> Iterator[Server]:
+    server = start_server(kind, log_dir, extra_env, host=host)
     try:
         yield server
     finally:

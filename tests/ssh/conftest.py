@@ -1,0 +1,56 @@
+"""The SSH test bed: real sshd hosts in network namespaces, up once per session.
+
+``ssh_hosts`` is a :class:`syndeo.testbed.sshhosts.Bed` of 3 hosts under
+``<checkout>/.testbed/ssh``; the unprivileged user ``syndeo-ci`` logs in to each
+with ``bed.key`` and verifies host keys against ``bed.known_hosts``
+(``bed.ssh_options()`` has both).  ``bed_s3`` is a moto_server listening on the
+bridge address, reachable from inside every host.  Both are torn down at the end
+of the session whatever happens (also on Ctrl-C and SIGTERM), and nothing of the
+bed may survive.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+import pytest
+
+from syndeo.testbed import sshhosts
+from tests.servers import Server, start_server
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = ROOT / ".testbed" / "ssh"
+HOSTS = 3
+
+
+def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
+    # pytest runs fixture teardown on KeyboardInterrupt, not on a bare SIGTERM.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@pytest.fixture(scope="session")
+def ssh_hosts() -> Iterator[sshhosts.Bed]:
+    assert os.geteuid() == 0, "the SSH bed needs root (network namespaces, sshd)"
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    # Leftovers of an interrupted session of this checkout (and only this one).
+    sshhosts.down(BASE)
+    try:
+        yield sshhosts.up(BASE, n=HOSTS)
+    finally:
+        sshhosts.down(BASE)
+        signal.signal(signal.SIGTERM, previous)
+    assert sshhosts.leftovers(BASE) == []
+
+
+@pytest.fixture(scope="session")
+def bed_s3(ssh_hosts: sshhosts.Bed) -> Iterator[Server]:
+    """moto_server on the bed's bridge address (``server.endpoint``), for the hosts."""
+    server = start_server("s3", BASE.parent / "logs", host=ssh_hosts.host_ip)
+    try:
+        yield server
+    finally:
+        server.stop()
