@@ -287,6 +287,14 @@ def test_plan_output_and_refusals(tmp_path: Path) -> None:
     assert "--basis gcp" in line
     line = one_line_error(run("invoke", *common, cwd=tmp_path))
     assert "--plan needs --env" in line
+    line = one_line_error(
+        run("syndeo", *common, "--env", "CartPole-v1", "--mode", "collect", cwd=tmp_path)
+    )
+    assert "measured in count mode only, not collect" in line
+    line = one_line_error(
+        run("syndeo", *common, "--env", "CartPole-v1", "--sizes", "0,2", cwd=tmp_path)
+    )
+    assert "--sizes" in line
 
 
 def test_fit_quality_three_sizes_and_superlinear_cap() -> None:
