@@ -17,7 +17,8 @@ from typing import Any
 
 from syndeo.config import DeployConfig
 from syndeo.errors import RendezvousError, TargetError, WorkloadError
-from syndeo.rendezvous import ClaimRecord, DoneRecord, Rendezvous, open_rendezvous
+from syndeo.rendezvous import ClaimRecord, DoneRecord, Rendezvous, StatusRecord, open_rendezvous
+from syndeo.rendezvous.tolerant import Tolerant, retry_until
 from syndeo.state import cluster_dir, forget, load_launched, save_launched, write_atomic
 from syndeo.targets import ClusterSpec, Launched, Target, get_target
 from syndeo.targets.base import new_cluster_id
@@ -82,6 +83,11 @@ def _follow(
     t0 = time.monotonic()
     timings: dict[str, float] = {}
     done_seen: float | None = None
+    # The target, not the store, says whether the cluster runs: while it does, a
+    # failed read of the rendezvous is reported once and retried, never fatal.
+    store = Tolerant(lambda msg: ui.info(f"syndeo: {msg}"))
+    st: StatusRecord | None = None
+    done: DoneRecord | None = None
     while True:
         attempt = int(launched.data.get("attempt", 0))
         if attempt != rdv.attempt:
@@ -89,22 +95,23 @@ def _follow(
             # attempt's records; the old ones are stale by design.
             rdv = open_rendezvous(rdv.uri, rdv.cluster_id, attempt)
             timings.pop("all_joined_s", None)
-            done_seen = None
-        st = rdv.read_status()
+            done_seen, st, done = None, None, None
+        st = store.call(rdv.read_status, st)
         ui.status(spec.cluster_id, st)
         if st is not None:
             if "all_joined_s" not in timings and len(st.nodes_joined) >= spec.nodes:
                 timings["all_joined_s"] = round(time.monotonic() - t0, 3)
             if until_phase is not None and st.phase == until_phase:
                 return None, None, timings, rdv
-        done = rdv.read_done()
+        done = store.call(rdv.read_done, done)
         if done is not None and done_seen is None:
             done_seen = time.monotonic()
             timings["workload_done_s"] = round(done_seen - t0, 3)
         rc = target.poll(launched)
         if rc is not None:
             timings["head_exit_s"] = round(time.monotonic() - t0, 3)
-            return rc, rdv.read_done(), timings, rdv
+            final = retry_until(rdv.read_done, EXIT_GRACE_S, store.log, "read the done record")
+            return rc, final, timings, rdv
         if done_seen is not None and time.monotonic() - done_seen > EXIT_GRACE_S:
             return done.exit_code if done else 1, done, timings, rdv
         time.sleep(FOLLOW_EVERY_S)

@@ -25,6 +25,7 @@ from syndeo.errors import NodeError, SyndeoError
 from syndeo.nodeconfig import NodeSettings
 from syndeo.raynode import RayProcess, client_server_port
 from syndeo.rendezvous import HeadRecord, NodeRecord, Rendezvous, open_rendezvous
+from syndeo.rendezvous.tolerant import Tolerant
 from syndeo.workload import Monitor, run_workload
 
 RAY_START_TIMEOUT_S = 120.0
@@ -121,8 +122,10 @@ def run_worker(s: NodeSettings, rdv: Rendezvous) -> int:
         )  # fmt: skip
         log(s, f"joining head {head.address}")
         delay = 0.1
+        # Joined: an outage of the store must not take this node out of a running workload.
+        store = Tolerant(lambda msg: log(s, msg))
         while True:
-            done = rdv.read_done()
+            done = store.call(rdv.read_done, None)
             if done is not None:
                 log(s, "head is done; leaving")
                 return 0

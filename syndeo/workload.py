@@ -16,18 +16,38 @@ import logging
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from syndeo.errors import JoinTimeout, NodeError, WorkloadError
+from syndeo.errors import JoinTimeout, NodeError, RendezvousError, WorkloadError
 from syndeo.nodeconfig import NodeSettings
 from syndeo.raynode import RayProcess
 from syndeo.rendezvous import DoneRecord, Rendezvous, StatusRecord
+from syndeo.rendezvous.tolerant import Tolerant, retry_until
 
 STATUS_EVERY_S = 1.0
+# A result or done record the store cannot take right now waits on this node's
+# disk and is retried this long (an outage of minutes must not lose hours of work).
+DELIVER_DEADLINE_S = 1800.0
+
+
+def log(s: NodeSettings, msg: str) -> None:
+    print(f"[syndeo {s.cluster_id} r{s.rank}] {msg}", file=sys.stderr, flush=True)
+
+
+def _deliver(fn: Callable[[], None], what: str, deadline_s: float = DELIVER_DEADLINE_S) -> None:
+    """Write what must not be lost, waiting out an outage of up to ``deadline_s``."""
+    retry_until(
+        fn,
+        deadline_s,
+        lambda msg: print(f"[syndeo] {msg}", file=sys.stderr, flush=True),
+        what,
+    )
 
 
 class Monitor:
@@ -42,6 +62,9 @@ class Monitor:
         self._connected = False
         self._last_status = 0.0
         self.dashboard_url = ""
+        # Status and the stop flag are not worth a running workload: degrade instead.
+        self.store = Tolerant(lambda msg: log(s, msg))
+        self.workload_started = False
 
     # ------------------------------------------------------------------ ray driver
     def connect(self) -> None:
@@ -76,13 +99,16 @@ class Monitor:
         if not force and now - self._last_status < STATUS_EVERY_S:
             return
         self._last_status = now
-        self.rdv.publish_status(
-            StatusRecord(
-                phase=phase, nodes_expected=self.s.nodes, nodes_joined=sorted(self.ever_joined),
-                message=message, progress=self.progress, dashboard_url=self.dashboard_url,
-                updated_at=time.time(),
-            )
+        record = StatusRecord(
+            phase=phase, nodes_expected=self.s.nodes, nodes_joined=sorted(self.ever_joined),
+            message=message, progress=self.progress, dashboard_url=self.dashboard_url,
+            updated_at=time.time(),
         )  # fmt: skip
+        self.store.call(lambda: self.rdv.publish_status(record), None)
+
+    def stop_requested(self) -> bool:
+        """The launcher's stop flag; an unreachable store means "not asked to stop"."""
+        return self.store.call(self.rdv.stop_requested, False)
 
     def check_health(self) -> None:
         if not self.ray_proc.alive():
@@ -128,11 +154,15 @@ class Monitor:
     def finish(self, exit_code: int, message: str) -> None:
         with contextlib.suppress(Exception):
             # Best effort: the rendezvous may be what failed.
-            self.rdv.mark_done(
-                DoneRecord(
-                    exit_code=exit_code, message=message, finished_at=time.time(),
-                    lost_ranks=sorted(self.lost),
-                )
+            done = DoneRecord(
+                exit_code=exit_code, message=message, finished_at=time.time(),
+                lost_ranks=sorted(self.lost),
+            )  # fmt: skip
+            # Workers leave and the launcher reports on this record: wait out an outage.
+            # Bring-up failures (no workload yet) still fail fast.
+            _deliver(
+                lambda: self.rdv.mark_done(done), "record that the cluster is done",
+                DELIVER_DEADLINE_S if self.workload_started else 0.0,
             )  # fmt: skip
             self.publish("done" if exit_code == 0 else "failed", message, force=True)
         if self._connected:
@@ -169,8 +199,9 @@ def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
 
 
 def _serve(monitor: Monitor) -> tuple[int, str]:
+    monitor.workload_started = True
     monitor.publish("serving", force=True)
-    while not monitor.rdv.stop_requested():
+    while not monitor.stop_requested():
         monitor.check_health()
         monitor.publish("serving")
         time.sleep(0.5)
@@ -188,6 +219,7 @@ def run_workload(
     for stale in (result_path, progress_path):
         stale.unlink(missing_ok=True)
     monitor.publish("running", force=True)
+    monitor.workload_started = True
     try:
         proc = subprocess.Popen(
             argv, env=env, cwd=s.workdir, stdin=subprocess.DEVNULL, start_new_session=True
@@ -201,7 +233,7 @@ def run_workload(
             monitor.check_health()
             with contextlib.suppress(OSError, ValueError):
                 monitor.progress = json.loads(progress_path.read_text())
-            if monitor.rdv.stop_requested():
+            if monitor.stop_requested():
                 _kill_group(proc)
                 return 130, "stopped on request"
             monitor.publish("running")
@@ -221,5 +253,8 @@ def _upload_result(rdv: Rendezvous, path: Path, rc: int) -> tuple[int, str]:
         json.loads(data)
     except ValueError:
         return (rc or 1), "workload wrote a result that is not valid JSON; not kept"
-    rdv.put_result(data)
+    try:
+        _deliver(lambda: rdv.put_result(data), "upload the result")
+    except RendezvousError as exc:
+        return (rc or 1), f"result not uploaded ({exc}); it is on {socket.gethostname()} at {path}"
     return rc, f"workload exited with status {rc}"

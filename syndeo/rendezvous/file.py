@@ -60,15 +60,21 @@ class FileRendezvous(Rendezvous):
             ) from exc
 
     def _tmp_with(self, directory: Path, data: bytes) -> str:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")  # mkstemp is 0600
+        try:
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")  # mkstemp is 0600
+        except OSError as exc:
+            raise RendezvousError(f"cannot write in {directory}: {exc.strerror}") from exc
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+            if isinstance(exc, OSError):
+                # ENOSPC, EIO, ESTALE on NFS...: a RendezvousError callers can wait out.
+                raise RendezvousError(f"cannot write in {directory}: {exc.strerror}") from exc
             raise
         return tmp
 
@@ -119,12 +125,22 @@ class FileRendezvous(Rendezvous):
             return None
         except PermissionError as exc:
             raise RendezvousError(f"cannot read {self._path(key)}: permission denied") from exc
+        except OSError as exc:
+            # ESTALE/EIO from a shared filesystem having a bad moment, EISDIR, ELOOP, ...
+            raise RendezvousError(f"cannot read {self._path(key)}: {exc.strerror}") from exc
 
     def _list(self, prefix: str) -> list[str]:
-        if not self.root.is_dir():
-            return []
+        try:
+            if not self.root.is_dir():
+                return []
+        except OSError as exc:
+            raise RendezvousError(f"cannot list {self.root}: {exc.strerror}") from exc
+
+        def fail(exc: OSError) -> None:
+            raise RendezvousError(f"cannot list {self.root}: {exc.strerror}") from exc
+
         keys = []
-        for dirpath, _dirs, files in os.walk(self.root):
+        for dirpath, _dirs, files in os.walk(self.root, onerror=fail):
             rel_dir = os.path.relpath(dirpath, self.root)
             for name in files:
                 if name.startswith(".tmp-"):
@@ -142,5 +158,9 @@ class FileRendezvous(Rendezvous):
             shutil.rmtree(self._path(prefix.rstrip("/")), ignore_errors=True)
             return
         for key in self._list(prefix):
-            with contextlib.suppress(FileNotFoundError):
+            try:
                 self._path(key).unlink()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise RendezvousError(f"cannot delete {self._path(key)}: {exc.strerror}") from exc

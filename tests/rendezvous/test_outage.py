@@ -1,0 +1,95 @@
+"""A rendezvous outage while a workload runs degrades status, never the run.
+
+Bring-up may fail fast, but once a workload runs the store only carries status,
+the stop flag, the result and the done record: the workload goes on through an
+outage of minutes, the result waits on the head's disk and is uploaded when the
+store returns, and the launcher keeps following (the target says the cluster runs).
+The outage is real: the S3 server process (moto) is frozen with SIGSTOP, so
+requests hang exactly as they do when a store stops answering.  It lasts 75 s
+because a frozen server costs one call ~50 s (the SDK's read timeout times its
+retries) before that call fails: a shorter freeze is absorbed inside the SDK.
+The workload outlives the first failed calls and ends while the store is still
+down, so its result has to wait on the head's disk.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from syndeo.errors import RendezvousError
+from syndeo.rendezvous import open_rendezvous
+from tests.core.helpers import assert_nothing_left, read_json, start_syndeo
+from tests.rendezvous.conftest import cloud_backend
+from tests.rendezvous.test_local_cluster_cloud import PROBE, _reap
+from tests.servers import Server
+
+OUTAGE_S = 75.0
+
+
+def test_file_backend_turns_raw_os_errors_into_rendezvous_errors(tmp_path: Path) -> None:
+    # ESTALE/EIO cannot be produced on demand; EISDIR takes the same path through _read.
+    rdv = open_rendezvous(f"file://{tmp_path}/rv", "c1")
+    rdv.check()
+    (tmp_path / "rv" / "c1" / "a0" / "done.json").mkdir(parents=True)
+    with pytest.raises(RendezvousError, match="cannot read"):
+        rdv.read_done()
+
+
+@pytest.mark.objectstore
+@pytest.mark.slow
+def test_running_workload_survives_a_store_outage(
+    shared_server: Callable[[str], Server],
+    monkeypatch: pytest.MonkeyPatch,
+    syndeo_home: Path,
+    tmp_path: Path,
+) -> None:
+    server = shared_server("s3")
+    backend = cloud_backend("s3", server, monkeypatch)
+    cid = "toutage-s3"
+    proc: subprocess.Popen[str] | None = None
+    stopped = False
+    try:
+        proc = start_syndeo(
+            "deploy", "--target", "local", "--nodes", "2", "--cluster-id", cid,
+            "--rendezvous", backend.uri, "--results-dir", str(tmp_path / "res"),
+            "--join-timeout-s", "240", "--run", f"python {PROBE} 0 65",
+            cwd=tmp_path, env=backend.env,
+        )  # fmt: skip
+        watcher = backend.open(cid)
+        deadline = time.monotonic() + 300
+        while True:
+            st = watcher.read_status()
+            if st is not None and st.phase == "running":
+                break
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the workload never started"
+            time.sleep(0.5)
+        time.sleep(2)  # the workload is under way: its Ray tasks are running
+        os.kill(server.pid, signal.SIGSTOP)
+        stopped = True
+        time.sleep(OUTAGE_S)
+        os.kill(server.pid, signal.SIGCONT)
+        stopped = False
+        _out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+        result = read_json(tmp_path / "res" / cid / "result.json")
+        assert result["nodes"] == 2 and result["task_nodes"] == 2
+        assert read_json(tmp_path / "res" / cid / "deploy.json")["exit_code"] == 0
+        head_log = (syndeo_home / "clusters" / cid / "node-0.log").read_text()
+        # The outage really reached the head, and the head said so instead of dying.
+        assert "rendezvous unreachable" in head_log, head_log[-3000:]
+        assert_nothing_left(cid)
+    finally:
+        if stopped:
+            os.kill(server.pid, signal.SIGCONT)
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            proc.communicate(timeout=120)
+        _reap(cid)
