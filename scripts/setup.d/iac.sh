@@ -7,8 +7,8 @@ cd "$(dirname "$0")/../.."
 CHECKOV_VERSION=3.3.30
 PYTHON=${PYTHON:-python3}
 VENV=.venv-iac
-if [ -x "$VENV/bin/checkov" ] && "$VENV/bin/python" -m pip show checkov 2>/dev/null \
-    | grep -qx "Version: $CHECKOV_VERSION"; then
+installed=$("$VENV/bin/python" -m pip show checkov 2>/dev/null || true)
+if [ -x "$VENV/bin/checkov" ] && grep -qx "Version: $CHECKOV_VERSION" <<<"$installed"; then
   echo "[iac] checkov $CHECKOV_VERSION present in $VENV"
   exit 0
 fi
