@@ -92,3 +92,32 @@ def test_rendezvous_uri_schemes() -> None:
         uri = hcl.unquote(locals_[0]["rendezvous_uri"])
         assert uri.startswith(f"{scheme}://${{"), uri
         assert uri.endswith("/${local.prefix}"), uri
+
+
+PUBLIC_PATHS = {
+    "aws_internet_gateway", "aws_egress_only_internet_gateway", "aws_nat_gateway", "aws_eip",
+    "google_compute_router_nat", "google_compute_address", "google_compute_global_address",
+    "azurerm_public_ip", "azurerm_public_ip_prefix", "azurerm_nat_gateway",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("cloud", hcl.CLOUDS)
+def test_no_public_address_or_internet_path(cloud: str) -> None:
+    found = [
+        (f.name, t, n, body)
+        for f in hcl.tf_files(hcl.TERRAFORM / cloud)
+        for t, n, body in hcl.resources(f)
+    ]
+    assert found
+    assert not [f"{t}.{n}" for _, t, n, _ in found if t in PUBLIC_PATHS]
+    for _, t, n, body in found:
+        if t == "google_compute_instance":
+            assert all("access_config" not in ni for ni in body["network_interface"]), n
+        if t == "azurerm_network_interface":
+            assert all("public_ip_address_id" not in ip for ip in body["ip_configuration"]), n
+        if t == "aws_instance":
+            assert body["associate_public_ip_address"] is False, n
+        if t == "aws_subnet":
+            assert body["map_public_ip_on_launch"] is False, n
+        if t == "azurerm_subnet":
+            assert body["default_outbound_access_enabled"] is False, n
