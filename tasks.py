@@ -38,17 +38,42 @@ def _call(fn: Callable[..., Any], **options: Any) -> None:
         fn(**options)
 
 
+_MACHINE_HELP = {
+    "target": "local | slurm | ssh | aws | gcp | azure (default: local, or the config's)",
+    "hosts": "ssh: comma-separated hosts, one node each, the first is the head",
+    "ssh_user": "ssh: login on every host (default: you)",
+    "ssh_key": "ssh: private key file (default: the ssh agent)",
+    "instance_type": "aws/gcp/azure: VM type, e.g. c7i.2xlarge",
+    "region": "aws/gcp/azure: region (azure: location)",
+    "image": "aws/gcp/azure: the Packer-baked VM image (AMI id, GCP image, Azure image id)",
+    "spot": "aws/gcp/azure: spot/preemptible VMs",
+    "container": "run every node in this Apptainer image (.sif)",
+    "config": "TOML file with settings; options override it",
+}
+
+
+def _machine_options(
+    hosts: str | None, ssh_user: str | None, ssh_key: str | None, instance_type: str | None,
+    region: str | None, image: str | None, spot: bool | None,
+) -> dict[str, Any]:  # fmt: skip
+    return dict(
+        ssh_hosts=hosts, ssh_user=ssh_user, ssh_key=ssh_key, vm_instance_type=instance_type,
+        vm_region=region, vm_image=image, vm_spot=spot or None,
+    )  # fmt: skip
+
+
 @task(
     help={
-        "target": "local | slurm | aws | gcp | azure",
+        **_MACHINE_HELP,
         "run": 'your workload, e.g. "python train.py" (default: the rollout benchmark)',
         "env": "benchmark environment id(s), comma-separated",
-        "config": "TOML file with settings; options override it",
+        "keep": "leave the cluster up afterwards (`invoke down` removes it)",
+        "dry_run": "print what would be launched (scripts, tfvars, commands); start nothing",
     }
 )
 def deploy(
     c: Context,
-    target: str = "local",
+    target: str | None = None,
     nodes: int | None = None,
     cpus_per_node: int | None = None,
     gpus_per_node: int | None = None,
@@ -62,7 +87,15 @@ def deploy(
     mode: str | None = None,
     repeats: int | None = None,
     samples_per_cpu: int | None = None,
+    hosts: str | None = None,
+    ssh_user: str | None = None,
+    ssh_key: str | None = None,
+    instance_type: str | None = None,
+    region: str | None = None,
+    image: str | None = None,
+    spot: bool = False,
     config: str | None = None,
+    keep: bool = False,
     dry_run: bool = False,
 ) -> None:
     """Bring a Ray cluster up on TARGET, run the workload, collect results, tear down."""
@@ -71,25 +104,34 @@ def deploy(
         gpus_per_node=gpus_per_node, run=run, container=container, cluster_id=cluster_id,
         rendezvous=rendezvous, join_timeout_s=join_timeout, results_dir=results_dir,
         bench_envs=env.split(",") if env else None, bench_mode=mode, bench_repeats=repeats,
-        bench_samples_per_cpu=samples_per_cpu, config=config, dry_run=dry_run,
+        bench_samples_per_cpu=samples_per_cpu, config=config, dry_run=dry_run, keep=keep,
+        **_machine_options(hosts, ssh_user, ssh_key, instance_type, region, image, spot),
     )  # fmt: skip
 
 
-@task
+@task(help=_MACHINE_HELP)
 def up(
     c: Context,
-    target: str = "local",
+    target: str | None = None,
     nodes: int | None = None,
     cpus_per_node: int | None = None,
     container: str | None = None,
     cluster_id: str | None = None,
     rendezvous: str | None = None,
+    hosts: str | None = None,
+    ssh_user: str | None = None,
+    ssh_key: str | None = None,
+    instance_type: str | None = None,
+    region: str | None = None,
+    image: str | None = None,
+    spot: bool = False,
     config: str | None = None,
 ) -> None:
     """Bring a cluster up and leave it serving; prints how to connect and submit jobs."""
     _call(
         frontend.run_up, target=target, nodes=nodes, cpus_per_node=cpus_per_node,
         container=container, cluster_id=cluster_id, rendezvous=rendezvous, config=config,
+        **_machine_options(hosts, ssh_user, ssh_key, instance_type, region, image, spot),
     )  # fmt: skip
 
 

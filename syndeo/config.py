@@ -18,7 +18,8 @@ from syndeo.compare.settings import CostSettings
 from syndeo.errors import ConfigError
 from syndeo.rendezvous.base import CLUSTER_ID_RE
 
-TargetName = Literal["local", "slurm", "aws", "gcp", "azure"]
+TargetName = Literal["local", "slurm", "ssh", "aws", "gcp", "azure"]
+CLOUDS = ("aws", "gcp", "azure")
 
 
 class _Strict(BaseModel):
@@ -62,6 +63,10 @@ class DeployConfig(_Strict):
     cost: CostSettings = CostSettings()  # [cost.onprem], read by `invoke compare`
     # Target-specific sections are validated by the target that reads them.
     slurm: dict[str, Any] = {}
+    ssh: dict[str, Any] = {}
+    aws: dict[str, Any] = {}
+    gcp: dict[str, Any] = {}
+    azure: dict[str, Any] = {}
 
     @field_validator("cluster_id")
     @classmethod
@@ -118,8 +123,23 @@ def load_config(path: Path | None = None, **overrides: Any) -> DeployConfig:
             continue
         if key.startswith("bench_"):
             data.setdefault("bench", {})[key.removeprefix("bench_")] = value
+        elif key.startswith("ssh_"):
+            data.setdefault("ssh", {})[key.removeprefix("ssh_")] = value
+        elif key.startswith("vm_"):
+            # Machine options (--instance-type, --region, …) belong to the chosen
+            # cloud's section; which one is known only once the target is.
+            target = str(overrides.get("target") or data.get("target") or "local")
+            name = key.removeprefix("vm_")
+            if target not in CLOUDS:
+                flag = "--" + name.replace("_", "-")
+                raise ConfigError(f"{flag} applies to --target {'|'.join(CLOUDS)}, not {target}")
+            data.setdefault(target, {})[name] = value
         else:
             data[key] = value
+    ssh_hosts = data.get("ssh", {}).get("hosts") if isinstance(data.get("ssh"), dict) else None
+    if data.get("target") == "ssh" and "nodes" not in data and ssh_hosts:
+        # One node per host: the host list says how many.
+        data["nodes"] = len(ssh_hosts.split(",") if isinstance(ssh_hosts, str) else ssh_hosts)
     try:
         return DeployConfig.model_validate(data)
     except ValidationError as exc:

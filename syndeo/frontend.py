@@ -17,7 +17,7 @@ from syndeo.deploy import Outcome, UpInfo, deploy, down, plan, raise_for_outcome
 from syndeo.ui import Ui
 
 CLUSTER_OPTIONS: dict[str, dict[str, Any]] = {
-    "target": {"help": "local | slurm | aws | gcp | azure (default: local)"},
+    "target": {"help": "local | slurm | ssh | aws | gcp | azure (default: local)"},
     "nodes": {"type": int, "help": "number of nodes (default 2)"},
     "cpus_per_node": {"type": int, "help": "CPUs each node offers to Ray (default 1)"},
     "gpus_per_node": {"type": int, "help": "GPUs each node offers to Ray (default 0)"},
@@ -28,6 +28,13 @@ CLUSTER_OPTIONS: dict[str, dict[str, Any]] = {
     "join_timeout_s": {"type": float, "help": "deadline for all nodes to join, seconds"},
     "container": {"type": Path, "help": "run every node in this Apptainer image (.sif)"},
     "workdir": {"type": Path, "help": "working directory of the workload (default: here)"},
+    "ssh_hosts": {"help": "ssh: comma-separated hosts, one node each (the first is the head)"},
+    "ssh_user": {"help": "ssh: login on every host (default: you)"},
+    "ssh_key": {"help": "ssh: private key file (default: the ssh agent)"},
+    "vm_instance_type": {"help": "aws/gcp/azure: VM type, e.g. c7i.2xlarge"},
+    "vm_region": {"help": "aws/gcp/azure: region (azure: location)"},
+    "vm_image": {"help": "aws/gcp/azure: the Packer-baked VM image id"},
+    "vm_spot": {"action": "store_const", "const": True, "help": "aws/gcp/azure: spot VMs"},
 }
 RUN_OPTIONS: dict[str, dict[str, Any]] = {
     "run": {"help": 'your own workload, e.g. "python train.py --epochs 3" (default: benchmark)'},
@@ -70,12 +77,14 @@ def _print_result_table(path: Path, ui: Ui) -> None:
         ui.out.print(table)
 
 
-def run_deploy(ui: Ui | None = None, dry_run: bool = False, **options: Any) -> Outcome | None:
+def run_deploy(
+    ui: Ui | None = None, dry_run: bool = False, keep: bool = False, **options: Any
+) -> Outcome | None:
     ui = ui or Ui()
     if dry_run:
         ui.out.print(plan(config_from(**options)), end="", highlight=False, markup=False)
         return None
-    outcome = deploy(config_from(**options), ui)
+    outcome = deploy(config_from(**options), ui, keep=keep)
     print_outcome(outcome, ui)
     raise_for_outcome(outcome)
     return outcome
@@ -110,9 +119,8 @@ def run_down(cluster_id: str | None = None, ui: Ui | None = None) -> str:
 
 def _add_options(p: argparse.ArgumentParser, options: dict[str, dict[str, Any]]) -> None:
     for name, spec in options.items():
-        flag = "--" + name.replace("_", "-").removeprefix("bench-")
-        if name == "bench_envs":
-            flag = "--env"
+        flag = "--" + name.replace("_", "-").removeprefix("bench-").removeprefix("vm-")
+        flag = {"bench_envs": "--env", "ssh_hosts": "--hosts"}.get(name, flag)
         p.add_argument(flag, dest=name, default=None, **spec)
 
 
@@ -122,6 +130,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument(
         "--dry-run", action="store_true", help="print what would be launched; start nothing"
     )
+    p.add_argument("--keep", action="store_true", help="leave the cluster up afterwards")
     _add_options(p, CLUSTER_OPTIONS)
     _add_options(p, RUN_OPTIONS)
     p.set_defaults(func=partial(_call, run_deploy))

@@ -11,6 +11,7 @@ launcher that owns the id (atomic create, before anything starts; removed by
 
     head.json            published once by rank 0 (atomic create: one winner)
     secret/token         the Ray auth token (owner-only)
+    logs/rank-N          the last words of a node that failed (error, Ray log tail)
     nodes/<rank>.json    one per node, written when its raylet has joined
     status.json          progress published by the head (replaced in place)
     result.json          the workload's result (replaced atomically)
@@ -23,6 +24,7 @@ attempt 0 are never read by attempt 1, so stale head addresses cannot be used.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import re
@@ -271,6 +273,21 @@ class Rendezvous(ABC):
 
     def read_status(self) -> StatusRecord | None:
         return self._read_model(self._key("status.json"), StatusRecord)
+
+    def put_log(self, rank: int, text: str) -> None:
+        """A node that failed leaves its last words here (``logs/rank-N``), so the
+        launcher can say why even when the machine is gone or has no shell access."""
+        self._write(self._key(f"logs/rank-{rank}"), text[-4000:].encode())
+
+    def read_logs(self) -> dict[int, str]:
+        out: dict[int, str] = {}
+        prefix = self._key("logs/rank-")
+        for key in self._list(prefix):
+            raw = self._read(key)
+            with contextlib.suppress(ValueError):
+                if raw is not None:
+                    out[int(key.removeprefix(prefix))] = raw.decode(errors="replace")
+        return out
 
     def put_result(self, data: bytes) -> None:
         self._write(self._key("result.json"), data)

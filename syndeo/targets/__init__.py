@@ -13,6 +13,7 @@ from syndeo.targets.base import ClusterSpec, Launched, Target
 TARGETS: dict[str, tuple[str, str]] = {
     "local": ("syndeo.targets.local", "LocalTarget"),
     "slurm": ("syndeo.targets.slurm", "SlurmTarget"),
+    "ssh": ("syndeo.targets.ssh", "SshTarget"),
 }
 # Named on the design card; their Terraform modules and cloud-init are not built yet.
 PLANNED = ("aws", "gcp", "azure")

@@ -125,3 +125,12 @@ class Target(ABC):
     def describe(self, launched: Launched) -> str:
         """Where to find logs etc.; shown when something fails."""
         return ""
+
+    def summary(self, launched: Launched) -> dict[str, Any]:
+        """What deploy.json records about the machines beyond the common fields."""
+        return {}
+
+    def creates_rendezvous(self, uri: str) -> bool:
+        """True if ``launch`` creates the rendezvous location itself (a cloud bucket):
+        then it can be checked only once the machines exist."""
+        return False

@@ -1,0 +1,1 @@
+"""Infrastructure as code: the Terraform adapter VM targets are built on."""

@@ -1,0 +1,201 @@
+"""The ssh target: nodes on machines the user already has, started by Terraform.
+
+``terraform/ssh`` connects to every host, uploads the image when the host's copy
+has another digest, writes the node environment and starts ``syndeo node``;
+``terraform destroy`` stops exactly those nodes.  This module only turns the
+``[ssh]`` settings into that module's variables -- host keys included, so that
+no connection trusts a host it has not seen before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import getpass
+import ipaddress
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from syndeo.config import DeployConfig, one_line
+from syndeo.errors import ConfigError
+from syndeo.state import cluster_dir, home
+from syndeo.targets.base import ClusterSpec, Launched
+from syndeo.targets.vm import VmTarget
+
+LIVENESS_EVERY_S = 5.0
+
+
+class SshSettings(BaseModel):
+    """The ``[ssh]`` config section (``--hosts``, ``--ssh-user``, ``--ssh-key`` set it too)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hosts: list[str] = Field(min_length=1)
+    user: str = Field(default_factory=getpass.getuser)
+    key: Path | None = None  # None: the ssh agent
+    known_hosts: Path = Path("~/.ssh/known_hosts")
+    port: int = Field(default=22, ge=1, le=65535)
+    connect_timeout_s: int = Field(default=60, ge=1, le=3600)
+    node_ips: list[str] | None = None  # None: the hosts themselves when they are IPs
+    python: str = "python3"  # bare nodes: an interpreter with syndeo on the hosts
+    remote_image_dir: str = ".syndeo/images"
+    host_dir: str = "$HOME/.syndeo"
+    scratch_dir: str | None = None
+
+    @field_validator("hosts", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        return [h.strip() for h in v.split(",") if h.strip()] if isinstance(v, str) else v
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str) -> str:
+        if v == "root":
+            raise ValueError("nodes run unprivileged: name an ordinary user (--ssh-user)")
+        return v
+
+    @classmethod
+    def parse(cls, section: dict[str, Any]) -> SshSettings:
+        try:
+            return cls.model_validate(section)
+        except ValidationError as exc:
+            raise ConfigError(one_line(exc, "settings", prefix="ssh")) from None
+
+
+def _host_keys(host: str, port: int, known_hosts: Path) -> list[str]:
+    name = host if port == 22 else f"[{host}]:{port}"
+    out = subprocess.run(
+        ["ssh-keygen", "-F", name, "-f", str(known_hosts)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return [ln for ln in out.stdout.splitlines() if ln and not ln.startswith("#")]
+
+
+class SshTarget(VmTarget):
+    name = "ssh"
+    module = "ssh"
+    # Hosts have no instance identity: the rendezvous credentials travel with the
+    # node environment (written 0600 on each host).
+    forward_credentials = True
+
+    def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
+        super().__init__(cfg, echo)
+        self._last_check = 0.0
+        self._host_lines: list[str] = []
+
+    @functools.cached_property
+    def settings(self) -> SshSettings:
+        # Parsed on first use: `invoke down` stops a cluster from its saved state alone.
+        return SshSettings.parse(self.cfg.ssh)
+
+    def default_rendezvous(self) -> str:
+        raise ConfigError(
+            "the ssh target needs --rendezvous: a file:///dir that every host and this "
+            "machine see (a shared filesystem), or s3://, gs://, az://"
+        )
+
+    def machine_vars(self, spec: ClusterSpec) -> dict[str, Any]:
+        s = self.settings
+        if spec.nodes != len(s.hosts):
+            raise ConfigError(
+                f"ssh: {spec.nodes} nodes asked for but {len(s.hosts)} hosts given "
+                "(one node per host: set --nodes to the number of hosts)"
+            )
+        known = s.known_hosts.expanduser()
+        if not known.is_file():
+            raise ConfigError(f"ssh: known_hosts file {known} not found (ssh.known_hosts)")
+        if s.key is not None and not s.key.expanduser().is_file():
+            raise ConfigError(f"ssh: key file {s.key} not found (--ssh-key)")
+        lines: list[str] = []
+        host_keys: list[str] = []
+        for host in s.hosts:
+            entries = _host_keys(host, s.port, known)
+            if not entries:
+                raise ConfigError(
+                    f"ssh: host {host} is not in {known}: connect to it once with ssh (and "
+                    "check its key), so that no connection trusts an unknown host"
+                )
+            lines += entries
+            best = sorted(entries, key=lambda e: "ssh-ed25519" not in e)[0]
+            host_keys.append(" ".join(best.split()[1:3]))
+        self._host_lines = lines
+        node_ips = s.node_ips
+        if node_ips is None:
+            node_ips = s.hosts if all(_is_ipv4(h) for h in s.hosts) else []
+        image = spec.image.resolve() if spec.image is not None else None
+        return {
+            "hosts": s.hosts, "host_keys": host_keys,
+            "known_hosts_file": str(self._known_hosts(spec.cluster_id)),
+            "ssh_user": s.user, "ssh_port": s.port,
+            "ssh_private_key_file": str(s.key.expanduser().resolve()) if s.key else None,
+            "connect_timeout": f"{s.connect_timeout_s}s", "node_ips": node_ips,
+            "image": str(image) if image else None, "image_digest": spec.image_digest,
+            "remote_image_dir": s.remote_image_dir, "host_dir": s.host_dir,
+            "python": s.python, "scratch_dir": s.scratch_dir,
+            "workdir": str(spec.workdir) if spec.workdir and self.cfg.workdir else None,
+        }  # fmt: skip
+
+    @staticmethod
+    def _known_hosts(cluster_id: str) -> Path:
+        # Named here, written by prepare(): a dry run writes nothing.
+        return home() / "clusters" / cluster_id / "known_hosts"
+
+    def prepare(self, spec: ClusterSpec) -> None:
+        self._known_hosts(spec.cluster_id).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._known_hosts(spec.cluster_id).write_text("\n".join(self._host_lines) + "\n")
+
+    def machine_summary(self, spec: ClusterSpec) -> dict[str, Any]:
+        return {"provider": "ssh", "hosts": self.settings.hosts, "count": spec.nodes}
+
+    # ------------------------------------------------------------------ liveness
+    def _ssh(self, host: str, command: str, launched: Launched) -> subprocess.CompletedProcess[str]:
+        s = self.settings
+        argv = [
+            "ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+            "-o", f"UserKnownHostsFile={cluster_dir(launched.cluster_id) / 'known_hosts'}",
+            "-o", "ConnectTimeout=10", "-p", str(s.port),
+        ]  # fmt: skip
+        if s.key is not None:
+            argv += ["-i", str(s.key.expanduser()), "-o", "IdentitiesOnly=yes"]
+        return subprocess.run(
+            [*argv, f"{s.user}@{host}", command], capture_output=True, text=True, timeout=30,
+            check=False,
+        )  # fmt: skip
+
+    def poll(self, launched: Launched) -> int | None:
+        rc = super().poll(launched)
+        if rc is not None or time.monotonic() - self._last_check < LIVENESS_EVERY_S:
+            return rc
+        self._last_check = time.monotonic()
+        # A head that died before it could reach the rendezvous (an unreachable
+        # store, a missing image) says why only in its own log: fetch it over ssh.
+        head_dir = launched.data.get("outputs", {}).get("host_dirs", [None])[0]
+        if not head_dir:
+            return None
+        check = (
+            f'd="{head_dir}"; test -s "$d/node.pid" && kill -0 -- "-$(cat "$d/node.pid")" '
+            f'2>/dev/null && exit 0; tail -n 5 "$d/node.log" 2>/dev/null; exit 3'
+        )
+        with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+            out = self._ssh(self.settings.hosts[0], check, launched)
+            if out.returncode == 3:
+                # The head may have finished cleanly between two reads: ask once more.
+                rc = super().poll(launched)
+                if rc is None:
+                    tail = " | ".join(ln.strip() for ln in out.stdout.splitlines() if ln.strip())
+                    launched.data["head_failure"] = f"exited on {self.settings.hosts[0]}: {tail}"
+                    return 1
+        return rc
+
+
+def _is_ipv4(host: str) -> bool:
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,208 @@
+"""The one Terraform-backed target: machines come from a Terraform root module.
+
+A VM target (ssh, aws, gcp, azure) is a module under ``terraform/`` plus a subclass
+that names it and adds its machine variables (:meth:`VmTarget.machine_vars`).  The
+node environment, cloud-init and start/stop commands are rendered by
+``terraform/modules/node`` -- never here -- from the cluster settings this class
+passes as tfvars; the machines then run the same ``syndeo node`` as every target.
+
+Verbs: ``script`` prints the tfvars and the terraform commands; ``launch`` runs
+init + apply (and destroy if apply fails or is interrupted); ``poll`` reads the
+head's "done" record; ``stop`` destroys.  State stays in the cluster's own dir.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from abc import abstractmethod
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+from syndeo.config import DeployConfig
+from syndeo.errors import ConfigError, TargetError
+from syndeo.iac.terraform import Terraform, TerraformError, Workspace
+from syndeo.rendezvous import open_rendezvous, passthrough_env
+from syndeo.state import cluster_dir
+from syndeo.targets.base import ClusterSpec, Launched, Target
+
+# After launch, how long machines may take to boot before a missing head counts
+# as a failure (added to the join timeout).
+BOOT_GRACE_S = 600.0
+
+
+def terraform_root() -> Path:
+    """``terraform/`` of this checkout, or ``$SYNDEO_TERRAFORM_DIR``."""
+    env = os.environ.get("SYNDEO_TERRAFORM_DIR")
+    root = Path(env) if env else Path(__file__).resolve().parents[2] / "terraform"
+    if not (root / "modules" / "node").is_dir():
+        raise TargetError(
+            f"Terraform modules not found at {root}: run from a syndeo checkout or set "
+            "SYNDEO_TERRAFORM_DIR to its terraform/ directory"
+        )
+    return root
+
+
+@contextlib.contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """Teardown is not interrupted by a second Ctrl-C or a TERM."""
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    for s in old:
+        signal.signal(s, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+class VmTarget(Target):
+    """Machines from ``terraform/<module>``; subclasses add their machine variables."""
+
+    module: ClassVar[str]
+    # Whether nodes may receive the launcher's credentials for the rendezvous
+    # (hosts without an instance identity) or only endpoints (clouds).
+    forward_credentials: ClassVar[bool] = False
+
+    def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
+        super().__init__(cfg, echo)
+        self.module_dir = terraform_root() / self.module
+
+    # ------------------------------------------------------------------ per target
+    @abstractmethod
+    def machine_vars(self, spec: ClusterSpec) -> dict[str, Any]:
+        """This target's variables (hosts, instance type, region, …), checked locally."""
+
+    def prepare(self, spec: ClusterSpec) -> None:
+        """Write local files the module reads (launch only; a dry run writes nothing)."""
+
+    def machine_summary(self, spec: ClusterSpec) -> dict[str, Any]:
+        """What deploy.json records about the machines (cost comparison input)."""
+        return {"provider": self.name, "count": spec.nodes}
+
+    # ------------------------------------------------------------------ shared
+    def _forwarded(self, spec: ClusterSpec) -> dict[str, str]:
+        env = passthrough_env(spec.rendezvous)
+        if not self.forward_credentials:
+            env = {k: v for k, v in env.items() if "ENDPOINT" in k or k.endswith(("_HOST", "_URL"))}
+        return env
+
+    def tfvars(self, spec: ClusterSpec) -> dict[str, Any]:
+        """The cluster settings as the node module's variables, plus the machines'."""
+        common: dict[str, Any] = {
+            "cluster_name": spec.cluster_id, "node_count": spec.nodes,
+            "rendezvous": spec.rendezvous, "cpus_per_node": spec.cpus,
+            "gpus_per_node": spec.gpus, "memory_mb_per_node": spec.memory_mb,
+            "object_store_mb_per_node": spec.object_store_mb,
+            "join_timeout_s": spec.join_timeout, "run": spec.run,
+            "not_before": spec.not_before, "extra_env": self._forwarded(spec),
+        }  # fmt: skip
+        return {**common, **self.machine_vars(spec)}
+
+    def _workspace(self, cluster_id: str, base: Path | None = None) -> Workspace:
+        return Workspace(self.module_dir, (base or cluster_dir(cluster_id)) / "terraform")
+
+    def script(self, spec: ClusterSpec) -> str:
+        # A dry run writes nothing and needs no credentials: name the files only.
+        ws = self._workspace(spec.cluster_id, base=Path("~/.syndeo/clusters") / spec.cluster_id)
+        tfvars = self.tfvars(spec)
+        shown = {k: ("<forwarded: " + ", ".join(sorted(v)) + ">" if k == "extra_env" and v else v)
+                 for k, v in tfvars.items()}  # fmt: skip
+        tf = Terraform(ws)
+        lines = [
+            f"# syndeo {self.name} cluster {spec.cluster_id}: {spec.nodes} node(s) from "
+            f"{self.module_dir}",
+            f"# {ws.tfvars}:",
+            *("#   " + ln for ln in json.dumps(shown, indent=2, sort_keys=True).splitlines()),
+            *tf.commands(),
+        ]
+        return "\n".join(lines) + "\n"
+
+    def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
+        ws = self._workspace(spec.cluster_id)
+        tf = Terraform(ws, echo=self.echo)
+        launched = Launched(
+            target=self.name, cluster_id=spec.cluster_id, rendezvous=spec.rendezvous,
+            started_at=spec.not_before,
+            data={
+                "module_dir": str(ws.module_dir), "workspace": str(ws.cluster_dir),
+                "join_timeout": spec.join_timeout, "machines": self.machine_summary(spec),
+                "apply_started": time.time(),
+            },
+        )  # fmt: skip
+        tfvars = self.tfvars(spec)  # every local check, before anything is created
+        self.prepare(spec)
+        tf.write_vars(tfvars)
+        try:
+            tf.init()
+            tf.apply()
+            launched.data["outputs"] = tf.output()
+        except BaseException:
+            self._destroy(tf, launched)
+            raise
+        return launched
+
+    def poll(self, launched: Launched) -> int | None:
+        rdv = open_rendezvous(launched.rendezvous, launched.cluster_id, 0)
+        done = rdv.read_done()
+        if done is not None:
+            return done.exit_code
+        failed = rdv.read_logs()
+        if 0 in failed:
+            launched.data["head_failure"] = failed[0]
+            return 1
+        deadline = launched.started_at + float(launched.data["join_timeout"]) + BOOT_GRACE_S
+        if rdv.read_head() is None and time.time() > deadline:
+            launched.data["head_failure"] = "no head was published before the deadline"
+            return 1
+        return None
+
+    def stop(self, launched: Launched) -> None:
+        ws = Workspace(Path(launched.data["module_dir"]), Path(launched.data["workspace"]))
+        self._destroy(Terraform(ws, echo=self.echo), launched)
+
+    def _destroy(self, tf: Terraform, launched: Launched) -> None:
+        if launched.data.get("destroyed"):
+            return
+        if self.echo is not None:
+            self.echo(f"{self.name}: destroying cluster {launched.cluster_id} (terraform destroy)")
+        with _signals_ignored():
+            try:
+                tf.destroy()
+            except TerraformError as exc:
+                left = tf.resources()
+                raise TargetError(
+                    f"{exc}; may still exist: {', '.join(left) or 'unknown (see the log)'}; "
+                    f"remove with: invoke down --cluster-id {launched.cluster_id}"
+                ) from None
+        launched.data["destroyed"] = True
+        started = float(launched.data.get("apply_started", time.time()))
+        machines = launched.data.get("machines", {})
+        # Billing runs from creation to destruction, boot and teardown included.
+        machines["instance_seconds"] = round((time.time() - started) * machines.get("count", 0), 1)
+
+    def describe(self, launched: Launched) -> str:
+        parts = []
+        if launched.data.get("head_failure"):
+            parts.append(f"head: {launched.data['head_failure']}")
+        with contextlib.suppress(Exception):
+            rdv = open_rendezvous(launched.rendezvous, launched.cluster_id, 0)
+            for rank, tail in sorted(rdv.read_logs().items()):
+                if rank != 0:
+                    parts.append(f"rank {rank}: {tail}")
+        parts.append(f"terraform log: {launched.data.get('workspace', '?')}/terraform.log")
+        return "; ".join(parts)
+
+    def summary(self, launched: Launched) -> dict[str, Any]:
+        return {"machines": launched.data.get("machines", {})}
+
+
+def require(section: dict[str, Any], key: str, target: str, hint: str) -> Any:
+    value = section.get(key)
+    if value in (None, "", []):
+        raise ConfigError(f"{target}: {key} is required ({hint})")
+    return value

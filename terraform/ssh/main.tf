@@ -1,0 +1,118 @@
+# Nodes on machines the user already has: per host, upload the image if the host's
+# copy differs, write the node environment and start `syndeo node` over SSH; on
+# destroy, stop exactly that node.  Everything a node needs is rendered by
+# ../modules/node, the same module the cloud targets use.
+
+locals {
+  image_remote = var.image == null ? null : "${var.remote_image_dir}/${var.image_digest}.sif"
+  ssh_env = {
+    SSH_USER         = var.ssh_user
+    SSH_PORT         = tostring(var.ssh_port)
+    SSH_KEY          = coalesce(var.ssh_private_key_file, "")
+    SSH_KNOWN_HOSTS  = var.known_hosts_file
+    SSH_CONNECT_TIME = trimsuffix(trimsuffix(var.connect_timeout, "s"), "m")
+  }
+}
+
+module "nodes" {
+  source = "../modules/node"
+
+  cluster_id               = var.cluster_name
+  node_count               = var.node_count
+  rendezvous               = var.rendezvous
+  target                   = "ssh"
+  cpus_per_node            = var.cpus_per_node
+  gpus_per_node            = var.gpus_per_node
+  memory_mb_per_node       = var.memory_mb_per_node
+  object_store_mb_per_node = var.object_store_mb_per_node
+  join_timeout_s           = var.join_timeout_s
+  run                      = var.run
+  workdir                  = var.workdir
+  not_before               = var.not_before
+  scratch_dir              = var.scratch_dir
+  node_ips                 = var.node_ips
+  image_path               = local.image_remote
+  image_digest             = var.image_digest
+  python                   = var.python
+  host_dir                 = var.host_dir
+  extra_env                = nonsensitive(var.extra_env)
+}
+
+# Every host must answer before any node starts: a host that refuses SSH then
+# leaves nothing running on the others.
+resource "terraform_data" "reach" {
+  count = var.node_count
+
+  input = var.hosts[count.index]
+
+  connection {
+    type        = "ssh"
+    host        = var.hosts[count.index]
+    port        = var.ssh_port
+    user        = var.ssh_user
+    private_key = var.ssh_private_key_file == null ? null : file(var.ssh_private_key_file)
+    agent       = var.ssh_private_key_file == null
+    host_key    = var.host_keys[count.index]
+    timeout     = var.connect_timeout
+  }
+
+  provisioner "remote-exec" {
+    inline = ["true"]
+  }
+}
+
+# One copy per digest on each host, replaced only when the digest differs.
+resource "terraform_data" "image" {
+  count      = var.image == null ? 0 : var.node_count
+  depends_on = [terraform_data.reach]
+
+  triggers_replace = [var.hosts[count.index], var.image_digest]
+
+  provisioner "local-exec" {
+    command = "${path.module}/upload-image.sh"
+    environment = merge(local.ssh_env, {
+      HOST   = var.hosts[count.index]
+      SRC    = var.image
+      DEST   = local.image_remote
+      DIGEST = var.image_digest
+    })
+  }
+}
+
+resource "terraform_data" "node" {
+  count      = var.node_count
+  depends_on = [terraform_data.reach, terraform_data.image]
+
+  # Destroy-time provisioners may only read self: keep what stopping needs here.
+  input = {
+    host     = var.hosts[count.index]
+    port     = var.ssh_port
+    user     = var.ssh_user
+    key_file = var.ssh_private_key_file
+    host_key = var.host_keys[count.index]
+    timeout  = var.connect_timeout
+    stop     = module.nodes.stop_commands[count.index]
+    dir      = module.nodes.host_dirs[count.index]
+  }
+  triggers_replace = [sha256(module.nodes.start_commands[count.index])]
+
+  connection {
+    type        = "ssh"
+    host        = self.input.host
+    port        = self.input.port
+    user        = self.input.user
+    private_key = self.input.key_file == null ? null : file(self.input.key_file)
+    agent       = self.input.key_file == null
+    host_key    = self.input.host_key
+    timeout     = self.input.timeout
+  }
+
+  provisioner "remote-exec" {
+    inline = [module.nodes.start_commands[count.index]]
+  }
+
+  provisioner "remote-exec" {
+    when   = destroy
+    inline = [self.input.stop]
+  }
+}

@@ -1,0 +1,24 @@
+output "head_ip" {
+  description = "The head's host (rank 0)."
+  value       = var.hosts[0]
+}
+
+output "node_ips" {
+  description = "Hosts in rank order."
+  value       = var.hosts
+}
+
+output "node_ids" {
+  description = "Per rank, host and node directory: what exactly runs where."
+  value       = [for i, h in var.hosts : "${h}:${module.nodes.host_dirs[i]}"]
+}
+
+output "rendezvous_uri" {
+  description = "Where the nodes meet."
+  value       = var.rendezvous
+}
+
+output "host_dirs" {
+  description = "Per rank, the node's directory on its host (environment, node.log, node.pid)."
+  value       = module.nodes.host_dirs
+}
