@@ -7,6 +7,7 @@ offending setting (``nodes: must be >= 1``), never a pydantic dump.
 
 from __future__ import annotations
 
+import re
 import shlex
 import tomllib
 from pathlib import Path
@@ -20,6 +21,7 @@ from syndeo.rendezvous.base import CLUSTER_ID_RE
 
 TargetName = Literal["local", "slurm", "ssh", "aws", "gcp", "azure"]
 CLOUDS = ("aws", "gcp", "azure")
+RENDEZVOUS_RE = re.compile(r"^(file|s3|gs|az)://[^\r\n]+$")
 
 
 class _Strict(BaseModel):
@@ -73,6 +75,16 @@ class DeployConfig(_Strict):
     def _cluster_id(cls, v: str | None) -> str | None:
         if v is not None and not CLUSTER_ID_RE.match(v):
             raise ValueError("use 1-40 of a-z, 0-9 and '-', starting with a letter or digit")
+        return v
+
+    @field_validator("rendezvous")
+    @classmethod
+    def _rendezvous(cls, v: str | None) -> str | None:
+        # The same rule as terraform/modules/node (tests/iac/test_node_module.py).
+        if v is not None and not RENDEZVOUS_RE.match(v):
+            raise ValueError(
+                "use file:///dir, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix"
+            )
         return v
 
     @field_validator("run")

@@ -4,6 +4,13 @@
 # have no cloud-init (the ssh target).  Nothing here talks to a provider.
 
 locals {
+  # 0 .. node_count-1.  range() stops at 1024 elements; clusters go to 4096 nodes.
+  ranks = flatten([
+    for hi in range(ceil(var.node_count / 1024)) : [
+      for lo in range(min(1024, var.node_count - hi * 1024)) : hi * 1024 + lo
+    ]
+  ])
+
   # Short, per cluster: Ray nests ~60 bytes of socket names below the scratch dir.
   scratch_base = coalesce(var.scratch_dir, "/var/tmp/sy-${substr(sha1("${var.rendezvous}|${var.cluster_id}"), 0, 8)}")
 
@@ -29,7 +36,7 @@ locals {
   )
 
   env = [
-    for rank in range(var.node_count) : merge(
+    for rank in local.ranks : merge(
       var.extra_env,
       local.common,
       {
@@ -52,10 +59,10 @@ locals {
     })
   ]
 
-  host_dirs = [for rank in range(var.node_count) : "${var.host_dir}/clusters/${var.cluster_id}/${rank}"]
+  host_dirs = [for rank in local.ranks : "${var.host_dir}/clusters/${var.cluster_id}/${rank}"]
 
   start_commands = [
-    for rank in range(var.node_count) : templatefile("${path.module}/templates/start.sh.tftpl", {
+    for rank in local.ranks : templatefile("${path.module}/templates/start.sh.tftpl", {
       dir      = local.host_dirs[rank]
       env_file = local.env_files[rank]
       script   = file("${path.module}/files/syndeo-node")
@@ -63,7 +70,7 @@ locals {
   ]
 
   stop_commands = [
-    for rank in range(var.node_count) : templatefile("${path.module}/templates/stop.sh.tftpl", {
+    for rank in local.ranks : templatefile("${path.module}/templates/stop.sh.tftpl", {
       dir     = local.host_dirs[rank]
       grace_s = var.stop_grace_s
     })

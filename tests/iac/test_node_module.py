@@ -1,0 +1,157 @@
+"""terraform/modules/node, offline with the real terraform: its own ``terraform test``,
+the node environment it renders read back by ``sh`` and by ``syndeo node``'s own
+parser (both sides of the contract agree), the same validation rules as
+syndeo/config.py, and user-data that Debian's ``cloud-init schema`` accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syndeo.config import DeployConfig
+from syndeo.errors import SyndeoError
+from syndeo.nodeconfig import NodeSettings
+from syndeo.rendezvous import backend_class
+from syndeo.targets.base import ClusterSpec
+from tests.iac import hcl
+
+NODE = hcl.TERRAFORM / "modules" / "node"
+# Everything a shell or systemd might interpret, in the one free-text setting.
+TRICKY_RUN = 'python -c \'print("a b")\' $HOME `id` c=d \\ "q" --x=1,2 ;&|'
+
+
+def _render(root: Path, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Apply a root that calls the node module with ``inputs``; its outputs."""
+    shutil.copytree(NODE, root / "node", dirs_exist_ok=True)
+    (root / "main.tf.json").write_text(
+        json.dumps(
+            {
+                "module": {"n": {"source": "./node", **inputs}},
+                "output": {
+                    k: {"value": f"${{module.n.{k}}}"}
+                    for k in ("env", "env_files", "user_data", "scratch_dirs")
+                },
+            }
+        )
+    )
+    env = {**hcl.TF_ENV, "TF_DATA_DIR": str(root / ".terraform")}
+    for args in (("init", "-backend=false"), ("apply", "-auto-approve", "-no-color")):
+        out = hcl.run_tf(*args, cwd=root, env=env)
+        assert out.returncode == 0, out.stdout + out.stderr
+    out = hcl.run_tf("output", "-json", cwd=root, env=env)
+    assert out.returncode == 0, out.stderr
+    return {k: v["value"] for k, v in json.loads(out.stdout).items()}
+
+
+def _plan_ok(root: Path, inputs: dict[str, Any]) -> bool:
+    shutil.copytree(NODE, root / "node", dirs_exist_ok=True)
+    (root / "main.tf.json").write_text(
+        json.dumps({"module": {"n": {"source": "./node", **inputs}}})
+    )
+    env = {**hcl.TF_ENV, "TF_DATA_DIR": str(root / ".terraform")}
+    if not (root / ".terraform").exists():
+        assert hcl.run_tf("init", "-backend=false", cwd=root, env=env).returncode == 0
+    out = hcl.run_tf("plan", "-no-color", cwd=root, env=env)
+    assert out.returncode == 0 or "Invalid value for" in out.stderr, out.stderr
+    return out.returncode == 0
+
+
+def test_module_own_terraform_tests(tmp_path: Path) -> None:
+    env = {**hcl.TF_ENV, "TF_DATA_DIR": str(tmp_path / ".terraform")}
+    assert hcl.run_tf("init", "-backend=false", cwd=NODE, env=env).returncode == 0
+    out = hcl.run_tf("test", "-no-color", cwd=NODE, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "10 passed, 0 failed" in out.stdout
+
+
+def _spec(run: str = TRICKY_RUN) -> ClusterSpec:
+    return ClusterSpec(
+        target="ssh", cluster_id="rt-1", rendezvous="file:///shared/dir with space",
+        nodes=3, cpus=2, gpus=0, memory_mb=1024, object_store_mb=None, join_timeout=45.5,
+        run=run, workdir=Path("/home/u/work dir"), image=None, image_digest="ab" * 32,
+        not_before=1763800000.25,
+    )  # fmt: skip
+
+
+def _module_inputs(spec: ClusterSpec, node_ips: list[str]) -> dict[str, Any]:
+    # The same mapping VmTarget.tfvars makes (cluster_name -> cluster_id in the roots).
+    return {
+        "cluster_id": spec.cluster_id, "node_count": spec.nodes, "rendezvous": spec.rendezvous,
+        "target": spec.target, "cpus_per_node": spec.cpus, "gpus_per_node": spec.gpus,
+        "memory_mb_per_node": spec.memory_mb, "join_timeout_s": spec.join_timeout,
+        "run": spec.run, "workdir": str(spec.workdir), "not_before": spec.not_before,
+        "image_digest": spec.image_digest, "node_ips": node_ips,
+        "extra_env": {"AWS_ENDPOINT_URL": "http://10.98.0.1:9000/a b$c"},
+    }  # fmt: skip
+
+
+def test_env_file_read_back_by_sh_equals_what_python_would_set(tmp_path: Path) -> None:
+    spec = _spec()
+    ips = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+    out = _render(tmp_path, _module_inputs(spec, ips))
+    for rank, text in enumerate(out["env_files"]):
+        path = tmp_path / f"node-{rank}.env"
+        path.write_text(text)
+        # What the start script and systemd's EnvironmentFile= do with it.
+        shell = subprocess.run(
+            ["sh", "-c", 'set -a; . "$1"; exec env -0', "sh", str(path)],
+            capture_output=True, check=True, env={},
+        )  # fmt: skip
+        got = dict(item.split("=", 1) for item in shell.stdout.decode().split("\0") if "=" in item)
+        assert got["SYNDEO_RUN"] == (TRICKY_RUN if rank == 0 else "")
+        assert got["AWS_ENDPOINT_URL"] == "http://10.98.0.1:9000/a b$c"
+        assert got["SYNDEO_FORWARD_ENV"] == "AWS_ENDPOINT_URL"
+        scratch = Path(out["scratch_dirs"][rank])
+        # syndeo node's own parser sees exactly what the Python launchers would pass.
+        assert NodeSettings.from_env(got) == spec.node_settings(rank, scratch, ips[rank])
+        assert got == {**out["env"][rank], **{k: got[k] for k in got if k not in out["env"][rank]}}
+
+
+def test_user_data_passes_cloud_init_schema(tmp_path: Path) -> None:
+    assert shutil.which("cloud-init"), "cloud-init missing: run scripts/setup.d/cloudinit.sh"
+    out = _render(tmp_path, _module_inputs(_spec(), []))
+    for rank, doc in enumerate(out["user_data"]):
+        path = tmp_path / f"user-data-{rank}.yaml"
+        path.write_text(doc)
+        res = subprocess.run(
+            ["cloud-init", "schema", "--config-file", str(path)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "Valid cloud-config" in res.stdout
+
+
+CLUSTER_IDS = ["a", "demo-1", "0abc", "x" * 40, "x" * 41, "-a", "Abc", "a_b", "a.b", ""]
+NODE_COUNTS = [1, 2, 4096, 0, 4097, -1]
+URIS = ["file:///x", "s3://b/p", "gs://b/p", "az://c/p", "http://x/y", "ftp://x", "s3:/b", "s3://"]
+
+
+def _python_accepts(**kw: Any) -> bool:
+    try:
+        DeployConfig.model_validate(kw)
+        if "rendezvous" in kw:
+            backend_class(kw["rendezvous"])  # a scheme a backend serves
+    except (ValueError, SyndeoError):
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("name", "values"),
+    [("cluster_id", CLUSTER_IDS), ("nodes", NODE_COUNTS), ("rendezvous", URIS)],
+)
+def test_python_and_terraform_accept_the_same_values(
+    name: str, values: list[Any], tmp_path: Path
+) -> None:
+    base = {"cluster_id": "ok", "node_count": 1, "rendezvous": "file:///x", "target": "ssh"}
+    tf_name = {"nodes": "node_count"}.get(name, name)
+    for value in values:
+        py = _python_accepts(**{name: value})
+        tf = _plan_ok(tmp_path, {**base, tf_name: value})
+        assert py == tf, f"{name}={value!r}: python accepts it: {py}, terraform accepts it: {tf}"
