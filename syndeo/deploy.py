@@ -17,6 +17,7 @@ from typing import Any
 
 from syndeo.config import DeployConfig
 from syndeo.errors import RendezvousError, TargetError, WorkloadError
+from syndeo.preflight import check_workload
 from syndeo.rendezvous import ClaimRecord, DoneRecord, Rendezvous, StatusRecord, open_rendezvous
 from syndeo.rendezvous.tolerant import Tolerant, retry_until
 from syndeo.state import cluster_dir, forget, load_launched, save_launched, write_atomic
@@ -129,6 +130,7 @@ def _collect(cfg: DeployConfig, rdv: Rendezvous, cluster_id: str) -> Path | None
 def deploy(cfg: DeployConfig, ui: Ui | None = None) -> Outcome:
     """Bring a cluster up, run its workload to the end, collect the result, tear down."""
     ui = ui or Ui()
+    check_workload(cfg)  # a bad setting costs no start-up (or queue wait) to find
     target, spec, rdv = _prepare(cfg, ui)
     t0 = time.monotonic()
     launched: Launched | None = None

@@ -6,6 +6,8 @@ Every user mistake ends as one line on stderr and a non-zero exit status.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import sys
 from pathlib import Path
@@ -15,6 +17,13 @@ from pydantic import ValidationError
 from syndeo.bench.errors import BenchError
 from syndeo.bench.models import BenchConfig, BenchResult
 from syndeo.errors import SyndeoError
+
+# Top-level module -> the extra that installs it (pyproject.toml).
+_EXTRA_OF = {
+    "gymnasium": "bench", "mujoco": "bench", "matplotlib": "bench",
+    "torch": "rllib", "tree": "rllib", "scipy": "rllib", "pandas": "rllib", "lz4": "rllib",
+    "pyarrow": "rllib", "ormsgpack": "rllib", "tensorboardX": "rllib",
+}  # fmt: skip
 
 
 def _ints(text: str) -> list[int]:
@@ -82,13 +91,33 @@ def config_from_args(a: argparse.Namespace) -> BenchConfig:
         raise BenchError(f"invalid {field}: {err['msg']} (got {err.get('input')!r})") from None
 
 
+def check_run_args(args: list[str]) -> BenchConfig:
+    """``run``'s arguments parsed and validated, starting nothing (BenchError, one line).
+
+    What the launcher calls before a cluster starts, and the node again before Ray.
+    """
+    errors = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(errors):
+            a = _parser().parse_args(["run", *args])
+    except SystemExit:
+        lines = errors.getvalue().strip().splitlines() or ["invalid arguments"]
+        raise BenchError(lines[-1].split("error: ", 1)[-1]) from None
+    cfg = config_from_args(a)
+    from syndeo.bench import envs as envmod
+
+    envmod.check_registered(envmod.resolve(cfg.envs, cfg.env_version))
+    return cfg
+
+
 def _run(a: argparse.Namespace) -> None:
     from syndeo.bench import envs as envmod
     from syndeo.bench.progress import BenchProgress, write_atomic
     from syndeo.bench.runner import run_benchmark
 
     cfg = config_from_args(a)
-    envmod.resolve(cfg.envs, cfg.env_version)  # refuse bad ids before Ray starts
+    # Refuse bad ids before Ray starts.
+    envmod.check_registered(envmod.resolve(cfg.envs, cfg.env_version), required=True)
     if a.num_cpus is not None and a.num_cpus <= 0:
         raise BenchError("zero CPUs requested: the benchmark needs at least one CPU")
     out = a.out or (Path(p) if (p := os.environ.get("SYNDEO_RESULT_PATH")) else None)
@@ -127,6 +156,15 @@ def main(argv: list[str] | None = None) -> int:
     except SyndeoError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
+    except ModuleNotFoundError as e:
+        # An optional dependency this Python lacks: name the extra, not a traceback.
+        extra = _EXTRA_OF.get((e.name or "").split(".")[0], "bench")
+        print(
+            f"error: the benchmark needs {e.name!r}, which {sys.executable} does not have: "
+            f"pip install 'syndeo[{extra}]'",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

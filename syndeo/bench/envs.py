@@ -66,3 +66,23 @@ def resolve(requested: list[str], version: EnvVersion) -> list[str]:
                 "or an id such as Ant-v5 / Ant-v4"
             )
     return list(dict.fromkeys(out))
+
+
+def check_registered(ids: list[str], required: bool = False) -> None:
+    """BenchError if Gymnasium does not register one of ``ids`` (MuJoCo is not imported).
+
+    ``required``: a missing Gymnasium is an error (on a node about to run the ids);
+    otherwise (on a launcher, which need not have the bench extra) the check is skipped.
+    """
+    try:
+        import gymnasium
+    except ModuleNotFoundError:
+        if required:
+            raise
+        return
+    missing = [i for i in ids if i not in gymnasium.envs.registry]
+    if missing:
+        raise BenchError(
+            f"Gymnasium {gymnasium.__version__} does not register {', '.join(missing)}: "
+            "pick another id (-v5 / -v4) or another Gymnasium version"
+        )
