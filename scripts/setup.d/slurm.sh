@@ -74,8 +74,7 @@ make_ci_venv() {  # $1 = venv dir
 }
 
 if [[ -x "$PROJECT_PY" ]]; then
+  # Tests launch as the CI user only with this checkout's venv (a machine-wide one
+  # would run whichever checkout set it up last).
   make_ci_venv "$CI_VENV"
-  # Older path some tests still default to (SYNDEO_CI_PYTHON overrides it there);
-  # it follows whichever checkout ran setup last.
-  make_ci_venv /opt/syndeo-ci/venv
 fi

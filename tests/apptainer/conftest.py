@@ -13,10 +13,8 @@ from pathlib import Path
 import pytest
 
 from syndeo import image
+from tests.testbeds import IMAGE_DIR
 
-# Outside the checkout and /tmp/pytest-of-root (0700): the unprivileged user that runs
-# the containers must be able to read the SIF.
-IMAGE_DIR = Path(os.environ.get("SYNDEO_TEST_IMAGE_DIR", "/var/tmp/syndeo-test-image"))
 RUN_USER = os.environ.get("SYNDEO_BUILD_USER", "syndeo-ci")
 
 

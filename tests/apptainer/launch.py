@@ -7,18 +7,28 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.userrun import CI_PYTHON, ROOT
+
 
 def launcher_python(run_user: str | None) -> str:
-    """An interpreter the run user can execute (the project venv's may sit under /root);
-    scripts/setup.d/slurm.sh provides one for syndeo-ci."""
+    """An interpreter the run user can execute, running THIS checkout's syndeo.
+
+    The project venv's interpreter may sit under /root; scripts/setup.d/slurm.sh
+    makes ``.venv/ci-user`` per checkout for syndeo-ci (a machine-wide one would
+    run whichever checkout set it up last).
+    """
     if run_user is None:
         return sys.executable
-    python = os.environ.get("SYNDEO_CI_PYTHON", "/opt/syndeo-ci/venv/bin/python")
+    python = os.environ.get("SYNDEO_CI_PYTHON", str(CI_PYTHON))
+    code = "import syndeo, ray; print(syndeo.__file__)"
     probe = subprocess.run(
-        ["runuser", "-u", run_user, "--", python, "-c", "import syndeo, ray"], capture_output=True
+        ["runuser", "-u", run_user, "--", python, "-c", code], capture_output=True, text=True
     )
     if probe.returncode != 0:
         raise RuntimeError(f"{run_user} cannot run {python} with syndeo: {probe.stderr!r}")
+    where = Path(probe.stdout.strip()).resolve()
+    if not where.is_relative_to(ROOT):
+        raise RuntimeError(f"{python} runs syndeo from {where}, not from this checkout {ROOT}")
     return python
 
 

@@ -17,31 +17,51 @@ import pytest
 
 from syndeo.slurm import localcluster
 from syndeo.testbed import netns
+from tests.testbeds import SLURM_TESTBED_LOCK, machine_lock
 from tests.userrun import CI_PYTHON, CI_USER, UserRun, _chown
 
 HERE = Path(__file__).resolve().parent
 WORKLOAD = HERE / "workload.py"
+# Job scratch dirs (/tmp/sy-<job>-<rank>) that existed before this module's cluster
+# came up are someone else's (another checkout, an earlier session): never ours to
+# delete or to blame on a test.
+FOREIGN_SCRATCH: set[Path] = set()
+
+
+def node_scratch() -> list[Path]:
+    """Scratch dirs left by jobs of this module's cluster."""
+    return [p for p in Path("/tmp").glob("sy-*") if p not in FOREIGN_SCRATCH]
 
 
 @pytest.fixture(scope="module")
 def slurm_cluster() -> Iterator[localcluster.LocalCluster]:
     assert os.geteuid() == 0, "the Slurm tests need root (they start a local Slurm cluster)"
     assert CI_PYTHON.exists(), f"{CI_PYTHON} missing: run scripts/setup.d/slurm.sh"
-    cluster = localcluster.up(nodes=3, cpus_per_node=4)
-    old = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(cluster.conf)
-    try:
-        yield cluster
-    finally:
-        localcluster.down()
-        if old is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = old
-    # Nothing of the cluster may survive down().
-    assert not netns.list_netns(localcluster.NETNS_PREFIX)
-    assert not Path(f"/sys/class/net/{localcluster.BRIDGE}").exists()
-    assert not cluster.base.exists()
+    # The cluster owns machine-wide names (/etc/slurm, its bridge and namespaces):
+    # one test session at a time, whichever checkout it runs from.
+    with machine_lock(SLURM_TESTBED_LOCK, "local Slurm test cluster"):
+        # A cluster already up was started by a user (`invoke slurm.up`): use it, but
+        # leave it as found.
+        ours = not localcluster.is_up()
+        FOREIGN_SCRATCH.clear()
+        FOREIGN_SCRATCH.update(Path("/tmp").glob("sy-*"))
+        cluster = localcluster.up(nodes=3, cpus_per_node=4)
+        old = os.environ.get("SLURM_CONF")
+        os.environ["SLURM_CONF"] = str(cluster.conf)
+        try:
+            yield cluster
+        finally:
+            if ours:
+                localcluster.down()
+            if old is None:
+                os.environ.pop("SLURM_CONF", None)
+            else:
+                os.environ["SLURM_CONF"] = old
+    if ours:
+        # Nothing of the cluster may survive down().
+        assert not netns.list_netns(localcluster.NETNS_PREFIX)
+        assert not Path(f"/sys/class/net/{localcluster.BRIDGE}").exists()
+        assert not cluster.base.exists()
 
 
 @pytest.fixture
@@ -58,7 +78,7 @@ def user_run(slurm_cluster: localcluster.LocalCluster) -> Iterator[UserRun]:
 
 
 def _clear_node_scratch() -> None:
-    for leftover in Path("/tmp").glob("sy-*"):
+    for leftover in node_scratch():
         shutil.rmtree(leftover, ignore_errors=True)
 
 

@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 
 from syndeo.slurm import jobs, localcluster
-from tests.slurm.conftest import HERE, WORKLOAD, user_procs_on_nodes
+from tests.slurm.conftest import HERE, WORKLOAD, node_scratch, user_procs_on_nodes
+from tests.test_testbeds import lock_is_held
+from tests.testbeds import IMAGE_DIR, SLURM_TESTBED_LOCK
 from tests.userrun import CI_PYTHON, UserRun, as_user
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-IMAGE_DIR = Path(os.environ.get("SYNDEO_TEST_IMAGE_DIR", "/var/tmp/syndeo-test-image"))
 NODE_IPS = {"10.99.0.11", "10.99.0.12", "10.99.0.13"}
 
 
@@ -50,9 +51,9 @@ def _assert_clean(cluster: localcluster.LocalCluster, crashed: str = "") -> None
         time.sleep(0.2)
     assert not left, f"processes left on the nodes: {left}"
     # A crashed node could not clean up (on a real cluster that is its own disk).
-    left_dirs = [p for p in Path("/tmp").glob("sy-*") if not crashed or not p.match(crashed)]
+    left_dirs = [p for p in node_scratch() if not crashed or not p.match(crashed)]
     assert not left_dirs, "scratch dirs left behind"
-    for p in Path("/tmp").glob("sy-*"):
+    for p in node_scratch():
         shutil.rmtree(p, ignore_errors=True)
 
 
@@ -259,3 +260,8 @@ def _mk(tmp_path: Path, name: str) -> Path:
     pw = pwd.getpwnam("syndeo-ci")
     os.chown(root, pw.pw_uid, pw.pw_gid)
     return root
+
+
+def test_the_testbed_is_locked_while_in_use(slurm_cluster: localcluster.LocalCluster) -> None:
+    # Another checkout's session would wait instead of reconfiguring this cluster.
+    assert lock_is_held(SLURM_TESTBED_LOCK)
