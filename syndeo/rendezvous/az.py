@@ -10,6 +10,7 @@ Atomic create is an upload with ``overwrite=False`` (``If-None-Match: *``).
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -35,6 +36,9 @@ def _credential() -> Any:
         return sas
     try:
         from azure.identity import DefaultAzureCredential
+
+        # Its failed attempts are logged as multi-line warnings; ours is one line.
+        logging.getLogger("azure.identity").setLevel(logging.ERROR)
     except ModuleNotFoundError:
         raise RendezvousError(
             "Azure Blob rendezvous: no credential: set AZURE_STORAGE_CONNECTION_STRING, "

@@ -14,17 +14,13 @@ TARGETS: dict[str, tuple[str, str]] = {
     "local": ("syndeo.targets.local", "LocalTarget"),
     "slurm": ("syndeo.targets.slurm", "SlurmTarget"),
     "ssh": ("syndeo.targets.ssh", "SshTarget"),
+    "aws": ("syndeo.targets.aws", "AwsTarget"),
+    "gcp": ("syndeo.targets.gcp", "GcpTarget"),
+    "azure": ("syndeo.targets.azure", "AzureTarget"),
 }
-# Named on the design card; their Terraform modules and cloud-init are not built yet.
-PLANNED = ("aws", "gcp", "azure")
 
 
 def get_target(cfg: DeployConfig, **kwargs: Any) -> Target:
-    if cfg.target in PLANNED:
-        raise TargetError(
-            f"target {cfg.target!r} is not available yet (its Terraform module and cloud-init "
-            f"are still to be built); available: {', '.join(TARGETS)}"
-        )
     if cfg.target not in TARGETS:
         raise TargetError(f"unknown target {cfg.target!r}; available: {', '.join(TARGETS)}")
     module_name, class_name = TARGETS[cfg.target]
@@ -38,4 +34,4 @@ def get_target(cfg: DeployConfig, **kwargs: Any) -> Target:
     return cls(cfg, **kwargs)
 
 
-__all__ = ["PLANNED", "TARGETS", "ClusterSpec", "Launched", "Target", "get_target"]
+__all__ = ["TARGETS", "ClusterSpec", "Launched", "Target", "get_target"]

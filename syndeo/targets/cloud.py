@@ -1,0 +1,124 @@
+"""What the aws, gcp and azure targets share: settings, the rendezvous bucket, checks.
+
+Each cloud is a module under ``terraform/<cloud>`` with the same variable names
+(tests/iac/test_interface.py) and a few lines in ``syndeo/targets/<cloud>.py``:
+its URI scheme, its credential check and its cloud-only variables.  The bucket
+is created with the cluster (a random name, so nothing can be claimed before it
+exists) unless ``--rendezvous`` names an existing one.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+from abc import abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar
+from urllib.parse import urlparse
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from syndeo.config import DeployConfig, one_line
+from syndeo.errors import ConfigError
+from syndeo.targets.base import ClusterSpec
+from syndeo.targets.vm import VmTarget
+
+PREFIX = "syndeo"  # the key prefix below which every cluster's records live
+
+
+class CloudSettings(BaseModel):
+    """The ``[aws]`` / ``[gcp]`` / ``[azure]`` section (``--instance-type`` etc. set it too)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    instance_type: str | None = None
+    region: str | None = None
+    image: str | None = None  # the Packer-baked VM image (packer/cloud)
+    zone: str | None = None
+    spot: bool = False
+    disk_size_gb: int = Field(default=30, ge=20, le=16384)
+    labels: dict[str, str] = {}
+    admin_cidrs: list[str] = []
+    record_expiry_days: int = Field(default=7, ge=1, le=3650)
+    project: str | None = None  # gcp only
+    storage_account: str | None = None  # azure only
+
+
+class CloudTarget(VmTarget):
+    scheme: ClassVar[str]
+    # Cloud-only settings this cloud accepts (others must stay unset).
+    own: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
+        super().__init__(cfg, echo)
+        if cfg.container is not None:
+            raise ConfigError(
+                f"{self.name}: nodes run the SIF baked into the VM image (--image); "
+                "--container is for local, slurm and ssh"
+            )
+
+    @functools.cached_property
+    def settings(self) -> CloudSettings:
+        section = getattr(self.cfg, self.name)
+        try:
+            s = CloudSettings.model_validate(section)
+        except ValidationError as exc:
+            raise ConfigError(one_line(exc, "settings", prefix=self.name)) from None
+        for foreign in ("project", "storage_account"):
+            if foreign not in self.own and getattr(s, foreign) is not None:
+                raise ConfigError(f"{self.name}.{foreign} is not a {self.name} setting")
+        return s
+
+    # ------------------------------------------------------------------ the bucket
+    def default_rendezvous(self) -> str:
+        # A fresh, private bucket per cluster (names are global on S3 and GCS).
+        return f"{self.scheme}://syndeo-{secrets.token_hex(6)}/{PREFIX}"
+
+    def creates_rendezvous(self, uri: str) -> bool:
+        return self.cfg.rendezvous is None
+
+    def _bucket(self, uri: str) -> tuple[str, str]:
+        parsed = urlparse(uri)
+        if parsed.scheme != self.scheme:
+            raise ConfigError(
+                f"the {self.name} target meets in {self.scheme}:// buckets; got {uri!r}"
+            )
+        return parsed.netloc, parsed.path.strip("/")
+
+    # ------------------------------------------------------------------ variables
+    def machine_vars(self, spec: ClusterSpec) -> dict[str, Any]:
+        s = self.settings
+        hint = f"--{{}} or [{self.name}] {{}} in the config"
+        missing = [k for k in ("instance_type", "region", "image") if not getattr(s, k)]
+        if missing:
+            flags = ", ".join(hint.format(k.replace("_", "-"), k) for k in missing)
+            raise ConfigError(f"{self.name}: {flags} required")
+        bucket, prefix = self._bucket(spec.rendezvous)
+        values: dict[str, Any] = {
+            "instance_type": s.instance_type, "region": s.region, "image": s.image,
+            "zone": s.zone, "spot": s.spot, "disk_size_gb": s.disk_size_gb,
+            "labels": {"syndeo-cluster": spec.cluster_id, **s.labels},
+            "admin_cidrs": s.admin_cidrs, "record_expiry_days": s.record_expiry_days,
+            "bucket_name": bucket, "rendezvous_prefix": prefix,
+            "create_bucket": self.creates_rendezvous(spec.rendezvous),
+        }  # fmt: skip
+        values.update({k: getattr(s, k) for k in self.own})
+        return {**values, **self.cloud_vars(spec)}
+
+    def cloud_vars(self, spec: ClusterSpec) -> dict[str, Any]:
+        """Variables only this cloud has."""
+        return {}
+
+    def machine_summary(self, spec: ClusterSpec) -> dict[str, Any]:
+        s = self.settings
+        return {
+            "provider": self.name, "region": s.region, "instance_type": s.instance_type,
+            "count": spec.nodes, "spot": s.spot,
+        }  # fmt: skip
+
+    def prepare(self, spec: ClusterSpec) -> None:
+        self.check_credentials()
+
+    @abstractmethod
+    def check_credentials(self) -> None:
+        """One clear line if this machine cannot act on the cloud (before anything exists)."""

@@ -1,0 +1,114 @@
+"""aws / gcp / azure targets on this machine: what can run without a cloud.
+
+``--dry-run`` prints the tfvars and the terraform commands and needs no credentials;
+bad or missing settings and missing credentials give one line and exit 2 before
+anything is created (no cluster dir, no Terraform state).  Applying the modules
+against a real cloud is not possible here (README: verified only against a real cloud).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+MACHINE = {
+    "aws": ["--instance-type", "c7i.2xlarge", "--region", "us-east-1", "--image", "ami-0abc"],
+    "gcp": ["--instance-type", "c3-standard-8", "--region", "us-central1", "--image",
+            "projects/p/global/images/syndeo"],
+    "azure": ["--instance-type", "Standard_D8s_v5", "--region", "westeurope", "--image",
+              "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/images/syndeo"],
+}  # fmt: skip
+SCHEME = {"aws": "s3", "gcp": "gs", "azure": "az"}
+
+
+def _env(home: Path) -> dict[str, str]:
+    """A machine with no cloud login at all."""
+    drop = ("AWS_", "GOOGLE_", "AZURE_", "ARM_", "CLOUDSDK_", "STORAGE_EMULATOR")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(
+        HOME=str(home), SYNDEO_HOME=str(home / ".syndeo"), AWS_EC2_METADATA_DISABLED="true",
+        AWS_CONFIG_FILE=str(home / "none"), AWS_SHARED_CREDENTIALS_FILE=str(home / "none"),
+        NO_GCE_CHECK="True", GCE_METADATA_HOST="127.0.0.1:9",
+    )  # fmt: skip
+    return env
+
+
+def _syndeo(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "syndeo", "deploy", *args], capture_output=True, text=True,
+        env=_env(home), cwd=home, timeout=120, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("cloud", sorted(MACHINE))
+def test_dry_run_needs_no_credentials(cloud: str, tmp_path: Path) -> None:
+    extra = ["--config", str(_gcp_project(tmp_path))] if cloud == "gcp" else []
+    out = _syndeo(tmp_path, "--target", cloud, "--nodes", "4", "--spot", "--dry-run",
+                  *MACHINE[cloud], *extra)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    tfvars = json.loads("\n".join(ln[4:] for ln in lines if ln.startswith("#   ")))
+    assert tfvars["node_count"] == 4 and tfvars["spot"] is True
+    assert tfvars["instance_type"] == MACHINE[cloud][1]
+    assert tfvars["create_bucket"] is True
+    assert tfvars["rendezvous"] == f"{SCHEME[cloud]}://{tfvars['bucket_name']}/syndeo"
+    assert tfvars["bucket_name"].startswith("syndeo-")  # what the deployer policy allows
+    assert any(" init " in ln and "-backend=false" in ln for ln in lines)
+    assert any(" apply " in ln and "-auto-approve" in ln for ln in lines)
+    assert any(ln.startswith("# teardown:") and " destroy " in ln for ln in lines)
+    assert not (tmp_path / ".syndeo").exists(), "a dry run wrote files"
+
+
+def _gcp_project(tmp_path: Path) -> Path:
+    cfg = tmp_path / "gcp.toml"
+    cfg.write_text('[gcp]\nproject = "my-project"\n')
+    return cfg
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--target", "aws", "--region", "us-east-1"], "--instance-type or [aws] instance_type"),
+        (["--target", "aws", *MACHINE["aws"], "--rendezvous", "gs://b/p"],
+         "the aws target meets in s3:// buckets"),
+        (["--target", "aws", *MACHINE["aws"], "--container", "x.sif"],
+         "nodes run the SIF baked into the VM image"),
+        (["--target", "local", "--instance-type", "c7i.large"],
+         "--instance-type applies to --target aws|gcp|azure, not local"),
+        (["--target", "gcp", *MACHINE["gcp"]], "gcp: name the project"),
+        (["--target", "aws", *MACHINE["aws"], "--nodes", "0"], "nodes:"),
+    ],
+)  # fmt: skip
+def test_bad_settings_one_line_before_anything(
+    args: list[str], expected: str, tmp_path: Path
+) -> None:
+    out = _syndeo(tmp_path, *args, "--dry-run")
+    assert out.returncode == 2, out
+    assert expected in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    assert not (tmp_path / ".syndeo" / "clusters").exists()
+
+
+@pytest.mark.parametrize("cloud", ["aws", "azure"])
+def test_missing_credentials_one_line_before_anything(cloud: str, tmp_path: Path) -> None:
+    out = _syndeo(tmp_path, "--target", cloud, *MACHINE[cloud])
+    assert out.returncode == 2, out
+    assert f"{cloud}: no " in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    # Nothing was created: no Terraform state, no init.
+    assert not list((tmp_path / ".syndeo").rglob("terraform.tfstate"))
+    assert not list((tmp_path / ".syndeo").rglob(".terraform"))
+
+
+def test_missing_google_credentials_one_line(tmp_path: Path) -> None:
+    out = _syndeo(tmp_path, "--target", "gcp", *MACHINE["gcp"], "--config",
+                  str(_gcp_project(tmp_path)))  # fmt: skip
+    assert out.returncode == 2, out
+    assert "no Google credentials found" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    assert not list((tmp_path / ".syndeo").rglob("terraform.tfstate"))
