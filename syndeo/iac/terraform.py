@@ -30,6 +30,8 @@ from syndeo.errors import TargetError
 # Terraform exits on its own after a graceful stop; this bounds the wait for it.
 INTERRUPT_GRACE_S = 120.0
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# State is local to the cluster dir (-state), never in a backend of the module's.
+INIT_OPTIONS: dict[str, Any] = {"backend": False}
 
 
 class TerraformError(TargetError):
@@ -130,8 +132,10 @@ class Terraform:
     def commands(self) -> list[str]:
         """The commands a launch runs, for ``--dry-run`` (environment shown first)."""
         prefix = f"TF_DATA_DIR={self.ws.data_dir} TF_IN_AUTOMATION=1"
-        return [f"{prefix} {' '.join(self.argv(v))}" for v in ("init", "apply")] + [
-            f"# teardown: {prefix} {' '.join(self.argv('destroy'))}"
+        return [
+            f"{prefix} {' '.join(self.argv('init', **INIT_OPTIONS))}",
+            f"{prefix} {' '.join(self.argv('apply'))}",
+            f"# teardown: {prefix} {' '.join(self.argv('destroy'))}",
         ]
 
     # ------------------------------------------------------------------ running
@@ -193,7 +197,7 @@ class Terraform:
             json.dump(tfvars, fh, indent=2, sort_keys=True)
 
     def init(self) -> None:
-        self._run(self.argv("init", backend=False), "init")
+        self._run(self.argv("init", **INIT_OPTIONS), "init")
 
     def apply(self) -> None:
         self._run(self.argv("apply"), "apply")
