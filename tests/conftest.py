@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+# The real SIF (built once per machine) for every test directory that runs containers.
+from tests.apptainer.conftest import built_image, sif  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
