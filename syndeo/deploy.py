@@ -7,12 +7,17 @@ through the rendezvous every target shares.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from syndeo.config import DeployConfig
@@ -25,7 +30,11 @@ from syndeo.targets import ClusterSpec, Launched, Target, get_target
 from syndeo.targets.base import new_cluster_id
 from syndeo.ui import Ui
 
-FOLLOW_EVERY_S = 0.1
+# Following polls the target and the rendezvous (for Slurm: scontrol, which every
+# user of a shared controller pays for): 1 s after a change, backing off while
+# nothing happens.
+FOLLOW_EVERY_S = 1.0
+FOLLOW_MAX_S = 5.0
 # After the head reports done, how long its process may take to tear Ray down.
 EXIT_GRACE_S = 60.0
 
@@ -40,12 +49,34 @@ class Outcome:
     timings: dict[str, float] = field(default_factory=dict)
 
 
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a closed terminal or SSH session) end a launcher like
+    Ctrl-C does: through every ``finally``, so the cluster is torn down."""
+
+    def _raise(signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+    old = {s: signal.signal(s, _raise) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+
+
 def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous]:
     target = get_target(cfg, echo=ui.echo)
     cluster_id = cfg.cluster_id or new_cluster_id(cfg.target)
     uri = cfg.rendezvous or target.default_rendezvous()
     spec = ClusterSpec.from_config(cfg, uri, cluster_id)
     rdv = open_rendezvous(uri, cluster_id)
+    if target.creates_rendezvous(uri):
+        # A bucket the launch creates, fresh and private: nothing to check or claim yet.
+        return target, spec, rdv
     rdv.check()
     # Atomic: of two launchers given the same id, exactly one gets past this line
     # (a check-then-publish let both launch and the loser's workers join the winner).
@@ -89,6 +120,7 @@ def _follow(
     store = Tolerant(lambda msg: ui.info(f"syndeo: {msg}"))
     st: StatusRecord | None = None
     done: DoneRecord | None = None
+    delay, seen = FOLLOW_EVERY_S, None
     while True:
         attempt = int(launched.data.get("attempt", 0))
         if attempt != rdv.attempt:
@@ -115,7 +147,10 @@ def _follow(
             return rc, final, timings, rdv
         if done_seen is not None and time.monotonic() - done_seen > EXIT_GRACE_S:
             return done.exit_code if done else 1, done, timings, rdv
-        time.sleep(FOLLOW_EVERY_S)
+        now_seen = (attempt, st.phase if st else None, len(st.nodes_joined) if st else 0, done)
+        delay = FOLLOW_EVERY_S if now_seen != seen else min(delay * 1.5, FOLLOW_MAX_S)
+        seen = now_seen
+        time.sleep(delay)
 
 
 def _collect(cfg: DeployConfig, rdv: Rendezvous, cluster_id: str) -> Path | None:
@@ -127,23 +162,46 @@ def _collect(cfg: DeployConfig, rdv: Rendezvous, cluster_id: str) -> Path | None
     return path
 
 
-def deploy(cfg: DeployConfig, ui: Ui | None = None) -> Outcome:
-    """Bring a cluster up, run its workload to the end, collect the result, tear down."""
+def deploy(cfg: DeployConfig, ui: Ui | None = None, keep: bool = False) -> Outcome:
+    """Bring a cluster up, run its workload to the end, collect the result, tear down.
+
+    ``keep``: leave the machines up afterwards (``invoke down`` removes them).
+    """
     ui = ui or Ui()
+    with _signals_interrupt():
+        return _deploy(cfg, ui, keep)
+
+
+def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
     check_workload(cfg)  # a bad setting costs no start-up (or queue wait) to find
     target, spec, rdv = _prepare(cfg, ui)
     t0 = time.monotonic()
     launched: Launched | None = None
+    finished = False
     with ui:
         try:
             launched = target.launch(spec)
+            if keep:
+                save_launched(launched)
+            if target.creates_rendezvous(spec.rendezvous):
+                rdv.check()  # it exists only now
             rc, done, timings, rdv = _follow(target, launched, rdv, spec, ui)
+            finished = True
         except KeyboardInterrupt:
-            rdv.request_stop("interrupted")
+            with contextlib.suppress(Exception):
+                rdv.request_stop("interrupted")
             raise
         finally:
-            if launched is not None:
+            if launched is not None and not keep:
                 target.stop(launched)
+            left_running = launched is not None and launched.data.get("unobserved")
+            # A bucket the launch creates does not exist when the launch failed early.
+            never_made = launched is None and target.creates_rendezvous(spec.rendezvous)
+            if not finished and not keep and not left_running and not never_made:
+                # Records of a cluster that never finished: the id is free again.
+                # (Not those of a job we lost sight of: it still runs and uses them.)
+                with contextlib.suppress(Exception):
+                    rdv.cleanup(all_attempts=True)
     timings["teardown_done_s"] = round(time.monotonic() - t0, 3)
     assert rc is not None
     result_path = _collect(cfg, rdv, spec.cluster_id)
@@ -165,15 +223,20 @@ def deploy(cfg: DeployConfig, ui: Ui | None = None) -> Outcome:
         lost_ranks=list(done.lost_ranks) if done else [],
         timings=timings,
     )
-    _write_summary(cfg, spec, outcome)
-    rdv.cleanup(all_attempts=True)
+    _write_summary(cfg, spec, outcome, target.summary(launched) if launched else {})
+    if keep:
+        ui.info(f"cluster {spec.cluster_id} kept up: `invoke down --cluster-id {spec.cluster_id}`")
+    else:
+        rdv.cleanup(all_attempts=True)
     # One shape for every failure, whatever its timing: a head that died before it
     # could record "done" and one that recorded it on its way down both come back as
     # an Outcome whose message carries what the target knows (raise_for_outcome).
     return outcome
 
 
-def _write_summary(cfg: DeployConfig, spec: ClusterSpec, outcome: Outcome) -> None:
+def _write_summary(
+    cfg: DeployConfig, spec: ClusterSpec, outcome: Outcome, extra: dict[str, Any]
+) -> None:
     summary: dict[str, Any] = {
         "cluster_id": spec.cluster_id, "target": spec.target, "nodes": spec.nodes,
         "cpus_per_node": spec.cpus, "workload": spec.run, "exit_code": outcome.exit_code,
@@ -182,6 +245,7 @@ def _write_summary(cfg: DeployConfig, spec: ClusterSpec, outcome: Outcome) -> No
     }  # fmt: skip
     if spec.image is not None:
         summary["image"] = {"sif": str(spec.image), "digest": spec.image_digest}
+    summary.update(extra)  # e.g. the machines a VM target ran (cost comparison input)
     write_atomic(
         cfg.results_dir / spec.cluster_id / "deploy.json",
         json.dumps(summary, indent=2).encode(),
@@ -202,6 +266,11 @@ class UpInfo:
 def up(cfg: DeployConfig, ui: Ui | None = None) -> UpInfo:
     """Start a cluster that serves until ``down``; returns how to connect to it."""
     ui = ui or Ui()
+    with _signals_interrupt():
+        return _up(cfg, ui)
+
+
+def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
     cfg = cfg.model_copy(update={"run": None})
     target, spec, rdv = _prepare(cfg, ui)
     spec = spec.model_copy(update={"run": ""})
