@@ -50,5 +50,12 @@ class TargetError(SyndeoError):
     """A deployment target could not provide or reach its machines."""
 
 
+class ClusterLeftRunning(TargetError):
+    """We lost sight of a cluster (its scheduler stopped answering) and left it running.
+
+    Never a reason to cancel someone's job: the message says how to follow or stop it.
+    """
+
+
 class ImageError(SyndeoError):
     """Building, finding or opening the container image failed."""

@@ -10,9 +10,17 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
 
 from syndeo.errors import ConfigError, TargetError
 
@@ -22,6 +30,13 @@ TERMINAL = frozenset({
     "DEADLINE", "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED",
 })  # fmt: skip
 _KV_RE = re.compile(r"(\w+)=(\S*)")
+# How long a query rides out a controller that does not answer (a restart, a
+# failover, an overloaded slurmctld) before the caller is told.
+QUERY_DEADLINE_S = 300.0
+
+
+class SlurmUnreachable(TargetError):
+    """scontrol could not get an answer from the controller (may pass)."""
 
 
 def _slurm(argv: Sequence[str], timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
@@ -33,7 +48,9 @@ def _slurm(argv: Sequence[str], timeout: float = 30.0) -> subprocess.CompletedPr
     try:
         return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise TargetError(f"`{' '.join(argv)}` did not answer within {timeout:.0f} s") from None
+        raise SlurmUnreachable(
+            f"`{' '.join(argv)}` did not answer within {timeout:.0f} s"
+        ) from None
 
 
 def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
@@ -98,12 +115,39 @@ def submit(script: Path, cwd: Path | None = None) -> str:
     return proc.stdout.strip().split(";")[0]
 
 
-def job_info(job_id: str) -> JobInfo:
+def job_info(
+    job_id: str,
+    deadline_s: float = QUERY_DEADLINE_S,
+    on_retry: Callable[[str], None] | None = None,
+) -> JobInfo:
+    """The job's state, retrying a controller that does not answer for up to ``deadline_s``.
+
+    Raises :class:`SlurmUnreachable` once the deadline passes: the caller decides
+    what not knowing means (never that the job should be cancelled).
+    """
+
+    def said(state: RetryCallState) -> None:
+        if on_retry is not None and state.outcome is not None:
+            on_retry(f"{state.outcome.exception()}; retrying for up to {deadline_s:.0f} s")
+
+    retrying = Retrying(
+        retry=retry_if_exception_type(SlurmUnreachable),
+        stop=stop_after_delay(deadline_s),
+        wait=wait_exponential_jitter(initial=1, max=15),
+        before_sleep=said,
+        reraise=True,
+    )
+    return retrying(_job_info_once, job_id)
+
+
+def _job_info_once(job_id: str) -> JobInfo:
     proc = _slurm(["scontrol", "show", "job", "-o", job_id])
     if proc.returncode != 0:
         if "Invalid job id" in (proc.stderr + proc.stdout):
             return JobInfo(job_id, "UNKNOWN", "the controller no longer knows this job")
-        raise TargetError(f"cannot query Slurm job {job_id}: {_last_line(proc)}")
+        # Anything else (connection refused, socket timed out, controller busy)
+        # is the controller's state, not the job's.
+        raise SlurmUnreachable(f"cannot query Slurm job {job_id}: {_last_line(proc)}")
     kv = dict(_KV_RE.findall(proc.stdout))
     code, _, sig = kv.get("ExitCode", "0:0").partition(":")
     return JobInfo(

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from syndeo.config import DeployConfig
-from syndeo.errors import ImageError, TargetError
+from syndeo.errors import ClusterLeftRunning, ImageError, TargetError
 from syndeo.rendezvous.file import parse_file_uri
 from syndeo.slurm import jobs
 from syndeo.slurm.render import RUNTIME_VARS, SlurmJob, render
@@ -111,7 +111,18 @@ class SlurmTarget(Target):
         )  # fmt: skip
 
     def poll(self, launched: Launched) -> int | None:
-        info = jobs.job_info(launched.data["job_id"])
+        job_id = launched.data["job_id"]
+        try:
+            info = jobs.job_info(job_id, on_retry=self._say)
+        except jobs.SlurmUnreachable as exc:
+            # Not seeing the job says nothing about the job: it keeps running and must
+            # never be cancelled for our blindness.  ``stop`` reads this mark.
+            launched.data["unobserved"] = True
+            raise ClusterLeftRunning(
+                f"lost contact with Slurm ({exc}); job {job_id} was left running: follow it "
+                f"with `squeue -j {job_id}` and its log {launched.data['log']} (results land "
+                f"in the rendezvous {launched.rendezvous}), cancel it with `scancel {job_id}`"
+            ) from None
         # A requeued job is a new attempt with its own rendezvous scope: tell the follower.
         launched.data["attempt"] = info.restarts
         self._report(info, launched)
@@ -127,7 +138,10 @@ class SlurmTarget(Target):
 
     def stop(self, launched: Launched) -> None:
         job_id = launched.data["job_id"]
-        if jobs.job_info(job_id).finished:
+        if launched.data.get("unobserved"):
+            self._say(f"slurm: job {job_id} left running (not cancelled): `scancel {job_id}`")
+            return
+        if jobs.job_info(job_id, on_retry=self._say).finished:
             return
         jobs.cancel(job_id)
         # proctrack/cgroup ends every process of the job (daemonised ones too);
@@ -139,7 +153,10 @@ class SlurmTarget(Target):
             delay = min(delay * 1.5, 1.0)
 
     def describe(self, launched: Launched) -> str:
-        info = jobs.job_info(launched.data["job_id"])
+        try:
+            info = jobs.job_info(launched.data["job_id"], deadline_s=30.0)
+        except jobs.SlurmUnreachable as exc:
+            return f"Slurm job {launched.data['job_id']}: {exc}; log: {launched.data['log']}"
         why = _WHY.get(info.state)
         if self._head_lost:
             why = f"lost its head node {self._head_lost} (rank 0) and was cancelled"
@@ -153,6 +170,10 @@ class SlurmTarget(Target):
         )
 
     # ------------------------------------------------------------------ progress
+    def _say(self, line: str) -> None:
+        if self.echo is not None:
+            self.echo(f"slurm: {line}" if not line.startswith("slurm: ") else line)
+
     def _report(self, info: jobs.JobInfo, launched: Launched) -> None:
         if self.echo is None:
             return
