@@ -23,6 +23,8 @@ Root only.  Typical use::
     sshhosts.restore(bed, bed.hosts[1])
     sshhosts.down(base)
 
+or ``with sshhosts.session(base, n=3) as bed: ...`` (exclusive, always torn down).
+
 Clients outside this module use :attr:`Bed.key`, :attr:`Bed.known_hosts`,
 :attr:`Bed.user` and :meth:`Bed.ssh_options` (strict host key checking against the
 bed's own known_hosts file).
@@ -191,6 +193,11 @@ def _flock(path: Path) -> Iterator[None]:
 def _bed_lock(base: Path) -> Path:
     # Beside base, not inside: down() removes base.
     return base.parent / f".{base.name}.lock"
+
+
+def session_lock(base: Path) -> Path:
+    """The lock a :func:`session` holds for as long as it uses the bed under ``base``."""
+    return base.parent / f".{base.name}.session.lock"
 
 
 def _keygen(path: Path, comment: str) -> None:
@@ -490,6 +497,25 @@ def leftovers(base: Path | None = None) -> list[str]:
     if base.exists():
         found.append(f"dir {base}")
     return found
+
+
+# --------------------------------------------------------------------------- session
+@contextlib.contextmanager
+def session(base: Path | None = None, n: int = 3, user: str = CI_USER) -> Iterator[Bed]:
+    """Exclusive use of the bed under ``base``: up on entry, always down on exit.
+
+    A second session on the same ``base`` (another test run of this checkout) waits
+    for the first instead of tearing its hosts away; leftovers of an interrupted
+    session are cleared first.  Beds of other bases are never touched.
+    """
+    _require_root()
+    base = (base or default_base()).resolve()
+    with _flock(session_lock(base)):
+        down(base)
+        try:
+            yield up(base, n=n, user=user)
+        finally:
+            down(base)
 
 
 # --------------------------------------------------------------------------- down

@@ -36,12 +36,11 @@ def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
 def ssh_hosts() -> Iterator[sshhosts.Bed]:
     assert os.geteuid() == 0, "the SSH bed needs root (network namespaces, sshd)"
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    # Leftovers of an interrupted session of this checkout (and only this one).
-    sshhosts.down(BASE)
     try:
-        yield sshhosts.up(BASE, n=HOSTS)
+        # Waits for another session of this checkout; clears an interrupted one's leftovers.
+        with sshhosts.session(BASE, n=HOSTS) as bed:
+            yield bed
     finally:
-        sshhosts.down(BASE)
         signal.signal(signal.SIGTERM, previous)
     assert sshhosts.leftovers(BASE) == []
 

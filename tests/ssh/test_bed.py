@@ -5,6 +5,7 @@ The ssh target's tests stand on this bed, so it is tested on its own first.
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
 import uuid
@@ -153,6 +154,12 @@ def test_up_is_idempotent_and_a_different_size_is_one_clear_error(
         sshhosts.up(bed.base, n=len(bed.hosts) + 1)
     assert "\n" not in str(err.value)
     assert sshhosts.is_up(bed.base)
+
+
+def test_the_session_holds_the_bed_exclusively(ssh_hosts: sshhosts.Bed) -> None:
+    # Another test run of this checkout would wait here instead of tearing the hosts away.
+    with sshhosts.session_lock(ssh_hosts.base).open("a") as fh, pytest.raises(BlockingIOError):
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def test_a_second_bed_lives_beside_the_first_and_down_removes_all_of_it(
