@@ -22,10 +22,10 @@ from types import FrameType
 
 from syndeo import __version__
 from syndeo.errors import NodeError, SyndeoError
+from syndeo.leaving import gcs_reachable, wait_until_done
 from syndeo.nodeconfig import NodeSettings
 from syndeo.raynode import RayProcess, client_server_port
 from syndeo.rendezvous import HeadRecord, NodeRecord, Rendezvous, open_rendezvous
-from syndeo.rendezvous.tolerant import Tolerant
 from syndeo.workload import Monitor, run_workload
 
 RAY_START_TIMEOUT_S = 120.0
@@ -121,21 +121,22 @@ def run_worker(s: NodeSettings, rdv: Rendezvous) -> int:
             )
         )  # fmt: skip
         log(s, f"joining head {head.address}")
-        delay = 0.1
-        # Joined: an outage of the store must not take this node out of a running workload.
-        store = Tolerant(lambda msg: log(s, msg))
-        while True:
-            done = store.call(rdv.read_done, None)
-            if done is not None:
-                log(s, "head is done; leaving")
-                return 0
-            if not ray_proc.alive():
-                raise NodeError(
-                    f"Ray on rank {s.rank} exited (head {head.address} gone or refused us): "
-                    f"{ray_proc.log_tail()}"
-                )
-            time.sleep(delay)
-            delay = min(delay * 1.5, 1.0)
+        # Joined: from here on Ray says whether the head is there, and the store is
+        # read rarely (and may be down for minutes without taking this node out).
+        done = wait_until_done(
+            rdv, ray_proc.alive, lambda: gcs_reachable(head.address), lambda m: log(s, m)
+        )
+        if done is not None:
+            log(s, "head is done; leaving")
+            return 0
+        if not ray_proc.alive():
+            raise NodeError(
+                f"Ray on rank {s.rank} exited (head {head.address} gone or refused us): "
+                f"{ray_proc.log_tail()}"
+            )
+        raise NodeError(
+            f"head {head.address} is gone (its GCS refuses connections) and left no done record"
+        )
 
 
 def _ray_version() -> str:

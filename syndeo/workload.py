@@ -30,7 +30,13 @@ from syndeo.raynode import RayProcess
 from syndeo.rendezvous import DoneRecord, Rendezvous, StatusRecord
 from syndeo.rendezvous.tolerant import Tolerant, retry_until
 
-STATUS_EVERY_S = 1.0
+# While a workload runs the head's loop ticks every TICK_S (the workload's exit is
+# noticed at once), asks Ray about its nodes every HEALTH_EVERY_S and touches the
+# store only for status and the stop flag: ~1 request/s per cluster, not per node.
+TICK_S = 0.25
+HEALTH_EVERY_S = 1.0
+STATUS_EVERY_S = 2.0
+STOP_EVERY_S = 2.0
 # A result or done record the store cannot take right now waits on this node's
 # disk and is retried this long (an outage of minutes must not lose hours of work).
 DELIVER_DEADLINE_S = 1800.0
@@ -198,13 +204,30 @@ def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
         proc.wait(timeout=5)
 
 
+class _Every:
+    """True from :meth:`due` at most once per ``period_s`` (the first call is due)."""
+
+    def __init__(self, period_s: float) -> None:
+        self.period_s = period_s
+        self._next = 0.0
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now < self._next:
+            return False
+        self._next = now + self.period_s
+        return True
+
+
 def _serve(monitor: Monitor) -> tuple[int, str]:
     monitor.workload_started = True
     monitor.publish("serving", force=True)
-    while not monitor.stop_requested():
-        monitor.check_health()
+    health, stop = _Every(HEALTH_EVERY_S), _Every(STOP_EVERY_S)
+    while not (stop.due() and monitor.stop_requested()):
+        if health.due():
+            monitor.check_health()
         monitor.publish("serving")
-        time.sleep(0.5)
+        time.sleep(TICK_S)
     return 0, "stopped on request"
 
 
@@ -228,16 +251,18 @@ def run_workload(
         raise WorkloadError(f"workload command not found: {argv[0]!r}", exit_code=127) from None
     except OSError as exc:
         raise WorkloadError(f"cannot run workload {argv[0]!r}: {exc.strerror}") from None
+    health, stop = _Every(HEALTH_EVERY_S), _Every(STOP_EVERY_S)
     try:
         while proc.poll() is None:
-            monitor.check_health()
-            with contextlib.suppress(OSError, ValueError):
-                monitor.progress = json.loads(progress_path.read_text())
-            if monitor.stop_requested():
+            if health.due():
+                monitor.check_health()
+                with contextlib.suppress(OSError, ValueError):
+                    monitor.progress = json.loads(progress_path.read_text())
+            if stop.due() and monitor.stop_requested():
                 _kill_group(proc)
                 return 130, "stopped on request"
             monitor.publish("running")
-            time.sleep(0.25)
+            time.sleep(TICK_S)
     finally:
         if proc.poll() is None:
             _kill_group(proc)

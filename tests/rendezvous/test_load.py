@@ -1,0 +1,66 @@
+"""A running cluster leaves the rendezvous alone: counted in the store's own request log.
+
+While a cluster serves, each worker learns from Ray whether the head is there
+(the head's GCS accepts connections, its own raylet runs) and reads ``done``
+only with backoff to 30 s; the head reads the stop flag every 2 s.  Before, each
+worker read ``done`` every second and the head read ``stop`` four times a second
+for the whole run -- 3,600 requests per worker-hour.  The counts come from
+moto's access log (one line per request), over 40 s of an idle ``up`` cluster,
+so the launcher's own polling (it has returned) is not in them.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.core.helpers import assert_nothing_left, syndeo
+from tests.rendezvous.conftest import cloud_backend
+from tests.rendezvous.test_local_cluster_cloud import _reap
+from tests.servers import Server
+
+WINDOW_S = 40.0
+
+
+def _gets(log: str, bucket: str, cid: str, name: str) -> int:
+    pattern = re.compile(rf'"(?:\x1b\[[0-9;]*m)?GET /{bucket}/\S*/{cid}/a0/{re.escape(name)} ')
+    return sum(1 for line in log.splitlines() if pattern.search(line))
+
+
+@pytest.mark.objectstore
+@pytest.mark.slow
+def test_a_serving_cluster_barely_polls_the_store(
+    shared_server: Callable[[str], Server],
+    monkeypatch: pytest.MonkeyPatch,
+    syndeo_home: Path,
+    tmp_path: Path,
+) -> None:
+    server = shared_server("s3")
+    backend = cloud_backend("s3", server, monkeypatch)
+    bucket = backend.uri.split("/")[2]
+    cid = "tload-s3"
+    try:
+        up = syndeo(
+            "up", "--target", "local", "--nodes", "2", "--cluster-id", cid,
+            "--rendezvous", backend.uri, "--join-timeout-s", "240",
+            cwd=tmp_path, env=backend.env, timeout=400,
+        )  # fmt: skip
+        assert up.returncode == 0, up.stderr[-3000:]
+        start = len(server.log.read_text(errors="replace"))
+        time.sleep(WINDOW_S)
+        window = server.log.read_text(errors="replace")[start:]
+        done_gets = _gets(window, bucket, cid, "done.json")
+        stop_gets = _gets(window, bucket, cid, "stop")
+        # One worker: reads at ~1, 3, 7, 15, 31 s (backoff with jitter) -- not 40.
+        assert 1 <= done_gets <= 8, window[-3000:]
+        # The head: every 2 s -- not 160.
+        assert 5 <= stop_gets <= 25, window[-3000:]
+        down = syndeo("down", "--cluster-id", cid, cwd=tmp_path, env=backend.env)
+        assert down.returncode == 0, down.stderr[-3000:]
+        assert_nothing_left(cid)
+    finally:
+        _reap(cid)
