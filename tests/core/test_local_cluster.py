@@ -11,6 +11,8 @@ import time
 import zlib
 from pathlib import Path
 
+import pytest
+
 from tests.core.helpers import (
     assert_nothing_left,
     processes_of,
@@ -91,8 +93,13 @@ def test_two_clusters_at_once_do_not_collide(syndeo_home: Path, tmp_path: Path) 
         assert_nothing_left(cid)
 
 
-def test_ctrl_c_tears_everything_down(syndeo_home: Path, tmp_path: Path) -> None:
-    cid = "tctrlc"
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_ctrl_c_term_hup_tear_everything_down(
+    signum: int, syndeo_home: Path, tmp_path: Path
+) -> None:
+    """Ctrl-C, a kill, and a closed terminal/SSH session all end a deploy the same way:
+    nodes stopped, records removed, the cluster id free again (issue 14.5)."""
+    cid = f"tsig{signum}"
     proc = start_syndeo(
         *_deploy_args(cid, 2, f"python {PROBE} 0 600", tmp_path / "res"), cwd=tmp_path
     )
@@ -106,12 +113,18 @@ def test_ctrl_c_tears_everything_down(syndeo_home: Path, tmp_path: Path) -> None
     else:
         raise AssertionError("cluster never reached the running phase")
     assert processes_of(cid), "expected live processes before Ctrl-C"
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err
     assert_nothing_left(cid)
     assert not (tmp_path / "res" / cid / "result.json").exists()
+    left = sorted(p.name for p in (syndeo_home / "rendezvous" / cid).rglob("*") if p.is_file())
+    assert left == [], f"records left in the rendezvous: {left}"
+    if signum == signal.SIGTERM:
+        # The id is free again: a new deploy with it gets past the claim.
+        again = syndeo(*_deploy_args(cid, 1, "true", tmp_path / "res"), cwd=tmp_path)
+        assert again.returncode == 0, again.stderr[-2000:]
 
 
 def test_up_serves_token_clients_only_and_down_stops_it(syndeo_home: Path, tmp_path: Path) -> None:
