@@ -85,7 +85,12 @@ class Terraform:
         self, ws: Workspace, env: Mapping[str, str] | None = None,
         echo: Callable[[str], None] | None = None,
     ) -> None:  # fmt: skip
-        from python_terraform import Terraform as _Cmd  # only when a VM target is used
+        try:
+            from python_terraform import Terraform as _Cmd  # only when a VM target is used
+        except ImportError:
+            raise TerraformError(
+                "the ssh/aws/gcp/azure targets need python-terraform: pip install 'syndeo[iac]'"
+            ) from None
 
         self.ws = ws
         binary = shutil.which("terraform")
