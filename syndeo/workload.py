@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -158,8 +159,9 @@ class Monitor:
         return msg
 
     def finish(self, exit_code: int, message: str) -> None:
-        with contextlib.suppress(Exception):
-            # Best effort: the rendezvous may be what failed.
+        # Best effort (the rendezvous may be what failed), but never silent: whatever
+        # is swallowed here is said in the head's log.
+        try:
             done = DoneRecord(
                 exit_code=exit_code, message=message, finished_at=time.time(),
                 lost_ranks=sorted(self.lost),
@@ -171,11 +173,19 @@ class Monitor:
                 DELIVER_DEADLINE_S if self.workload_started else 0.0,
             )  # fmt: skip
             self.publish("done" if exit_code == 0 else "failed", message, force=True)
+        except Exception as exc:
+            log(self.s, f"could not record the end of the run ({message}): {_why(exc)}")
         if self._connected:
             import ray
 
-            with contextlib.suppress(Exception):
+            try:
                 ray.shutdown()
+            except Exception as exc:
+                log(self.s, f"disconnecting the monitor from Ray failed: {_why(exc)}")
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".strip()
 
 
 def _workload_env(s: NodeSettings, address: str, token_path: Path) -> dict[str, str]:
@@ -267,19 +277,44 @@ def run_workload(
         if proc.poll() is None:
             _kill_group(proc)
     rc = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
-    return _upload_result(monitor.rdv, result_path, rc)
+    return _upload_result(monitor.rdv, result_path, rc, s)
 
 
-def _upload_result(rdv: Rendezvous, path: Path, rc: int) -> tuple[int, str]:
+def _upload_result(
+    rdv: Rendezvous, path: Path, rc: int, s: NodeSettings | None = None
+) -> tuple[int, str]:
     if not path.exists():
         return rc, f"workload exited with status {rc}"
     data = path.read_bytes()
     try:
         json.loads(data)
     except ValueError:
-        return (rc or 1), "workload wrote a result that is not valid JSON; not kept"
+        where = _keep(path, s)
+        return (rc or 1), (
+            f"workload wrote a result that is not valid JSON (status {rc}); "
+            f"kept on {socket.gethostname()} at {where}"
+        )
     try:
-        _deliver(lambda: rdv.put_result(data), "upload the result")
+        _deliver(lambda: rdv.put_result(data), "upload the result", DELIVER_DEADLINE_S)
     except RendezvousError as exc:
-        return (rc or 1), f"result not uploaded ({exc}); it is on {socket.gethostname()} at {path}"
+        where = _keep(path, s)
+        return (rc or 1), f"result not uploaded ({exc}); kept on {socket.gethostname()} at {where}"
     return rc, f"workload exited with status {rc}"
+
+
+def _keep(path: Path, s: NodeSettings | None) -> Path:
+    """Move a result the rendezvous did not take out of scratch (teardown deletes scratch).
+
+    Into the work dir, which every target binds and which outlives the node; where
+    that fails the result stays where it is, and its path is still reported.
+    """
+    if s is None or s.workdir is None:
+        return path
+    dest = s.workdir / "syndeo-kept-results" / f"{s.cluster_id}-a{s.attempt}-r{s.rank}-{path.name}"
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(path, dest)
+    except OSError as exc:
+        log(s, f"could not move the result to {dest} ({exc.strerror}); it stays at {path}")
+        return path
+    return dest

@@ -123,8 +123,21 @@ def _run(a: argparse.Namespace) -> None:
     out = a.out or (Path(p) if (p := os.environ.get("SYNDEO_RESULT_PATH")) else None)
     if out is None:
         raise BenchError("no output path: pass --out or set SYNDEO_RESULT_PATH")
-    with BenchProgress() as progress:
-        result = run_benchmark(cfg, progress, num_cpus=a.num_cpus)
+    kept: list[BenchResult] = []
+
+    def checkpoint(partial: BenchResult) -> None:
+        # Atomic (temp file + rename): the file is always a whole, valid result.
+        write_atomic(out, partial.model_dump_json(indent=2))
+        kept[:] = [partial]
+
+    try:
+        with BenchProgress() as progress:
+            result = run_benchmark(cfg, progress, num_cpus=a.num_cpus, checkpoint=checkpoint)
+    except BaseException:
+        if kept:
+            n = len(kept[0].results)
+            print(f"partial result ({n} measurement(s), marked partial): {out}", file=sys.stderr)
+        raise
     write_atomic(out, result.model_dump_json(indent=2))
     _print_summary(result)
     print(f"result: {out}")

@@ -117,3 +117,8 @@ class BenchResult(BaseModel):
     config: BenchConfig
     results: list[EnvResult]
     notes: list[str] = Field(default_factory=list)
+    partial: bool = Field(
+        default=False,
+        description="written after every repeat while running: true until the run ends "
+        "(an interrupted run keeps what it measured; its last entry may have fewer repeats)",
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,10 +58,15 @@ def load_results(results_dir: Path) -> list[tuple[Path, BenchResult]]:
     """
     files = sorted(results_dir.rglob("*.json")) if results_dir.is_dir() else []
     out = []
+    unreadable: list[str] = []
     for f in files:
         try:
             doc = json.loads(f.read_text())
-        except (OSError, ValueError):
+        except OSError as e:
+            unreadable.append(f"{f} ({e.strerror})")
+            continue
+        except ValueError:
+            unreadable.append(f"{f} (not JSON)")
             continue
         if not (isinstance(doc, dict) and "manifest" in doc and "results" in doc):
             continue
@@ -68,8 +74,15 @@ def load_results(results_dir: Path) -> list[tuple[Path, BenchResult]]:
             out.append((f, BenchResult.model_validate(doc)))
         except ValidationError as e:
             raise BenchError(f"{f} is not a valid benchmark result: {_first_error(e)}") from None
+    skipped = f"; unreadable, skipped: {', '.join(unreadable)}" if unreadable else ""
     if not out:
-        raise BenchError(f"no benchmark result JSON files in {results_dir}")
+        raise BenchError(f"no benchmark result JSON files in {results_dir}{skipped}")
+    if unreadable:
+        # Never silently: a result the report leaves out must be named.
+        print(f"report: unreadable, skipped: {', '.join(unreadable)}", file=sys.stderr)
+    for f, res in out:
+        if res.partial:
+            print(f"report: {f} is partial (an unfinished or interrupted run)", file=sys.stderr)
     return out
 
 

@@ -151,6 +151,7 @@ def _measure(
     pool: LocalPool | None,
     rllib: RllibSampler | None,
     progress: BenchProgress,
+    checkpoint: Callable[[EnvResult], None] | None = None,
 ) -> EnvResult:
     collect = mode == "collect"
     # Warm-up (untimed): caches, first-call paths, and a rate estimate for sizing.
@@ -189,8 +190,22 @@ def _measure(
             step()
         if rllib is not None:
             theirs.append(rllib.run(total)[0])
-    if any(c != total for c in counted_all):
-        raise BenchError(f"{env_id}: requested {total} samples per repeat, counted {counted_all}")
+        if any(c != total for c in counted_all):
+            raise BenchError(
+                f"{env_id}: requested {total} samples per repeat, counted {counted_all}"
+            )
+        if checkpoint is not None and i + 1 < cfg.repeats:
+            checkpoint(_env_result(env_id, workers, mode, cfg, total, group, pool, rllib,
+                                   ours, local, theirs))  # fmt: skip
+    return _env_result(env_id, workers, mode, cfg, total, group, pool, rllib, ours, local, theirs)
+
+
+def _env_result(
+    env_id: str, workers: int, mode: Mode, cfg: BenchConfig, total: int, group: ActorGroup,
+    pool: LocalPool | None, rllib: RllibSampler | None,
+    ours: list[Repeat], local: list[Repeat], theirs: list[Repeat],
+) -> EnvResult:  # fmt: skip
+    """The summary of the repeats measured so far."""
     res = EnvResult(
         env_id=env_id,
         env_name=envmod.env_name(env_id),
@@ -198,7 +213,7 @@ def _measure(
         workers=workers,
         envs_per_actor=cfg.envs_per_actor,
         samples_requested=total,
-        samples_counted=counted_all[0],
+        samples_counted=total,
         syndeo=_summary("syndeo", ours, group.startup_s),
         peak_rss_per_actor_bytes=group.peak_rss(),
         actor_niceness=group.nice,
@@ -220,9 +235,16 @@ def _measure(
 
 
 def run_benchmark(
-    cfg: BenchConfig, progress: BenchProgress | None = None, num_cpus: int | None = None
+    cfg: BenchConfig,
+    progress: BenchProgress | None = None,
+    num_cpus: int | None = None,
+    checkpoint: Callable[[BenchResult], None] | None = None,
 ) -> BenchResult:
-    """Run every (env, size, mode) of ``cfg`` on the connected (or a local) Ray cluster."""
+    """Run every (env, size, mode) of ``cfg`` on the connected (or a local) Ray cluster.
+
+    ``checkpoint`` gets the result so far (``partial=True``) after every repeat, so an
+    interrupted multi-hour run keeps what it measured.
+    """
     env_ids = envmod.resolve(cfg.envs, cfg.env_version)  # fail before starting anything
     started = manifest.now_iso()
     nodes, cpus = connect(num_cpus)
@@ -250,9 +272,18 @@ def run_benchmark(
                     rllib = RllibSampler(env_id, w, cfg.hidden, cfg.seed)
                     stack.callback(rllib.close)
                 for mode in cfg.modes:
+
+                    def partial(res: EnvResult, done: list[EnvResult] = result.results) -> None:
+                        if checkpoint is not None:
+                            checkpoint(result.model_copy(
+                                update={"results": [*done, res], "partial": True}
+                            ))  # fmt: skip
+
                     result.results.append(
-                        _measure(env_id, w, mode, cfg, group, pool, rllib, progress)
+                        _measure(env_id, w, mode, cfg, group, pool, rllib, progress, partial)
                     )
+                    if checkpoint is not None:
+                        checkpoint(result.model_copy(update={"partial": True}))
     result.manifest.finished_at = manifest.now_iso()
     result.manifest.load_avg_1m.append(manifest.load_avg())
     return result

@@ -40,7 +40,7 @@ def test_a_writer_killed_mid_write_leaves_the_old_file_whole(tmp_path: Path) -> 
             tmp.unlink()  # a killed writer may leave its temp file; the result is intact
 
 
-def test_a_workload_that_writes_broken_json_gets_no_result(
+def test_a_workload_that_writes_broken_json_gets_no_result_but_keeps_it(
     syndeo_home: Path, tmp_path: Path
 ) -> None:
     script = tmp_path / "broken.py"
@@ -54,6 +54,10 @@ def test_a_workload_that_writes_broken_json_gets_no_result(
     )  # fmt: skip
     assert proc.returncode == 1
     assert "not valid JSON" in proc.stderr
+    # Not discarded: kept outside the node's scratch (which teardown deletes), and named.
+    kept = tmp_path / "syndeo-kept-results" / f"{cid}-a0-r0-result.json"
+    assert f"at {kept}" in proc.stderr, proc.stderr
+    assert kept.read_text() == '{"half": '
     assert not (tmp_path / "res" / cid / "result.json").exists()
     assert json.loads((tmp_path / "res" / cid / "deploy.json").read_text())["exit_code"] == 1
     assert_nothing_left(cid)
