@@ -164,6 +164,7 @@ class Terraform:
                 assert self.proc.stdout is not None
                 for raw in iter(self.proc.stdout.readline, b""):
                     log.write(raw)
+                    log.flush()  # the log is what a user tails while it runs
                     line = raw.decode(errors="replace").rstrip("\n")
                     out.append(line)
                     if self.echo is not None and _worth_echoing(line):

@@ -1,0 +1,135 @@
+"""The Terraform adapter (syndeo/iac/terraform.py) against the real terraform binary,
+on small provider-free modules: init / apply / output / destroy with state kept in
+the cluster's own directory, Terraform's own error text as one line, an interrupt
+forwarded so Terraform stops gracefully and keeps its state, and destroy of what
+the state holds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from syndeo.iac.terraform import Terraform, TerraformError, Workspace
+
+MODULE = """
+variable "n" {
+  type = number
+  validation {
+    condition     = var.n >= 1
+    error_message = "n: at least 1."
+  }
+}
+variable "marker" {
+  type = string
+}
+variable "sleep" {
+  type    = number
+  default = 0
+}
+resource "terraform_data" "thing" {
+  count = var.n
+  input = "${var.marker}-${count.index}"
+  provisioner "local-exec" {
+    command = "sleep ${var.sleep}; echo created > ${var.marker}-${count.index}"
+  }
+  provisioner "local-exec" {
+    when    = destroy
+    command = "rm -f ${self.input}"
+  }
+}
+output "things" {
+  value = [for t in terraform_data.thing : t.output]
+}
+"""
+
+
+@pytest.fixture
+def module(tmp_path: Path) -> Path:
+    d = tmp_path / "module"
+    d.mkdir()
+    (d / "main.tf").write_text(MODULE)
+    return d
+
+
+def _tf(module: Path, cluster: Path, **tfvars: object) -> Terraform:
+    tf = Terraform(Workspace(module, cluster / "terraform"))
+    tf.write_vars(tfvars)
+    return tf
+
+
+def test_lifecycle_state_in_the_cluster_dir(module: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "m"
+    tf = _tf(module, tmp_path / "c1", n=2, marker=str(marker))
+    tf.init()
+    tf.apply()
+    assert tf.output() == {"things": [f"{marker}-0", f"{marker}-1"]}
+    assert (tmp_path / "m-0").is_file() and (tmp_path / "m-1").is_file()
+    # State and provider data live with the cluster, never in the module directory.
+    assert tf.ws.state.is_file()
+    assert sorted(p.name for p in module.iterdir()) == ["main.tf"]
+    assert tf.ws.tfvars.stat().st_mode & 0o777 == 0o600
+    assert tf.resources() == ["terraform_data.thing[0]", "terraform_data.thing[1]"]
+    # A second cluster from the same module has its own state.
+    other = _tf(module, tmp_path / "c2", n=1, marker=str(tmp_path / "o"))
+    other.init()
+    other.apply()
+    tf.destroy()
+    assert not (tmp_path / "m-0").exists() and (tmp_path / "o-0").exists()
+    assert tf.resources() == []
+    other.destroy()
+    assert "Destroy complete" in tf.ws.log.read_text()
+
+
+def test_destroy_without_state_is_a_no_op(module: Path, tmp_path: Path) -> None:
+    tf = _tf(module, tmp_path / "c", n=1, marker=str(tmp_path / "m"))
+    tf.destroy()  # nothing was ever applied: nothing to do, no terraform run
+    assert not tf.ws.log.exists()
+
+
+def test_errors_are_one_line_with_terraforms_own_text(module: Path, tmp_path: Path) -> None:
+    tf = _tf(module, tmp_path / "c", n=0, marker=str(tmp_path / "m"))
+    tf.init()
+    with pytest.raises(TerraformError) as err:
+        tf.apply()
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert "terraform apply failed" in msg and "n: at least 1." in msg, msg
+    assert str(tf.ws.log) in msg
+    assert tf.resources() == []
+
+
+def test_interrupt_stops_gracefully_and_keeps_state(module: Path, tmp_path: Path) -> None:
+    """A Ctrl-C reaches Terraform once (forwarded): it finishes what is in flight,
+    writes its state, and destroy then removes exactly that."""
+    marker = tmp_path / "m"
+    tf = _tf(module, tmp_path / "c", n=3, marker=str(marker), sleep=3)
+    tf.init()
+    errors: list[BaseException] = []
+
+    def apply() -> None:
+        try:
+            tf.apply()
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=apply)
+    worker.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "Creating..." not in _log(tf):
+        time.sleep(0.05)
+    assert "Creating..." in _log(tf)
+    tf.interrupt()
+    worker.join(timeout=120)
+    assert errors and isinstance(errors[0], TerraformError), errors
+    assert "interrupt" in _log(tf).lower()
+    tf.destroy()
+    assert tf.resources() == []
+    assert not list(tmp_path.glob("m-*"))
+
+
+def _log(tf: Terraform) -> str:
+    return tf.ws.log.read_text(errors="replace") if tf.ws.log.exists() else ""
