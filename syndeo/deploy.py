@@ -185,7 +185,12 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
                 save_launched(launched)
             if target.creates_rendezvous(spec.rendezvous):
                 rdv.check()  # it exists only now
+            launch_s = round(time.monotonic() - t0, 3)
             rc, done, timings, rdv = _follow(target, launched, rdv, spec, ui)
+            # Following starts once launch returns (for VM targets: after apply).
+            timings["launch_s"] = launch_s
+            if "all_joined_s" in timings:
+                timings["launch_to_joined_s"] = round(launch_s + timings["all_joined_s"], 3)
             finished = True
         except KeyboardInterrupt:
             with contextlib.suppress(Exception):
