@@ -27,11 +27,16 @@ def _bench(out: Path, repeats: int) -> subprocess.Popen[str]:
 def test_an_interrupted_run_keeps_its_repeats_marked_partial(tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     proc = _bench(out, repeats=1000)  # far more than it gets to run
-    deadline = time.monotonic() + 240
-    while not out.exists():
-        assert proc.poll() is None, proc.communicate()[1][-2000:]
-        assert time.monotonic() < deadline, "no partial result was written"
-        time.sleep(0.2)
+    try:
+        deadline = time.monotonic() + 240
+        while not out.exists():
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            assert time.monotonic() < deadline, "no partial result was written"
+            time.sleep(0.2)
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
     first = BenchResult.model_validate_json(out.read_text())
     assert first.partial and len(first.results) == 1
     assert len(first.results[0].syndeo.repeats) >= 1
