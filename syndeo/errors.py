@@ -57,5 +57,9 @@ class ClusterLeftRunning(TargetError):
     """
 
 
+class InsecurePath(SyndeoError):
+    """A path another user could control (their directory, a symlink, writable by others)."""
+
+
 class ImageError(SyndeoError):
     """Building, finding or opening the container image failed."""

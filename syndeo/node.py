@@ -26,6 +26,7 @@ from syndeo.leaving import gcs_reachable, wait_until_done
 from syndeo.nodeconfig import NodeSettings
 from syndeo.raynode import RayProcess, client_server_port
 from syndeo.rendezvous import HeadRecord, NodeRecord, Rendezvous, open_rendezvous
+from syndeo.securedir import secure_dir, write_private
 from syndeo.workload import Monitor, run_workload
 
 RAY_START_TIMEOUT_S = 120.0
@@ -51,9 +52,8 @@ def log(settings: NodeSettings, msg: str) -> None:
 
 
 def _write_private(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+    # O_NOFOLLOW|O_EXCL: never through a link another user planted (see securedir).
+    write_private(path, data)
 
 
 @contextlib.contextmanager
@@ -149,10 +149,8 @@ def main(env: dict[str, str] | None = None) -> int:
     settings = NodeSettings.from_env(env)
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    try:
-        settings.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as exc:
-        raise NodeError(f"cannot create scratch dir {settings.scratch}: {exc.strerror}") from exc
+    # Ours and private, or refused: the token and Ray's sockets go in here.
+    secure_dir(settings.scratch)
     rdv = open_rendezvous(settings.rendezvous, settings.cluster_id, settings.attempt)
     rdv.check()
     try:

@@ -27,6 +27,11 @@ def new_cluster_id(target: str) -> str:
     return f"{target[:5]}-{secrets.token_hex(4)}"
 
 
+# Below this (sticky, world-writable) directory every level of a scratch path is
+# checked by syndeo.securedir.secure_dir: the path is predictable.
+SCRATCH_BASE = Path("/tmp")
+
+
 def short_scratch(spec: ClusterSpec, rank: int | str) -> Path:
     """A scratch dir short enough for Ray's Unix sockets, unique per user, cluster and rank.
 
@@ -34,7 +39,7 @@ def short_scratch(spec: ClusterSpec, rank: int | str) -> Path:
     with different rendezvous locations must still not share Ray temp dirs.
     """
     key = zlib.crc32(f"{spec.rendezvous}|{spec.cluster_id}".encode())
-    return Path(f"/tmp/syndeo-{os.getuid()}/{key:08x}/{rank}")
+    return SCRATCH_BASE / f"syndeo-{os.getuid()}" / f"{key:08x}" / str(rank)
 
 
 def _digest(image: Path | None) -> str | None:

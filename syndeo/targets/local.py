@@ -26,8 +26,9 @@ from syndeo.config import DeployConfig
 from syndeo.errors import ConfigError, TargetError
 from syndeo.rendezvous import passthrough_env
 from syndeo.rendezvous.file import parse_file_uri
+from syndeo.securedir import secure_dir
 from syndeo.state import cluster_dir, home
-from syndeo.targets.base import ClusterSpec, Launched, Target, short_scratch
+from syndeo.targets.base import SCRATCH_BASE, ClusterSpec, Launched, Target, short_scratch
 
 MAX_LOCAL_NODES = 64
 STOP_GRACE_S = 30.0
@@ -98,7 +99,7 @@ class LocalTarget(Target):
         launched: Launched, foreground: bool,
     ) -> None:  # fmt: skip
         argv, env, scratch = self._node(spec, rank, binds)
-        scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+        secure_dir(scratch, base=SCRATCH_BASE)  # every level ours and private, or refused
         log_path = logs / f"node-{rank}.log"
         log = open(log_path, "ab")  # noqa: SIM115 - owned by the child / reader thread
         pipe = foreground and rank == 0 and self.echo is not None
