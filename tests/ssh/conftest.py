@@ -46,9 +46,10 @@ def ssh_hosts() -> Iterator[sshhosts.Bed]:
 
 
 @pytest.fixture(scope="session")
-def bed_s3(ssh_hosts: sshhosts.Bed) -> Iterator[Server]:
+def bed_s3(ssh_hosts: sshhosts.Bed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """moto_server on the bed's bridge address (``server.endpoint``), for the hosts."""
-    server = start_server("s3", BASE.parent / "logs", host=ssh_hosts.host_ip)
+    logs = tmp_path_factory.mktemp("bed-s3")
+    server = start_server("s3", logs, host=ssh_hosts.host_ip)
     try:
         yield server
     finally:
