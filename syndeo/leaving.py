@@ -18,6 +18,7 @@ import socket
 import time
 from collections.abc import Callable
 
+from syndeo.errors import RendezvousError
 from syndeo.rendezvous import DoneRecord, Rendezvous
 from syndeo.rendezvous.tolerant import Tolerant
 
@@ -73,10 +74,16 @@ def wait_until_done(
 
 
 def _read_done_soon(rdv: Rendezvous, store: Tolerant) -> DoneRecord | None:
+    # Straight to the store, not through ``store``: its backoff from an earlier
+    # outage must not skip the reads that decide how this node ends.
     deadline = time.monotonic() + LEAVE_GRACE_S
     delay = 0.2
     while True:
-        done = store.call(rdv.read_done, None)
+        try:
+            done = rdv.read_done()
+        except RendezvousError as exc:
+            store.log(f"cannot read the done record yet: {exc}")
+            done = None
         if done is not None or time.monotonic() >= deadline:
             return done
         time.sleep(delay)
