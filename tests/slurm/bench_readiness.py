@@ -5,7 +5,7 @@ submitted by the unprivileged CI user, bare and optionally in the container,
 interleaved so machine noise hits both alike::
 
     .venv/bin/python -m tests.slurm.bench_readiness --runs 3 \
-        --container /var/tmp/syndeo-test-image/syndeo.sif --out results/slurm-readiness.json
+        --container /var/tmp/syndeo-test-image-<hash>/syndeo.sif --out results/slurm-readiness.json
 
 Job start is the batch script's first line (``... at <epoch>``); "all joined" is
 when the head's published status first lists every node (polled every 20 ms).
