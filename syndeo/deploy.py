@@ -279,18 +279,25 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
     cfg = cfg.model_copy(update={"run": None})
     target, spec, rdv = _prepare(cfg, ui)
     spec = spec.model_copy(update={"run": ""})
+    launched: Launched | None = None
     with ui:
-        launched = target.launch(spec, detach=True)
         try:
+            launched = target.launch(spec, detach=True)
             save_launched(launched)
             rc, done, _, rdv = _follow(target, launched, rdv, spec, ui, until_phase="serving")
         except BaseException:
-            target.stop(launched)
+            if launched is not None:
+                target.stop(launched)
             forget(spec.cluster_id)
+            if not (launched is not None and launched.data.get("unobserved")):
+                with contextlib.suppress(Exception):
+                    rdv.cleanup(all_attempts=True)  # the id's claim too: free again
             raise
     if rc is not None:
         target.stop(launched)
         forget(spec.cluster_id)
+        with contextlib.suppress(Exception):
+            rdv.cleanup(all_attempts=True)
         why = done.message if done else "its head exited"
         raise TargetError(
             f"cluster {spec.cluster_id} did not come up: {why}; {target.describe(launched)}"
