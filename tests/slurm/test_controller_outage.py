@@ -13,8 +13,8 @@ import pytest
 
 from syndeo.slurm import localcluster
 from syndeo.testbed.procs import pid_alive, read_pid, wait_until
-from tests.slurm.conftest import UserRun
 from tests.slurm.test_cluster import _assert_clean, _cfg, _result, _wait_running
+from tests.userrun import UserRun
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
