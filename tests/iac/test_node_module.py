@@ -7,6 +7,7 @@ syndeo/config.py, and user-data that Debian's ``cloud-init schema`` accepts.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -155,3 +156,21 @@ def test_python_and_terraform_accept_the_same_values(
         py = _python_accepts(**{name: value})
         tf = _plan_ok(tmp_path, {**base, tf_name: value})
         assert py == tf, f"{name}={value!r}: python accepts it: {py}, terraform accepts it: {tf}"
+
+
+def test_reserved_names_are_exactly_the_node_settings() -> None:
+    """extra_env may not set what the module sets: the module's reserved list is the
+    node contract (every NodeSettings field) plus the start script's own variables."""
+    text = (NODE / "variables.tf").read_text()
+    block = text[text.index("setintersection(keys(var.extra_env), [") :]
+    reserved = set(re.findall(r'"(SYNDEO_[A-Z_]+)"', block[: block.index("])")]))
+    fields = {"SYNDEO_" + name.upper() for name in NodeSettings.model_fields}
+    assert reserved == fields | {"SYNDEO_IMAGE", "SYNDEO_PYTHON", "SYNDEO_FORWARD_ENV"}
+
+
+def test_a_backends_own_syndeo_variable_passes_through(tmp_path: Path) -> None:
+    inputs = _module_inputs(_spec(), [])
+    inputs["extra_env"] = {"SYNDEO_AZURE_ACCOUNT_URL": "http://10.98.0.1:10000/devstoreaccount1"}
+    out = _render(tmp_path, inputs)
+    assert out["env"][1]["SYNDEO_AZURE_ACCOUNT_URL"].endswith("/devstoreaccount1")
+    assert out["env"][1]["SYNDEO_FORWARD_ENV"] == "SYNDEO_AZURE_ACCOUNT_URL"

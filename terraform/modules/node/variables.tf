@@ -172,8 +172,20 @@ variable "extra_env" {
   type        = map(string)
   default     = {}
   validation {
-    condition     = alltrue([for k in keys(var.extra_env) : can(regex("^[A-Z_][A-Z0-9_]*$", k)) && !startswith(k, "SYNDEO_")])
-    error_message = "extra_env: names are upper-case shell names ([A-Z_][A-Z0-9_]*) and may not start with SYNDEO_ (those are set from the other variables)."
+    condition     = alltrue([for k in keys(var.extra_env) : can(regex("^[A-Z_][A-Z0-9_]*$", k))])
+    error_message = "extra_env: names are upper-case shell names ([A-Z_][A-Z0-9_]*)."
+  }
+  validation {
+    # What this module sets itself (tests/iac/test_node_module.py keeps the list equal
+    # to syndeo/nodeconfig.py's fields); other SYNDEO_* names, such as a backend's
+    # SYNDEO_AZURE_ACCOUNT_URL or SYNDEO_S3_ENDPOINT_URL, may pass through.
+    condition = length(setintersection(keys(var.extra_env), [
+      "SYNDEO_CLUSTER_ID", "SYNDEO_RANK", "SYNDEO_NODES", "SYNDEO_RENDEZVOUS", "SYNDEO_SCRATCH",
+      "SYNDEO_CPUS", "SYNDEO_GPUS", "SYNDEO_MEMORY_MB", "SYNDEO_OBJECT_STORE_MB", "SYNDEO_NODE_IP",
+      "SYNDEO_ATTEMPT", "SYNDEO_JOIN_TIMEOUT", "SYNDEO_RUN", "SYNDEO_WORKDIR", "SYNDEO_TARGET",
+      "SYNDEO_NOT_BEFORE", "SYNDEO_IMAGE_DIGEST", "SYNDEO_IMAGE", "SYNDEO_PYTHON", "SYNDEO_FORWARD_ENV",
+    ])) == 0
+    error_message = "extra_env: may not set a node setting (SYNDEO_RANK, SYNDEO_RUN, …): those come from the other variables."
   }
   validation {
     condition     = alltrue([for v in values(var.extra_env) : !can(regex("[\\r\\n]", v))])
