@@ -178,7 +178,7 @@ class SshTarget(VmTarget):
         if not head_dir:
             return None
         check = (
-            f'd="{head_dir}"; test -s "$d/node.pid" && kill -0 -- "-$(cat "$d/node.pid")" '
+            f'd="{head_dir}"; test -s "$d/node.pid" && kill -0 "-$(cat "$d/node.pid")" '
             f'2>/dev/null && exit 0; tail -n 5 "$d/node.log" 2>/dev/null; exit 3'
         )
         with contextlib.suppress(subprocess.TimeoutExpired, OSError):

@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +175,63 @@ def test_a_backends_own_syndeo_variable_passes_through(tmp_path: Path) -> None:
     out = _render(tmp_path, inputs)
     assert out["env"][1]["SYNDEO_AZURE_ACCOUNT_URL"].endswith("/devstoreaccount1")
     assert out["env"][1]["SYNDEO_FORWARD_ENV"] == "SYNDEO_AZURE_ACCOUNT_URL"
+
+
+def test_start_and_stop_commands_under_posix_sh(tmp_path: Path) -> None:
+    """The rendered commands run under dash (Debian's /bin/sh), as remote-exec runs them:
+    start detaches the node; stop ends its group and also what left the group (Ray
+    starts sessions of its own), even when the node ignores TERM."""
+    fake = tmp_path / "fakepy"
+    # Stands in for `python -m syndeo node`: a child in a session of its own (like
+    # `ray start`), and a main process that ignores TERM (the KILL path).
+    fake.write_text("#!/bin/sh\nsetsid sleep 300 &\ntrap '' TERM\nsleep 300\n")
+    fake.chmod(0o755)
+    inputs = {
+        "cluster_id": "sh-1", "node_count": 1, "rendezvous": "file:///x", "target": "ssh",
+        "image_path": None, "python": str(fake), "host_dir": str(tmp_path / "h"),
+        "scratch_dir": "/tmp/sy-t" + tmp_path.name[-6:].replace("_", ""), "stop_grace_s": 1,
+    }  # fmt: skip
+    (tmp_path / "r").mkdir()
+    shutil.copytree(NODE, tmp_path / "r" / "node")
+    (tmp_path / "r" / "main.tf.json").write_text(
+        json.dumps(
+            {
+                "module": {"n": {"source": "./node", **inputs}},
+                "output": {
+                    k: {"value": f"${{module.n.{k}}}"}
+                    for k in ("start_commands", "stop_commands", "host_dirs", "scratch_dirs")
+                },
+            }
+        )
+    )
+    env = {**hcl.TF_ENV, "TF_DATA_DIR": str(tmp_path / "r" / ".terraform")}
+    for args in (("init", "-backend=false"), ("apply", "-auto-approve", "-no-color")):
+        assert hcl.run_tf(*args, cwd=tmp_path / "r", env=env).returncode == 0
+    out = json.loads(hcl.run_tf("output", "-json", cwd=tmp_path / "r", env=env).stdout)
+    start, stop = out["start_commands"]["value"][0], out["stop_commands"]["value"][0]
+    scratch = out["scratch_dirs"]["value"][0]
+    started = subprocess.run(["dash", "-c", start], capture_output=True, text=True, timeout=60)
+    assert started.returncode == 0, started.stderr
+    assert "node started" in started.stdout
+
+    def ours() -> list[int]:
+        found = []
+        for environ in Path("/proc").glob("[0-9]*/environ"):
+            try:
+                if f"SYNDEO_SCRATCH={scratch}".encode() in environ.read_bytes().split(b"\0"):
+                    found.append(int(environ.parent.name))
+            except OSError:
+                continue
+        return found
+
+    deadline = time.monotonic() + 10
+    while len(ours()) < 3 and time.monotonic() < deadline:  # script, sleep, setsid sleep
+        time.sleep(0.1)
+    assert len(ours()) >= 2, ours()
+    stopped = subprocess.run(["dash", "-c", stop], capture_output=True, text=True, timeout=60)
+    assert stopped.returncode == 0, stopped.stderr
+    deadline = time.monotonic() + 10
+    while ours() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ours() == [], "processes of the node outlived stop"
+    assert not Path(out["host_dirs"]["value"][0]).exists()

@@ -73,6 +73,7 @@ locals {
     for rank in local.ranks : templatefile("${path.module}/templates/stop.sh.tftpl", {
       dir     = local.host_dirs[rank]
       grace_s = var.stop_grace_s
+      scratch = local.env[rank].SYNDEO_SCRATCH
     })
   ]
 }
