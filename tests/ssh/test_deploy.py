@@ -1,0 +1,286 @@
+"""``deploy --target ssh`` end to end on the SSH bed: real sshd hosts in network
+namespaces, real Terraform, the launcher run by the unprivileged CI user.
+
+Each run forms the cluster on the hosts, runs the workload, collects the result and
+destroys everything; afterwards no process of the CI user may remain on any host,
+and the Terraform state may hold no resource.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from syndeo.testbed import sshhosts
+from tests.servers import Server, make_bucket, running
+from tests.userrun import CI_PYTHON, CI_USER, UserRun, _chown, as_user
+
+pytestmark = [pytest.mark.ssh, pytest.mark.slow]
+
+BENCH = "[bench]\nsamples_per_cpu = 200\nrepeats = 1\n"
+
+
+def _ssh_section(bed: sshhosts.Bed, hosts: list[str] | None = None, extra: str = "") -> str:
+    hosts = hosts or [h.ip for h in bed.hosts]
+    return (
+        "[ssh]\n"
+        f"hosts = {json.dumps(hosts)}\n"
+        f'key = "{bed.key}"\nknown_hosts = "{bed.known_hosts}"\n'
+        f'python = "{CI_PYTHON}"\nconnect_timeout_s = 20\n'
+        # Each host's own disk: the image is uploaded to every host separately.
+        f'remote_image_dir = "{sshhosts.HOST_DISK}/images"\n{extra}'
+    )
+
+
+@pytest.fixture
+def run(ssh_hosts: sshhosts.Bed) -> Iterator[UserRun]:
+    root = Path(f"/home/{CI_USER}/t-{uuid.uuid4().hex[:8]}")
+    root.mkdir(mode=0o700)
+    _chown(root)
+    yield UserRun(root)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _body(run: UserRun, bed: sshhosts.Bed, rendezvous: str = "", extra: str = "") -> str:
+    rendezvous = rendezvous or (run.root / "rdv").as_uri()
+    return (
+        f'target = "ssh"\ncpus_per_node = 1\njoin_timeout_s = 120\nrendezvous = "{rendezvous}"\n'
+        f"{extra}{BENCH}{_ssh_section(bed)}"
+    )
+
+
+def _assert_clean(bed: sshhosts.Bed, run: UserRun) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        left = {h.name: sshhosts.host_processes(bed, h, CI_USER) for h in bed.hosts}
+        if not any(left.values()):
+            break
+        time.sleep(0.5)
+    assert not any(left.values()), f"processes left on the hosts: {left}"
+    for state in (run.root / "home" / "clusters").glob("*/terraform/terraform.tfstate"):
+        resources = json.loads(state.read_text()).get("resources", [])
+        assert resources == [], f"{state} still holds {resources}"
+    assert not list(Path(f"/home/{CI_USER}/.syndeo/clusters").glob("ssh-*/*/node.pid"))
+
+
+def _benchmark(outcome: dict[str, Any], nodes: int = 3) -> dict[str, Any]:
+    assert outcome.get("exit_code") == 0, outcome
+    result = json.loads(Path(str(outcome["result_path"])).read_text())
+    manifest = result["manifest"]
+    assert manifest["target"] == "ssh" and manifest["cluster_nodes"] == nodes, manifest
+    # The head ran on the first host (its own hostname in the namespace).
+    assert manifest["hostname"] == "host1", manifest
+    assert [r["env_id"] for r in result["results"]] == ["CartPole-v1"]
+    assert result["results"][0]["samples_counted"] == result["results"][0]["samples_requested"]
+    assert result["results"][0]["syndeo"]["mean"] > 0
+    summary = json.loads((Path(outcome["result_path"]).parent / "deploy.json").read_text())
+    assert summary["machines"]["provider"] == "ssh" and summary["machines"]["count"] == nodes
+    assert summary["machines"]["instance_seconds"] > 0
+    return summary
+
+
+def test_bare_nodes_file_rendezvous(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
+    outcome = run.deploy(_body(run, ssh_hosts))
+    summary = _benchmark(outcome)
+    assert summary["timings_s"]["all_joined_s"] > 0
+    assert "Traceback" not in outcome["_stderr"]
+    _assert_clean(ssh_hosts, run)
+
+
+def test_containerised_nodes_s3_on_the_bridge(
+    ssh_hosts: sshhosts.Bed, bed_s3: Server, run: UserRun, sif: Path
+) -> None:
+    make_bucket(bed_s3, "ssh-rdv")
+    env = {**run.env, **bed_s3.env}
+    body = _body(run, ssh_hosts, "s3://ssh-rdv/syndeo", extra=f'container = "{sif}"\n')
+    proc = subprocess.Popen(
+        as_user([str(CI_PYTHON), str(_deploy_script()), str(run.config(body))], env),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=run.root,
+    )  # fmt: skip
+    outcome = UserRun.finish(proc, timeout=900)
+    summary = _benchmark(outcome)
+    assert summary["image"]["digest"]
+    # Every host got its own copy, named by digest, on its own disk.
+    for host in ssh_hosts.hosts:
+        copy = ssh_hosts.disk(host) / "images" / f"{summary['image']['digest']}.sif"
+        assert copy.is_file(), f"{host.name} has no image copy"
+    assert "uploaded image" in outcome["_stderr"]
+    _assert_clean(ssh_hosts, run)
+    # A second run finds the hosts' copies current and uploads nothing.
+    again = UserRun.finish(
+        subprocess.Popen(
+            as_user([str(CI_PYTHON), str(_deploy_script()), str(run.config(body))], env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=run.root,
+        ),
+        timeout=900,
+    )
+    _benchmark(again)
+    assert "already has image" in again["_stderr"] and "uploaded image" not in again["_stderr"]
+    _assert_clean(ssh_hosts, run)
+
+
+def _deploy_script() -> Path:
+    return Path(__file__).resolve().parents[1] / "slurm" / "deploy_as_user.py"
+
+
+def test_a_host_refusing_ssh_starts_nothing(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
+    bad = ssh_hosts.hosts[1]
+    sshhosts.refuse(ssh_hosts, bad, how="connection")
+    try:
+        body = _body(run, ssh_hosts).replace("connect_timeout_s = 20", "connect_timeout_s = 5")
+        outcome = run.deploy(body)
+    finally:
+        sshhosts.restore(ssh_hosts, bad)
+    assert outcome["exit_code"] != 0, outcome
+    assert bad.ip in outcome["error"] and "\n" not in outcome["error"], outcome
+    assert "terraform apply failed" in outcome["error"]
+    _assert_clean(ssh_hosts, run)
+
+
+def test_unreachable_rendezvous_the_nodes_error_reaches_the_user(
+    ssh_hosts: sshhosts.Bed, run: UserRun
+) -> None:
+    # On the launcher's loopback: the launcher reaches it, the hosts cannot.
+    with running("s3", run.root / "logs") as s3:
+        make_bucket(s3, "loopback")
+        env = {**run.env, **s3.env}
+        body = _body(run, ssh_hosts, "s3://loopback/syndeo")
+        proc = subprocess.Popen(
+            as_user([str(CI_PYTHON), str(_deploy_script()), str(run.config(body))], env),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=run.root,
+        )  # fmt: skip
+        outcome = UserRun.finish(proc, timeout=600)
+    assert outcome["exit_code"] != 0, outcome
+    message = outcome.get("message") or outcome.get("error", "")
+    # The head's own words, fetched from its host: which endpoint it could not reach.
+    assert f"exited on {ssh_hosts.hosts[0].ip}" in message, message
+    assert "127.0.0.1" in message and "reach" in message.lower(), message
+    _assert_clean(ssh_hosts, run)
+
+
+# ---------------------------------------------------------------------- interrupts
+def _launcher(run: UserRun, body: str) -> subprocess.Popen[str]:
+    cfg = run.config(body)
+    return subprocess.Popen(
+        as_user([str(CI_PYTHON), "-m", "syndeo", "deploy", "--config", str(cfg)], run.env),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=run.root,
+    )  # fmt: skip
+
+
+def _python_of(proc: subprocess.Popen[str]) -> psutil.Process:
+    """The launcher itself (runuser's child), to signal it as a terminal would."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            if "syndeo" in child.cmdline() and "deploy" in child.cmdline():
+                return child
+        time.sleep(0.1)
+    raise AssertionError("the launcher process never appeared")
+
+
+def test_ctrl_c_during_apply_destroys(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
+    # A host that does not answer holds the apply at its reach step for a while:
+    # a deterministic point inside the apply to interrupt.
+    slow = ssh_hosts.hosts[2]
+    sshhosts.refuse(ssh_hosts, slow, how="connection")
+    try:
+        proc = _launcher(run, _body(run, ssh_hosts).replace("= 20", "= 120"))
+        launcher = _python_of(proc)
+        _wait_terraform(run, "terraform_data.reach[0]: Creation complete")
+        launcher.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=300)
+    finally:
+        sshhosts.restore(ssh_hosts, slow)
+    assert proc.returncode == 130, err
+    assert "Destroy complete" in _terraform_log(run), err
+    assert "Traceback" not in err
+    _assert_clean(ssh_hosts, run)
+
+
+def test_sigterm_during_the_run_destroys(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
+    body = _body(run, ssh_hosts, extra="run = \"python -c 'import time; time.sleep(600)'\"\n")
+    proc = _launcher(run, body)
+    launcher = _python_of(proc)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        phases = [json.loads(p.read_text()).get("phase") for p in
+                  (run.root / "rdv").glob("*/a0/status.json")]  # fmt: skip
+        if "running" in phases:
+            break
+        time.sleep(0.3)
+    else:
+        raise AssertionError("the workload never started")
+    launcher.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    assert "Destroy complete" in _terraform_log(run), err
+    assert not list((run.root / "rdv").glob("*/a0/head.json")), "records left behind"
+    _assert_clean(ssh_hosts, run)
+
+
+def _terraform_log(run: UserRun) -> str:
+    return "\n".join(
+        p.read_text(errors="replace")
+        for p in (run.root / "home" / "clusters").glob("*/terraform/terraform.log")
+    )
+
+
+def _wait_terraform(run: UserRun, needle: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if needle in _terraform_log(run):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"terraform never logged {needle!r}: {_terraform_log(run)[-2000:]}")
+
+
+def test_up_then_down(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
+    cfg = run.config(_body(run, ssh_hosts))
+    up = subprocess.run(
+        as_user([str(CI_PYTHON), "-m", "syndeo", "up", "--config", str(cfg)], run.env),
+        capture_output=True, text=True, cwd=run.root, timeout=600, check=False,
+    )  # fmt: skip
+    assert up.returncode == 0, up.stderr[-3000:]
+    assert "is up: 3 nodes" in up.stdout
+    cluster_id = up.stdout.split("Cluster ", 1)[1].split(" ", 1)[0]
+    running_nodes = [sshhosts.host_processes(ssh_hosts, h, CI_USER) for h in ssh_hosts.hosts]
+    assert all(any("syndeo node" in p for p in procs) for procs in running_nodes)
+    down = subprocess.run(
+        as_user([str(CI_PYTHON), "-m", "syndeo", "down", "--cluster-id", cluster_id], run.env),
+        capture_output=True, text=True, cwd=run.root, timeout=600, check=False,
+    )  # fmt: skip
+    assert down.returncode == 0, down.stderr[-3000:]
+    assert f"cluster {cluster_id} is down" in down.stderr + down.stdout
+    _assert_clean(ssh_hosts, run)
+
+
+def test_bad_input_starts_nothing(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
+    cases = {
+        "unknown host": (_body(run, ssh_hosts).replace(ssh_hosts.hosts[0].ip, "10.98.250.99"),
+                         "is not in"),
+        "missing key": (_body(run, ssh_hosts).replace(str(ssh_hosts.key), "/nonexistent/key"),
+                        "key file /nonexistent/key not found"),
+        "root login": (_body(run, ssh_hosts) + 'user = "root"\n', "nodes run unprivileged"),
+        "hosts vs nodes": (_body(run, ssh_hosts).replace('target = "ssh"\n',
+                                                        'target = "ssh"\nnodes = 2\n'),
+                           "2 nodes asked for but 3 hosts given"),
+    }  # fmt: skip
+    for name, (body, expected) in cases.items():
+        outcome = run.deploy(body)
+        assert outcome["exit_code"] != 0, (name, outcome)
+        assert expected in outcome.get("error", ""), (name, outcome)
+        assert "terraform" not in outcome["_stderr"].lower(), (name, outcome["_stderr"])
+    _assert_clean(ssh_hosts, run)
