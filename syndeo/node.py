@@ -160,6 +160,12 @@ def main(env: dict[str, str] | None = None) -> int:
     except Terminated as t:
         log(settings, f"stopped by signal {t.signum}")
         return 128 + t.signum
+    except Exception as exc:
+        # Never silent: the launcher may have no other way to see this node's log.
+        why = str(exc) if isinstance(exc, SyndeoError) else f"{type(exc).__name__}: {exc}"
+        with contextlib.suppress(Exception):
+            rdv.put_log(settings.rank, f"{socket.gethostname()}: {why}")
+        raise
     finally:
         # The token never outlives the node on disk (tokens do not expire).
         (settings.scratch / "token").unlink(missing_ok=True)
