@@ -1,0 +1,33 @@
+"""A node that fails leaves its last words in the rendezvous (``logs/rank-N``), where
+every launcher can read them -- also those that cannot reach the node's own log
+(a cloud VM, a host behind SSH)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from syndeo.rendezvous import open_rendezvous
+
+
+def test_a_worker_that_finds_no_head_says_why_in_the_rendezvous(tmp_path: Path) -> None:
+    uri = (tmp_path / "rdv").as_uri()
+    env = {
+        **os.environ, "SYNDEO_CLUSTER_ID": "lastwords", "SYNDEO_RANK": "2",
+        "SYNDEO_NODES": "3", "SYNDEO_RENDEZVOUS": uri, "SYNDEO_SCRATCH": f"/tmp/sy-lw{os.getpid()}",
+        "SYNDEO_JOIN_TIMEOUT": "1", "SYNDEO_NOT_BEFORE": str(time.time()),
+    }  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "syndeo", "node"], env=env, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert out.returncode != 0
+    logs = open_rendezvous(uri, "lastwords").read_logs()
+    assert list(logs) == [2], logs
+    # The same one line the node printed, with the host it ran on.
+    printed = out.stderr.strip().splitlines()[-1].removeprefix("syndeo: error: ")
+    assert logs[2].endswith(printed), (logs, out.stderr)
+    assert "head" in logs[2].lower()
