@@ -55,8 +55,12 @@ class SlurmTarget(Target):
 
     def _job(self, spec: ClusterSpec) -> SlurmJob:
         placeholder = self.settings.scratch_dir / "x"
-        env = spec.node_settings(0, placeholder).to_env()
+        env = spec.node_env(0, placeholder)
         env = {k: v for k, v in env.items() if k not in RUNTIME_VARS}
+        # Rendezvous credentials by reference, never by value: the job inherits them
+        # from the submitting environment (sbatch's default --export=ALL), and the
+        # script (on disk, in Slurm's state, in --dry-run) names them only.
+        env.update({k: f"@@{k}@@" for k in spec.passthrough_names()})
         env["SYNDEO_TARGET"] = "slurm"
         binds: list[Path] = [*self.settings.binds]
         if spec.rendezvous.startswith("file:"):

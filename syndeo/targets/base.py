@@ -80,6 +80,27 @@ class ClusterSpec(BaseModel):
             image=cfg.container, image_digest=_digest(cfg.container), not_before=time.time(),
         )  # fmt: skip
 
+    def node_env(self, rank: int, scratch: Path, node_ip: str | None = None) -> dict[str, str]:
+        """The whole environment of ``syndeo node`` on one machine, for every launcher.
+
+        Its SYNDEO_* settings plus what the rendezvous backend needs to be reached
+        (credentials, endpoints): a node may start with a clean environment
+        (``apptainer --cleanenv``, a fresh VM).  Scripts a person reads must not show
+        the forwarded values (see :meth:`passthrough_names`).
+        """
+        from syndeo.rendezvous import passthrough_env
+
+        return {
+            **passthrough_env(self.rendezvous),
+            **self.node_settings(rank, scratch, node_ip).to_env(),
+        }
+
+    def passthrough_names(self) -> list[str]:
+        """Names of the forwarded (non-SYNDEO_*) variables :meth:`node_env` includes."""
+        from syndeo.rendezvous import passthrough_env
+
+        return sorted(passthrough_env(self.rendezvous))
+
     def node_settings(self, rank: int, scratch: Path, node_ip: str | None = None) -> NodeSettings:
         return NodeSettings(
             cluster_id=self.cluster_id, rank=rank, nodes=self.nodes, rendezvous=self.rendezvous,

@@ -24,7 +24,6 @@ import psutil
 from syndeo import container
 from syndeo.config import DeployConfig
 from syndeo.errors import ConfigError, TargetError
-from syndeo.rendezvous import passthrough_env
 from syndeo.rendezvous.file import parse_file_uri
 from syndeo.securedir import secure_dir
 from syndeo.state import cluster_dir, home
@@ -57,9 +56,9 @@ class LocalTarget(Target):
         self, spec: ClusterSpec, rank: int, binds: list[Path]
     ) -> tuple[list[str], dict[str, str], Path]:
         scratch = short_scratch(spec, rank)
-        settings = spec.node_settings(rank, scratch, node_ip=f"127.0.0.{10 + rank}")
-        # Credentials/endpoints of a cloud rendezvous must survive `apptainer --cleanenv`.
-        node_env = {**passthrough_env(spec.rendezvous), **settings.to_env()}
+        # Credentials/endpoints of a cloud rendezvous included: they must survive
+        # `apptainer --cleanenv`.
+        node_env = spec.node_env(rank, scratch, node_ip=f"127.0.0.{10 + rank}")
         argv, env = container.node_command(spec.image, node_env, [scratch, *binds])
         return argv, env, scratch
 

@@ -1,0 +1,53 @@
+"""A Slurm job whose nodes run in the container and meet in an S3 bucket.
+
+The S3 wire-protocol server (moto) listens on the test cluster's bridge, where the
+nodes' network namespaces reach it; its endpoint and credentials exist only in the
+submitting user's environment.  They reach the containers (``--cleanenv``) through
+the one node environment every launcher uses, by reference: never in the script.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from syndeo.slurm import localcluster
+from tests.servers import list_keys, make_bucket, running
+from tests.slurm.test_cluster import NODE_IPS, WORKLOAD, _assert_clean, _cfg, _result
+from tests.userrun import CI_PYTHON, DEPLOY, UserRun, as_user
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.apptainer, pytest.mark.objectstore]
+
+
+def test_container_nodes_meet_in_s3_with_credentials_only_in_the_environment(
+    slurm_cluster: localcluster.LocalCluster, user_run: UserRun, sif: Path, tmp_path: Path
+) -> None:
+    local = user_run.root / "workload.py"
+    shutil.copy(WORKLOAD, local)  # the work dir is bound into the container
+    local.chmod(0o644)
+    with running("s3", tmp_path / "logs", host=slurm_cluster.controller_ip) as s3:
+        make_bucket(s3, "slurm-rdv")
+        cfg = user_run.config(
+            f'container = "{sif}"\nrendezvous = "s3://slurm-rdv/jobs"\n'
+            + _cfg(workload="workload.py")
+        )
+        secret = f"s3cr3t-{uuid.uuid4().hex}"  # moto takes any; recognisable if leaked
+        env = {**user_run.env, **s3.env, "AWS_SECRET_ACCESS_KEY": secret}
+        proc = subprocess.Popen(
+            as_user([str(CI_PYTHON), str(DEPLOY), str(cfg)], env),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=user_run.root,
+        )  # fmt: skip
+        outcome = user_run.finish(proc)
+        assert outcome["exit_code"] == 0, outcome
+        result = _result(outcome)
+        assert result["ray_nodes"] == 3
+        assert set(result["node_ips"]) == NODE_IPS  # type: ignore[arg-type]
+        assert list_keys(s3, "slurm-rdv") == []  # the cluster's records are cleaned up
+    script = next((user_run.root / "home" / "slurm" / "jobs").glob("*/job.sbatch")).read_text()
+    assert 'APPTAINERENV_AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY}"' in script
+    assert secret not in script and s3.endpoint not in script  # by reference only
+    _assert_clean(slurm_cluster)
