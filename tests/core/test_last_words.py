@@ -5,6 +5,7 @@ every launcher can read them -- also those that cannot reach the node's own log
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -20,10 +21,13 @@ def test_a_worker_that_finds_no_head_says_why_in_the_rendezvous(tmp_path: Path) 
         "SYNDEO_NODES": "3", "SYNDEO_RENDEZVOUS": uri, "SYNDEO_SCRATCH": f"/tmp/sy-lw{os.getpid()}",
         "SYNDEO_JOIN_TIMEOUT": "1", "SYNDEO_NOT_BEFORE": str(time.time()),
     }  # fmt: skip
-    out = subprocess.run(
-        [sys.executable, "-m", "syndeo", "node"], env=env, capture_output=True, text=True,
-        timeout=120, check=False,
-    )  # fmt: skip
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "syndeo", "node"], env=env, capture_output=True, text=True,
+            timeout=120, check=False,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(env["SYNDEO_SCRATCH"], ignore_errors=True)  # what this test made
     assert out.returncode != 0
     logs = open_rendezvous(uri, "lastwords").read_logs()
     assert list(logs) == [2], logs
