@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import sys
 import threading
 import time
@@ -204,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="also write the JSON here")
     args = ap.parse_args(argv)
     threading.stack_size(512 * 1024)  # 1,000 threads on a small machine
+    # A timeout's TERM must unwind through _target, which stops the emulator it started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         with _target(args.backend, args.uri) as uri:
             report = {
