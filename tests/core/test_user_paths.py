@@ -261,15 +261,14 @@ def test_head_refuses_tokenless_clients_on_every_port_and_logs_no_token(
             else:
                 assert a.without_token.endswith("=UNAUTHENTICATED"), table
                 assert not a.with_token.endswith(("=UNAUTHENTICATED", "UNIMPLEMENTED")), table
-    finally:
         down = syndeo("down", "--cluster-id", cid, cwd=tmp_path, env=keep)
-        _reap(cid)
-    assert down.returncode == 0, down.stderr[-3000:]
-    try:
+        assert down.returncode == 0, down.stderr[-3000:]
         logs = [*(syndeo_home / "clusters" / cid).glob("*.log"), *scratch.rglob("*")]
         files = [f for f in logs if f.is_file() and not f.is_symlink() and f.name != "token"]
         assert any("session_" in str(f) for f in files), "no Ray log files found"
         leaked = [str(f) for f in files if token.encode() in f.read_bytes()]
         assert not leaked, f"the token is written in {leaked}"
     finally:
+        syndeo("down", "--cluster-id", cid, cwd=tmp_path)  # a no-op after a clean down
+        _reap(cid)
         shutil.rmtree(scratch, ignore_errors=True)

@@ -63,4 +63,6 @@ def test_a_serving_cluster_barely_polls_the_store(
         assert down.returncode == 0, down.stderr[-3000:]
         assert_nothing_left(cid)
     finally:
+        # A failed assertion must not leave the cluster up (a no-op after a clean down).
+        syndeo("down", "--cluster-id", cid, cwd=tmp_path, env=backend.env)
         _reap(cid)
