@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from syndeo.targets import TARGETS, Target
+from syndeo.targets.cloud import CloudTarget
 from syndeo.targets.vm import VmTarget, terraform_root
 
 VERBS = ("default_rendezvous", "script", "launch", "poll", "stop")
@@ -34,6 +35,8 @@ def test_target_has_the_common_verbs_and_no_node_logic(name: str) -> None:
     optional = {"describe", "summary", "creates_rendezvous"}
     if issubclass(cls, VmTarget):
         optional |= VM_HOOKS  # what a Terraform-backed target may add, and nothing else
+    if issubclass(cls, CloudTarget):
+        optional |= CLOUD_HOOKS
     extra = public - set(VERBS) - optional
     assert not extra, f"{class_name} adds verbs other targets lack: {sorted(extra)}"
     # The module that defines the class (a target may re-export it from a package).
@@ -51,6 +54,7 @@ def test_target_has_the_common_verbs_and_no_node_logic(name: str) -> None:
 
 
 VM_HOOKS = {"machine_vars", "machine_summary", "prepare"}
+CLOUD_HOOKS = {"check_credentials", "cloud_vars"}
 
 
 def _assert_renders_through_node_module(module: str) -> None:
@@ -68,6 +72,8 @@ def _assert_renders_through_node_module(module: str) -> None:
 def test_vm_hooks_are_the_ones_vm_target_defines() -> None:
     defined = {n for n, v in vars(VmTarget).items() if callable(v) and not n.startswith("_")}
     assert defined - set(VERBS) - {"describe", "summary", "tfvars"} == VM_HOOKS
+    cloud = {n for n, v in vars(CloudTarget).items() if callable(v) and not n.startswith("_")}
+    assert cloud - set(VERBS) - VM_HOOKS - {"creates_rendezvous"} == CLOUD_HOOKS
 
 
 def test_importing_syndeo_loads_no_cloud_sdk_and_no_ray() -> None:
