@@ -44,9 +44,10 @@ def _one_line_error(text: str) -> str:
     for i, line in enumerate(lines):
         if line.startswith("Error: "):
             detail = []
-            for more in lines[i + 1 : i + 12]:
+            for more in lines[i + 1 : i + 25]:
                 if more.startswith(("Error: ", "Warning: ")):
                     break
+                more = more.lstrip("├─│ ")  # the box Terraform draws around a value
                 if more and not more.startswith(("on ", "with ")) and not re.match(r"^\d+:", more):
                     detail.append(more)
             return " ".join([line.removeprefix("Error: ").rstrip("."), *detail])[:800]

@@ -4,7 +4,8 @@
 # ../modules/node, the same module the cloud targets use.
 
 locals {
-  image_remote = var.image == null ? null : "${var.remote_image_dir}/${var.image_digest}.sif"
+  digest_hex   = var.image_digest == null ? null : trimprefix(var.image_digest, "sha256:")
+  image_remote = var.image == null ? null : "${var.remote_image_dir}/${local.digest_hex}.sif"
   ssh_env = {
     SSH_USER         = var.ssh_user
     SSH_PORT         = tostring(var.ssh_port)
@@ -74,7 +75,7 @@ resource "terraform_data" "image" {
       HOST   = var.hosts[count.index]
       SRC    = var.image
       DEST   = local.image_remote
-      DIGEST = var.image_digest
+      DIGEST = local.digest_hex
     })
   }
 }

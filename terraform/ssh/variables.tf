@@ -101,8 +101,8 @@ variable "image_digest" {
   type        = string
   default     = null
   validation {
-    condition     = var.image_digest == null || can(regex("^[0-9a-f]{64}$", var.image_digest))
-    error_message = "image_digest: 64 lowercase hex digits."
+    condition     = var.image_digest == null || can(regex("^(sha256:)?[0-9a-f]{64}$", var.image_digest))
+    error_message = "image_digest: 64 lowercase hex digits, optionally prefixed sha256:."
   }
   validation {
     condition     = (var.image == null) == (var.image_digest == null)

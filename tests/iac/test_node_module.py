@@ -76,7 +76,7 @@ def _spec(run: str = TRICKY_RUN) -> ClusterSpec:
     return ClusterSpec(
         target="ssh", cluster_id="rt-1", rendezvous="file:///shared/dir with space",
         nodes=3, cpus=2, gpus=0, memory_mb=1024, object_store_mb=None, join_timeout=45.5,
-        run=run, workdir=Path("/home/u/work dir"), image=None, image_digest="ab" * 32,
+        run=run, workdir=Path("/home/u/work dir"), image=None, image_digest="sha256:" + "ab" * 32,
         not_before=1763800000.25,
     )  # fmt: skip
 

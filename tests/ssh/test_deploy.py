@@ -111,8 +111,9 @@ def test_containerised_nodes_s3_on_the_bridge(
     summary = _benchmark(outcome)
     assert summary["image"]["digest"]
     # Every host got its own copy, named by digest, on its own disk.
+    digest = summary["image"]["digest"].removeprefix("sha256:")
     for host in ssh_hosts.hosts:
-        copy = ssh_hosts.disk(host) / "images" / f"{summary['image']['digest']}.sif"
+        copy = ssh_hosts.disk(host) / "images" / f"{digest}.sif"
         assert copy.is_file(), f"{host.name} has no image copy"
     assert "uploaded image" in outcome["_stderr"]
     _assert_clean(ssh_hosts, run)

@@ -152,8 +152,8 @@ variable "image_digest" {
   type        = string
   default     = null
   validation {
-    condition     = var.image_digest == null || can(regex("^[0-9a-f]{64}$", var.image_digest))
-    error_message = "image_digest: null or 64 lowercase hex digits (sha256)."
+    condition     = var.image_digest == null || can(regex("^(sha256:)?[0-9a-f]{64}$", var.image_digest))
+    error_message = "image_digest: null or a sha256: 64 lowercase hex digits, optionally prefixed sha256:."
   }
 }
 
