@@ -153,3 +153,26 @@ class RayProcess:
         psutil.wait_procs(alive, timeout=5)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
+        _sweep(self.env.get("SYNDEO_SCRATCH") or str(self.settings.scratch))
+
+
+def _sweep(scratch: str, settle_s: float = 3.0) -> None:
+    """KILL what is left of this node outside our view: a raylet may respawn its
+    dashboard agent while it dies, and the orphan is in no family we listed.  Every
+    process of the node inherited SYNDEO_SCRATCH; none of another node shares it."""
+    me = os.getpid()
+    deadline = time.monotonic() + settle_s
+    while True:
+        left = []
+        for p in psutil.process_iter():
+            if p.pid == me:
+                continue
+            with contextlib.suppress(psutil.Error):
+                if p.uids().real == os.getuid() and p.environ().get("SYNDEO_SCRATCH") == scratch:
+                    left.append(p)
+        for p in left:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        if not left or time.monotonic() >= deadline:
+            return
+        time.sleep(0.2)

@@ -60,7 +60,7 @@ def _body(run: UserRun, bed: sshhosts.Bed, rendezvous: str = "", extra: str = ""
 
 
 def _assert_clean(bed: sshhosts.Bed, run: UserRun) -> None:
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         left = {h.name: sshhosts.host_processes(bed, h, CI_USER) for h in bed.hosts}
         if not any(left.values()):
