@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from syndeo.config import DeployConfig
 from syndeo.errors import ConfigError, TargetError
 from syndeo.iac.terraform import Terraform, TerraformError, Workspace
-from syndeo.rendezvous import open_rendezvous, passthrough_env
+from syndeo.rendezvous import Rendezvous, open_rendezvous, passthrough_env
 from syndeo.state import cluster_dir
 from syndeo.targets.base import ClusterSpec, Launched, Target
 
@@ -71,6 +71,7 @@ class VmTarget(Target):
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         super().__init__(cfg, echo)
         self.module_dir = terraform_root() / self.module
+        self._rdv: tuple[tuple[str, str], Rendezvous] | None = None
 
     # ------------------------------------------------------------------ per target
     @abstractmethod
@@ -146,8 +147,15 @@ class VmTarget(Target):
             raise
         return launched
 
+    def _rendezvous(self, launched: Launched) -> Rendezvous:
+        # One client per cluster: poll runs every second or so.
+        key = (launched.rendezvous, launched.cluster_id)
+        if self._rdv is None or self._rdv[0] != key:
+            self._rdv = (key, open_rendezvous(launched.rendezvous, launched.cluster_id, 0))
+        return self._rdv[1]
+
     def poll(self, launched: Launched) -> int | None:
-        rdv = open_rendezvous(launched.rendezvous, launched.cluster_id, 0)
+        rdv = self._rendezvous(launched)
         done = rdv.read_done()
         if done is not None:
             return done.exit_code
@@ -190,8 +198,7 @@ class VmTarget(Target):
         if launched.data.get("head_failure"):
             parts.append(f"head: {launched.data['head_failure']}")
         with contextlib.suppress(Exception):
-            rdv = open_rendezvous(launched.rendezvous, launched.cluster_id, 0)
-            for rank, tail in sorted(rdv.read_logs().items()):
+            for rank, tail in sorted(self._rendezvous(launched).read_logs().items()):
                 if rank != 0:
                     parts.append(f"rank {rank}: {tail}")
         parts.append(f"terraform log: {launched.data.get('workspace', '?')}/terraform.log")
