@@ -15,15 +15,15 @@ from tests.core.helpers import ROOT, one_line_error, syndeo
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--target", "moon"], "target: Input should be 'local', 'slurm', 'aws', 'gcp' or 'azure'"),
-        (["--target", "aws"], "target 'aws' is not available yet"),
+        (["--target", "moon"], "target: Input should be 'local', 'slurm', 'ssh', 'aws', 'gcp' or 'azure'"),
+        (["--target", "aws"], "aws: --instance-type or [aws] instance_type in the config"),
         (["--nodes", "-1"], "nodes: Input should be greater than or equal to 1"),
         (["--nodes", "0"], "nodes: Input should be greater than or equal to 1"),
         (["--cpus-per-node", "0"], "cpus_per_node: Input should be greater than or equal to 1"),
         (["--cluster-id", "Not_OK"], "cluster_id: Value error, use 1-40 of a-z"),
         (["--run", ""], "run: Value error, is not a valid command line (is empty)"),
         (["--run", "python 'unclosed"], "is not a valid command line (No closing quotation)"),
-        (["--rendezvous", "ftp://host/x"], "unsupported rendezvous URI 'ftp://host/x'"),
+        (["--rendezvous", "ftp://host/x"], "rendezvous: Value error, use file:///dir, s3://"),
         (["--rendezvous", "file://relative/dir"], "not a file URI"),
         (["--rendezvous", "file:///proc/syndeo"], "cannot create rendezvous directory /proc/"),
         (["--join-timeout-s", "-5"], "join_timeout_s: Input should be greater than 0"),
