@@ -153,13 +153,21 @@ class RayProcess:
         psutil.wait_procs(alive, timeout=5)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
-        _sweep(self.env.get("SYNDEO_SCRATCH") or str(self.settings.scratch))
+        _sweep(self.env.get("SYNDEO_SCRATCH") or str(self.settings.scratch), self.proc.pid)
 
 
-def _sweep(scratch: str, settle_s: float = 3.0) -> None:
+def _session(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _sweep(scratch: str, ray_session: int, settle_s: float = 3.0) -> None:
     """KILL what is left of this node outside our view: a raylet may respawn its
-    dashboard agent while it dies, and the orphan is in no family we listed.  Every
-    process of the node inherited SYNDEO_SCRATCH; none of another node shares it."""
+    dashboard agent while it dies, and the orphan is in no family we listed.  It is
+    ours if it is in the session ``ray start`` began (Ray's agents do not inherit our
+    environment) or carries this node's SYNDEO_SCRATCH; no other node shares either."""
     me = os.getpid()
     deadline = time.monotonic() + settle_s
     while True:
@@ -168,7 +176,9 @@ def _sweep(scratch: str, settle_s: float = 3.0) -> None:
             if p.pid == me:
                 continue
             with contextlib.suppress(psutil.Error):
-                if p.uids().real == os.getuid() and p.environ().get("SYNDEO_SCRATCH") == scratch:
+                if p.uids().real != os.getuid() or p.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                if _session(p.pid) == ray_session or p.environ().get("SYNDEO_SCRATCH") == scratch:
                     left.append(p)
         for p in left:
             with contextlib.suppress(psutil.Error):
