@@ -150,20 +150,25 @@ class SshTarget(VmTarget):
         self._known_hosts(spec.cluster_id).write_text("\n".join(self._host_lines) + "\n")
 
     def machine_summary(self, spec: ClusterSpec) -> dict[str, Any]:
-        return {"provider": "ssh", "hosts": self.settings.hosts, "count": spec.nodes}
+        # Also what poll needs later, when `invoke down` has only the saved state.
+        s = self.settings
+        return {
+            "provider": "ssh", "hosts": s.hosts, "count": spec.nodes, "user": s.user,
+            "port": s.port, "key": str(s.key.expanduser()) if s.key else None,
+        }  # fmt: skip
 
     # ------------------------------------------------------------------ liveness
     def _ssh(self, host: str, command: str, launched: Launched) -> subprocess.CompletedProcess[str]:
-        s = self.settings
+        m = launched.data["machines"]
         argv = [
             "ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
             "-o", f"UserKnownHostsFile={cluster_dir(launched.cluster_id) / 'known_hosts'}",
-            "-o", "ConnectTimeout=10", "-p", str(s.port),
+            "-o", "ConnectTimeout=10", "-p", str(m["port"]),
         ]  # fmt: skip
-        if s.key is not None:
-            argv += ["-i", str(s.key.expanduser()), "-o", "IdentitiesOnly=yes"]
+        if m.get("key"):
+            argv += ["-i", m["key"], "-o", "IdentitiesOnly=yes"]
         return subprocess.run(
-            [*argv, f"{s.user}@{host}", command], capture_output=True, text=True, timeout=30,
+            [*argv, f"{m['user']}@{host}", command], capture_output=True, text=True, timeout=30,
             check=False,
         )  # fmt: skip
 
@@ -182,13 +187,14 @@ class SshTarget(VmTarget):
             f'2>/dev/null && exit 0; tail -n 5 "$d/node.log" 2>/dev/null; exit 3'
         )
         with contextlib.suppress(subprocess.TimeoutExpired, OSError):
-            out = self._ssh(self.settings.hosts[0], check, launched)
+            head_host = launched.data["machines"]["hosts"][0]
+            out = self._ssh(head_host, check, launched)
             if out.returncode == 3:
                 # The head may have finished cleanly between two reads: ask once more.
                 rc = super().poll(launched)
                 if rc is None:
                     tail = " | ".join(ln.strip() for ln in out.stdout.splitlines() if ln.strip())
-                    launched.data["head_failure"] = f"exited on {self.settings.hosts[0]}: {tail}"
+                    launched.data["head_failure"] = f"exited on {head_host}: {tail}"
                     return 1
         return rc
 
