@@ -15,7 +15,10 @@ from tests.core.helpers import ROOT, one_line_error, syndeo
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--target", "moon"], "target: Input should be 'local', 'slurm', 'ssh', 'aws', 'gcp' or 'azure'"),
+        (
+            ["--target", "moon"],
+            "target: Input should be 'local', 'slurm', 'ssh', 'aws', 'gcp' or 'azure'",
+        ),
         (["--target", "aws"], "aws: --instance-type or [aws] instance_type in the config"),
         (["--nodes", "-1"], "nodes: Input should be greater than or equal to 1"),
         (["--nodes", "0"], "nodes: Input should be greater than or equal to 1"),
