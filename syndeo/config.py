@@ -13,10 +13,20 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from syndeo.compare.settings import CostSettings
 from syndeo.errors import ConfigError
+from syndeo.groups import GroupConfig, Layout, build_layout
 from syndeo.rendezvous.base import CLUSTER_ID_RE
 
 TargetName = Literal["local", "slurm", "ssh", "aws", "gcp", "azure"]
@@ -69,6 +79,46 @@ class DeployConfig(_Strict):
     aws: dict[str, Any] = {}
     gcp: dict[str, Any] = {}
     azure: dict[str, Any] = {}
+    # Node groups (see syndeo/groups.py for the head rule); none = one group of `nodes`.
+    head: Literal["own", "first"] = "own"  # own: a 1-node group `head`; first: rank 0 of groups[0]
+    groups: list[GroupConfig] = []
+    _layout: Layout | None = PrivateAttr(default=None)
+
+    @field_validator("groups")
+    @classmethod
+    def _group_list(cls, v: list[GroupConfig], info: ValidationInfo) -> list[GroupConfig]:
+        # Cross-group rules (duplicates, head first, min_nodes) here, so the error
+        # names `groups`; the shape is resolved once the top level is known.
+        if v:
+            build_layout(v, head=info.data.get("head", "own"), cpus=1, gpus=0, memory_mb=None,
+                         container=None)  # fmt: skip
+        return v
+
+    @model_validator(mode="after")
+    def _groups(self) -> DeployConfig:
+        if not self.groups:
+            self._layout = None
+            return self
+        layout = build_layout(
+            self.groups, head=self.head, cpus=self.cpus_per_node, gpus=self.gpus_per_node,
+            memory_mb=self.memory_mb_per_node, container=self.container,
+        )  # fmt: skip
+        if "nodes" in self.model_fields_set and self.nodes != layout.nodes:
+            raise ValueError(
+                f"nodes = {self.nodes} but the groups add up to {layout.nodes} nodes "
+                "(with groups, leave nodes out)"
+            )
+        if layout.nodes > 4096:
+            raise ValueError(f"the groups add up to {layout.nodes} nodes; at most 4096")
+        # Bypass assignment validation (it would run this validator again).
+        self.__dict__["nodes"] = layout.nodes
+        self._layout = layout
+        return self
+
+    @property
+    def layout(self) -> Layout | None:
+        """The resolved node groups, or None for a config without ``[[groups]]``."""
+        return self._layout
 
     @field_validator("cluster_id")
     @classmethod

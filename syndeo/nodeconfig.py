@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from syndeo.errors import ConfigError
+from syndeo.groups import GROUP_NAME_RE, parse_expected
 from syndeo.rendezvous.base import CLUSTER_ID_RE
 
 PREFIX = "SYNDEO_"
@@ -44,6 +45,27 @@ class NodeSettings(BaseModel):
     target: str = "manual"
     not_before: float | None = None
     image_digest: str | None = None  # recorded in results manifests when nodes run in an image
+    # Node groups (syndeo/groups.py); None = a cluster without groups, as before.
+    group: str | None = None  # this node's group: its Ray label syndeo-group
+    groups: str | None = None  # every group's name:nodes:min_nodes (the head's readiness rule)
+
+    @field_validator("group")
+    @classmethod
+    def _group(cls, v: str | None) -> str | None:
+        if v is not None and not GROUP_NAME_RE.match(v):
+            raise ValueError(f"{v!r} is not a group name")
+        return v
+
+    @field_validator("groups")
+    @classmethod
+    def _groups(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_expected(v)  # ValueError names the bad part
+        return v
+
+    def expected_groups(self) -> dict[str, tuple[int, int]]:
+        """{group: (nodes, min_nodes)} the head waits for; empty without groups."""
+        return parse_expected(self.groups or "")
 
     @field_validator("cluster_id")
     @classmethod

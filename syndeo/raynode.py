@@ -14,20 +14,26 @@ import os
 import signal
 import subprocess
 import sys
+import re
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import psutil
 
 from syndeo.errors import NodeError
 from syndeo.nodeconfig import NodeSettings
+from syndeo.timeline import RAY_STARTED_LINE, ray_phases
 
 # Every port is chosen by the OS (0) except Ray's client server, whose CLI insists
 # on a fixed port: derive it from the cluster id so two clusters on one machine
 # differ (and publish it with the head record).
 CLIENT_PORT_BASE, CLIENT_PORT_SPAN = 20000, 10000
 STOP_GRACE_S = 15.0
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+T = TypeVar("T")
 
 
 def client_server_port(cluster_id: str) -> int:
@@ -57,10 +63,15 @@ class RayProcess:
         }
         self.env.pop("RAY_AUTH_TOKEN", None)  # the file is the only source of the token
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started_at = 0.0
+        self._log_offset = 0
 
     def _args(self) -> list[str]:
         s = self.settings
         labels = {"syndeo-cluster": s.cluster_id, "syndeo-rank": str(s.rank)}
+        if s.group is not None:
+            # User code places work with Ray's own API: label_selector={"syndeo-group": …}.
+            labels["syndeo-group"] = s.group
         args = [
             *ray_cli(), "start", "--block",
             f"--temp-dir={self.temp_dir}",
@@ -91,7 +102,11 @@ class RayProcess:
         # A scratch dir can be reused (a requeued job, a repeated cluster id): an old
         # marker would hand out the address of a Ray that no longer exists.
         (self.temp_dir / "ray_current_cluster").unlink(missing_ok=True)
+        # Likewise the link to the last session: its GCS port file would be stale.
+        (self.temp_dir / "session_latest").unlink(missing_ok=True)
+        self.started_at = time.time()
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        self._log_offset = log.tell()
         try:
             self.proc = subprocess.Popen(
                 self._args(), env=self.env, stdout=log, stderr=subprocess.STDOUT,
@@ -112,6 +127,71 @@ class RayProcess:
             return ""
         interesting = [ln for ln in text if "Error" in ln or "error" in ln] or text
         return " | ".join(ln.strip()[:200] for ln in interesting[-lines:])
+
+    def _gcs_address(self) -> str | None:
+        """``ip:port`` of this session's GCS once it has bound its port, else None.
+
+        Ray writes the port the OS gave its GCS to ``gcs_server_port_<node id>``
+        seconds before ``ray start`` has started the rest of the head (raylet,
+        agents); publishing it then lets workers start joining in parallel.
+        """
+        ip = self.settings.node_ip or self._logged_ip()
+        if ip is None:
+            return None
+        for path in (self.temp_dir / "session_latest").glob("gcs_server_port_*"):
+            with contextlib.suppress(OSError, ValueError):
+                if path.stat().st_mtime >= self.started_at - 1:
+                    return f"{ip}:{int(path.read_text().strip())}"
+        return None
+
+    def _new_log(self) -> str:
+        """What this start of Ray has written to the (appended) log so far."""
+        with contextlib.suppress(OSError), self.log_path.open("rb") as f:
+            f.seek(self._log_offset)
+            return f.read().decode(errors="replace")
+        return ""
+
+    def _logged_ip(self) -> str | None:
+        # `ray start` names the IP it chose ("Local node IP: 10.1.2.3", in colour).
+        for line in self._new_log().splitlines():
+            if "Local node IP" in line:
+                return _ANSI.sub("", line).rsplit(":", 1)[-1].strip() or None
+        return None
+
+    def wait_gcs_address(self, timeout_s: float) -> str:
+        """The head's GCS address as soon as the GCS accepts connections."""
+        from syndeo.leaving import gcs_reachable
+
+        return self._wait(
+            lambda: a if (a := self._gcs_address()) and gcs_reachable(a, 1.0) else None,
+            timeout_s,
+            "Ray head's GCS",
+        )
+
+    def wait_started(self, timeout_s: float) -> None:
+        """Until ``ray start`` reports this node started (its raylet registered)."""
+
+        self._wait(lambda: True if RAY_STARTED_LINE in self._new_log() else None, timeout_s, "Ray")
+
+    def phases(self) -> dict[str, float]:
+        """Ray's own start-up phases on this node (from its logs)."""
+        return {
+            k: v for k, v in ray_phases(self.temp_dir, self.log_path).items()
+            if v >= self.started_at - 1
+        }  # fmt: skip
+
+    def _wait(self, probe: Callable[[], T | None], timeout_s: float, what: str) -> T:
+        deadline = time.monotonic() + timeout_s
+        delay = 0.02
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise NodeError(f"{what} exited while starting: {self.log_tail()}")
+            value = probe()
+            if value is not None:
+                return value
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.25)
+        raise NodeError(f"{what} did not come up within {timeout_s:.0f} s: {self.log_tail()}")
 
     def wait_head_address(self, timeout_s: float) -> str:
         """The GCS address the head bound (port chosen by the OS), once Ray is up."""

@@ -8,6 +8,7 @@ each machine it provides runs ``syndeo node`` with :meth:`ClusterSpec.node_env`.
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import time
@@ -20,6 +21,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from syndeo.config import DeployConfig
+from syndeo.groups import Group, Layout
 from syndeo.nodeconfig import NodeSettings
 
 
@@ -42,6 +44,7 @@ def short_scratch(spec: ClusterSpec, rank: int | str) -> Path:
     return SCRATCH_BASE / f"syndeo-{os.getuid()}" / f"{key:08x}" / str(rank)
 
 
+@functools.cache
 def _digest(image: Path | None) -> str | None:
     if image is None:
         return None
@@ -69,6 +72,14 @@ class ClusterSpec(BaseModel):
     image: Path | None
     image_digest: str | None = None
     not_before: float
+    layout: Layout | None = None  # node groups; None = every node shaped as above
+
+    def group_of(self, rank: int) -> Group | None:
+        """The group of ``rank`` (ranks past the layout, added by grow, must name theirs)."""
+        return None if self.layout is None else self.layout.group_of(rank)
+
+    def image_for(self, group: Group | None) -> Path | None:
+        return self.image if group is None else group.container
 
     @classmethod
     def from_config(cls, cfg: DeployConfig, rendezvous: str, cluster_id: str) -> ClusterSpec:
@@ -78,9 +89,12 @@ class ClusterSpec(BaseModel):
             object_store_mb=cfg.object_store_mb_per_node, join_timeout=cfg.join_timeout_s,
             run=cfg.workload_command(), workdir=(cfg.workdir or Path.cwd()).resolve(),
             image=cfg.container, image_digest=_digest(cfg.container), not_before=time.time(),
+            layout=cfg.layout,
         )  # fmt: skip
 
-    def node_env(self, rank: int, scratch: Path, node_ip: str | None = None) -> dict[str, str]:
+    def node_env(
+        self, rank: int, scratch: Path, node_ip: str | None = None, group: Group | None = None
+    ) -> dict[str, str]:
         """The whole environment of ``syndeo node`` on one machine, for every launcher.
 
         Its SYNDEO_* settings plus what the rendezvous backend needs to be reached
@@ -92,7 +106,7 @@ class ClusterSpec(BaseModel):
 
         return {
             **passthrough_env(self.rendezvous),
-            **self.node_settings(rank, scratch, node_ip).to_env(),
+            **self.node_settings(rank, scratch, node_ip, group).to_env(),
         }
 
     def passthrough_names(self) -> list[str]:
@@ -101,13 +115,25 @@ class ClusterSpec(BaseModel):
 
         return sorted(passthrough_env(self.rendezvous))
 
-    def node_settings(self, rank: int, scratch: Path, node_ip: str | None = None) -> NodeSettings:
+    def node_settings(
+        self, rank: int, scratch: Path, node_ip: str | None = None, group: Group | None = None
+    ) -> NodeSettings:
+        """``group``: the node's group (default: the layout's group of ``rank``)."""
+        if group is None and self.layout is not None:
+            group = self.layout.group_of(rank)
+        cpus, gpus, memory_mb, digest = self.cpus, self.gpus, self.memory_mb, self.image_digest
+        if group is not None:
+            cpus, gpus, memory_mb = group.cpus, group.gpus, group.memory_mb
+            if group.container != self.image:
+                digest = _digest(group.container)
         return NodeSettings(
             cluster_id=self.cluster_id, rank=rank, nodes=self.nodes, rendezvous=self.rendezvous,
-            scratch=scratch, cpus=self.cpus, gpus=self.gpus, memory_mb=self.memory_mb,
+            scratch=scratch, cpus=cpus, gpus=gpus, memory_mb=memory_mb,
             object_store_mb=self.object_store_mb, node_ip=node_ip, join_timeout=self.join_timeout,
             run=self.run if rank == 0 else "", workdir=self.workdir, target=self.target,
-            not_before=self.not_before, image_digest=self.image_digest,
+            not_before=self.not_before, image_digest=digest,
+            group=group.name if group is not None else None,
+            groups=self.layout.expected() if self.layout is not None else None,
         )  # fmt: skip
 
 

@@ -1,0 +1,171 @@
+"""Node groups: one Ray cluster made of differently shaped nodes (head, CPU, GPU …).
+
+A config without ``[[groups]]`` is one homogeneous group, exactly as before.  With
+groups, the rule for the head is: **the head is rank 0 of the first group**, and
+unless ``head = "first"`` is set, a 1-node group named ``head`` (shaped by the
+top-level ``cpus_per_node`` / ``gpus_per_node`` / ``memory_mb_per_node``) is put
+first -- or kept first, if the user wrote one named ``head`` themselves.  Ranks are
+numbered through the groups in order, so the rendezvous, the readiness count and
+the ``syndeo-rank`` labels work as they do without groups.
+
+Everything here is pure data (no target, no I/O): targets turn a :class:`Layout`
+into jobs, processes or instance groups.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+GROUP_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+HEAD_GROUP = "head"
+
+
+class GroupConfig(BaseModel):
+    """One ``[[groups]]`` entry as the user writes it; unset shape fields inherit the top level."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    name: str
+    nodes: int = Field(default=1, ge=0, le=4096)  # 0: declared now, filled by `invoke grow`
+    cpus_per_node: int | None = Field(default=None, ge=1, le=1024)
+    gpus_per_node: int | None = Field(default=None, ge=0, le=64)
+    memory_mb_per_node: int | None = Field(default=None, ge=256)
+    # The head may start the workload once every group has this many nodes (default:
+    # all of them); the rest may join later.  Waited for until join_timeout_s.
+    min_nodes: int | None = Field(default=None, ge=0)
+    container: Path | None = None  # None = the top-level container
+    instance_type: str | None = None  # clouds: None = the top-level --instance-type
+    # Per-group [slurm] overrides (partition, gres_name, gpu_request, account, qos,
+    # time, extra_sbatch); checked by the Slurm target together with the [slurm] section.
+    slurm: dict[str, Any] = {}
+    hosts: list[str] = []  # ssh: this group's hosts, one node each
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not GROUP_NAME_RE.match(v):
+            raise ValueError(f"{v!r}: use 1-31 of a-z, 0-9 and '-', starting with a letter")
+        return v
+
+
+class Group(BaseModel):
+    """A group as targets see it: every shape field resolved, its ranks assigned."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    first_rank: int = Field(ge=0)
+    nodes: int = Field(ge=0)
+    cpus: int = Field(ge=1)
+    gpus: int = Field(ge=0)
+    memory_mb: int | None = None
+    min_nodes: int = Field(ge=0)
+    container: Path | None = None
+    instance_type: str | None = None
+    slurm: dict[str, Any] = {}
+    hosts: list[str] = []
+
+    @property
+    def ranks(self) -> range:
+        return range(self.first_rank, self.first_rank + self.nodes)
+
+    @property
+    def holds_head(self) -> bool:
+        return self.first_rank == 0 and self.nodes > 0
+
+
+class Layout(BaseModel):
+    """The groups of one cluster, in rank order (rank 0, the head, is in the first)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    groups: list[Group]
+
+    @property
+    def nodes(self) -> int:
+        return sum(g.nodes for g in self.groups)
+
+    def group(self, name: str) -> Group:
+        for g in self.groups:
+            if g.name == name:
+                return g
+        known = ", ".join(g.name for g in self.groups)
+        raise KeyError(f"unknown group {name!r}; the cluster's groups are: {known}")
+
+    def group_of(self, rank: int) -> Group:
+        for g in self.groups:
+            if rank in g.ranks:
+                return g
+        raise KeyError(f"rank {rank} is in no group")
+
+    def expected(self) -> str:
+        """``SYNDEO_GROUPS``: ``name:nodes:min_nodes`` per group, comma-separated."""
+        return ",".join(f"{g.name}:{g.nodes}:{g.min_nodes}" for g in self.groups)
+
+
+def build_layout(
+    groups: list[GroupConfig],
+    *,
+    head: str,
+    cpus: int,
+    gpus: int,
+    memory_mb: int | None,
+    container: Path | None,
+) -> Layout:
+    """Resolve ``[[groups]]`` (already validated one by one) into a :class:`Layout`.
+
+    Raises ValueError with one sentence for cross-group mistakes (duplicate names,
+    an empty first group, ``min_nodes`` above ``nodes``).
+    """
+    seen: set[str] = set()
+    for g in groups:
+        if g.name in seen:
+            raise ValueError(f"group {g.name!r} is defined twice")
+        seen.add(g.name)
+        if g.min_nodes is not None and g.min_nodes > g.nodes:
+            raise ValueError(
+                f"group {g.name!r}: min_nodes {g.min_nodes} is more than its {g.nodes} nodes"
+            )
+    entries = list(groups)
+    if head == "own" and (not entries or entries[0].name != HEAD_GROUP):
+        if HEAD_GROUP in seen:
+            raise ValueError(
+                f"the group {HEAD_GROUP!r} holds the head and must come first "
+                '(or set head = "first" to put the head in the first group)'
+            )
+        entries.insert(0, GroupConfig(name=HEAD_GROUP, nodes=1))
+    if entries[0].nodes < 1:
+        raise ValueError(f"group {entries[0].name!r} holds the head (rank 0): it needs nodes >= 1")
+    out, rank = [], 0
+    for g in entries:
+        out.append(
+            Group(
+                name=g.name, first_rank=rank, nodes=g.nodes,
+                cpus=g.cpus_per_node if g.cpus_per_node is not None else cpus,
+                gpus=g.gpus_per_node if g.gpus_per_node is not None else gpus,
+                memory_mb=g.memory_mb_per_node if g.memory_mb_per_node is not None else memory_mb,
+                min_nodes=g.min_nodes if g.min_nodes is not None else g.nodes,
+                container=g.container if g.container is not None else container,
+                instance_type=g.instance_type, slurm=dict(g.slurm), hosts=list(g.hosts),
+            )
+        )  # fmt: skip
+        rank += g.nodes
+    return Layout(groups=out)
+
+
+def parse_expected(text: str) -> dict[str, tuple[int, int]]:
+    """``SYNDEO_GROUPS`` back into {name: (nodes, min_nodes)} (see :meth:`Layout.expected`)."""
+    out: dict[str, tuple[int, int]] = {}
+    for part in filter(None, text.split(",")):
+        fields = part.split(":")
+        if len(fields) != 3 or not GROUP_NAME_RE.match(fields[0]):
+            raise ValueError(f"{part!r} is not name:nodes:min_nodes")
+        name, nodes, least = fields[0], int(fields[1]), int(fields[2])
+        if nodes < 0 or not 0 <= least <= nodes:
+            raise ValueError(f"{part!r}: need 0 <= min_nodes <= nodes")
+        out[name] = (nodes, least)
+    return out
