@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from syndeo.errors import JoinTimeout, NodeError, RendezvousError, WorkloadError
+from syndeo.groupwatch import GroupWatch
 from syndeo.nodeconfig import NodeSettings
 from syndeo.raynode import RayProcess
 from syndeo.rendezvous import DoneRecord, Rendezvous, StatusRecord
@@ -72,6 +73,8 @@ class Monitor:
         # Status and the stop flag are not worth a running workload: degrade instead.
         self.store = Tolerant(lambda msg: log(s, msg))
         self.workload_started = False
+        # Node groups: what the head waits for and each rank's group (empty: no groups).
+        self.groups = GroupWatch(s.expected_groups())
 
     # ------------------------------------------------------------------ ray driver
     def connect(self) -> None:
@@ -92,13 +95,14 @@ class Monitor:
     def joined(self) -> set[int]:
         import ray
 
-        ranks = set()
+        ranks: dict[int, str | None] = {}
         for node in ray.nodes():  # type: ignore[no-untyped-call]
             labels = node.get("Labels") or {}
             if node.get("Alive") and labels.get("syndeo-cluster") == self.s.cluster_id:
                 with contextlib.suppress(KeyError, ValueError):
-                    ranks.add(int(labels["syndeo-rank"]))
-        return ranks
+                    ranks[int(labels["syndeo-rank"])] = labels.get("syndeo-group")
+        self.groups.observe(ranks, lambda msg: log(self.s, msg))
+        return set(ranks)
 
     # ------------------------------------------------------------------ status
     def publish(self, phase: str, message: str = "", force: bool = False) -> None:
@@ -109,7 +113,7 @@ class Monitor:
         record = StatusRecord(
             phase=phase, nodes_expected=self.s.nodes, nodes_joined=sorted(self.ever_joined),
             message=message, progress=self.progress, dashboard_url=self.dashboard_url,
-            updated_at=time.time(),
+            updated_at=time.time(), groups=self.groups.counts(),
         )  # fmt: skip
         self.store.call(lambda: self.rdv.publish_status(record), None)
 
@@ -132,11 +136,16 @@ class Monitor:
         while True:
             before = set(self.ever_joined)
             self.check_health()
-            if len(self.ever_joined) >= self.s.nodes:
+            # With groups: every group complete (ranks may come from grown nodes too).
+            if self.groups.complete() if self.groups else len(self.ever_joined) >= self.s.nodes:
                 return
             if self.rdv.stop_requested():
                 raise NodeError("stop requested while waiting for nodes")
             if time.monotonic() >= deadline:
+                if self.groups and self.groups.at_least_min():
+                    # min_nodes met: start now; the others join the running cluster.
+                    log(self.s, f"starting with groups {self.groups.text()} (min_nodes met)")
+                    return
                 raise JoinTimeout(self._missing_message(timeout_s))
             self.publish("waiting", force=self.ever_joined != before)
             time.sleep(delay)
@@ -156,6 +165,8 @@ class Monitor:
             msg += (
                 f" (ranks {', '.join(map(str, stuck))} found the head but their Ray never joined)"
             )
+        if self.groups:
+            msg += f"; groups below min_nodes: {self.groups.short_of_min()}"
         return msg
 
     def finish(self, exit_code: int, message: str) -> None:

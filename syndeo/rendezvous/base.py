@@ -83,6 +83,7 @@ class StatusRecord(_Record):
     progress: dict[str, Any] = {}
     dashboard_url: str = ""  # bound to the head's 127.0.0.1; reach it via an SSH tunnel
     updated_at: float
+    groups: dict[str, list[int]] = {}  # node groups: {name: [joined, expected]}
 
 
 class ClaimRecord(_Record):
