@@ -65,7 +65,12 @@ def container_command(
         )
     if user == "root":
         raise ImageError("the container user must be unprivileged, not root")
-    argv = ["apptainer", "exec", "--containall", "--cleanenv"]
+    argv = ["apptainer", "exec"]
+    if int(env.get("SYNDEO_GPUS") or 0) > 0:
+        # The driver libraries and devices; which devices the node may use is
+        # CUDA_VISIBLE_DEVICES, passed in below like every variable (see syndeo/gpus.py).
+        argv.append("--nv")
+    argv += ["--containall", "--cleanenv"]
     seen: set[str] = set()
     for bind in binds:
         path = str(Path(bind).resolve())

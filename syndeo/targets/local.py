@@ -21,7 +21,7 @@ from typing import IO
 
 import psutil
 
-from syndeo import container
+from syndeo import container, gpus
 from syndeo.config import DeployConfig
 from syndeo.errors import ConfigError, TargetError
 from syndeo.rendezvous.file import parse_file_uri
@@ -30,6 +30,8 @@ from syndeo.state import cluster_dir, home
 from syndeo.targets.base import SCRATCH_BASE, ClusterSpec, Launched, Target, short_scratch
 
 MAX_LOCAL_NODES = 64
+# What a dry run prints of a node's environment (never forwarded credentials).
+_SHOWN = ("SYNDEO_", "APPTAINERENV_SYNDEO_", "APPTAINERENV_CUDA_VISIBLE_DEVICES")
 STOP_GRACE_S = 30.0
 
 
@@ -53,24 +55,35 @@ class LocalTarget(Target):
         return binds
 
     def _node(
-        self, spec: ClusterSpec, rank: int, binds: list[Path]
+        self, spec: ClusterSpec, rank: int, binds: list[Path], devices: list[str] | None
     ) -> tuple[list[str], dict[str, str], Path]:
         scratch = short_scratch(spec, rank)
         # Credentials/endpoints of a cloud rendezvous included: they must survive
         # `apptainer --cleanenv`.
         node_env = spec.node_env(rank, scratch, node_ip=f"127.0.0.{10 + rank}")
-        argv, env = container.node_command(spec.image, node_env, [scratch, *binds])
+        if devices is not None:
+            node_env[gpus.VISIBLE] = devices[rank]  # this node's GPUs only (syndeo/gpus.py)
+        image = spec.image_for(spec.group_of(rank))
+        argv, env = container.node_command(image, node_env, [scratch, *binds])
         return argv, env, scratch
+
+    def _devices(self, spec: ClusterSpec) -> list[str] | None:
+        """Each rank's CUDA_VISIBLE_DEVICES (the machine's GPUs split), or None without GPUs."""
+        per_node = [spec.node_settings(r, SCRATCH_BASE).gpus for r in range(spec.nodes)]
+        if not any(per_node):
+            return None
+        return gpus.split_devices(per_node, gpus.host_devices(os.environ))
 
     def script(self, spec: ClusterSpec) -> str:
         logs = home() / "clusters" / spec.cluster_id  # named, not created: a dry run writes nothing
         lines = ["#!/bin/sh", f"# syndeo local cluster {spec.cluster_id}: {spec.nodes} node(s)"]
+        devices = self._devices(spec)
         for rank in range(spec.nodes):
-            argv, env, _ = self._node(spec, rank, self._binds(spec, logs))
+            argv, env, _ = self._node(spec, rank, self._binds(spec, logs), devices)
             # Only our own variables: forwarded credentials are never printed.
-            ours = {
-                k: v for k, v in env.items() if k.startswith(("SYNDEO_", "APPTAINERENV_SYNDEO_"))
-            }
+            ours = {k: v for k, v in env.items() if k.startswith(_SHOWN)}
+            if devices is not None and "APPTAINERENV_" + gpus.VISIBLE not in env:
+                ours[gpus.VISIBLE] = devices[rank]  # bare node: in its own environment
             assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(ours.items()))
             lines.append(f"env {assigns} {shlex.join(argv)} > {logs}/node-{rank}.log 2>&1 &")
         lines.append("wait")
@@ -79,6 +92,7 @@ class LocalTarget(Target):
     def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
         if spec.nodes > MAX_LOCAL_NODES:
             raise ConfigError(f"the local target runs at most {MAX_LOCAL_NODES} nodes")
+        devices = self._devices(spec)  # before anything starts: too few GPUs is bad input
         logs = cluster_dir(spec.cluster_id)
         binds = self._binds(spec, logs)
         launched = Launched(
@@ -87,7 +101,7 @@ class LocalTarget(Target):
         )  # fmt: skip
         try:
             for rank in range(spec.nodes):
-                self._start_node(spec, rank, logs, binds, launched, foreground=not detach)
+                self._start_node(spec, rank, logs, binds, devices, launched, not detach)
         except BaseException:
             self.stop(launched)
             raise
@@ -95,9 +109,9 @@ class LocalTarget(Target):
 
     def _start_node(
         self, spec: ClusterSpec, rank: int, logs: Path, binds: list[Path],
-        launched: Launched, foreground: bool,
+        devices: list[str] | None, launched: Launched, foreground: bool,
     ) -> None:  # fmt: skip
-        argv, env, scratch = self._node(spec, rank, binds)
+        argv, env, scratch = self._node(spec, rank, binds, devices)
         secure_dir(scratch, base=SCRATCH_BASE)  # every level ours and private, or refused
         log_path = logs / f"node-{rank}.log"
         log = open(log_path, "ab")  # noqa: SIM115 - owned by the child / reader thread
