@@ -107,6 +107,39 @@ def check_partition(name: str | None, nodes: int) -> None:
         )
 
 
+def check_partition_gpus(name: str | None, gres: str, gpus: int, nodes: int, what: str) -> None:
+    """ConfigError unless ``nodes`` nodes of the partition each offer ``gpus`` of ``gres``."""
+    part = name or default_partition()
+    proc = _slurm(["sinfo", "-h", "-N", "-o", "%N %G"] + (["-p", part] if part else []))
+    if proc.returncode != 0:
+        raise TargetError(f"cannot reach Slurm: {_last_line(proc)}")
+    counts = {}
+    for line in proc.stdout.splitlines():
+        node, _, field = line.strip().partition(" ")
+        counts[node] = _gres_count(field, gres)
+    if not any(counts.values()):
+        raise ConfigError(
+            f"{what} asks for {gpus} GPU(s) per node but partition {part!r} has no {gres!r} "
+            "resources (pick a GPU partition with slurm.partition)"
+        )
+    fit = sum(1 for c in counts.values() if c >= gpus)
+    if fit < nodes:
+        raise ConfigError(
+            f"{what} asks for {nodes} node(s) with {gpus} GPU(s) each but partition {part!r} "
+            f"has {fit} such node(s)"
+        )
+
+
+def _gres_count(field: str, gres: str) -> int:
+    """GPUs of kind ``gres`` in sinfo's %G (``gpu:2``, ``gpu:a100:4(S:0-1)``, ``(null)``)."""
+    total = 0
+    for item in field.split(","):
+        parts = item.split("(")[0].split(":")
+        if parts[0] == gres and len(parts) >= 2 and parts[-1].isdigit():
+            total += int(parts[-1])
+    return total
+
+
 def submit(script: Path, cwd: Path | None = None) -> str:
     proc = _slurm(["sbatch", "--parsable", str(script)], timeout=60)
     if proc.returncode != 0:

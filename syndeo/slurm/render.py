@@ -39,6 +39,10 @@ class SlurmJob(BaseModel):
     image: Path | None = None
     job_dir: Path  # shared: script, log, rank-0 exit status
     binds: list[Path] = []
+    # Node groups: one job per group; the first group's job holds rank 0 (the head).
+    group: str | None = None
+    rank_base: int = 0  # the rank of this job's first task
+    head_job: bool = True
 
 
 def shell_word(value: str) -> str:
@@ -69,9 +73,6 @@ def node_command_line(job: SlurmJob) -> tuple[str, list[tuple[str, str]]]:
     argv, proc_env = container.node_command(job.image, env, binds)
     if job.image is None and job.settings.python:
         argv = [job.settings.python, *argv[1:]]
-    if job.image is not None and job.shape.gpus_per_node and "--nv" not in argv:
-        # NVIDIA driver libraries and devices into the container.
-        argv = _insert_after_verb(argv, "--nv")
     extra = [
         (k, shell_word(v))
         for k, v in sorted(proc_env.items())
@@ -85,13 +86,6 @@ def _exported_by_launcher(key: str, value: str, env: Mapping[str, str]) -> bool:
     if env.get(key) == value:
         return False  # already exported by the script under the same name
     return os.environ.get(key) != value
-
-
-def _insert_after_verb(argv: list[str], flag: str) -> list[str]:
-    for i, a in enumerate(argv):
-        if a in ("exec", "run"):
-            return [*argv[: i + 1], flag, *argv[i + 1 :]]
-    return argv
 
 
 def _gpu_args(job: SlurmJob) -> list[str]:
@@ -138,6 +132,10 @@ def render(job: SlurmJob) -> str:
             task_env=task_env,
             node_argv=line,
             srun_extra=srun_extra,
+            group=job.group,
+            rank_base=job.rank_base,
+            head_job=job.head_job,
+            pass_cuda=job.image is not None and job.shape.gpus_per_node > 0,
         )
     )
 

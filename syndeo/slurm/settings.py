@@ -99,11 +99,11 @@ class SlurmSettings(BaseModel):
         return v
 
     @classmethod
-    def parse(cls, data: dict[str, object]) -> SlurmSettings:
+    def parse(cls, data: dict[str, object], prefix: str = "slurm") -> SlurmSettings:
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise ConfigError(one_line(exc, "settings", prefix="slurm")) from None
+            raise ConfigError(one_line(exc, "settings", prefix=prefix)) from None
 
 
 class JobShape(BaseModel):

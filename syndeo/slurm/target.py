@@ -12,9 +12,11 @@ import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from syndeo.config import DeployConfig
-from syndeo.errors import ClusterLeftRunning, ImageError, TargetError
+from syndeo.errors import ClusterLeftRunning, ConfigError, ImageError, TargetError
+from syndeo.groups import Group
 from syndeo.rendezvous.file import parse_file_uri
 from syndeo.slurm import jobs
 from syndeo.slurm.render import RUNTIME_VARS, SlurmJob, render
@@ -41,9 +43,11 @@ class SlurmTarget(Target):
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         super().__init__(cfg, echo)
         self.settings = SlurmSettings.parse(cfg.slurm)
+        self.group_settings = _group_settings(cfg, self.settings)
         self._log_pos = 0
         self._last_state = ""
         self._head_lost = ""
+        self._group_states: dict[str, str] = {}
 
     # ------------------------------------------------------------------ building the job
     def _base_dir(self) -> Path:
@@ -53,66 +57,188 @@ class SlurmTarget(Target):
         # On the shared filesystem every node and the login node see.
         return (self._base_dir() / "rendezvous").as_uri()
 
-    def _job(self, spec: ClusterSpec) -> SlurmJob:
-        placeholder = self.settings.scratch_dir / "x"
-        env = spec.node_env(0, placeholder)
+    def _job(
+        self, spec: ClusterSpec, group: Group | None = None, rank_base: int | None = None,
+        nodes: int | None = None,
+    ) -> SlurmJob:  # fmt: skip
+        """The job of the whole cluster, or (node groups) of one group's nodes."""
+        settings = self.settings if group is None else self._settings_of(group.name)
+        base = rank_base if rank_base is not None else (group.first_rank if group else 0)
+        placeholder = settings.scratch_dir / "x"
+        env = spec.node_env(base, placeholder, group=group)
         env = {k: v for k, v in env.items() if k not in RUNTIME_VARS}
         # Rendezvous credentials by reference, never by value: the job inherits them
         # from the submitting environment (sbatch's default --export=ALL), and the
         # script (on disk, in Slurm's state, in --dry-run) names them only.
         env.update({k: f"@@{k}@@" for k in spec.passthrough_names()})
         env["SYNDEO_TARGET"] = "slurm"
-        binds: list[Path] = [*self.settings.binds]
+        binds: list[Path] = [*settings.binds]
         if spec.rendezvous.startswith("file:"):
             binds.append(parse_file_uri(spec.rendezvous))
         if spec.workdir is not None:
             binds.append(spec.workdir)
+        shape = JobShape(
+            nodes=spec.nodes, cpus_per_node=spec.cpus, gpus_per_node=spec.gpus,
+            memory_mb_per_node=spec.memory_mb,
+        )  # fmt: skip
+        if group is not None:
+            shape = JobShape(
+                nodes=nodes or group.nodes, cpus_per_node=group.cpus, gpus_per_node=group.gpus,
+                memory_mb_per_node=group.memory_mb,
+            )  # fmt: skip
         return SlurmJob(
             cluster_id=spec.cluster_id,
-            settings=self.settings,
-            shape=JobShape(
-                nodes=spec.nodes,
-                cpus_per_node=spec.cpus,
-                gpus_per_node=spec.gpus,
-                memory_mb_per_node=spec.memory_mb,
-            ),
+            settings=settings,
+            shape=shape,
             node_env=env,
-            image=spec.image,
+            image=spec.image_for(group),
             job_dir=self._base_dir() / "jobs" / spec.cluster_id,
             binds=binds,
+            group=group.name if group is not None else None,
+            rank_base=base,
+            head_job=base == 0,
         )
 
+    def _settings_of(self, group: str) -> SlurmSettings:
+        return self.group_settings.get(group, self.settings)
+
+    def _jobs(self, spec: ClusterSpec) -> list[SlurmJob]:
+        """One job per node group (the head's first), or the one job of a cluster without."""
+        if spec.layout is None:
+            return [self._job(spec)]
+        return [self._job(spec, g) for g in spec.layout.groups if g.nodes > 0]
+
     def script(self, spec: ClusterSpec) -> str:
-        """The sbatch script (what ``--dry-run`` prints)."""
-        return render(self._job(spec))
+        """The sbatch script(s) (what ``--dry-run`` prints)."""
+        batch = self._jobs(spec)
+        if len(batch) == 1:
+            return render(batch[0])
+        parts = []
+        for i, job in enumerate(batch, 1):
+            parts.append(
+                f"# ==== job {i} of {len(batch)}: group {job.group}, submitted as "
+                f"{job.job_dir / _script_name(job)}\n" + render(job)
+            )
+        return "\n".join(parts)
 
     def _check(self, spec: ClusterSpec) -> None:
         """Everything that can be known to fail, checked before anything is submitted."""
-        if spec.image is not None and not spec.image.is_file():
-            raise ImageError(
-                f"container image not found: {spec.image} (build it with `invoke image`)"
+        if spec.layout is None:
+            _check_image(spec.image)
+            jobs.check_partition(self.settings.partition, spec.nodes)
+            return
+        for g in spec.layout.groups:
+            if g.nodes > 0:
+                self._check_group(g, g.nodes)
+
+    def _check_group(self, g: Group, nodes: int) -> None:
+        _check_image(g.container)
+        settings = self._settings_of(g.name)
+        try:
+            jobs.check_partition(settings.partition, nodes)
+        except ConfigError as exc:
+            raise ConfigError(f"group {g.name!r}: {exc}") from None
+        if g.gpus:
+            jobs.check_partition_gpus(
+                settings.partition, settings.gres_name, g.gpus, nodes, f"group {g.name!r}"
             )
-        jobs.check_partition(self.settings.partition, spec.nodes)
 
     # ------------------------------------------------------------------ the Target verbs
     def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
         self._check(spec)
-        job = self._job(spec)
+        batch = self._jobs(spec)
+        job = batch[0]
         try:
             job.job_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise TargetError(f"cannot create job dir {job.job_dir}: {exc.strerror}") from None
-        script = job.job_dir / "job.sbatch"
-        script.write_text(render(job))
-        job_id = jobs.submit(script)
+        submitted: list[dict[str, Any]] = []
+        try:
+            for j in batch:
+                submitted.append(self._submit(j))
+        except BaseException:
+            for entry in submitted:  # all groups or none
+                with contextlib.suppress(TargetError):
+                    jobs.cancel(entry["job_id"])
+            raise
+        job_id = submitted[0]["job_id"]
         log = job.job_dir / f"slurm-{job_id}.out"
-        if self.echo is not None:
-            self.echo(f"slurm: submitted job {job_id}; log {log}")
+        data: dict[str, Any] = {"job_id": job_id, "job_dir": str(job.job_dir), "log": str(log)}
+        if spec.layout is not None:
+            # What `grow` needs to add a group's nodes later, and `stop` to end them all.
+            data.update(
+                groups=submitted, spec=spec.model_dump(mode="json"), next_rank=spec.nodes,
+                slurm=self.cfg.slurm, group_slurm={g.name: g.slurm for g in spec.layout.groups},
+            )  # fmt: skip
         return Launched(
             target=self.name, cluster_id=spec.cluster_id, rendezvous=spec.rendezvous,
-            started_at=spec.not_before,
-            data={"job_id": job_id, "job_dir": str(job.job_dir), "log": str(log)},
+            started_at=spec.not_before, data=data,
         )  # fmt: skip
+
+    def _submit(self, job: SlurmJob) -> dict[str, Any]:
+        script = job.job_dir / _script_name(job)
+        script.write_text(render(job))
+        job_id = jobs.submit(script)
+        if self.echo is not None:
+            what = f" (group {job.group}, {job.shape.nodes} node(s))" if job.group else ""
+            self.echo(
+                f"slurm: submitted job {job_id}{what}; log {job.job_dir / f'slurm-{job_id}.out'}"
+            )
+        return {
+            "group": job.group, "job_id": job_id, "rank_base": job.rank_base,
+            "nodes": job.shape.nodes,
+        }  # fmt: skip
+
+    # ------------------------------------------------------------------ growing
+    def grow(self, launched: Launched, group: str, nodes: int) -> str:
+        """Submit ``nodes`` more nodes of ``group`` that join the running head; the job id."""
+        spec, g = self._saved_group(launched, group)
+        base = int(launched.data["next_rank"])
+        self._check_group(g, nodes)
+        entry = self._submit(self._job(spec, g, rank_base=base, nodes=nodes))
+        launched.data["groups"].append(entry)
+        launched.data["next_rank"] = base + nodes
+        return str(entry["job_id"])
+
+    def shrink(self, launched: Launched, group: str, nodes: int | None = None) -> list[str]:
+        """Cancel whole jobs of ``group`` (newest first, never the head's) until ``nodes``
+        nodes are gone (default: every job of the group); the cancelled job ids."""
+        self._saved_group(launched, group)
+        entries = [
+            e for e in launched.data["groups"]
+            if e["group"] == group and e["rank_base"] != 0
+            and not jobs.job_info(e["job_id"]).finished
+        ]  # fmt: skip
+        if not entries:
+            raise ConfigError(f"group {group!r} has no running job to remove (the head stays)")
+        cancelled, removed = [], 0
+        for e in sorted(entries, key=lambda e: -int(e["rank_base"])):
+            if nodes is not None and removed >= nodes:
+                break
+            jobs.cancel(e["job_id"])
+            cancelled.append(str(e["job_id"]))
+            removed += int(e["nodes"])
+        return cancelled
+
+    def _saved_group(self, launched: Launched, group: str) -> tuple[ClusterSpec, Group]:
+        if "spec" not in launched.data:
+            raise ConfigError(
+                f"cluster {launched.cluster_id} has no node groups: grow/shrink work on "
+                "clusters started with [[groups]]"
+            )
+        spec = ClusterSpec.model_validate(launched.data["spec"])
+        assert spec.layout is not None
+        try:
+            g = spec.layout.group(group)
+        except KeyError as exc:
+            raise ConfigError(str(exc.args[0])) from None
+        # The group's Slurm settings as they were at `up` (this process has no config).
+        self.settings = SlurmSettings.parse(launched.data["slurm"])
+        self.group_settings[group] = SlurmSettings.parse(
+            {**launched.data["slurm"], **launched.data["group_slurm"].get(group, {})},
+            prefix=f"groups.{group}.slurm",
+        )
+        return spec, g
 
     def poll(self, launched: Launched) -> int | None:
         job_id = launched.data["job_id"]
@@ -141,20 +267,26 @@ class SlurmTarget(Target):
         return _exit_code(info, Path(launched.data["job_dir"]))
 
     def stop(self, launched: Launched) -> None:
-        job_id = launched.data["job_id"]
+        # Node groups: every group's job (grown ones too), the head's first.
+        ids = [str(e["job_id"]) for e in launched.data.get("groups", [])] or [
+            launched.data["job_id"]
+        ]
         if launched.data.get("unobserved"):
-            self._say(f"slurm: job {job_id} left running (not cancelled): `scancel {job_id}`")
+            listed = " ".join(ids)
+            self._say(f"slurm: job(s) {listed} left running (not cancelled): `scancel {listed}`")
             return
-        if jobs.job_info(job_id, on_retry=self._say).finished:
-            return
-        jobs.cancel(job_id)
+        running = [j for j in ids if not jobs.job_info(j, on_retry=self._say).finished]
+        for job_id in running:
+            jobs.cancel(job_id)
         # proctrack/cgroup ends every process of the job (daemonised ones too);
         # wait until Slurm says so, so "stopped" means nothing is left.
         deadline = time.monotonic() + CANCEL_WAIT_S
         delay = 0.1
-        while not jobs.job_info(job_id).finished and time.monotonic() < deadline:
-            time.sleep(delay)
-            delay = min(delay * 1.5, 1.0)
+        while running and time.monotonic() < deadline:
+            running = [j for j in running if not jobs.job_info(j).finished]
+            if running:
+                time.sleep(delay)
+                delay = min(delay * 1.5, 1.0)
 
     def describe(self, launched: Launched) -> str:
         try:
@@ -194,6 +326,13 @@ class SlurmTarget(Target):
         for line in self._new_log_lines(Path(launched.data["log"])):
             if _relevant(line):
                 self.echo(line)
+        for entry in launched.data.get("groups", [])[1:]:
+            # Other groups' jobs queue on their own: say when each starts or ends.
+            with contextlib.suppress(jobs.SlurmUnreachable):
+                g = jobs.job_info(entry["job_id"], deadline_s=5.0)
+                if self._group_states.get(g.job_id) != g.state:
+                    self._group_states[g.job_id] = g.state
+                    self.echo(f"slurm: group {entry['group']} job {g.job_id} {g.state.lower()}")
 
     def _new_log_lines(self, log: Path) -> list[str]:
         try:
@@ -205,6 +344,35 @@ class SlurmTarget(Target):
         end = chunk.rfind(b"\n") + 1  # only whole lines; the rest next time
         self._log_pos += end
         return chunk[:end].decode(errors="replace").splitlines()
+
+
+def _script_name(job: SlurmJob) -> str:
+    if job.group is None:
+        return "job.sbatch"
+    return f"job-{job.group}-r{job.rank_base}.sbatch"
+
+
+def _check_image(image: Path | None) -> None:
+    if image is not None and not image.is_file():
+        raise ImageError(f"container image not found: {image} (build it with `invoke image`)")
+
+
+def _group_settings(cfg: DeployConfig, top: SlurmSettings) -> dict[str, SlurmSettings]:
+    """Each group's [slurm] settings: the section with the group's own keys on top."""
+    if cfg.layout is None:
+        return {}
+    if top.requeue:
+        raise ConfigError(
+            "slurm.requeue cannot be used with [[groups]]: each group is its own job, and a "
+            "requeued head would start an attempt the other groups never join"
+        )
+    out = {}
+    for g in cfg.layout.groups:
+        for key in ("job_dir", "requeue"):
+            if key in g.slurm:
+                raise ConfigError(f"groups.{g.name}.slurm.{key}: set it once, in [slurm]")
+        out[g.name] = SlurmSettings.parse({**cfg.slurm, **g.slurm}, prefix=f"groups.{g.name}.slurm")
+    return out
 
 
 def _relevant(line: str) -> bool:
