@@ -143,6 +143,27 @@ def down(c: Context, cluster_id: str | None = None) -> None:
 
 @task(
     help={
+        "group": "the node group ([[groups]] name) to add nodes to",
+        "nodes": "how many nodes (default 1)",
+        "wait_s": "wait up to this many seconds until they joined",
+    }
+)
+def grow(
+    c: Context, group: str, nodes: int = 1, cluster_id: str | None = None,
+    wait_s: float | None = None,
+) -> None:  # fmt: skip
+    """Add nodes of a node group to a cluster started with `invoke up` (they join its head)."""
+    _call(frontend.run_grow, group=group, nodes=nodes, cluster_id=cluster_id, wait_s=wait_s)
+
+
+@task(help={"group": "the node group", "nodes": "at least this many nodes (default: all added)"})
+def shrink(c: Context, group: str, nodes: int | None = None, cluster_id: str | None = None) -> None:
+    """Remove a node group's nodes (never the head's) from a cluster started with `invoke up`."""
+    _call(frontend.run_shrink, group=group, nodes=nodes, cluster_id=cluster_id)
+
+
+@task(
+    help={
         "results": "directory of results (deploy.json + result.json per cluster)",
         "catalog": "price CSV that overrides/extends the shipped catalog",
         "config": "TOML file with [cost.onprem] settings",
@@ -187,7 +208,7 @@ def bench_rendezvous(
     c.run(f"{sys.executable} -m syndeo.rendezvous.bench --backend {backend} --out {out}")
 
 
-ns = Collection(deploy, up, down, bench, report, compare, bench_rendezvous)
+ns = Collection(deploy, up, down, grow, shrink, bench, report, compare, bench_rendezvous)
 ns.add_task(image_tasks.build, name="build")
 ns.add_collection(Collection("image", image_tasks.build, image_tasks.verify))
 _slurm = Collection("slurm")

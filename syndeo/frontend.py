@@ -117,6 +117,23 @@ def run_down(cluster_id: str | None = None, ui: Ui | None = None) -> str:
     return cid
 
 
+def run_grow(
+    group: str, nodes: int, cluster_id: str | None = None, wait_s: float | None = None,
+    ui: Ui | None = None,
+) -> str:  # fmt: skip
+    from syndeo.grow import grow
+
+    return grow(cluster_id, group, nodes, wait_s, ui)
+
+
+def run_shrink(
+    group: str, nodes: int | None = None, cluster_id: str | None = None, ui: Ui | None = None
+) -> list[str]:
+    from syndeo.grow import shrink
+
+    return shrink(cluster_id, group, nodes, ui)
+
+
 def _add_options(p: argparse.ArgumentParser, options: dict[str, dict[str, Any]]) -> None:
     for name, spec in options.items():
         flag = "--" + name.replace("_", "-").removeprefix("bench-").removeprefix("vm-")
@@ -143,6 +160,19 @@ def add_commands(sub: Any) -> None:
     p = sub.add_parser("down", help="tear down a cluster started with `up`")
     p.add_argument("--cluster-id", default=None)
     p.set_defaults(func=partial(_call, run_down))
+
+    p = sub.add_parser("grow", help="add nodes of a node group to a cluster started with `up`")
+    p.add_argument("--cluster-id", default=None)
+    p.add_argument("--group", required=True, help="the node group ([[groups]] name)")
+    p.add_argument("--nodes", type=int, default=1, help="how many nodes to add (default 1)")
+    p.add_argument("--wait-s", type=float, default=None, help="wait this long for them to join")
+    p.set_defaults(func=partial(_call, run_grow))
+
+    p = sub.add_parser("shrink", help="remove a node group's added nodes from an `up` cluster")
+    p.add_argument("--cluster-id", default=None)
+    p.add_argument("--group", required=True, help="the node group ([[groups]] name)")
+    p.add_argument("--nodes", type=int, default=None, help="at least this many (default: all)")
+    p.set_defaults(func=partial(_call, run_shrink))
 
 
 def _call(fn: Any, args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from syndeo.config import DeployConfig
+from syndeo.errors import TargetError
 from syndeo.groups import Group, Layout
 from syndeo.nodeconfig import NodeSettings
 
@@ -181,6 +182,14 @@ class Target(ABC):
     def summary(self, launched: Launched) -> dict[str, Any]:
         """What deploy.json records about the machines beyond the common fields."""
         return {}
+
+    def grow(self, launched: Launched, group: str, nodes: int) -> str:
+        """Add ``nodes`` nodes of ``group`` that join the running head; what was started."""
+        raise TargetError(f"the {self.name} target cannot grow a running cluster (slurm can)")
+
+    def shrink(self, launched: Launched, group: str, nodes: int | None = None) -> list[str]:
+        """Remove nodes of ``group`` (not the head) from the running cluster; what was stopped."""
+        raise TargetError(f"the {self.name} target cannot shrink a running cluster (slurm can)")
 
     def creates_rendezvous(self, uri: str) -> bool:
         """True if ``launch`` creates the rendezvous location itself (a cloud bucket):
