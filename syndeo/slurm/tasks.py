@@ -19,15 +19,26 @@ from syndeo.errors import SyndeoError
 from syndeo.slurm import jobs, localcluster
 
 
-@task(help={"nodes": "number of slurmd nodes", "cpus_per_node": "CPUs each node declares"})
-def slurm_up(c: Context, nodes: int = 3, cpus_per_node: int = 4) -> None:
+@task(
+    help={
+        "nodes": "number of slurmd nodes",
+        "cpus_per_node": "CPUs each node declares",
+        "gpu_nodes": "extra nodes in a partition 'gpu', each with a count-only gres gpu:1",
+    }
+)
+def slurm_up(c: Context, nodes: int = 3, cpus_per_node: int = 4, gpu_nodes: int = 0) -> None:
     """Start a real local Slurm cluster (root): each node its own netns, hostname and IP."""
     try:
-        cluster = localcluster.up(nodes=nodes, cpus_per_node=cpus_per_node)
+        cluster = localcluster.up(nodes=nodes, cpus_per_node=cpus_per_node, gpu_nodes=gpu_nodes)
     except SyndeoError as exc:
         raise Exit(f"syndeo: error: {exc}", code=exc.exit_code) from None
     ips = ", ".join(f"{n.name}={n.ip}" for n in cluster.nodes)
-    print(f"local Slurm cluster up: {ips} (partition {cluster.partition!r}; {cluster.proctrack})")
+    parts = repr(cluster.partition) + (
+        f", {localcluster.GPU_PARTITION!r} ({cluster.gpu_nodes} node(s))"
+        if cluster.gpu_nodes
+        else ""
+    )
+    print(f"local Slurm cluster up: {ips} (partition {parts}; {cluster.proctrack})")
     print("submit as an unprivileged user, e.g. `invoke deploy --target slurm --nodes 3`")
 
 
