@@ -153,6 +153,23 @@ def _follow(
         time.sleep(delay)
 
 
+def _collect_timeline(
+    cfg: DeployConfig, rdv: Rendezvous, cluster_id: str, launcher: dict[str, float]
+) -> None:
+    """Every node's bring-up timeline and the launcher's marks, one file (diagnostics:
+    a store that cannot give them costs the run nothing)."""
+    try:
+        nodes = rdv.read_timelines()
+    except Exception:  # best effort by design
+        nodes = {}
+    data = {"cluster_id": cluster_id, "launcher": launcher, "nodes": nodes}
+    write_atomic(
+        cfg.results_dir / cluster_id / "timeline.json",
+        json.dumps(data, indent=2, sort_keys=True).encode(),
+        mode=0o644,
+    )
+
+
 def _collect(cfg: DeployConfig, rdv: Rendezvous, cluster_id: str) -> Path | None:
     data = rdv.get_result()
     if data is None:
@@ -175,7 +192,7 @@ def deploy(cfg: DeployConfig, ui: Ui | None = None, keep: bool = False) -> Outco
 def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
     check_workload(cfg)  # a bad setting costs no start-up (or queue wait) to find
     target, spec, rdv = _prepare(cfg, ui)
-    t0 = time.monotonic()
+    t0, wall0 = time.monotonic(), time.time()
     launched: Launched | None = None
     finished = False
     with ui:
@@ -210,6 +227,10 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
     timings["teardown_done_s"] = round(time.monotonic() - t0, 3)
     assert rc is not None
     result_path = _collect(cfg, rdv, spec.cluster_id)
+    # The launcher's marks on the nodes' clock (wall time), for syndeo.timeline.
+    marks = {"launch_start": 0.0, **{k.removesuffix("_s"): v for k, v in timings.items()}}
+    marks.pop("launch_to_joined", None)
+    _collect_timeline(cfg, rdv, spec.cluster_id, {k: round(wall0 + v, 3) for k, v in marks.items()})
     message = (
         done.message
         if done is not None

@@ -27,6 +27,7 @@ from syndeo.nodeconfig import NodeSettings
 from syndeo.raynode import RayProcess, client_server_port
 from syndeo.rendezvous import HeadRecord, NodeRecord, Rendezvous, open_rendezvous
 from syndeo.securedir import secure_dir, write_private
+from syndeo.timeline import Timeline
 from syndeo.workload import Monitor, run_workload
 
 RAY_START_TIMEOUT_S = 120.0
@@ -57,22 +58,40 @@ def _write_private(path: Path, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def _ray(proc: RayProcess) -> Iterator[RayProcess]:
+def _ray(proc: RayProcess, tl: Timeline) -> Iterator[RayProcess]:
+    tl.mark("ray_start")
     proc.start()
     try:
         yield proc
     finally:
-        proc.stop()
+        # Already stopping: a TERM now (a launcher stopping every node at once) must
+        # not cut this node's teardown short.
+        old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            proc.stop()
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
 
 
-def run_head(s: NodeSettings, rdv: Rendezvous) -> int:
+def _leave_timeline(s: NodeSettings, rdv: Rendezvous, tl: Timeline, ray_proc: RayProcess) -> None:
+    # Diagnostics only: a store that cannot take it costs nothing else.
+    tl.update(ray_proc.phases())
+    with contextlib.suppress(Exception):
+        rdv.put_timeline(s.rank, tl.as_dict())
+
+
+def run_head(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
     token = secrets.token_urlsafe(32)
     token_path = s.scratch / "token"
     _write_private(token_path, token.encode())
     rdv.cleanup_earlier_attempts()
     t0 = time.monotonic()
-    with _ray(RayProcess(s, token_path, head_address=None)) as ray_proc:
-        address = ray_proc.wait_head_address(RAY_START_TIMEOUT_S)
+    with _ray(RayProcess(s, token_path, head_address=None), tl) as ray_proc:
+        # Published as soon as the GCS takes connections: workers join while the
+        # head's raylet and agents are still starting.
+        address = ray_proc.wait_gcs_address(RAY_START_TIMEOUT_S)
+        tl.mark("gcs_reachable")
         ip, port = address.rsplit(":", 1)
         # Secret first: a worker that sees the head record can fetch the token at once.
         rdv.put_secret("token", token.encode())
@@ -83,16 +102,24 @@ def run_head(s: NodeSettings, rdv: Rendezvous) -> int:
                 nonce=secrets.token_hex(8), created_at=time.time(), hostname=socket.gethostname(),
             )
         )  # fmt: skip
-        log(s, f"head up at {address} after {time.monotonic() - t0:.1f} s")
+        tl.mark("published")
+        log(s, f"head GCS up at {address} after {time.monotonic() - t0:.1f} s")
         monitor = Monitor(s, rdv, address, token_path, ray_proc)
         exit_code, message = 1, "head failed"
         try:
+            full = ray_proc.wait_head_address(RAY_START_TIMEOUT_S)
+            if full != address:
+                raise NodeError(f"Ray head came up at {full}, not at the published {address}")
             monitor.connect()
+            tl.mark("driver_connected")
             # ray.init installs its own SIGTERM handler; ours must win so that a
             # scancel/Ctrl-C unwinds through teardown and records why.
             signal.signal(signal.SIGTERM, _on_signal)
             signal.signal(signal.SIGINT, _on_signal)
             monitor.wait_for_nodes(s.join_timeout)
+            tl.mark("all_joined")
+            tl.update({f"joined.{r}": t for r, t in monitor.first_seen.items()})
+            _leave_timeline(s, rdv, tl, ray_proc)
             log(s, f"all {s.nodes} nodes joined after {time.monotonic() - t0:.1f} s")
             exit_code, message = run_workload(s, monitor, address, token_path)
         except Terminated as t:
@@ -106,21 +133,25 @@ def run_head(s: NodeSettings, rdv: Rendezvous) -> int:
         return exit_code
 
 
-def run_worker(s: NodeSettings, rdv: Rendezvous) -> int:
+def run_worker(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
     head = rdv.wait_for_head(s.join_timeout, not_before=s.not_before)
+    tl.mark("head_seen")
     token = rdv.get_secret("token")
     if token is None:
         raise NodeError(f"head of {s.cluster_id!r} published no auth token")
     token_path = s.scratch / "token"
     _write_private(token_path, token)
-    with _ray(RayProcess(s, token_path, head_address=head.address)) as ray_proc:
+    with _ray(RayProcess(s, token_path, head_address=head.address), tl) as ray_proc:
+        ray_proc.wait_started(s.join_timeout)
         rdv.register_node(
             NodeRecord(
                 cluster_id=s.cluster_id, rank=s.rank, hostname=socket.gethostname(),
                 ip=s.node_ip or "", pid=os.getpid(), joined_at=time.time(),
             )
         )  # fmt: skip
-        log(s, f"joining head {head.address}")
+        tl.mark("registered")
+        _leave_timeline(s, rdv, tl, ray_proc)
+        log(s, f"joined head {head.address}")
         # Joined: from here on Ray says whether the head is there, and the store is
         # read rarely (and may be down for minutes without taking this node out).
         done = wait_until_done(
@@ -146,6 +177,8 @@ def _ray_version() -> str:
 
 
 def main(env: dict[str, str] | None = None) -> int:
+    tl = Timeline()
+    tl.mark("main")
     settings = NodeSettings.from_env(env)
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
@@ -153,10 +186,11 @@ def main(env: dict[str, str] | None = None) -> int:
     secure_dir(settings.scratch)
     rdv = open_rendezvous(settings.rendezvous, settings.cluster_id, settings.attempt)
     rdv.check()
+    tl.mark("rendezvous_ok")
     try:
         if settings.is_head:
-            return run_head(settings, rdv)
-        return run_worker(settings, rdv)
+            return run_head(settings, rdv, tl)
+        return run_worker(settings, rdv, tl)
     except Terminated as t:
         log(settings, f"stopped by signal {t.signum}")
         return 128 + t.signum

@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
-import re
 import time
 import zlib
 from collections.abc import Callable
@@ -31,7 +31,9 @@ from syndeo.timeline import RAY_STARTED_LINE, ray_phases
 # on a fixed port: derive it from the cluster id so two clusters on one machine
 # differ (and publish it with the head record).
 CLIENT_PORT_BASE, CLIENT_PORT_SPAN = 20000, 10000
-STOP_GRACE_S = 15.0
+# Ray's processes exit within ~1 s of TERM (a raylet tells the GCS it leaves); what
+# has not after this is KILLed: at teardown no state of theirs is worth waiting for.
+STOP_GRACE_S = 2.0
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 T = TypeVar("T")
 
@@ -210,7 +212,13 @@ class RayProcess:
         raise NodeError(f"Ray head did not come up within {timeout_s:.0f} s: {self.log_tail()}")
 
     def stop(self) -> None:
-        """TERM ``ray start`` (it stops what it started), then KILL whatever is left."""
+        """TERM every process of this node's Ray at once; KILL what is left after a short grace.
+
+        Not through ``ray start``'s own TERM handler: it drains the node for up to
+        30 s first (moving work off a node that leaves a cluster that goes on) and
+        then stops its processes one after another.  At teardown nothing goes on,
+        and Ray's processes exit within a second of their own TERM, all in parallel.
+        """
         if self.proc is None:
             return
         try:
@@ -218,15 +226,19 @@ class RayProcess:
             family = [leader, *leader.children(recursive=True)]
         except psutil.NoSuchProcess:
             family = []
+        # `ray start` itself only supervises: KILL it first, so that its handler does
+        # not start the drain, then TERM the rest. The group was created for this
+        # node (start_new_session): all of it is ours.
         with contextlib.suppress(ProcessLookupError):
-            self.proc.send_signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=STOP_GRACE_S)
-        # Ray's workers stay in our process group; anything that outlived the grace
-        # period is ours alone (the group was created for this node), so KILL it.
+            self.proc.kill()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        for p in family[1:]:  # a child that made its own group is still in the family
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.terminate()
+        _gone, alive = psutil.wait_procs(family, timeout=STOP_GRACE_S)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        _gone, alive = psutil.wait_procs(family, timeout=1)
         for p in alive:
             with contextlib.suppress(psutil.NoSuchProcess):
                 p.kill()

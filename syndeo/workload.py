@@ -65,6 +65,7 @@ class Monitor:
         self.s, self.rdv, self.address = s, rdv, address
         self.token_path, self.ray_proc = token_path, ray_proc
         self.ever_joined: set[int] = set()
+        self.first_seen: dict[int, float] = {}
         self.lost: set[int] = set()
         self.progress: dict[str, Any] = {}
         self._connected = False
@@ -126,6 +127,9 @@ class Monitor:
             raise NodeError(f"the Ray head exited unexpectedly: {self.ray_proc.log_tail()}")
         now = self.joined()
         self.lost |= self.ever_joined - now
+        seen = time.time()
+        for rank in now - self.ever_joined:
+            self.first_seen[rank] = seen  # when the head first saw it (bring-up timeline)
         self.ever_joined |= now
 
     # ------------------------------------------------------------------ phases

@@ -290,6 +290,20 @@ class Rendezvous(ABC):
                     out[int(key.removeprefix(prefix))] = raw.decode(errors="replace")
         return out
 
+    def put_timeline(self, rank: int, marks: dict[str, float]) -> None:
+        """Where one node's bring-up time went (see :mod:`syndeo.timeline`)."""
+        self._write(self._key(f"timeline/rank-{rank}"), json.dumps(marks).encode())
+
+    def read_timelines(self) -> dict[int, dict[str, float]]:
+        out: dict[int, dict[str, float]] = {}
+        prefix = self._key("timeline/rank-")
+        for key in self._list(prefix):
+            raw = self._read(key)
+            with contextlib.suppress(ValueError):
+                if raw is not None:
+                    out[int(key.removeprefix(prefix))] = json.loads(raw)
+        return out
+
     def put_result(self, data: bytes) -> None:
         self._write(self._key("result.json"), data)
 
