@@ -1,0 +1,64 @@
+"""Where Ray places work on a cluster of node groups: a plain Ray program (no syndeo).
+
+Run as a workload (RAY_ADDRESS set by the head) or as a driver against an `up`
+cluster.  Prints one JSON line (and writes it to SYNDEO_RESULT_PATH when set):
+each group's nodes, where `num_gpus=1` tasks and `label_selector` tasks ran, and
+the GPU ids / CUDA_VISIBLE_DEVICES those tasks saw.
+
+Usage: python groups_probe.py [RANK ...]   (also run one task on each named rank)
+"""
+
+import json
+import os
+import sys
+
+import ray
+
+ray.init()
+nodes = [n for n in ray.nodes() if n["Alive"]]
+labels = {n["NodeID"]: n.get("Labels") or {} for n in nodes}
+
+
+@ray.remote(num_cpus=0)
+def where() -> dict:
+    ctx = ray.get_runtime_context()
+    lab = labels[ctx.get_node_id()]
+    return {
+        "group": lab.get("syndeo-group"),
+        "rank": lab.get("syndeo-rank"),
+        "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+        "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }
+
+
+gpus = int(sum(n["Resources"].get("GPU", 0) for n in nodes))
+groups = sorted({lab.get("syndeo-group", "") for lab in labels.values()})
+out = {
+    "groups": {
+        g: sorted(
+            int(lab["syndeo-rank"]) for lab in labels.values() if lab.get("syndeo-group") == g
+        )
+        for g in groups
+    },
+    "gpu_per_group": {
+        g: sum(
+            n["Resources"].get("GPU", 0)
+            for n in nodes
+            if (n.get("Labels") or {}).get("syndeo-group") == g
+        )
+        for g in groups
+    },
+    # As many one-GPU tasks as the cluster has GPUs, all at once.
+    "gpu_tasks": ray.get([where.options(num_gpus=1).remote() for _ in range(gpus)]),
+    "by_label": {
+        g: ray.get(where.options(label_selector={"syndeo-group": g}).remote()) for g in groups
+    },
+    "by_rank": {
+        r: ray.get(where.options(label_selector={"syndeo-rank": r}).remote()) for r in sys.argv[1:]
+    },
+}
+line = json.dumps(out, sort_keys=True)
+print("GROUPS-PROBE " + line, flush=True)
+if os.environ.get("SYNDEO_RESULT_PATH"):
+    with open(os.environ["SYNDEO_RESULT_PATH"], "w") as fh:
+        fh.write(line)
