@@ -18,7 +18,7 @@ from invoke.exceptions import Exit
 from invoke.tasks import task
 
 from syndeo import frontend, image_tasks
-from syndeo.bench.tasks import bench, report
+from syndeo.bench.tasks import bench, bench_bringup, report
 from syndeo.errors import SyndeoError
 from syndeo.slurm import tasks as slurm_tasks
 
@@ -48,6 +48,7 @@ _MACHINE_HELP = {
     "image": "aws/gcp/azure: the Packer-baked VM image (AMI id, GCP image, Azure image id)",
     "spot": "aws/gcp/azure: spot/preemptible VMs",
     "container": "run every node in this Apptainer image (.sif)",
+    "dashboard": "Ray's dashboard on the head's 127.0.0.1 (deploy: off unless given; up: on)",
     "config": "TOML file with settings; options override it",
 }
 
@@ -97,6 +98,7 @@ def deploy(
     config: str | None = None,
     keep: bool = False,
     dry_run: bool = False,
+    dashboard: bool = False,
 ) -> None:
     """Bring a Ray cluster up on TARGET, run the workload, collect results, tear down."""
     _call(
@@ -105,6 +107,7 @@ def deploy(
         rendezvous=rendezvous, join_timeout_s=join_timeout, results_dir=results_dir,
         bench_envs=env.split(",") if env else None, bench_mode=mode, bench_repeats=repeats,
         bench_samples_per_cpu=samples_per_cpu, config=config, dry_run=dry_run, keep=keep,
+        dashboard=dashboard or None,
         **_machine_options(hosts, ssh_user, ssh_key, instance_type, region, image, spot),
     )  # fmt: skip
 
@@ -126,11 +129,13 @@ def up(
     image: str | None = None,
     spot: bool = False,
     config: str | None = None,
+    dashboard: bool = True,
 ) -> None:
     """Bring a cluster up and leave it serving; prints how to connect and submit jobs."""
     _call(
         frontend.run_up, target=target, nodes=nodes, cpus_per_node=cpus_per_node,
         container=container, cluster_id=cluster_id, rendezvous=rendezvous, config=config,
+        dashboard=dashboard,
         **_machine_options(hosts, ssh_user, ssh_key, instance_type, region, image, spot),
     )  # fmt: skip
 
@@ -208,7 +213,9 @@ def bench_rendezvous(
     c.run(f"{sys.executable} -m syndeo.rendezvous.bench --backend {backend} --out {out}")
 
 
-ns = Collection(deploy, up, down, grow, shrink, bench, report, compare, bench_rendezvous)
+ns = Collection(
+    deploy, up, down, grow, shrink, bench, bench_bringup, report, compare, bench_rendezvous
+)
 ns.add_task(image_tasks.build, name="build")
 ns.add_collection(Collection("image", image_tasks.build, image_tasks.verify))
 _slurm = Collection("slurm")

@@ -67,6 +67,7 @@ class DeployConfig(_Strict):
     cluster_id: str | None = None
     rendezvous: str | None = None
     join_timeout_s: float = Field(default=300.0, gt=0, le=86400)
+    dashboard: bool = False  # Ray's dashboard (127.0.0.1 of the head); `up` turns it on
     run: str | None = None  # None = the built-in benchmark
     workdir: Path | None = None
     container: Path | None = None

@@ -150,7 +150,7 @@ def _follow(
         now_seen = (attempt, st.phase if st else None, len(st.nodes_joined) if st else 0, done)
         delay = FOLLOW_EVERY_S if now_seen != seen else min(delay * 1.5, FOLLOW_MAX_S)
         seen = now_seen
-        time.sleep(delay)
+        target.wait(launched, delay)
 
 
 def _collect_timeline(
@@ -230,6 +230,8 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
     # The launcher's marks on the nodes' clock (wall time), for syndeo.timeline.
     marks = {"launch_start": 0.0, **{k.removesuffix("_s"): v for k, v in timings.items()}}
     marks.pop("launch_to_joined", None)
+    if done is not None:
+        marks["head_done"] = done.finished_at - wall0  # the head's clock: when it recorded done
     _collect_timeline(cfg, rdv, spec.cluster_id, {k: round(wall0 + v, 3) for k, v in marks.items()})
     message = (
         done.message
@@ -297,7 +299,9 @@ def up(cfg: DeployConfig, ui: Ui | None = None) -> UpInfo:
 
 
 def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
-    cfg = cfg.model_copy(update={"run": None})
+    # A long-lived cluster is where the dashboard earns its start-up cost.
+    dashboard = cfg.dashboard if "dashboard" in cfg.model_fields_set else True
+    cfg = cfg.model_copy(update={"run": None, "dashboard": dashboard})
     target, spec, rdv = _prepare(cfg, ui)
     spec = spec.model_copy(update={"run": ""})
     launched: Launched | None = None

@@ -35,6 +35,10 @@ CLUSTER_OPTIONS: dict[str, dict[str, Any]] = {
     "vm_region": {"help": "aws/gcp/azure: region (azure: location)"},
     "vm_image": {"help": "aws/gcp/azure: the Packer-baked VM image id"},
     "vm_spot": {"action": "store_const", "const": True, "help": "aws/gcp/azure: spot VMs"},
+    "dashboard": {
+        "action": argparse.BooleanOptionalAction,
+        "help": "Ray's dashboard on the head's 127.0.0.1 (default: off for deploy, on for up)",
+    },
 }
 RUN_OPTIONS: dict[str, dict[str, Any]] = {
     "run": {"help": 'your own workload, e.g. "python train.py --epochs 3" (default: benchmark)'},

@@ -142,15 +142,19 @@ def run_worker(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
     token_path = s.scratch / "token"
     _write_private(token_path, token)
     with _ray(RayProcess(s, token_path, head_address=head.address), tl) as ray_proc:
-        ray_proc.wait_started(s.join_timeout)
-        rdv.register_node(
-            NodeRecord(
-                cluster_id=s.cluster_id, rank=s.rank, hostname=socket.gethostname(),
-                ip=s.node_ip or "", pid=os.getpid(), joined_at=time.time(),
-            )
-        )  # fmt: skip
-        tl.mark("registered")
-        _leave_timeline(s, rdv, tl, ray_proc)
+        try:
+            ray_proc.wait_started(s.join_timeout)
+            rdv.register_node(
+                NodeRecord(
+                    cluster_id=s.cluster_id, rank=s.rank, hostname=socket.gethostname(),
+                    ip=s.node_ip or "", pid=os.getpid(), joined_at=time.time(),
+                )
+            )  # fmt: skip
+            tl.mark("registered")
+        finally:
+            # Also when the run ends before this node has seen itself start (the head
+            # counts a node once its raylet registers, a moment before that).
+            _leave_timeline(s, rdv, tl, ray_proc)
         log(s, f"joined head {head.address}")
         # Joined: from here on Ray says whether the head is there, and the store is
         # read rarely (and may be down for minutes without taking this node out).

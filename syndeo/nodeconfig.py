@@ -44,6 +44,9 @@ class NodeSettings(BaseModel):
     workdir: Path | None = None
     target: str = "manual"
     not_before: float | None = None
+    # Ray's dashboard on the head (on 127.0.0.1 either way): off unless asked for,
+    # it is seconds of CPU at start-up and teardown (issue 13's timeline).
+    dashboard: bool = False
     image_digest: str | None = None  # recorded in results manifests when nodes run in an image
     # Node groups (syndeo/groups.py); None = a cluster without groups, as before.
     group: str | None = None  # this node's group: its Ray label syndeo-group
@@ -106,8 +109,8 @@ class NodeSettings(BaseModel):
     def to_env(self) -> dict[str, str]:
         out = {}
         for name, value in self.model_dump().items():
-            if value is None:
-                continue
+            if value is None or value is False:
+                continue  # the default; absent reads back the same (and VMs' env files stay short)
             out[PREFIX + name.upper()] = str(value)
         return out
 

@@ -93,6 +93,7 @@ class RayProcess:
             args += [
                 "--head", "--port=0",
                 "--dashboard-host=127.0.0.1", "--dashboard-port=0",
+                f"--include-dashboard={'true' if s.dashboard else 'false'}",
                 f"--ray-client-server-port={client_server_port(s.cluster_id)}",
             ]  # fmt: skip
         else:
@@ -236,16 +237,36 @@ class RayProcess:
         for p in family[1:]:  # a child that made its own group is still in the family
             with contextlib.suppress(psutil.NoSuchProcess):
                 p.terminate()
-        _gone, alive = psutil.wait_procs(family, timeout=STOP_GRACE_S)
+        alive = wait_gone(family, STOP_GRACE_S)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         for p in alive:
             with contextlib.suppress(psutil.NoSuchProcess):
                 p.kill()
-        psutil.wait_procs(alive, timeout=5)
+        wait_gone(alive, 5)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
         _sweep(self.env.get("SYNDEO_SCRATCH") or str(self.settings.scratch), self.proc.pid)
+
+
+def wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+    """Wait until every process has exited; those still running after ``timeout_s``.
+
+    An exited process counts as gone while still a zombie: once ``ray start`` is
+    KILLed its children's parent is PID 1, which reaps when it pleases (psutil's
+    wait_procs waited out its whole timeout for them).
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        alive = []
+        for p in procs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        procs = alive
+        time.sleep(0.05)
 
 
 def _session(pid: int) -> int | None:

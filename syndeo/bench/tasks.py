@@ -7,6 +7,7 @@ invoke report --results-dir results            # tables, PNGs and report.md
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 
@@ -82,3 +83,30 @@ def report(c: Context, results_dir: str = "results", out: str = "bench-report") 
     except SyndeoError as e:
         raise Exit(f"syndeo: error: {e}", code=e.exit_code) from None
     print(f"report: {page}")
+
+
+@task(
+    help={
+        "target": "local | slurm (default local)",
+        "nodes": "cluster size (default 3)",
+        "container": "run every node (and nothing else) in this Apptainer image (.sif)",
+        "runs": "runs of each kind, interleaved A B B A (default 5)",
+        "config": "TOML settings for the cluster runs (e.g. the [slurm] section)",
+        "out": "result JSON (default results/bringup-<time>.json)",
+    }
+)
+def bench_bringup(
+    c: Context, target: str = "local", nodes: int = 3, container: str | None = None,
+    runs: int = 5, config: str | None = None, out: str | None = None,
+) -> None:  # fmt: skip
+    """Bring-up and teardown of a cluster against one bare `ray start --head`, as ratios."""
+    from syndeo.bench.bringup import run
+
+    try:
+        doc = run(
+            target=target, nodes=nodes, runs=runs, container=Path(container) if container else None,
+            config=Path(config) if config else None, out=Path(out) if out else None,
+        )  # fmt: skip
+    except SyndeoError as e:
+        raise Exit(f"syndeo: error: {e}", code=e.exit_code) from None
+    print(json.dumps(doc["summary"], indent=2))

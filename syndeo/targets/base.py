@@ -73,6 +73,7 @@ class ClusterSpec(BaseModel):
     image: Path | None
     image_digest: str | None = None
     not_before: float
+    dashboard: bool = False
     layout: Layout | None = None  # node groups; None = every node shaped as above
 
     def group_of(self, rank: int) -> Group | None:
@@ -90,7 +91,7 @@ class ClusterSpec(BaseModel):
             object_store_mb=cfg.object_store_mb_per_node, join_timeout=cfg.join_timeout_s,
             run=cfg.workload_command(), workdir=(cfg.workdir or Path.cwd()).resolve(),
             image=cfg.container, image_digest=_digest(cfg.container), not_before=time.time(),
-            layout=cfg.layout,
+            layout=cfg.layout, dashboard=cfg.dashboard,
         )  # fmt: skip
 
     def node_env(
@@ -132,7 +133,7 @@ class ClusterSpec(BaseModel):
             scratch=scratch, cpus=cpus, gpus=gpus, memory_mb=memory_mb,
             object_store_mb=self.object_store_mb, node_ip=node_ip, join_timeout=self.join_timeout,
             run=self.run if rank == 0 else "", workdir=self.workdir, target=self.target,
-            not_before=self.not_before, image_digest=digest,
+            not_before=self.not_before, image_digest=digest, dashboard=self.dashboard and rank == 0,
             group=group.name if group is not None else None,
             groups=self.layout.expected() if self.layout is not None else None,
         )  # fmt: skip
@@ -174,6 +175,10 @@ class Target(ABC):
     @abstractmethod
     def stop(self, launched: Launched) -> None:
         """Stop every process/machine of this cluster (idempotent, only ours)."""
+
+    def wait(self, launched: Launched, timeout_s: float) -> None:
+        """Sleep up to ``timeout_s``, returning early if the target can see the head end."""
+        time.sleep(timeout_s)
 
     def describe(self, launched: Launched) -> str:
         """Where to find logs etc.; shown when something fails."""

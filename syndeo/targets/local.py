@@ -24,6 +24,7 @@ import psutil
 from syndeo import container, gpus
 from syndeo.config import DeployConfig
 from syndeo.errors import ConfigError, TargetError
+from syndeo.raynode import wait_gone
 from syndeo.rendezvous.file import parse_file_uri
 from syndeo.securedir import secure_dir
 from syndeo.state import cluster_dir, home
@@ -165,6 +166,14 @@ class LocalTarget(Target):
             return proc.poll()
         return None if any(p.pid == head_pid for p in self._ours(launched)) else 0
 
+    def wait(self, launched: Launched, timeout_s: float) -> None:
+        head = self._procs.get(launched.data["pids"][0])
+        if head is None:
+            super().wait(launched, timeout_s)
+            return
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            head.wait(timeout=timeout_s)  # the head's exit ends the wait at once
+
     def stop(self, launched: Launched) -> None:
         nodes = self._ours(launched)
         family: list[psutil.Process] = list(nodes)
@@ -175,12 +184,12 @@ class LocalTarget(Target):
             with contextlib.suppress(psutil.NoSuchProcess):
                 p.send_signal(signal.SIGTERM)
         # Nodes stop their own Ray on TERM; give them the time that takes.
-        _gone, alive = psutil.wait_procs(nodes, timeout=STOP_GRACE_S)
+        alive = wait_gone(nodes, STOP_GRACE_S)
         leftovers = [p for p in family if p.is_running()]
         for p in leftovers:
             with contextlib.suppress(psutil.NoSuchProcess):
                 p.kill()
-        psutil.wait_procs(leftovers, timeout=5)
+        wait_gone(leftovers, 5)
         for proc in self._procs.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=1)

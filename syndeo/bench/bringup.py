@@ -1,0 +1,179 @@
+"""``invoke bench-bringup``: a cluster's bring-up and teardown against one bare head.
+
+Reference (A): one ``ray start --head --include-dashboard=false`` -- exactly the
+command a syndeo head runs, with none of syndeo around it -- timed from its start
+to Ray's "Ray runtime started".  Cluster (B): ``deploy`` of N nodes on the target
+with a no-op workload; from the nodes' timelines (:mod:`syndeo.timeline`):
+
+* ``launch_to_joined_s``: launch (local) or the first node process (Slurm: the
+  job has started) to the head seeing every node joined;
+* ``done_to_return_s``: the head recording the workload done to ``deploy``
+  returning with everything torn down.
+
+Runs are interleaved A B B A A B B A ... so that drift in the host's load hits both
+alike, and the ratios are of medians from the same session.  Speed goals live here,
+as numbers in JSON, never as thresholds in tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import secrets
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from syndeo.config import load_config
+from syndeo.deploy import deploy
+from syndeo.errors import ConfigError, SyndeoError
+from syndeo.nodeconfig import NodeSettings
+from syndeo.raynode import RayProcess
+from syndeo.securedir import write_private
+from syndeo.timeline import HEAD_PHASES, WORKER_PHASES
+from syndeo.ui import Ui
+
+GOALS = {
+    "launch_to_joined_ratio": 1.2,
+    "slurm_launch_to_joined_ratio": 1.3,
+    "done_to_return_s": 2.0,
+}
+REFERENCE_TIMEOUT_S = 120.0
+
+
+def abba(runs: int) -> list[str]:
+    """``runs`` of each kind, interleaved A B B A A B B A ..."""
+    order: list[str] = []
+    for i in range(runs):
+        order += ["reference", "cluster"] if i % 2 == 0 else ["cluster", "reference"]
+    return order
+
+
+def reference_run(cpus: int = 1) -> dict[str, Any]:
+    """One bare ``ray start --head`` (our head's own flags), started and stopped."""
+    base = Path(tempfile.mkdtemp(prefix="sy-ref-", dir="/tmp"))
+    try:
+        settings = NodeSettings(
+            cluster_id=f"ref-{secrets.token_hex(3)}", rank=0, nodes=1,
+            rendezvous=base.as_uri(), scratch=base, cpus=cpus,
+        )  # fmt: skip
+        token = base / "token"
+        write_private(token, secrets.token_urlsafe(32).encode())
+        ray = RayProcess(settings, token, head_address=None)
+        ray.start()
+        try:
+            ray.wait_started(REFERENCE_TIMEOUT_S)
+            ready = time.time()
+        finally:
+            ray.stop()
+        phases = {k: round(v - ray.started_at, 3) for k, v in ray.phases().items()}
+        return {"kind": "reference", "seconds": round(ready - ray.started_at, 3), "phases": phases}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _relative(marks: dict[str, float], t0: float) -> dict[str, float]:
+    return {k: round(v - t0, 3) for k, v in sorted(marks.items(), key=lambda kv: kv[1])}
+
+
+def cluster_run(config: Path | None, options: dict[str, Any], results: Path) -> dict[str, Any]:
+    """One ``deploy`` with a no-op workload; its timeline, relative to its start."""
+    cfg = load_config(config, **options, run="true", results_dir=results)
+    outcome = deploy(cfg, Ui(quiet=True))
+    returned = time.time()
+    if outcome.exit_code != 0:
+        raise SyndeoError(f"bring-up run {outcome.cluster_id} failed: {outcome.message}")
+    data = json.loads((results / outcome.cluster_id / "timeline.json").read_text())
+    nodes = {int(r): m for r, m in data["nodes"].items()}
+    launcher = data["launcher"]
+    head = nodes.get(0, {})
+    missing = [r for r in range(cfg.nodes) if r not in nodes]
+    if missing or "all_joined" not in head:
+        raise SyndeoError(f"bring-up run {outcome.cluster_id}: no timeline from ranks {missing}")
+    # Locally the launch is the start; on Slurm the job's start is its first node.
+    start = launcher["launch_start"]
+    if cfg.target != "local":
+        start = min(m.get("process_start", start) for m in nodes.values())
+    done = launcher.get("head_done", returned)
+    return {
+        "kind": "cluster",
+        "cluster_id": outcome.cluster_id,
+        "launch_to_joined_s": round(head["all_joined"] - start, 3),
+        "done_to_return_s": round(returned - done, 3),
+        "launcher": _relative(launcher, start),
+        "nodes": {r: _relative(m, start) for r, m in sorted(nodes.items())},
+    }
+
+
+def summarize(runs: list[dict[str, Any]], target: str) -> dict[str, Any]:
+    ref = [r["seconds"] for r in runs if r["kind"] == "reference"]
+    joined = [r["launch_to_joined_s"] for r in runs if r["kind"] == "cluster"]
+    teardown = [r["done_to_return_s"] for r in runs if r["kind"] == "cluster"]
+    med = statistics.median
+    goal = GOALS["launch_to_joined_ratio" if target == "local" else "slurm_launch_to_joined_ratio"]
+    ratio = med(joined) / med(ref)
+    return {
+        "reference_median_s": round(med(ref), 3),
+        "launch_to_joined_median_s": round(med(joined), 3),
+        "ratio": round(ratio, 3),
+        "ratio_goal": goal,
+        "ratio_met": ratio <= goal,
+        "done_to_return_median_s": round(med(teardown), 3),
+        "done_to_return_goal_s": GOALS["done_to_return_s"],
+        "done_to_return_met": med(teardown) <= GOALS["done_to_return_s"],
+    }
+
+
+def run(
+    target: str = "local", nodes: int = 3, runs: int = 5, container: Path | None = None,
+    config: Path | None = None, out: Path | None = None, ui: Ui | None = None, **options: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """The whole comparison; writes and returns the JSON document."""
+    if runs < 1:
+        raise ConfigError("--runs must be >= 1")
+    if target not in ("local", "slurm"):
+        raise ConfigError(f"bench-bringup runs on --target local or slurm, not {target}")
+    ui = ui or Ui()
+    options = {**options, "target": target, "nodes": nodes, "container": container}
+    load_config(config, **options)  # bad input fails here, before anything starts
+    out = out or Path("results") / f"bringup-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    scratch = Path(
+        tempfile.mkdtemp(prefix="bringup-", dir=out.parent if out.parent.exists() else None)
+    )
+    results: list[dict[str, Any]] = []
+    try:
+        for i, kind in enumerate(abba(runs), 1):
+            if kind == "reference":
+                results.append(reference_run())
+                ui.info(f"[{i}/{2 * runs}] bare ray start --head: {results[-1]['seconds']:.2f} s")
+            else:
+                results.append(cluster_run(config, options, scratch))
+                joined, down = results[-1]["launch_to_joined_s"], results[-1]["done_to_return_s"]
+                ui.info(
+                    f"[{i}/{2 * runs}] {target} {nodes} nodes: all joined {joined:.2f} s, "
+                    f"done -> returned {down:.2f} s"
+                )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    doc = {
+        "benchmark": "bringup",
+        "target": target,
+        "nodes": nodes,
+        "container": str(container) if container else None,
+        "runs_per_kind": runs,
+        "host": {
+            "cpus": os.cpu_count(),
+            "load_avg_at_end": os.getloadavg(),
+            "node": platform.node(),
+        },
+        "phases_expected": {"head": list(HEAD_PHASES), "worker": list(WORKER_PHASES)},
+        "summary": summarize(results, target),
+        "runs": results,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2))
+    return doc
