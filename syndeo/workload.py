@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import shlex
 import shutil
@@ -39,6 +38,7 @@ TICK_S = 0.25
 HEALTH_EVERY_S = 1.0
 STATUS_EVERY_S = 2.0
 STOP_EVERY_S = 2.0
+GCS_TIMEOUT_S = 10.0
 # A result or done record the store cannot take right now waits on this node's
 # disk and is retried this long (an outage of minutes must not lose hours of work).
 DELIVER_DEADLINE_S = 1800.0
@@ -69,6 +69,7 @@ class Monitor:
         self.lost: set[int] = set()
         self.progress: dict[str, Any] = {}
         self._connected = False
+        self._gcs: Any = None
         self._last_status = 0.0
         self.dashboard_url = ""
         # Status and the stop flag are not worth a running workload: degrade instead.
@@ -77,29 +78,35 @@ class Monitor:
         # Node groups: what the head waits for and each rank's group (empty: no groups).
         self.groups = GroupWatch(s.expected_groups())
 
-    # ------------------------------------------------------------------ ray driver
+    # ------------------------------------------------------------------ Ray's GCS
     def connect(self) -> None:
+        """A GCS client, not a driver: counting nodes needs no worker process, and
+        a driver (``ray.init``) cost the head seconds of CPU -- and made the raylet
+        prestart workers -- while the other nodes were still starting."""
         os.environ["RAY_AUTH_MODE"] = "token"
         os.environ["RAY_AUTH_TOKEN_PATH"] = str(self.token_path)
-        import ray
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
-        kwargs: dict[str, Any] = {}
-        if self.s.node_ip:
-            kwargs["_node_ip_address"] = self.s.node_ip
-        ctx = ray.init(
-            address=self.address, logging_level=logging.WARNING, log_to_driver=False,
-            namespace="syndeo-monitor", configure_logging=False, **kwargs,
-        )  # fmt: skip
+        self._gcs = GcsClient(address=self.address)
         self._connected = True
-        self.dashboard_url = str(getattr(ctx, "dashboard_url", "") or "")
+        url = self._gcs.internal_kv_get(b"dashboard", b"dashboard", timeout=GCS_TIMEOUT_S)
+        self.dashboard_url = url.decode() if url and self.s.dashboard else ""
 
     def joined(self) -> set[int]:
-        import ray
+        from ray.core.generated.gcs_pb2 import GcsNodeInfo  # type: ignore[attr-defined]
 
+        alive = GcsNodeInfo.GcsNodeState.ALIVE
         ranks: dict[int, str | None] = {}
-        for node in ray.nodes():  # type: ignore[no-untyped-call]
-            labels = node.get("Labels") or {}
-            if node.get("Alive") and labels.get("syndeo-cluster") == self.s.cluster_id:
+        try:
+            nodes = self._gcs.get_all_node_info(timeout=GCS_TIMEOUT_S).values()
+        except Exception as exc:
+            # A busy GCS is not a lost cluster: keep what we knew (a Ray head that
+            # died is caught by check_health through its process).
+            log(self.s, f"asking Ray's GCS for its nodes failed, will retry: {_why(exc)}")
+            return self.ever_joined - self.lost
+        for info in nodes:
+            labels = dict(info.labels)
+            if info.state == alive and labels.get("syndeo-cluster") == self.s.cluster_id:
                 with contextlib.suppress(KeyError, ValueError):
                     ranks[int(labels["syndeo-rank"])] = labels.get("syndeo-group")
         self.groups.observe(ranks, lambda msg: log(self.s, msg))
@@ -190,13 +197,6 @@ class Monitor:
             self.publish("done" if exit_code == 0 else "failed", message, force=True)
         except Exception as exc:
             log(self.s, f"could not record the end of the run ({message}): {_why(exc)}")
-        if self._connected:
-            import ray
-
-            try:
-                ray.shutdown()
-            except Exception as exc:
-                log(self.s, f"disconnecting the monitor from Ray failed: {_why(exc)}")
 
 
 def _why(exc: BaseException) -> str:
