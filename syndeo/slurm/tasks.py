@@ -23,7 +23,7 @@ from syndeo.slurm import jobs, localcluster
     help={
         "nodes": "number of slurmd nodes",
         "cpus_per_node": "CPUs each node declares",
-        "gpu_nodes": "extra nodes in a partition 'gpu', each with a count-only gres gpu:1",
+        "gpu_nodes": "extra nodes in a partition 'gpu', each with a gres gpu:1 (device /dev/null)",
     }
 )
 def slurm_up(c: Context, nodes: int = 3, cpus_per_node: int = 4, gpu_nodes: int = 0) -> None:
