@@ -14,7 +14,9 @@ import sys
 
 import ray
 
-ray.init()
+# A driver in a network namespace without a default route must name its address.
+ip = os.environ.get("PROBE_NODE_IP")
+ray.init(**({"_node_ip_address": ip} if ip else {}))
 nodes = [n for n in ray.nodes() if n["Alive"]]
 labels = {n["NodeID"]: n.get("Labels") or {} for n in nodes}
 

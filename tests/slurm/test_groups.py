@@ -1,0 +1,237 @@
+"""Node groups on the real local Slurm cluster, brought up once and checked several ways.
+
+The cluster: partition ``debug`` (node1-3) and partition ``gpu`` (node4, a count-only
+gres gpu:1, so Ray sees one logical GPU there).  The CI user runs ``syndeo up`` with
+three groups -- the head, ``cpu`` and ``gpu`` (whose job may start only 20 s later)
+-- each its own job, then drives the cluster from a job step in the head's
+allocation (a Ray driver must run on a node of the cluster), grows it, cancels a
+group's job, and takes it down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syndeo.slurm import jobs, localcluster
+from syndeo.testbed import netns
+from tests.slurm.conftest import user_procs_on_nodes
+from tests.testbeds import SLURM_TESTBED_LOCK, machine_lock
+from tests.userrun import CI_PYTHON, CI_USER, UserRun, _chown, as_user
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+PROBE = Path(__file__).resolve().parents[1] / "groups_probe.py"
+LATE_S = 20
+
+
+@pytest.fixture(scope="module")
+def gpu_cluster() -> Iterator[localcluster.LocalCluster]:
+    assert os.geteuid() == 0, "the Slurm tests need root (they start a local Slurm cluster)"
+    assert CI_PYTHON.exists(), f"{CI_PYTHON} missing: run scripts/setup.d/slurm.sh"
+    with machine_lock(SLURM_TESTBED_LOCK, "local Slurm test cluster"):
+        ours = not localcluster.is_up()
+        cluster = localcluster.up(nodes=3, cpus_per_node=4, gpu_nodes=1)
+        old = os.environ.get("SLURM_CONF")
+        os.environ["SLURM_CONF"] = str(cluster.conf)
+        try:
+            yield cluster
+        finally:
+            if ours:
+                localcluster.down()
+            if old is None:
+                os.environ.pop("SLURM_CONF", None)
+            else:
+                os.environ["SLURM_CONF"] = old
+    if ours:
+        assert not netns.list_netns(localcluster.NETNS_PREFIX)
+
+
+@pytest.fixture
+def run(gpu_cluster: localcluster.LocalCluster) -> Iterator[UserRun]:
+    root = Path(f"/home/{CI_USER}/g-{uuid.uuid4().hex[:8]}")
+    root.mkdir(mode=0o700)
+    _chown(root)
+    probe = root / "groups_probe.py"
+    shutil.copy(PROBE, probe)
+    _chown(probe)
+    yield UserRun(root)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _config(run: UserRun, groups: str, top: str = "") -> Path:
+    return run.config(
+        f'target = "slurm"\ncpus_per_node = 1\njoin_timeout_s = 240\n{top}'
+        '[slurm]\npartition = "debug"\ntime = "00:15:00"\n' + groups
+    )
+
+
+def _syndeo(run: UserRun, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        as_user([str(CI_PYTHON), "-m", "syndeo", *args], run.env),
+        capture_output=True, text=True, cwd=run.root, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+def _ci_jobs() -> list[str]:
+    out = subprocess.run(
+        ["squeue", "-h", "-u", CI_USER, "-o", "%i"], capture_output=True, text=True, check=True
+    ).stdout
+    return out.split()
+
+
+def _show(job_id: str) -> dict[str, str]:
+    out = subprocess.run(
+        ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, check=True
+    ).stdout
+    return dict(re.findall(r"(\w+)=(\S*)", out))
+
+
+def _epoch(stamp: str) -> float:
+    return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S"))
+
+
+def _probe(run: UserRun, launched: dict[str, Any], up_out: str, *ranks: str) -> dict[str, Any]:
+    """Run the probe as a Ray driver in a job step of the head's job (on the head's node)."""
+    env = dict(re.findall(r"(RAY_\w+)=(\S+)", up_out))
+    head_job = str(launched["data"]["job_id"])
+    node = _show(head_job)["BatchHost"]
+    ip = next(n.ip for n in localcluster.load().nodes if n.name == node)  # type: ignore[union-attr]
+    step = [
+        "srun", f"--jobid={head_job}", "--overlap", "-N1", "-n1", f"--nodelist={node}",
+        str(CI_PYTHON), str(run.root / "groups_probe.py"), *ranks,
+    ]  # fmt: skip
+    proc = subprocess.run(
+        as_user(step, {**run.env, **env, "PROBE_NODE_IP": ip}),
+        capture_output=True, text=True, cwd=run.root, timeout=180, check=False,
+    )  # fmt: skip
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("GROUPS-PROBE ")]
+    assert lines, f"probe failed (rc {proc.returncode}): {proc.stderr[-3000:]}"
+    out: dict[str, Any] = json.loads(lines[-1].removeprefix("GROUPS-PROBE "))
+    return out
+
+
+def _status(run: UserRun, cluster_id: str) -> dict[str, Any]:
+    path = run.root / "home" / "slurm" / "rendezvous" / cluster_id / "a0" / "status.json"
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def _wait(pred: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def test_bad_groups_are_refused_before_any_submit(
+    gpu_cluster: localcluster.LocalCluster, run: UserRun
+) -> None:
+    cases = {
+        '[[groups]]\nname = "cpu"\nnodes = 4\n': (
+            "group 'cpu': the job asks for 4 nodes but partition 'debug' has only 3"
+        ),
+        '[[groups]]\nname = "gpu"\ngpus_per_node = 1\n': (
+            "group 'gpu' asks for 1 GPU(s) per node but partition 'debug' has no 'gpu' resources"
+        ),
+        '[[groups]]\nname = "gpu"\ngpus_per_node = 2\nslurm = { partition = "gpu" }\n': (
+            "group 'gpu' asks for 1 node(s) with 2 GPU(s) each but partition 'gpu' has 0 such"
+        ),
+    }
+    for groups, message in cases.items():
+        proc = _syndeo(run, "deploy", "--config", str(_config(run, groups)))
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+    assert _ci_jobs() == []
+    assert not list((run.root / "home").glob("slurm/jobs/*/*.sbatch"))
+
+
+def test_three_groups_late_join_placement_grow_and_cancel_one_group(
+    gpu_cluster: localcluster.LocalCluster, run: UserRun
+) -> None:
+    # --exclusive: one syndeo node per Slurm node (each its own IP), as on a real site.
+    groups = (
+        '[[groups]]\nname = "head"\nslurm = { extra_sbatch = ["--exclusive"] }\n'
+        '[[groups]]\nname = "cpu"\nslurm = { extra_sbatch = ["--exclusive"] }\n'
+        '[[groups]]\nname = "gpu"\ngpus_per_node = 1\n'
+        f'slurm = {{ partition = "gpu", extra_sbatch = ["--begin=now+{LATE_S}"] }}\n'
+    )
+    cid = f"grp-{uuid.uuid4().hex[:6]}"
+    cfg = _config(run, groups)
+    up = _syndeo(run, "up", "--config", str(cfg), "--cluster-id", cid, timeout=400)
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        launched = json.loads((run.root / "home" / "clusters" / cid / "launched.json").read_text())
+        entries = launched["data"]["groups"]
+        assert [(e["group"], e["rank_base"]) for e in entries] == [
+            ("head", 0), ("cpu", 1), ("gpu", 2),
+        ]  # fmt: skip
+        head_job, cpu_job, gpu_job = (str(e["job_id"]) for e in entries)
+
+        # A group whose job starts late joins the running head (which waited for it).
+        head_start = _epoch(_show(head_job)["StartTime"])
+        gpu_start = _epoch(_show(gpu_job)["StartTime"])
+        assert gpu_start - head_start >= LATE_S - 5, (head_start, gpu_start)
+        st = _status(run, cid)
+        assert st["phase"] == "serving"
+        assert st["groups"] == {"head": [1, 1], "cpu": [1, 1], "gpu": [1, 1]}
+
+        # Placement with Ray's own API: num_gpus lands on the gpu node only; label
+        # selectors land in their group.
+        out = _probe(run, launched, up.stdout)
+        assert out["groups"] == {"head": [0], "cpu": [1], "gpu": [2]}
+        assert out["gpu_per_group"] == {"head": 0, "cpu": 0, "gpu": 1}
+        assert [(t["group"], t["rank"]) for t in out["gpu_tasks"]] == [("gpu", "2")]
+        assert {g: t["group"] for g, t in out["by_label"].items()} == {
+            "head": "head", "cpu": "cpu", "gpu": "gpu",
+        }  # fmt: skip
+
+        # grow: one more cpu node (rank 3, its own job) joins; work then runs on it.
+        grow = _syndeo(
+            run, "grow", "--cluster-id", cid, "--group", "cpu", "--nodes", "1",
+            "--wait-s", "180",
+        )  # fmt: skip
+        assert grow.returncode == 0, grow.stderr[-3000:]
+        launched = json.loads((run.root / "home" / "clusters" / cid / "launched.json").read_text())
+        grown_job = str(launched["data"]["groups"][-1]["job_id"])
+        assert launched["data"]["groups"][-1]["rank_base"] == 3
+        out = _probe(run, launched, up.stdout, "3")
+        assert out["groups"]["cpu"] == [1, 3]
+        assert (out["by_rank"]["3"]["group"], out["by_rank"]["3"]["rank"]) == ("cpu", "3")
+
+        # Cancelling one group's job (the gpu group) leaves the rest running; shrink
+        # removes the grown node the same way.  The head notices and keeps serving.
+        jobs.cancel(gpu_job)
+        shrink = _syndeo(run, "shrink", "--cluster-id", cid, "--group", "cpu", "--nodes", "1")
+        assert shrink.returncode == 0 and grown_job in shrink.stderr, shrink.stderr[-2000:]
+        _wait(
+            lambda: jobs.job_info(gpu_job).finished and jobs.job_info(grown_job).finished,
+            120, "the cancelled jobs to end",
+        )  # fmt: skip
+        _wait(
+            lambda: _status(run, cid)["groups"] == {"head": [1, 1], "cpu": [1, 1], "gpu": [0, 1]},
+            60, "the head to count the groups that shrank",
+        )  # fmt: skip
+        assert jobs.job_info(head_job).state == "RUNNING"
+        assert jobs.job_info(cpu_job).state == "RUNNING"
+        assert _status(run, cid)["phase"] == "serving"
+        out = _probe(run, launched, up.stdout)
+        assert out["groups"] == {"cpu": [1], "head": [0]} and out["gpu_tasks"] == []
+        assert out["by_label"]["cpu"]["rank"] == "1"
+        log = (run.root / "home" / "slurm" / "jobs" / cid / f"slurm-{head_job}.out").read_text()
+        assert "lost node(s) of rank 2 (gpu)" in log
+    finally:
+        down = _syndeo(run, "down", "--cluster-id", cid)
+    assert down.returncode == 0, down.stderr[-2000:]
+    assert _ci_jobs() == []
+    _wait(lambda: not user_procs_on_nodes(gpu_cluster), 30, "nothing left on the nodes")
