@@ -200,7 +200,7 @@ def load_config(path: Path | None = None, **overrides: Any) -> DeployConfig:
         else:
             data[key] = value
     ssh_hosts = data.get("ssh", {}).get("hosts") if isinstance(data.get("ssh"), dict) else None
-    if data.get("target") == "ssh" and "nodes" not in data and ssh_hosts:
+    if data.get("target") == "ssh" and "nodes" not in data and ssh_hosts and not data.get("groups"):
         # One node per host: the host list says how many.
         data["nodes"] = len(ssh_hosts.split(",") if isinstance(ssh_hosts, str) else ssh_hosts)
     try:

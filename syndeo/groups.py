@@ -9,7 +9,8 @@ numbered through the groups in order, so the rendezvous, the readiness count and
 the ``syndeo-rank`` labels work as they do without groups.
 
 Everything here is pure data (no target, no I/O): targets turn a :class:`Layout`
-into jobs, processes or instance groups.
+into jobs or processes.  Local and Slurm do; the Terraform-backed targets (ssh and the
+clouds) refuse groups until their modules take per-group shapes (see VmTarget).
 """
 
 from __future__ import annotations
@@ -38,11 +39,9 @@ class GroupConfig(BaseModel):
     # all of them); the rest may join later.  Waited for until join_timeout_s.
     min_nodes: int | None = Field(default=None, ge=0)
     container: Path | None = None  # None = the top-level container
-    instance_type: str | None = None  # clouds: None = the top-level --instance-type
     # Per-group [slurm] overrides (partition, gres_name, gpu_request, account, qos,
     # time, extra_sbatch); checked by the Slurm target together with the [slurm] section.
     slurm: dict[str, Any] = {}
-    hosts: list[str] = []  # ssh: this group's hosts, one node each
 
     @field_validator("name")
     @classmethod
@@ -65,9 +64,7 @@ class Group(BaseModel):
     memory_mb: int | None = None
     min_nodes: int = Field(ge=0)
     container: Path | None = None
-    instance_type: str | None = None
     slurm: dict[str, Any] = {}
-    hosts: list[str] = []
 
     @property
     def ranks(self) -> range:
@@ -150,7 +147,7 @@ def build_layout(
                 memory_mb=g.memory_mb_per_node if g.memory_mb_per_node is not None else memory_mb,
                 min_nodes=g.min_nodes if g.min_nodes is not None else g.nodes,
                 container=g.container if g.container is not None else container,
-                instance_type=g.instance_type, slurm=dict(g.slurm), hosts=list(g.hosts),
+                slurm=dict(g.slurm),
             )
         )  # fmt: skip
         rank += g.nodes

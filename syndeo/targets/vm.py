@@ -70,6 +70,13 @@ class VmTarget(Target):
 
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         super().__init__(cfg, echo)
+        if cfg.layout is not None:
+            # The node module renders one shape for every node (cpus_per_node, …); run
+            # groups here and every node would silently get the top-level shape.
+            raise ConfigError(
+                f"[[groups]] are not supported on the {self.name} target yet "
+                "(local and slurm run them): remove the groups or pick one of those"
+            )
         self.module_dir = terraform_root() / self.module
         self._rdv: tuple[tuple[str, str], Rendezvous] | None = None
 

@@ -166,6 +166,11 @@ BAD = [
         "groups.cpu.slurm.partition: Value error, 'a b' is not a valid Slurm name",
     ),
     ('[[groups]]\nname = "g"\ngpus_per_node = 1\n', "no GPU was found on this machine"),
+    (
+        'target = "ssh"\n[ssh]\nhosts = ["h1"]\n[[groups]]\nname = "cpu"\n',
+        "[[groups]] are not supported on the ssh target yet",
+    ),
+    ('target = "gcp"\n[[groups]]\nname = "cpu"\n', "[[groups]] are not supported on the gcp"),
 ]
 
 
