@@ -11,14 +11,18 @@ whose clocks NTP keeps within milliseconds of each other).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-# The order phases happen in on one node (a phase may be missing: a worker has no
-# GCS).  tests/core/test_timeline.py checks that every recorded timeline respects it.
+# The phases each node records, and the orders they must happen in (chains: a
+# phase may run in parallel with one of another chain -- the head publishes its
+# address while its raylet starts).  tests check every recorded timeline with
+# :func:`problems`; ``bench-bringup`` reports on them.
 HEAD_PHASES = (
     "process_start", "main", "rendezvous_ok", "ray_start", "ray_gcs_process", "ray_gcs_listening",
     "gcs_reachable", "published", "ray_raylet_process", "ray_raylet_started", "ray_started",
@@ -28,6 +32,19 @@ WORKER_PHASES = (
     "process_start", "main", "rendezvous_ok", "head_seen", "ray_start", "ray_raylet_process",
     "ray_raylet_started", "ray_started", "registered",
 )  # fmt: skip
+HEAD_CHAINS = (
+    ("process_start", "main", "rendezvous_ok", "ray_start", "ray_gcs_process", "gcs_reachable",
+     "published", "driver_connected", "all_joined"),
+    ("ray_start", "ray_gcs_listening", "ray_raylet_process", "ray_raylet_started",
+     "driver_connected"),
+    ("ray_raylet_started", "ray_started"),
+)  # fmt: skip
+WORKER_CHAINS = (WORKER_PHASES,)
+# The head counts a worker once its raylet registers; `ray start` on the worker says
+# so a moment later.  A run that ends within that moment stops the worker first.
+OPTIONAL = frozenset({"ray_started", "registered"})
+# Marks are rounded to 1 ms and Ray's log stamps truncated to 1 ms.
+SLACK_S = 0.002
 
 # Ray's C++ logs start with "[2026-11-22 23:57:11,305 I pid tid]"; its Python ones
 # with "2026-11-22 23:57:11,265\tINFO".  Both are local time.
@@ -107,3 +124,34 @@ class Timeline:
 
     def as_dict(self) -> dict[str, float]:
         return {k: round(v, 3) for k, v in sorted(self.marks.items(), key=lambda kv: kv[1])}
+
+
+def problems(doc: dict[str, Any], nodes: int) -> list[str]:
+    """What is missing or out of order in a collected ``timeline.json`` (empty: none)."""
+    out: list[str] = []
+    marks = {int(r): m for r, m in doc.get("nodes", {}).items()}
+    for rank in range(nodes):
+        m = marks.get(rank)
+        if m is None:
+            out.append(f"rank {rank}: no timeline")
+            continue
+        phases, chains = (HEAD_PHASES, HEAD_CHAINS) if rank == 0 else (WORKER_PHASES, WORKER_CHAINS)
+        out += [
+            f"rank {rank}: no {p}" for p in phases if p not in m and not (rank and p in OPTIONAL)
+        ]
+        for chain in chains:
+            seen = [p for p in chain if p in m]
+            for a, b in itertools.pairwise(seen):
+                if m[b] < m[a] - SLACK_S:
+                    out.append(f"rank {rank}: {b} ({m[b]:.3f}) before {a} ({m[a]:.3f})")
+    head = marks.get(0, {})
+    for rank, m in marks.items():
+        if rank and "published" in head and "head_seen" in m and m["head_seen"] < head["published"]:
+            out.append(f"rank {rank}: saw the head before it was published")
+        if rank and "all_joined" in head and m.get("ray_raylet_process", 0) > head["all_joined"]:
+            out.append(f"rank {rank}: its raylet began after the head saw all nodes joined")
+    start = doc.get("launcher", {}).get("launch_start")
+    if start is not None:
+        late = [r for r, m in marks.items() if m.get("process_start", start) < start - 0.02]
+        out += [f"rank {r}: started before the launch" for r in late]
+    return out

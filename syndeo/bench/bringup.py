@@ -23,6 +23,7 @@ import platform
 import secrets
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,7 +35,7 @@ from syndeo.errors import ConfigError, SyndeoError
 from syndeo.nodeconfig import NodeSettings
 from syndeo.raynode import RayProcess
 from syndeo.securedir import write_private
-from syndeo.timeline import HEAD_PHASES, WORKER_PHASES
+from syndeo.timeline import HEAD_PHASES, WORKER_PHASES, problems
 from syndeo.ui import Ui
 
 GOALS = {
@@ -80,10 +81,18 @@ def _relative(marks: dict[str, float], t0: float) -> dict[str, float]:
     return {k: round(v - t0, 3) for k, v in sorted(marks.items(), key=lambda kv: kv[1])}
 
 
+class _Quiet(Ui):
+    """The runs' own output (node logs relayed by the launcher) goes to stderr:
+    stdout is the benchmark's summary."""
+
+    def echo(self, line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+
 def cluster_run(config: Path | None, options: dict[str, Any], results: Path) -> dict[str, Any]:
     """One ``deploy`` with a no-op workload; its timeline, relative to its start."""
     cfg = load_config(config, **options, run="true", results_dir=results)
-    outcome = deploy(cfg, Ui(quiet=True))
+    outcome = deploy(cfg, _Quiet(quiet=True))
     returned = time.time()
     if outcome.exit_code != 0:
         raise SyndeoError(f"bring-up run {outcome.cluster_id} failed: {outcome.message}")
@@ -99,13 +108,16 @@ def cluster_run(config: Path | None, options: dict[str, Any], results: Path) -> 
     if cfg.target != "local":
         start = min(m.get("process_start", start) for m in nodes.values())
     done = launcher.get("head_done", returned)
+    rel_nodes = {r: _relative(m, start) for r, m in sorted(nodes.items())}
+    rel_launcher = _relative(launcher, start)
     return {
         "kind": "cluster",
         "cluster_id": outcome.cluster_id,
         "launch_to_joined_s": round(head["all_joined"] - start, 3),
         "done_to_return_s": round(returned - done, 3),
-        "launcher": _relative(launcher, start),
-        "nodes": {r: _relative(m, start) for r, m in sorted(nodes.items())},
+        "launcher": rel_launcher,
+        "nodes": rel_nodes,
+        "timeline_problems": problems({"launcher": rel_launcher, "nodes": rel_nodes}, cfg.nodes),
     }
 
 

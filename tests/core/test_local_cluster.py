@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from syndeo.timeline import problems
 from tests.core.helpers import (
     assert_nothing_left,
     processes_of,
@@ -49,6 +50,8 @@ def test_three_nodes_come_up_run_the_users_program_and_leave_nothing(
     assert summary["exit_code"] == 0
     timings = summary["timings_s"]
     assert isinstance(timings, dict) and 0 < timings["all_joined_s"] <= timings["head_exit_s"]
+    # Where bring-up time went: every node's phases, complete and in order.
+    assert problems(read_json(tmp_path / "res" / cid / "timeline.json"), nodes=3) == []
     assert_nothing_left(cid)
     # The rendezvous (which held the token) and the nodes' scratch dirs (Ray's temp
     # dirs, each node's copy of the token) are gone after teardown.

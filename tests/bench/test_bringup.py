@@ -1,0 +1,54 @@
+"""``invoke bench-bringup`` end to end on the local target: the JSON it writes.
+
+No timing thresholds (speed goals are the benchmark's output, not a test's): the
+document must hold every run, interleaved A B B A, each cluster run with every
+node's phases complete and in order, and ratios computed from those runs.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.core.helpers import ROOT, assert_nothing_left
+
+INVOKE = [str(Path(sys.executable).with_name("invoke")), "-r", str(ROOT)]
+
+
+def test_bench_bringup_writes_complete_ordered_timelines_and_ratios(
+    syndeo_home: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "bringup.json"
+    proc = subprocess.run(
+        [*INVOKE, "bench-bringup", "--target", "local", "--nodes", "3", "--runs", "2",
+         "--out", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert [r["kind"] for r in doc["runs"]] == ["reference", "cluster", "cluster", "reference"]
+    refs = [r for r in doc["runs"] if r["kind"] == "reference"]
+    clusters = [r for r in doc["runs"] if r["kind"] == "cluster"]
+    for ref in refs:
+        # The bare head's own phases, read from Ray's logs, in Ray's order.
+        ph = ref["phases"]
+        assert ph["ray_gcs_listening"] <= ph["ray_raylet_process"] <= ph["ray_raylet_started"]
+        assert 0 < ph["ray_started"] <= ref["seconds"]
+    for run in clusters:
+        assert run["timeline_problems"] == [], run
+        assert sorted(run["nodes"]) == ["0", "1", "2"]
+        head = run["nodes"]["0"]
+        assert run["launch_to_joined_s"] == head["all_joined"]
+        assert run["done_to_return_s"] > 0
+    s = doc["summary"]
+    ref_med = statistics.median(r["seconds"] for r in refs)
+    joined_med = statistics.median(r["launch_to_joined_s"] for r in clusters)
+    assert s["reference_median_s"] == round(ref_med, 3)
+    assert s["ratio"] == round(joined_med / ref_med, 3)
+    assert s["ratio_met"] == (joined_med / ref_med <= s["ratio_goal"])
+    assert json.loads(proc.stdout) == s  # what it prints is the summary
+    for run in clusters:  # deploy's own teardown: nothing of any run is left
+        assert_nothing_left(run["cluster_id"])
