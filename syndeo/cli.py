@@ -34,10 +34,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    if given == ["node"]:
+        # On every node's start-up path (the head's is the cluster's): skip building
+        # the launcher's CLI, which imports rich, the targets, compare (~0.5 s).
+        func = _node
+        args = argparse.Namespace(command="node")
+    else:
+        args = build_parser().parse_args(given)
+        func = args.func
     try:
-        return int(args.func(args))
+        return int(func(args))
     except SyndeoError as exc:
         print(f"syndeo: error: {exc}", file=sys.stderr)
         return exc.exit_code
