@@ -190,11 +190,15 @@ class Target(ABC):
 
     def grow(self, launched: Launched, group: str, nodes: int) -> str:
         """Add ``nodes`` nodes of ``group`` that join the running head; what was started."""
-        raise TargetError(f"the {self.name} target cannot grow a running cluster (slurm can)")
+        raise TargetError(
+            f"the {self.name} target cannot grow a running cluster (local and slurm can)"
+        )
 
     def shrink(self, launched: Launched, group: str, nodes: int | None = None) -> list[str]:
         """Remove nodes of ``group`` (not the head) from the running cluster; what was stopped."""
-        raise TargetError(f"the {self.name} target cannot shrink a running cluster (slurm can)")
+        raise TargetError(
+            f"the {self.name} target cannot shrink a running cluster (local and slurm can)"
+        )
 
     def creates_rendezvous(self, uri: str) -> bool:
         """True if ``launch`` creates the rendezvous location itself (a cloud bucket):

@@ -24,6 +24,7 @@ import psutil
 from syndeo import container, gpus
 from syndeo.config import DeployConfig
 from syndeo.errors import ConfigError, TargetError
+from syndeo.groups import Group
 from syndeo.raynode import wait_gone
 from syndeo.rendezvous.file import parse_file_uri
 from syndeo.securedir import secure_dir
@@ -56,15 +57,17 @@ class LocalTarget(Target):
         return binds
 
     def _node(
-        self, spec: ClusterSpec, rank: int, binds: list[Path], devices: list[str] | None
-    ) -> tuple[list[str], dict[str, str], Path]:
+        self, spec: ClusterSpec, rank: int, binds: list[Path], visible: str | None,
+        group: Group | None = None,
+    ) -> tuple[list[str], dict[str, str], Path]:  # fmt: skip
+        """``visible``: the node's CUDA_VISIBLE_DEVICES; ``group``: for ranks added by grow."""
         scratch = short_scratch(spec, rank)
         # Credentials/endpoints of a cloud rendezvous included: they must survive
         # `apptainer --cleanenv`.
-        node_env = spec.node_env(rank, scratch, node_ip=f"127.0.0.{10 + rank}")
-        if devices is not None:
-            node_env[gpus.VISIBLE] = devices[rank]  # this node's GPUs only (syndeo/gpus.py)
-        image = spec.image_for(spec.group_of(rank))
+        node_env = spec.node_env(rank, scratch, node_ip=f"127.0.0.{10 + rank}", group=group)
+        if visible is not None:
+            node_env[gpus.VISIBLE] = visible  # this node's GPUs only (syndeo/gpus.py)
+        image = spec.image_for(group or spec.group_of(rank))
         argv, env = container.node_command(image, node_env, [scratch, *binds])
         return argv, env, scratch
 
@@ -80,7 +83,8 @@ class LocalTarget(Target):
         lines = ["#!/bin/sh", f"# syndeo local cluster {spec.cluster_id}: {spec.nodes} node(s)"]
         devices = self._devices(spec)
         for rank in range(spec.nodes):
-            argv, env, _ = self._node(spec, rank, self._binds(spec, logs), devices)
+            visible = devices[rank] if devices is not None else None
+            argv, env, _ = self._node(spec, rank, self._binds(spec, logs), visible)
             # Only our own variables: forwarded credentials are never printed.
             ours = {k: v for k, v in env.items() if k.startswith(_SHOWN)}
             if devices is not None and "APPTAINERENV_" + gpus.VISIBLE not in env:
@@ -100,9 +104,15 @@ class LocalTarget(Target):
             target=self.name, cluster_id=spec.cluster_id, rendezvous=spec.rendezvous,
             started_at=spec.not_before, data={"pids": [], "create_times": [], "logs": []},
         )  # fmt: skip
+        if spec.layout is not None:
+            # What `grow` needs to add nodes later (the launcher is gone by then).
+            launched.data.update(
+                spec=spec.model_dump(mode="json"), next_rank=spec.nodes, devices=devices, grown=[]
+            )
         try:
             for rank in range(spec.nodes):
-                self._start_node(spec, rank, logs, binds, devices, launched, not detach)
+                visible = devices[rank] if devices is not None else None
+                self._start_node(spec, rank, logs, binds, visible, launched, not detach)
         except BaseException:
             self.stop(launched)
             raise
@@ -110,9 +120,9 @@ class LocalTarget(Target):
 
     def _start_node(
         self, spec: ClusterSpec, rank: int, logs: Path, binds: list[Path],
-        devices: list[str] | None, launched: Launched, foreground: bool,
+        visible: str | None, launched: Launched, foreground: bool, group: Group | None = None,
     ) -> None:  # fmt: skip
-        argv, env, scratch = self._node(spec, rank, binds, devices)
+        argv, env, scratch = self._node(spec, rank, binds, visible, group)
         secure_dir(scratch, base=SCRATCH_BASE)  # every level ours and private, or refused
         log_path = logs / f"node-{rank}.log"
         log = open(log_path, "ab")  # noqa: SIM115 - owned by the child / reader thread
@@ -158,6 +168,54 @@ class LocalTarget(Target):
                 if abs(p.create_time() - ctime) < 0.01:
                     procs.append(p)
         return procs
+
+    # ------------------------------------------------------------------ growing
+    def grow(self, launched: Launched, group: str, nodes: int) -> str:
+        spec, g = _saved_group(launched, group)
+        base = int(launched.data["next_rank"])
+        if base + nodes > MAX_LOCAL_NODES:
+            raise ConfigError(f"the local target runs at most {MAX_LOCAL_NODES} nodes")
+        used = launched.data["devices"]
+        visible: list[str | None] = [None] * nodes
+        if g.gpus:
+            taken = {d for v in used or [] for d in v.split(",") if d}
+            free = [d for d in gpus.host_devices(os.environ) or [] if d not in taken]
+            visible = list(gpus.split_devices([g.gpus] * nodes, free))
+        elif used is not None:
+            visible = [""] * nodes  # the cluster has GPUs; these nodes see none
+        logs = cluster_dir(spec.cluster_id)
+        binds = self._binds(spec, logs)
+        for i in range(nodes):
+            rank = base + i
+            self._start_node(spec, rank, logs, binds, visible[i], launched, False, group=g)
+            if used is not None:
+                used.append(visible[i] or "")
+            launched.data["grown"].append({"group": g.name, "rank": rank})
+            launched.data["next_rank"] = rank + 1
+        return f"ranks {base}-{base + nodes - 1}"
+
+    def shrink(self, launched: Launched, group: str, nodes: int | None = None) -> list[str]:
+        _saved_group(launched, group)
+        grown = [
+            e for e in reversed(launched.data["grown"]) if e["group"] == group and "gone" not in e
+        ]
+        if nodes is not None:
+            grown = grown[:nodes]
+        if not grown:
+            raise ConfigError(f"group {group!r} has no added node to remove (grow adds them)")
+        procs = []
+        for e in grown:
+            pid, ctime = launched.data["pids"][e["rank"]], launched.data["create_times"][e["rank"]]
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p = psutil.Process(pid)
+                if abs(p.create_time() - ctime) < 0.01:
+                    procs.append(p)
+                    p.send_signal(signal.SIGTERM)  # the node stops its own Ray
+            e["gone"] = True
+        for p in wait_gone(procs, STOP_GRACE_S):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
+        return [f"rank {e['rank']}" for e in grown]
 
     def poll(self, launched: Launched) -> int | None:
         head_pid = launched.data["pids"][0]
@@ -208,3 +266,17 @@ class LocalTarget(Target):
 
     def describe(self, launched: Launched) -> str:
         return f"node logs: {cluster_dir(launched.cluster_id)}"
+
+
+def _saved_group(launched: Launched, group: str) -> tuple[ClusterSpec, Group]:
+    if "spec" not in launched.data:
+        raise ConfigError(
+            f"cluster {launched.cluster_id} has no node groups: grow/shrink work on "
+            "clusters started with [[groups]]"
+        )
+    spec = ClusterSpec.model_validate(launched.data["spec"])
+    assert spec.layout is not None
+    try:
+        return spec, spec.layout.group(group)
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0])) from None
