@@ -103,7 +103,7 @@ def run_head(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
             )
         )  # fmt: skip
         tl.mark("published")
-        log(s, f"head GCS up at {address} after {time.monotonic() - t0:.1f} s")
+        log(s, f"head GCS up at {address} after {time.monotonic() - t0:.1f} s: published")
         monitor = Monitor(s, rdv, address, token_path, ray_proc)
         exit_code, message = 1, "head failed"
         try:
@@ -112,6 +112,7 @@ def run_head(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
                 raise NodeError(f"Ray head came up at {full}, not at the published {address}")
             monitor.connect()
             tl.mark("driver_connected")
+            log(s, f"head up at {address} after {time.monotonic() - t0:.1f} s")
             # ray.init installs its own SIGTERM handler; ours must win so that a
             # scancel/Ctrl-C unwinds through teardown and records why.
             signal.signal(signal.SIGTERM, _on_signal)
