@@ -1,11 +1,11 @@
 """Node groups on the real local Slurm cluster, brought up once and checked several ways.
 
-The cluster: partition ``debug`` (node1-3) and partition ``gpu`` (node4, a count-only
-gres gpu:1, so Ray sees one logical GPU there).  The CI user runs ``syndeo up`` with
-three groups -- the head, ``cpu`` and ``gpu`` (whose job may start only 20 s later)
--- each its own job, then drives the cluster from a job step in the head's
-allocation (a Ray driver must run on a node of the cluster), grows it, cancels a
-group's job, and takes it down.
+The cluster: partition ``debug`` (node1-3) and partition ``gpu`` (node4, gres gpu:1 whose
+"device" is /dev/null, so Ray sees one logical GPU there).  The CI user runs ``syndeo up``
+with three groups -- the head, ``cpu`` and ``gpu`` (``min_nodes = 0``; its job may start
+only 60 s later, after the head's join deadline) -- each its own job, then drives the
+cluster from a job step in the head's allocation (a Ray driver must run on a node of the
+cluster), grows it, cancels a group's job, and takes it down.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from tests.userrun import CI_PYTHON, CI_USER, UserRun, _chown, as_user
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 PROBE = Path(__file__).resolve().parents[1] / "groups_probe.py"
-LATE_S = 20
+LATE_S = 60  # the gpu group's job may start only this long after submission
+JOIN_S = 35  # the head's deadline: then it starts with every group at its min_nodes
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +70,9 @@ def run(gpu_cluster: localcluster.LocalCluster) -> Iterator[UserRun]:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _config(run: UserRun, groups: str, top: str = "") -> Path:
+def _config(run: UserRun, groups: str, join_s: float = 240) -> Path:
     return run.config(
-        f'target = "slurm"\ncpus_per_node = 1\njoin_timeout_s = 240\n{top}'
+        f'target = "slurm"\ncpus_per_node = 1\njoin_timeout_s = {join_s}\n'
         '[slurm]\npartition = "debug"\ntime = "00:15:00"\n' + groups
     )
 
@@ -163,11 +164,11 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
     groups = (
         '[[groups]]\nname = "head"\nslurm = { extra_sbatch = ["--exclusive"] }\n'
         '[[groups]]\nname = "cpu"\nslurm = { extra_sbatch = ["--exclusive"] }\n'
-        '[[groups]]\nname = "gpu"\ngpus_per_node = 1\n'
+        '[[groups]]\nname = "gpu"\ngpus_per_node = 1\nmin_nodes = 0\n'
         f'slurm = {{ partition = "gpu", extra_sbatch = ["--begin=now+{LATE_S}"] }}\n'
     )
     cid = f"grp-{uuid.uuid4().hex[:6]}"
-    cfg = _config(run, groups)
+    cfg = _config(run, groups, join_s=JOIN_S)
     up = _syndeo(run, "up", "--config", str(cfg), "--cluster-id", cid, timeout=400)
     try:
         assert up.returncode == 0, up.stderr[-3000:]
@@ -178,13 +179,23 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
         ]  # fmt: skip
         head_job, cpu_job, gpu_job = (str(e["job_id"]) for e in entries)
 
-        # A group whose job starts late joins the running head (which waited for it).
+        # Readiness: at the deadline every group had its min_nodes (gpu: 0), so the
+        # head started serving without the gpu group, whose job was still pending...
+        st = _status(run, cid)
+        assert st["phase"] == "serving" and st["groups"]["gpu"] == [0, 1], st
+        assert jobs.job_info(gpu_job).state == "PENDING"
+        head_log = run.root / "home" / "slurm" / "jobs" / cid / f"slurm-{head_job}.out"
+        assert "starting with groups head 1/1, cpu 1/1, gpu 0/1 (min_nodes met)" in (
+            head_log.read_text()
+        )
+        # ...and the late group then joins the running head.
+        _wait(
+            lambda: _status(run, cid)["groups"] == {"head": [1, 1], "cpu": [1, 1], "gpu": [1, 1]},
+            LATE_S + 120, "the late gpu group to join",
+        )  # fmt: skip
         head_start = _epoch(_show(head_job)["StartTime"])
         gpu_start = _epoch(_show(gpu_job)["StartTime"])
-        assert gpu_start - head_start >= LATE_S - 5, (head_start, gpu_start)
-        st = _status(run, cid)
-        assert st["phase"] == "serving"
-        assert st["groups"] == {"head": [1, 1], "cpu": [1, 1], "gpu": [1, 1]}
+        assert gpu_start - head_start >= LATE_S - 10, (head_start, gpu_start)
 
         # Placement with Ray's own API: num_gpus lands on the gpu node only; label
         # selectors land in their group.
@@ -228,8 +239,7 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
         out = _probe(run, launched, up.stdout)
         assert out["groups"] == {"cpu": [1], "head": [0]} and out["gpu_tasks"] == []
         assert out["by_label"]["cpu"]["rank"] == "1"
-        log = (run.root / "home" / "slurm" / "jobs" / cid / f"slurm-{head_job}.out").read_text()
-        assert "lost node(s) of rank 2 (gpu)" in log
+        assert "lost node(s) of rank 2 (gpu)" in head_log.read_text()
     finally:
         down = _syndeo(run, "down", "--cluster-id", cid)
     assert down.returncode == 0, down.stderr[-2000:]
