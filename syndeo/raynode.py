@@ -31,9 +31,11 @@ from syndeo.timeline import RAY_STARTED_LINE, ray_phases
 # on a fixed port: derive it from the cluster id so two clusters on one machine
 # differ (and publish it with the head record).
 CLIENT_PORT_BASE, CLIENT_PORT_SPAN = 20000, 10000
-# Ray's processes exit within ~1 s of TERM (a raylet tells the GCS it leaves); what
-# has not after this is KILLed: at teardown no state of theirs is worth waiting for.
-STOP_GRACE_S = 2.0
+# A started raylet exits within ~0.2 s of TERM (telling the GCS it leaves); a Ray
+# process still starting up (a node stopped while joining) may sit on TERM for
+# seconds.  What has not exited after this is KILLed: nothing of theirs is worth
+# waiting for at teardown.
+STOP_GRACE_S = 1.0
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 T = TypeVar("T")
 
