@@ -25,6 +25,7 @@ import psutil
 
 from syndeo.errors import NodeError
 from syndeo.nodeconfig import NodeSettings
+from syndeo.processes import wait_gone
 from syndeo.timeline import RAY_STARTED_LINE, ray_phases
 
 # Every port is chosen by the OS (0) except Ray's client server, whose CLI insists
@@ -249,26 +250,6 @@ class RayProcess:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
         _sweep(self.env.get("SYNDEO_SCRATCH") or str(self.settings.scratch), self.proc.pid)
-
-
-def wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
-    """Wait until every process has exited; those still running after ``timeout_s``.
-
-    An exited process counts as gone while still a zombie: once ``ray start`` is
-    KILLed its children's parent is PID 1, which reaps when it pleases (psutil's
-    wait_procs waited out its whole timeout for them).
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        alive = []
-        for p in procs:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                    alive.append(p)
-        if not alive or time.monotonic() >= deadline:
-            return alive
-        procs = alive
-        time.sleep(0.05)
 
 
 def _session(pid: int) -> int | None:

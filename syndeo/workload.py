@@ -143,15 +143,18 @@ class Monitor:
     def wait_for_nodes(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         self.publish("waiting", force=True)
-        delay = 0.05
+        delay, next_stop_check = 0.05, 0.0
         while True:
             before = set(self.ever_joined)
             self.check_health()
             # With groups: every group complete (ranks may come from grown nodes too).
             if self.groups.complete() if self.groups else len(self.ever_joined) >= self.s.nodes:
                 return
-            if self.rdv.stop_requested():
-                raise NodeError("stop requested while waiting for nodes")
+            if time.monotonic() >= next_stop_check:
+                # The store, unlike Ray's GCS, is not asked at the join-polling rate.
+                next_stop_check = time.monotonic() + STOP_EVERY_S
+                if self.rdv.stop_requested():
+                    raise NodeError("stop requested while waiting for nodes")
             if time.monotonic() >= deadline:
                 if self.groups and self.groups.at_least_min():
                     # min_nodes met: start now; the others join the running cluster.
@@ -160,7 +163,8 @@ class Monitor:
                 raise JoinTimeout(self._missing_message(timeout_s))
             self.publish("waiting", force=self.ever_joined != before)
             time.sleep(delay)
-            delay = min(delay * 1.5, 0.5)
+            # A GCS query is cheap: a joined node is seen within 0.2 s.
+            delay = min(delay * 1.5, 0.2)
 
     def _missing_message(self, timeout_s: float) -> str:
         expected = set(range(self.s.nodes))

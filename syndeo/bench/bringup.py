@@ -25,6 +25,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,54 @@ GOALS = {
 REFERENCE_TIMEOUT_S = 120.0
 
 
+class CpuMeter:
+    """The host's busy CPU-seconds over time (all processes, from /proc/stat), sampled
+    every 0.1 s in a thread: on a 2-core host a cluster of 3 Ray nodes is bound by CPU
+    work, and this says how much work each phase took.  On a loaded host it includes
+    the other load; compare runs of one session."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def busy_s() -> float:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.time(), self.busy_s()))
+            self._stop.wait(0.1)
+
+    def __enter__(self) -> CpuMeter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append((time.time(), self.busy_s()))
+
+    def between(self, t0: float, t1: float) -> float | None:
+        """Busy CPU-seconds from ``t0`` to ``t1`` (wall clock), interpolated."""
+        if not self.samples or t0 < self.samples[0][0] - 0.2 or t1 > self.samples[-1][0] + 0.2:
+            return None
+        return round(self._at(t1) - self._at(t0), 2)
+
+    def _at(self, t: float) -> float:
+        prev = self.samples[0]
+        for cur in self.samples[1:]:
+            if cur[0] >= t:
+                span = cur[0] - prev[0]
+                frac = (t - prev[0]) / span if span > 0 else 1.0
+                return prev[1] + frac * (cur[1] - prev[1])
+            prev = cur
+        return prev[1]
+
+
 def abba(runs: int) -> list[str]:
     """``runs`` of each kind, interleaved A B B A A B B A ..."""
     order: list[str] = []
@@ -65,14 +114,18 @@ def reference_run(cpus: int = 1) -> dict[str, Any]:
         token = base / "token"
         write_private(token, secrets.token_urlsafe(32).encode())
         ray = RayProcess(settings, token, head_address=None)
-        ray.start()
-        try:
-            ray.wait_started(REFERENCE_TIMEOUT_S)
-            ready = time.time()
-        finally:
-            ray.stop()
+        with CpuMeter() as cpu:
+            ray.start()
+            try:
+                ray.wait_started(REFERENCE_TIMEOUT_S)
+                ready = time.time()
+            finally:
+                ray.stop()
         phases = {k: round(v - ray.started_at, 3) for k, v in ray.phases().items()}
-        return {"kind": "reference", "seconds": round(ready - ray.started_at, 3), "phases": phases}
+        return {
+            "kind": "reference", "seconds": round(ready - ray.started_at, 3), "phases": phases,
+            "host_cpu_busy_s": cpu.between(ray.started_at, ready),
+        }  # fmt: skip
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -92,8 +145,9 @@ class _Quiet(Ui):
 def cluster_run(config: Path | None, options: dict[str, Any], results: Path) -> dict[str, Any]:
     """One ``deploy`` with a no-op workload; its timeline, relative to its start."""
     cfg = load_config(config, **options, run="true", results_dir=results)
-    outcome = deploy(cfg, _Quiet(quiet=True))
-    returned = time.time()
+    with CpuMeter() as cpu:
+        outcome = deploy(cfg, _Quiet(quiet=True))
+        returned = time.time()
     if outcome.exit_code != 0:
         raise SyndeoError(f"bring-up run {outcome.cluster_id} failed: {outcome.message}")
     data = json.loads((results / outcome.cluster_id / "timeline.json").read_text())
@@ -114,6 +168,7 @@ def cluster_run(config: Path | None, options: dict[str, Any], results: Path) -> 
         "kind": "cluster",
         "cluster_id": outcome.cluster_id,
         "launch_to_joined_s": round(head["all_joined"] - start, 3),
+        "host_cpu_busy_s": cpu.between(start, head["all_joined"]),
         "done_to_return_s": round(returned - done, 3),
         "launcher": rel_launcher,
         "nodes": rel_nodes,
@@ -128,6 +183,11 @@ def summarize(runs: list[dict[str, Any]], target: str) -> dict[str, Any]:
     med = statistics.median
     goal = GOALS["launch_to_joined_ratio" if target == "local" else "slurm_launch_to_joined_ratio"]
     ratio = med(joined) / med(ref)
+
+    def cpu(kind: str) -> float | None:
+        got = [r["host_cpu_busy_s"] for r in runs if r["kind"] == kind and r.get("host_cpu_busy_s")]
+        return round(med(got), 2) if got else None
+
     return {
         "reference_median_s": round(med(ref), 3),
         "launch_to_joined_median_s": round(med(joined), 3),
@@ -137,6 +197,7 @@ def summarize(runs: list[dict[str, Any]], target: str) -> dict[str, Any]:
         "done_to_return_median_s": round(med(teardown), 3),
         "done_to_return_goal_s": GOALS["done_to_return_s"],
         "done_to_return_met": med(teardown) <= GOALS["done_to_return_s"],
+        "host_cpu_busy_median_s": {"reference": cpu("reference"), "cluster": cpu("cluster")},
     }
 
 

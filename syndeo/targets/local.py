@@ -25,7 +25,7 @@ from syndeo import container, gpus
 from syndeo.config import DeployConfig
 from syndeo.errors import ConfigError, TargetError
 from syndeo.groups import Group
-from syndeo.raynode import wait_gone
+from syndeo.processes import wait_gone
 from syndeo.rendezvous.file import parse_file_uri
 from syndeo.securedir import secure_dir
 from syndeo.state import cluster_dir, home
