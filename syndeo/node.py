@@ -16,7 +16,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -144,7 +144,11 @@ def run_worker(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
     _write_private(token_path, token)
     with _ray(RayProcess(s, token_path, head_address=head.address), tl) as ray_proc:
         try:
-            ray_proc.wait_started(s.join_timeout)
+            if not ray_proc.wait_started(s.join_timeout, _over(rdv, head.address)):
+                # A short run can end while this node is still starting: Ray would
+                # only give up on the gone head after its own 30 s start-up timeout.
+                log(s, "head is done before this node finished starting; leaving")
+                return 0
             rdv.register_node(
                 NodeRecord(
                     cluster_id=s.cluster_id, rank=s.rank, hostname=socket.gethostname(),
@@ -173,6 +177,24 @@ def run_worker(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
         raise NodeError(
             f"head {head.address} is gone (its GCS refuses connections) and left no done record"
         )
+
+
+def _over(rdv: Rendezvous, head_address: str) -> Callable[[], bool]:
+    """A check, at most once a second, that the run is over: the head's GCS refuses
+    connections (a TCP connect) and then the done record says so (one store read)."""
+    next_check = time.monotonic() + 1.0
+
+    def over() -> bool:
+        nonlocal next_check
+        if time.monotonic() < next_check:
+            return False
+        next_check = time.monotonic() + 1.0
+        try:
+            return not gcs_reachable(head_address, 1.0) and rdv.read_done() is not None
+        except SyndeoError:  # the store is out: not a reason to stop starting
+            return False
+
+    return over
 
 
 def _ray_version() -> str:

@@ -174,10 +174,16 @@ class RayProcess:
             "Ray head's GCS",
         )
 
-    def wait_started(self, timeout_s: float) -> None:
-        """Until ``ray start`` reports this node started (its raylet registered)."""
+    def wait_started(self, timeout_s: float, give_up: Callable[[], bool] = lambda: False) -> bool:
+        """Until ``ray start`` reports this node started (its raylet registered): True;
+        False as soon as ``give_up()`` says there is no point (the run is over)."""
 
-        self._wait(lambda: True if RAY_STARTED_LINE in self._new_log() else None, timeout_s, "Ray")
+        def probe() -> bool | None:
+            if RAY_STARTED_LINE in self._new_log():
+                return True
+            return False if give_up() else None
+
+        return self._wait(probe, timeout_s, "Ray")
 
     def phases(self) -> dict[str, float]:
         """Ray's own start-up phases on this node (from its logs)."""
