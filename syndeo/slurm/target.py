@@ -22,7 +22,7 @@ from syndeo.slurm import jobs
 from syndeo.slurm.render import RUNTIME_VARS, SlurmJob, render
 from syndeo.slurm.settings import JobShape, SlurmSettings
 from syndeo.state import home
-from syndeo.targets.base import ClusterSpec, Launched, Target, new_cluster_id
+from syndeo.targets.base import ClusterSpec, Launched, Target, new_cluster_id, saved_group
 
 CANCEL_WAIT_S = 90.0
 _EXIT_BY_STATE = {"CANCELLED": 143, "TIMEOUT": 124, "NODE_FAIL": 1, "PREEMPTED": 143}
@@ -221,17 +221,7 @@ class SlurmTarget(Target):
         return cancelled
 
     def _saved_group(self, launched: Launched, group: str) -> tuple[ClusterSpec, Group]:
-        if "spec" not in launched.data:
-            raise ConfigError(
-                f"cluster {launched.cluster_id} has no node groups: grow/shrink work on "
-                "clusters started with [[groups]]"
-            )
-        spec = ClusterSpec.model_validate(launched.data["spec"])
-        assert spec.layout is not None
-        try:
-            g = spec.layout.group(group)
-        except KeyError as exc:
-            raise ConfigError(str(exc.args[0])) from None
+        spec, g = saved_group(launched, group)
         # The group's Slurm settings as they were at `up` (this process has no config).
         self.settings = SlurmSettings.parse(launched.data["slurm"])
         self.group_settings[group] = SlurmSettings.parse(

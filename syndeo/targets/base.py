@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from syndeo.config import DeployConfig
-from syndeo.errors import TargetError
+from syndeo.errors import ConfigError, TargetError
 from syndeo.groups import Group, Layout
 from syndeo.nodeconfig import NodeSettings
 
@@ -204,3 +204,18 @@ class Target(ABC):
         """True if ``launch`` creates the rendezvous location itself (a cloud bucket):
         then it can be checked only once the machines exist."""
         return False
+
+
+def saved_group(launched: Launched, group: str) -> tuple[ClusterSpec, Group]:
+    """The spec an `up` saved and one of its groups, for grow/shrink (one line if unknown)."""
+    if "spec" not in launched.data:
+        raise ConfigError(
+            f"cluster {launched.cluster_id} has no node groups: grow/shrink work on "
+            "clusters started with [[groups]]"
+        )
+    spec = ClusterSpec.model_validate(launched.data["spec"])
+    assert spec.layout is not None
+    try:
+        return spec, spec.layout.group(group)
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0])) from None

@@ -29,7 +29,14 @@ from syndeo.processes import wait_gone
 from syndeo.rendezvous.file import parse_file_uri
 from syndeo.securedir import secure_dir
 from syndeo.state import cluster_dir, home
-from syndeo.targets.base import SCRATCH_BASE, ClusterSpec, Launched, Target, short_scratch
+from syndeo.targets.base import (
+    SCRATCH_BASE,
+    ClusterSpec,
+    Launched,
+    Target,
+    saved_group,
+    short_scratch,
+)  # fmt: skip
 
 MAX_LOCAL_NODES = 64
 # What a dry run prints of a node's environment (never forwarded credentials).
@@ -171,7 +178,7 @@ class LocalTarget(Target):
 
     # ------------------------------------------------------------------ growing
     def grow(self, launched: Launched, group: str, nodes: int) -> str:
-        spec, g = _saved_group(launched, group)
+        spec, g = saved_group(launched, group)
         base = int(launched.data["next_rank"])
         if base + nodes > MAX_LOCAL_NODES:
             raise ConfigError(f"the local target runs at most {MAX_LOCAL_NODES} nodes")
@@ -195,7 +202,7 @@ class LocalTarget(Target):
         return f"ranks {base}-{base + nodes - 1}"
 
     def shrink(self, launched: Launched, group: str, nodes: int | None = None) -> list[str]:
-        _saved_group(launched, group)
+        saved_group(launched, group)
         grown = [
             e for e in reversed(launched.data["grown"]) if e["group"] == group and "gone" not in e
         ]
@@ -266,17 +273,3 @@ class LocalTarget(Target):
 
     def describe(self, launched: Launched) -> str:
         return f"node logs: {cluster_dir(launched.cluster_id)}"
-
-
-def _saved_group(launched: Launched, group: str) -> tuple[ClusterSpec, Group]:
-    if "spec" not in launched.data:
-        raise ConfigError(
-            f"cluster {launched.cluster_id} has no node groups: grow/shrink work on "
-            "clusters started with [[groups]]"
-        )
-    spec = ClusterSpec.model_validate(launched.data["spec"])
-    assert spec.layout is not None
-    try:
-        return spec, spec.layout.group(group)
-    except KeyError as exc:
-        raise ConfigError(str(exc.args[0])) from None

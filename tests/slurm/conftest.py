@@ -6,6 +6,7 @@ Jobs are submitted by the unprivileged user ``syndeo-ci`` (created by
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -33,8 +34,10 @@ def node_scratch() -> list[Path]:
     return [p for p in Path("/tmp").glob("sy-*") if p not in FOREIGN_SCRATCH]
 
 
-@pytest.fixture(scope="module")
-def slurm_cluster() -> Iterator[localcluster.LocalCluster]:
+@contextlib.contextmanager
+def local_slurm(gpu_nodes: int = 0) -> Iterator[localcluster.LocalCluster]:
+    """The local cluster (3 CPU nodes, and ``gpu_nodes`` in partition ``gpu``), up for a
+    test module and down afterwards, leaving nothing."""
     assert os.geteuid() == 0, "the Slurm tests need root (they start a local Slurm cluster)"
     assert CI_PYTHON.exists(), f"{CI_PYTHON} missing: run scripts/setup.d/slurm.sh"
     # The cluster owns machine-wide names (/etc/slurm, its bridge and namespaces):
@@ -45,7 +48,7 @@ def slurm_cluster() -> Iterator[localcluster.LocalCluster]:
         ours = not localcluster.is_up()
         FOREIGN_SCRATCH.clear()
         FOREIGN_SCRATCH.update(Path("/tmp").glob("sy-*"))
-        cluster = localcluster.up(nodes=3, cpus_per_node=4)
+        cluster = localcluster.up(nodes=3, cpus_per_node=4, gpu_nodes=gpu_nodes)
         old = os.environ.get("SLURM_CONF")
         os.environ["SLURM_CONF"] = str(cluster.conf)
         try:
@@ -62,6 +65,12 @@ def slurm_cluster() -> Iterator[localcluster.LocalCluster]:
         assert not netns.list_netns(localcluster.NETNS_PREFIX)
         assert not Path(f"/sys/class/net/{localcluster.BRIDGE}").exists()
         assert not cluster.base.exists()
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster() -> Iterator[localcluster.LocalCluster]:
+    with local_slurm() as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ cluster), grows it, cancels a group's job, and takes it down.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -24,9 +23,7 @@ from typing import Any
 import pytest
 
 from syndeo.slurm import jobs, localcluster
-from syndeo.testbed import netns
-from tests.slurm.conftest import user_procs_on_nodes
-from tests.testbeds import SLURM_TESTBED_LOCK, machine_lock
+from tests.slurm.conftest import local_slurm, user_procs_on_nodes
 from tests.userrun import CI_PYTHON, CI_USER, UserRun, _chown, as_user
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -38,24 +35,8 @@ JOIN_S = 35  # the head's deadline: then it starts with every group at its min_n
 
 @pytest.fixture(scope="module")
 def gpu_cluster() -> Iterator[localcluster.LocalCluster]:
-    assert os.geteuid() == 0, "the Slurm tests need root (they start a local Slurm cluster)"
-    assert CI_PYTHON.exists(), f"{CI_PYTHON} missing: run scripts/setup.d/slurm.sh"
-    with machine_lock(SLURM_TESTBED_LOCK, "local Slurm test cluster"):
-        ours = not localcluster.is_up()
-        cluster = localcluster.up(nodes=3, cpus_per_node=4, gpu_nodes=1)
-        old = os.environ.get("SLURM_CONF")
-        os.environ["SLURM_CONF"] = str(cluster.conf)
-        try:
-            yield cluster
-        finally:
-            if ours:
-                localcluster.down()
-            if old is None:
-                os.environ.pop("SLURM_CONF", None)
-            else:
-                os.environ["SLURM_CONF"] = old
-    if ours:
-        assert not netns.list_netns(localcluster.NETNS_PREFIX)
+    with local_slurm(gpu_nodes=1) as cluster:
+        yield cluster
 
 
 @pytest.fixture
