@@ -75,3 +75,26 @@ class UserRun:
 def _chown(path: Path) -> None:
     pw = pwd.getpwnam(CI_USER)
     os.chown(path, pw.pw_uid, pw.pw_gid)
+
+
+def python_with_fake_sif(code: str, name: str) -> str:
+    """Run ``python -c code ROOT SIF`` as the CI user and return its output.
+
+    For rendering tests: rendering reads only a SIF's header (launch line and magic),
+    and syndeo refuses to launch containers as root.  ``SIF`` is such a header-only
+    file in the CI user's home, removed afterwards.
+    """
+    image = Path(f"/home/{CI_USER}/{name}")
+    image.write_bytes(
+        b"#!/usr/bin/env run-singularity\n".ljust(32, b" ") + b"SIF_MAGIC" + bytes(64)
+    )
+    os.chmod(image, 0o644)
+    try:
+        proc = subprocess.run(
+            as_user([str(CI_PYTHON), "-c", code, str(ROOT), str(image)]),
+            capture_output=True, text=True, cwd="/", check=False,
+        )  # fmt: skip
+    finally:
+        image.unlink()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout

@@ -14,7 +14,7 @@ from syndeo.config import load_config
 from syndeo.slurm.render import render
 from syndeo.slurm.target import SlurmTarget
 from syndeo.targets.base import ClusterSpec
-from tests.userrun import CI_PYTHON, CI_USER, as_user
+from tests.userrun import python_with_fake_sif
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 GROUPS = [
@@ -81,27 +81,14 @@ def test_container_gpu_group_keeps_slurms_devices() -> None:
 
     Rendered as the unprivileged CI user: syndeo refuses to launch containers as root.
     """
-    image = Path(f"/home/{CI_USER}/groups-render-test.sif")
-    image.write_bytes(
-        b"#!/usr/bin/env run-singularity\n".ljust(32, b" ") + b"SIF_MAGIC" + bytes(64)
-    )
-    os.chmod(image, 0o644)
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); "
         "from tests.slurm.test_groups_render import _target_and_spec; "
         "t, s = _target_and_spec(container=sys.argv[2]); "
         "print(t.script(s))"
     )
-    root = str(Path(__file__).resolve().parents[2])
-    try:
-        proc = subprocess.run(
-            as_user([str(CI_PYTHON), "-c", code, root, str(image)]),
-            capture_output=True, text=True, cwd="/", check=False,
-        )  # fmt: skip
-    finally:
-        image.unlink()
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    _, head, cpu, gpu = proc.stdout.split("# ==== job ")
+    out = python_with_fake_sif(code, "groups-render-test.sif")
+    _, head, cpu, gpu = out.split("# ==== job ")
     assert "apptainer exec --nv --containall --cleanenv" in gpu
     assert 'export APPTAINERENV_CUDA_VISIBLE_DEVICES="$CUDA_VISIBLE_DEVICES"' in gpu
     for part in (head, cpu):

@@ -18,7 +18,7 @@ from syndeo.errors import ConfigError, ImageError
 from syndeo.slurm.settings import SlurmSettings
 from syndeo.slurm.target import SlurmTarget
 from syndeo.targets.base import ClusterSpec
-from tests.userrun import CI_PYTHON, CI_USER, as_user
+from tests.userrun import CI_USER, python_with_fake_sif
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -88,29 +88,14 @@ def test_container_launch_line(tmp_path: Path) -> None:
 
     Rendered as the unprivileged CI user: syndeo refuses to launch containers as root.
     """
-    image = Path(f"/home/{CI_USER}/render-test.sif")
-    # Only the header is checked when rendering: a SIF launch line and magic.
-    image.write_bytes(
-        b"#!/usr/bin/env run-singularity\n".ljust(32, b" ") + b"SIF_MAGIC" + bytes(64)
-    )
-    os.chmod(image, 0o644)
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; "
         "from tests.slurm.test_render import _script, _spec; "
         "print(_script(_spec(image=Path(sys.argv[2]), gpus=1), scratch_dir='/tmp'))"
     )
-    root = str(Path(__file__).resolve().parents[2])
-    try:
-        proc = subprocess.run(
-            as_user([str(CI_PYTHON), "-c", code, root, str(image)]),
-            capture_output=True, text=True, cwd="/", check=False,
-        )  # fmt: skip
-    finally:
-        image.unlink()
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    text = proc.stdout
+    text = python_with_fake_sif(code, "render-test.sif")
     assert "apptainer exec --nv --containall --cleanenv" in text
-    assert str(image) in text
+    assert f"/home/{CI_USER}/render-test.sif" in text
     # Per-node values reach the container through apptainer's environment, from Slurm.
     assert 'export APPTAINERENV_SYNDEO_RANK="${SYNDEO_RANK}"' in text
     assert 'export APPTAINERENV_SYNDEO_NODE_IP="${SYNDEO_NODE_IP}"' in text
