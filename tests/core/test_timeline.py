@@ -77,3 +77,24 @@ def test_ray_log_stamps_are_read_from_both_of_rays_log_formats(tmp_path: Path) -
     assert ray_started is not None and round(ray_started - started, 3) == 0.193
     assert first_stamp(py, "not there") is None
     assert first_stamp(tmp_path / "missing.log") is None
+
+
+def test_dashboard_only_when_asked_and_only_on_the_head() -> None:
+    """Ray's dashboard (nine processes, seconds of CPU) is off unless asked for."""
+    from syndeo.config import load_config
+    from syndeo.nodeconfig import NodeSettings
+    from syndeo.raynode import RayProcess
+    from syndeo.targets.base import ClusterSpec
+
+    def head_args(**options: object) -> list[str]:
+        spec = ClusterSpec.from_config(load_config(**options), "file:///tmp/r", "dash")
+        env = spec.node_env(0, Path("/tmp/x"))
+        assert "SYNDEO_DASHBOARD" not in spec.node_env(1, Path("/tmp/y"))  # workers: never
+        return RayProcess(NodeSettings.from_env(env), Path("/tmp/x/t"), None)._args()
+
+    off = head_args(nodes=2)
+    assert "--include-dashboard=false" in off
+    on = head_args(nodes=2, dashboard=True)
+    assert "--include-dashboard=true" in on
+    # Either way it listens on loopback only.
+    assert "--dashboard-host=127.0.0.1" in off and "--dashboard-host=127.0.0.1" in on
