@@ -27,8 +27,11 @@ pytestmark = pytest.mark.apptainer
 
 
 def _exec_flags() -> list[str]:
-    """The flags of the start script's `apptainer exec` line (before the bind array)."""
-    m = re.search(r"^exec apptainer exec ((?:--[a-z-]+ )+)", START_SCRIPT.read_text(), re.M)
+    """The fixed flags of the start script's `apptainer exec` line (after the GPU rule's
+    optional `--nv` array, before the bind array)."""
+    m = re.search(
+        r"^exec apptainer exec (?:\$\{nv\S+ )?((?:--[a-z-]+ )+)", START_SCRIPT.read_text(), re.M
+    )
     assert m, f"no `exec apptainer exec --...` line in {START_SCRIPT}"
     return m.group(1).split()
 
