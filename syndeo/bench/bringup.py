@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from syndeo.config import load_config
-from syndeo.deploy import deploy
+from syndeo.deploy import deploy, plan
 from syndeo.errors import ConfigError, SyndeoError
 from syndeo.nodeconfig import NodeSettings
 from syndeo.raynode import RayProcess
@@ -215,7 +215,8 @@ def run(
         raise ConfigError(f"bench-bringup runs on --target local or slurm, not {target}")
     ui = ui or Ui()
     options = {**options, "target": target, "nodes": nodes, "container": container}
-    load_config(config, **options)  # bad input fails here, before anything starts
+    # Bad input fails here, before anything starts: what a dry run of the cluster checks.
+    plan(load_config(config, **options, run="true"))
     out = out or Path("results") / f"bringup-{time.strftime('%Y%m%dT%H%M%S')}.json"
     scratch = Path(
         tempfile.mkdtemp(prefix="bringup-", dir=out.parent if out.parent.exists() else None)

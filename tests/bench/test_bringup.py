@@ -58,3 +58,23 @@ def test_bench_bringup_writes_complete_ordered_timelines_and_ratios(
     assert json.loads(proc.stdout) == s  # what it prints is the summary
     for run in clusters:  # deploy's own teardown: nothing of any run is left
         assert_nothing_left(run["cluster_id"])
+
+
+def test_bad_input_is_refused_before_any_run(syndeo_home: Path, tmp_path: Path) -> None:
+    """A missing image, a bad size, a cloud target: one line, before the first reference run."""
+    for args, says in [
+        (["--container", str(tmp_path / "nope.sif")], "container image not found"),
+        (["--nodes", "0"], "nodes:"),
+        (["--runs", "0"], "--runs must be >= 1"),
+        (["--target", "aws"], "local or slurm"),
+    ]:
+        out = tmp_path / "b.json"
+        proc = subprocess.run(
+            [*INVOKE, "bench-bringup", *args, "--out", str(out)], cwd=tmp_path,
+            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert proc.returncode != 0, args
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and says in lines[0], (args, proc.stderr)
+        assert "bare ray start" not in proc.stdout + proc.stderr  # nothing ran
+        assert not out.exists()
