@@ -9,8 +9,7 @@ numbered through the groups in order, so the rendezvous, the readiness count and
 the ``syndeo-rank`` labels work as they do without groups.
 
 Everything here is pure data (no target, no I/O): targets turn a :class:`Layout`
-into jobs or processes.  Local and Slurm do; the Terraform-backed targets (ssh and the
-clouds) refuse groups until their modules take per-group shapes (see VmTarget).
+into jobs, processes or Terraform variables (``terraform/modules/node``'s ``groups``).
 """
 
 from __future__ import annotations
@@ -42,6 +41,12 @@ class GroupConfig(BaseModel):
     # Per-group [slurm] overrides (partition, gres_name, gpu_request, account, qos,
     # time, extra_sbatch); checked by the Slurm target together with the [slurm] section.
     slurm: dict[str, Any] = {}
+    # Per-group VM settings, checked by those targets: [groups.ssh] hosts = [...] (the
+    # group's machines), [groups.aws|gcp|azure] instance_type = "..." (its VM size).
+    ssh: dict[str, Any] = {}
+    aws: dict[str, Any] = {}
+    gcp: dict[str, Any] = {}
+    azure: dict[str, Any] = {}
 
     @field_validator("name")
     @classmethod
@@ -65,6 +70,10 @@ class Group(BaseModel):
     min_nodes: int = Field(ge=0)
     container: Path | None = None
     slurm: dict[str, Any] = {}
+    ssh: dict[str, Any] = {}
+    aws: dict[str, Any] = {}
+    gcp: dict[str, Any] = {}
+    azure: dict[str, Any] = {}
 
     @property
     def ranks(self) -> range:
@@ -147,7 +156,8 @@ def build_layout(
                 memory_mb=g.memory_mb_per_node if g.memory_mb_per_node is not None else memory_mb,
                 min_nodes=g.min_nodes if g.min_nodes is not None else g.nodes,
                 container=g.container if g.container is not None else container,
-                slurm=dict(g.slurm),
+                slurm=dict(g.slurm), ssh=dict(g.ssh), aws=dict(g.aws), gcp=dict(g.gcp),
+                azure=dict(g.azure),
             )
         )  # fmt: skip
         rank += g.nodes

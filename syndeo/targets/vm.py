@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 from syndeo.config import DeployConfig
 from syndeo.errors import ConfigError, TargetError
+from syndeo.groups import Layout
 from syndeo.iac.terraform import Terraform, TerraformError, Workspace
 from syndeo.rendezvous import Rendezvous, open_rendezvous, passthrough_env
 from syndeo.state import cluster_dir
@@ -71,12 +72,15 @@ class VmTarget(Target):
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         super().__init__(cfg, echo)
         if cfg.layout is not None:
-            # The node module renders one shape for every node (cpus_per_node, …); run
-            # groups here and every node would silently get the top-level shape.
-            raise ConfigError(
-                f"[[groups]] are not supported on the {self.name} target yet "
-                "(local and slurm run them): remove the groups or pick one of those"
-            )
+            for g in cfg.layout.groups:
+                if g.container != cfg.container:
+                    # One image per cluster: the ssh module uploads one SIF, a cloud
+                    # image bakes one.
+                    raise ConfigError(
+                        f"group {g.name!r}: a container of its own is not supported on the "
+                        f"{self.name} target (one image per cluster there): remove its "
+                        "container setting"
+                    )
         self.module_dir = terraform_root() / self.module
         self._rdv: tuple[tuple[str, str], Rendezvous] | None = None
 
@@ -108,6 +112,7 @@ class VmTarget(Target):
             "object_store_mb_per_node": spec.object_store_mb,
             "join_timeout_s": spec.join_timeout, "run": spec.run,
             "not_before": spec.not_before, "extra_env": self._forwarded(spec),
+            "groups": group_vars(spec.layout), "dashboard": spec.dashboard,
         }  # fmt: skip
         return {**common, **self.machine_vars(spec)}
 
@@ -213,6 +218,17 @@ class VmTarget(Target):
 
     def summary(self, launched: Launched) -> dict[str, Any]:
         return {"machines": launched.data.get("machines", {})}
+
+
+def group_vars(layout: Layout | None) -> list[dict[str, Any]]:
+    """The node module's ``groups`` variable: every shape resolved, in rank order."""
+    if layout is None:
+        return []
+    return [
+        {"name": g.name, "nodes": g.nodes, "cpus": g.cpus, "gpus": g.gpus,
+         "memory_mb": g.memory_mb, "min_nodes": g.min_nodes}
+        for g in layout.groups
+    ]  # fmt: skip
 
 
 def require(section: dict[str, Any], key: str, target: str, hint: str) -> Any:

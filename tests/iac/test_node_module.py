@@ -235,3 +235,71 @@ def test_start_and_stop_commands_under_posix_sh(tmp_path: Path) -> None:
         time.sleep(0.1)
     assert ours() == [], "processes of the node outlived stop"
     assert not Path(out["host_dirs"]["value"][0]).exists()
+
+
+def _grouped_spec() -> ClusterSpec:
+    from syndeo.groups import GroupConfig, build_layout
+
+    layout = build_layout(
+        [
+            GroupConfig(name="cpu", nodes=2, cpus_per_node=4, memory_mb_per_node=2048),
+            GroupConfig(name="later", nodes=0),  # declared for grow: owns no rank
+            GroupConfig(name="gpu", nodes=1, gpus_per_node=2, min_nodes=0),
+        ],
+        head="own", cpus=2, gpus=0, memory_mb=1024, container=None,
+    )  # fmt: skip
+    return _spec().model_copy(update={"nodes": 4, "layout": layout, "dashboard": True})
+
+
+def test_groups_render_what_python_would_set(tmp_path: Path) -> None:
+    """Per rank: the group's shape, SYNDEO_GROUP, every group's count (the head's rule),
+    the dashboard on the head only -- exactly NodeSettings as local and Slurm set it."""
+    from syndeo.targets.vm import group_vars
+
+    spec = _grouped_spec()
+    inputs = {**_module_inputs(spec, []), "groups": group_vars(spec.layout), "dashboard": True}
+    out = _render(tmp_path, inputs)
+    assert len(out["env"]) == 4
+    for rank, env in enumerate(out["env"]):
+        want = spec.node_settings(rank, Path(out["scratch_dirs"][rank]))
+        assert NodeSettings.from_env(env) == want
+    assert [e["SYNDEO_GROUP"] for e in out["env"]] == ["head", "cpu", "cpu", "gpu"]
+    assert [e["SYNDEO_CPUS"] for e in out["env"]] == ["2", "4", "4", "2"]
+    assert [e["SYNDEO_GPUS"] for e in out["env"]] == ["0", "0", "0", "2"]
+    assert [e.get("SYNDEO_MEMORY_MB") for e in out["env"]] == ["1024", "2048", "2048", "1024"]
+    assert {e["SYNDEO_GROUPS"] for e in out["env"]} == {"head:1:1,cpu:2:2,later:0:0,gpu:1:0"}
+    assert [e.get("SYNDEO_DASHBOARD") for e in out["env"]] == ["True", None, None, None]
+
+
+def test_without_groups_nothing_changes(tmp_path: Path) -> None:
+    out = _render(tmp_path, _module_inputs(_spec(), []))
+    assert not any(k in e for e in out["env"] for k in ("SYNDEO_GROUP", "SYNDEO_GROUPS"))
+    assert not any("SYNDEO_DASHBOARD" in e for e in out["env"])
+
+
+@pytest.mark.parametrize(
+    ("groups", "why"),
+    [
+        ([{"name": "a", "nodes": 2}, {"name": "a", "nodes": 1}], "defined twice"),
+        ([{"name": "a", "nodes": 0}, {"name": "b", "nodes": 3}], "holds the head"),
+        ([{"name": "a", "nodes": 1, "min_nodes": 2}, {"name": "b", "nodes": 2}], "min_nodes"),
+        ([{"name": "A", "nodes": 3}], "group name"),
+    ],
+)
+def test_python_and_terraform_refuse_the_same_groups(
+    groups: list[dict[str, Any]], why: str, tmp_path: Path
+) -> None:
+    from syndeo.groups import GroupConfig, build_layout
+
+    with pytest.raises(ValueError):
+        build_layout(
+            [GroupConfig(**g) for g in groups], head="first", cpus=1, gpus=0, memory_mb=None,
+            container=None,
+        )  # fmt: skip
+    tf_groups = [{"cpus": 1, "gpus": 0, "memory_mb": None, "min_nodes": None, **g} for g in groups]
+    base = {"cluster_id": "ok", "node_count": 3, "rendezvous": "file:///x", "target": "ssh"}
+    assert not _plan_ok(tmp_path, {**base, "groups": tf_groups}), why
+    # And the groups' nodes must add up to the cluster's (VmTarget passes both).
+    ok = [{"name": n, "nodes": 1, "cpus": 1, "gpus": 0} for n in ("a", "b")]
+    assert not _plan_ok(tmp_path, {**base, "groups": ok})
+    assert _plan_ok(tmp_path, {**base, "node_count": 2, "groups": ok})

@@ -11,6 +11,25 @@ locals {
     ]
   ])
 
+  # Groups: the group index of every rank (the last group starting at or below it, so
+  # that empty groups, declared for later, own no rank).  No groups: every rank has
+  # the top-level shape and no group settings.
+  group_starts = [for i in range(length(var.groups)) : sum(concat([0], [for g in slice(var.groups, 0, i) : g.nodes]))]
+  rank_group   = [for rank in local.ranks : length(var.groups) == 0 ? null : var.groups[length([for s in local.group_starts : s if s <= rank]) - 1]]
+  rank_shape = [
+    for g in local.rank_group : g == null ? {
+      SYNDEO_CPUS = tostring(var.cpus_per_node)
+      SYNDEO_GPUS = tostring(var.gpus_per_node)
+      memory      = var.memory_mb_per_node
+      } : {
+      SYNDEO_CPUS = tostring(g.cpus)
+      SYNDEO_GPUS = tostring(g.gpus)
+      memory      = g.memory_mb != null ? g.memory_mb : var.memory_mb_per_node
+    }
+  ]
+  # What the head waits for (syndeo.groups.Layout.expected): name:nodes:min_nodes.
+  groups_expected = join(",", [for g in var.groups : "${g.name}:${g.nodes}:${g.min_nodes != null ? g.min_nodes : g.nodes}"])
+
   # Short, per cluster: Ray nests ~60 bytes of socket names below the scratch dir.
   scratch_base = coalesce(var.scratch_dir, "/var/tmp/sy-${substr(sha1("${var.rendezvous}|${var.cluster_id}"), 0, 8)}")
 
@@ -19,12 +38,10 @@ locals {
       SYNDEO_CLUSTER_ID   = var.cluster_id
       SYNDEO_NODES        = tostring(var.node_count)
       SYNDEO_RENDEZVOUS   = var.rendezvous
-      SYNDEO_CPUS         = tostring(var.cpus_per_node)
-      SYNDEO_GPUS         = tostring(var.gpus_per_node)
       SYNDEO_JOIN_TIMEOUT = tostring(var.join_timeout_s)
       SYNDEO_TARGET       = var.target
     },
-    var.memory_mb_per_node == null ? {} : { SYNDEO_MEMORY_MB = tostring(var.memory_mb_per_node) },
+    length(var.groups) == 0 ? {} : { SYNDEO_GROUPS = local.groups_expected },
     var.object_store_mb_per_node == null ? {} : { SYNDEO_OBJECT_STORE_MB = tostring(var.object_store_mb_per_node) },
     var.workdir == null ? {} : { SYNDEO_WORKDIR = var.workdir },
     var.not_before == null ? {} : { SYNDEO_NOT_BEFORE = tostring(var.not_before) },
@@ -46,6 +63,11 @@ locals {
         SYNDEO_RUN = rank == 0 ? var.run : ""
       },
       length(var.node_ips) == 0 ? {} : { SYNDEO_NODE_IP = var.node_ips[rank] },
+      { SYNDEO_CPUS = local.rank_shape[rank].SYNDEO_CPUS, SYNDEO_GPUS = local.rank_shape[rank].SYNDEO_GPUS },
+      local.rank_shape[rank].memory == null ? {} : { SYNDEO_MEMORY_MB = tostring(local.rank_shape[rank].memory) },
+      local.rank_group[rank] == null ? {} : { SYNDEO_GROUP = local.rank_group[rank].name },
+      # The dashboard runs on the head only (as NodeSettings writes it: "True" or absent).
+      var.dashboard && rank == 0 ? { SYNDEO_DASHBOARD = "True" } : {},
     )
   ]
 

@@ -32,3 +32,8 @@ output "scratch_dirs" {
   description = "Per rank, the node's scratch dir."
   value       = [for e in local.env : e.SYNDEO_SCRATCH]
 }
+
+output "groups" {
+  description = "Per rank, the name of its group (null without groups): the cloud modules pick each group's instance type by it."
+  value       = [for g in local.rank_group : g == null ? null : g.name]
+}
