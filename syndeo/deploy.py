@@ -73,6 +73,7 @@ def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous
     cluster_id = cfg.cluster_id or new_cluster_id(cfg.target)
     uri = cfg.rendezvous or target.default_rendezvous()
     spec = ClusterSpec.from_config(cfg, uri, cluster_id)
+    target.check(spec)
     rdv = open_rendezvous(uri, cluster_id)
     if target.creates_rendezvous(uri):
         # A bucket the launch creates, fresh and private: nothing to check or claim yet.

@@ -10,6 +10,7 @@ Usage: python groups_probe.py [RANK ...]   (also run one task on each named rank
 
 import json
 import os
+import socket
 import sys
 
 import ray
@@ -30,6 +31,7 @@ def where() -> dict:
         "rank": lab.get("syndeo-rank"),
         "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
         "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "host": socket.gethostname(),
     }
 
 
@@ -39,6 +41,14 @@ out = {
     "groups": {
         g: sorted(
             int(lab["syndeo-rank"]) for lab in labels.values() if lab.get("syndeo-group") == g
+        )
+        for g in groups
+    },
+    "cpu_per_group": {
+        g: sum(
+            n["Resources"].get("CPU", 0)
+            for n in nodes
+            if (n.get("Labels") or {}).get("syndeo-group") == g
         )
         for g in groups
     },

@@ -160,6 +160,10 @@ class Target(ABC):
     def default_rendezvous(self) -> str:
         """Where nodes meet when the user names no rendezvous."""
 
+    def check(self, spec: ClusterSpec) -> None:
+        """Every local check of ``spec`` against this target's settings (one line each),
+        run before the rendezvous is touched or anything is written."""
+
     @abstractmethod
     def script(self, spec: ClusterSpec) -> str:
         """What ``launch`` would start, as a script a person can read (``--dry-run``)."""

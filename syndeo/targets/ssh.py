@@ -35,7 +35,8 @@ class SshSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    hosts: list[str] = Field(min_length=1)
+    # In rank order; with [[groups]], the hosts of groups that name none in [groups.ssh].
+    hosts: list[str] = []
     user: str = Field(default_factory=getpass.getuser)
     key: Path | None = None  # None: the ssh agent
     known_hosts: Path = Path("~/.ssh/known_hosts")
@@ -50,7 +51,7 @@ class SshSettings(BaseModel):
     @field_validator("hosts", mode="before")
     @classmethod
     def _split(cls, v: Any) -> Any:
-        return [h.strip() for h in v.split(",") if h.strip()] if isinstance(v, str) else v
+        return _host_list(v)
 
     @field_validator("user")
     @classmethod
@@ -65,6 +66,11 @@ class SshSettings(BaseModel):
             return cls.model_validate(section)
         except ValidationError as exc:
             raise ConfigError(one_line(exc, "settings", prefix="ssh")) from None
+
+
+def _host_list(v: Any) -> Any:
+    """``"h1, h2"`` or a list; anything else is left for validation to refuse."""
+    return [h.strip() for h in v.split(",") if h.strip()] if isinstance(v, str) else v
 
 
 def _host_keys(host: str, port: int, known_hosts: Path) -> list[str]:
@@ -99,13 +105,57 @@ class SshTarget(VmTarget):
             "machine see (a shared filesystem), or s3://, gs://, az://"
         )
 
+    def rank_hosts(self, spec: ClusterSpec) -> list[str]:
+        """One host per rank: group by group, each group's own ``[groups.ssh] hosts`` or
+        else the next of ``[ssh] hosts``; one line for every mismatch."""
+        s = self.settings
+        if spec.layout is None:
+            if not s.hosts:
+                raise ConfigError("ssh: no hosts given (--hosts h1,h2 or [ssh] hosts)")
+            if spec.nodes != len(s.hosts):
+                raise ConfigError(
+                    f"ssh: {spec.nodes} nodes asked for but {len(s.hosts)} hosts given "
+                    "(one node per host: set --nodes to the number of hosts)"
+                )
+            return list(s.hosts)
+        pool, out = list(s.hosts), []
+        for g in spec.layout.groups:
+            unknown = sorted(set(g.ssh) - {"hosts"})
+            if unknown:
+                raise ConfigError(
+                    f"group {g.name!r}: [groups.ssh] takes only hosts, not {unknown[0]!r}"
+                )
+            own = g.ssh.get("hosts")
+            if own is not None:
+                hosts = _host_list(own)
+                if not isinstance(hosts, list) or len(hosts) != g.nodes:
+                    raise ConfigError(
+                        f"ssh: group {g.name!r} has {g.nodes} node(s) but [groups.ssh] hosts "
+                        f"names {len(hosts) if isinstance(hosts, list) else 'no list of'} "
+                        "host(s) (one node per host)"
+                    )
+            else:
+                hosts, pool = pool[: g.nodes], pool[g.nodes :]
+                if len(hosts) < g.nodes:
+                    raise ConfigError(
+                        f"ssh: not enough hosts for group {g.name!r} ({g.nodes} node(s)): "
+                        "add them to [ssh] hosts (groups without their own hosts take "
+                        "these in order) or to the group's [groups.ssh] hosts"
+                    )
+            out += [str(h) for h in hosts]
+        if pool:
+            raise ConfigError(
+                f"ssh: host(s) {', '.join(pool)} in [ssh] hosts belong to no group "
+                "(each group takes as many as it has nodes)"
+            )
+        twice = sorted({h for h in out if out.count(h) > 1})
+        if twice:
+            raise ConfigError(f"ssh: host {twice[0]} is listed twice (one node per host)")
+        return out
+
     def machine_vars(self, spec: ClusterSpec) -> dict[str, Any]:
         s = self.settings
-        if spec.nodes != len(s.hosts):
-            raise ConfigError(
-                f"ssh: {spec.nodes} nodes asked for but {len(s.hosts)} hosts given "
-                "(one node per host: set --nodes to the number of hosts)"
-            )
+        rank_hosts = self.rank_hosts(spec)
         known = s.known_hosts.expanduser()
         if not known.is_file():
             raise ConfigError(f"ssh: known_hosts file {known} not found (ssh.known_hosts)")
@@ -113,7 +163,7 @@ class SshTarget(VmTarget):
             raise ConfigError(f"ssh: key file {s.key} not found (--ssh-key)")
         lines: list[str] = []
         host_keys: list[str] = []
-        for host in s.hosts:
+        for host in rank_hosts:
             entries = _host_keys(host, s.port, known)
             if not entries:
                 raise ConfigError(
@@ -126,10 +176,10 @@ class SshTarget(VmTarget):
         self._host_lines = lines
         node_ips = s.node_ips
         if node_ips is None:
-            node_ips = s.hosts if all(_is_ipv4(h) for h in s.hosts) else []
+            node_ips = rank_hosts if all(_is_ipv4(h) for h in rank_hosts) else []
         image = spec.image.resolve() if spec.image is not None else None
         return {
-            "hosts": s.hosts, "host_keys": host_keys,
+            "hosts": rank_hosts, "host_keys": host_keys,
             "known_hosts_file": str(self._known_hosts(spec.cluster_id)),
             "ssh_user": s.user, "ssh_port": s.port,
             "ssh_private_key_file": str(s.key.expanduser().resolve()) if s.key else None,
@@ -153,7 +203,7 @@ class SshTarget(VmTarget):
         # Also what poll needs later, when `invoke down` has only the saved state.
         s = self.settings
         return {
-            "provider": "ssh", "hosts": s.hosts, "count": spec.nodes, "user": s.user,
+            "provider": "ssh", "hosts": self.rank_hosts(spec), "count": spec.nodes, "user": s.user,
             "port": s.port, "key": str(s.key.expanduser()) if s.key else None,
         }  # fmt: skip
 

@@ -116,6 +116,10 @@ class VmTarget(Target):
         }  # fmt: skip
         return {**common, **self.machine_vars(spec)}
 
+    def check(self, spec: ClusterSpec) -> None:
+        self.tfvars(spec)
+        self.machine_summary(spec)
+
     def _workspace(self, cluster_id: str, base: Path | None = None) -> Workspace:
         return Workspace(self.module_dir, (base or cluster_dir(cluster_id)) / "terraform")
 

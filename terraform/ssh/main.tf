@@ -25,6 +25,8 @@ module "nodes" {
   cpus_per_node            = var.cpus_per_node
   gpus_per_node            = var.gpus_per_node
   memory_mb_per_node       = var.memory_mb_per_node
+  groups                   = var.groups
+  dashboard                = var.dashboard
   object_store_mb_per_node = var.object_store_mb_per_node
   join_timeout_s           = var.join_timeout_s
   run                      = var.run

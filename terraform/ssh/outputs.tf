@@ -22,3 +22,8 @@ output "host_dirs" {
   description = "Per rank, the node's directory on its host (environment, node.log, node.pid)."
   value       = module.nodes.host_dirs
 }
+
+output "node_groups" {
+  description = "Per rank, its group (null without groups)."
+  value       = module.nodes.groups
+}

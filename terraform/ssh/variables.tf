@@ -157,6 +157,25 @@ variable "object_store_mb_per_node" {
   default     = null
 }
 
+variable "groups" {
+  description = "Node groups in rank order (hosts are listed group by group): per group its node count, CPUs, GPUs, memory (null: memory_mb_per_node) and min_nodes the head waits for (null: all). Empty: no groups. Validated in ../modules/node."
+  type = list(object({
+    name      = string
+    nodes     = number
+    cpus      = number
+    gpus      = number
+    memory_mb = optional(number)
+    min_nodes = optional(number)
+  }))
+  default = []
+}
+
+variable "dashboard" {
+  description = "Ray's dashboard on the head (bound to 127.0.0.1 there: reach it with ssh -L)."
+  type        = bool
+  default     = false
+}
+
 variable "join_timeout_s" {
   description = "Deadline for all nodes to join, seconds."
   type        = number

@@ -5,6 +5,7 @@ launch lines, and bad input (one line, non-zero exit, before anything starts).""
 from __future__ import annotations
 
 import shlex
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,7 @@ def test_grow_names_an_unknown_group() -> None:
         SlurmTarget(load_config(target="slurm")).grow(launched, "tpu", 1)
 
 
+SSH = 'target = "ssh"\nrendezvous = "file:///tmp/sy-rdv"\n[ssh]\n'
 BAD = [
     ('[[groups]]\nname = "cpu"\n[[groups]]\nname = "cpu"\n', "group 'cpu' is defined twice"),
     ('[[groups]]\nname = "cpu"\n[[groups]]\nname = "head"\n', "'head' holds the head and must"),
@@ -166,11 +168,28 @@ BAD = [
         "groups.cpu.slurm.partition: Value error, 'a b' is not a valid Slurm name",
     ),
     ('[[groups]]\nname = "g"\ngpus_per_node = 1\n', "no GPU was found on this machine"),
+    # ssh: one host per rank, group by group (the head group takes the first of [ssh] hosts).
+    (SSH + 'hosts = ["h1"]\n[[groups]]\nname = "cpu"\n', "not enough hosts for group 'cpu'"),
     (
-        'target = "ssh"\n[ssh]\nhosts = ["h1"]\n[[groups]]\nname = "cpu"\n',
-        "[[groups]] are not supported on the ssh target yet",
+        SSH + 'hosts = ["h1", "h2", "h3"]\n[[groups]]\nname = "cpu"\n',
+        "host(s) h3 in [ssh] hosts belong to no group",
     ),
-    ('target = "gcp"\n[[groups]]\nname = "cpu"\n', "[[groups]] are not supported on the gcp"),
+    (
+        SSH + 'hosts = ["h1"]\n[[groups]]\nname = "cpu"\nnodes = 2\nssh = { hosts = ["h2"] }\n',
+        "group 'cpu' has 2 node(s) but [groups.ssh] hosts names 1 host(s)",
+    ),
+    (
+        SSH + 'hosts = ["h1"]\n[[groups]]\nname = "cpu"\nssh = { hosts = ["h2"], port = 2 }\n',
+        "group 'cpu': [groups.ssh] takes only hosts, not 'port'",
+    ),
+    (
+        SSH + 'hosts = ["h1"]\n[[groups]]\nname = "cpu"\nssh = { hosts = ["h1"] }\n',
+        "ssh: host h1 is listed twice",
+    ),
+    (
+        SSH + 'hosts = ["h1", "h2"]\n[[groups]]\nname = "cpu"\ncontainer = "/x.sif"\n',
+        "group 'cpu': a container of its own is not supported on the ssh target",
+    ),
 ]
 
 
@@ -181,7 +200,10 @@ def test_bad_groups_are_one_line_before_anything_starts(
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     cfg = tmp_path / "bad.toml"
     cfg.write_text(body)
-    env = {"PATH": "/usr/bin:/bin"}  # no nvidia-smi here (and no CUDA_VISIBLE_DEVICES)
+    # No nvidia-smi here (and no CUDA_VISIBLE_DEVICES); terraform for the ssh target.
+    tf = shutil.which("terraform")
+    assert tf, "terraform missing: run scripts/setup"
+    env = {"PATH": f"{Path(tf).parent}:/usr/bin:/bin"}
     proc = syndeo("deploy", "--config", str(cfg), cwd=tmp_path, env=env)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode != 0

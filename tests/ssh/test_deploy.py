@@ -292,3 +292,34 @@ def test_bad_input_starts_nothing(ssh_hosts: sshhosts.Bed, run: UserRun) -> None
         assert expected in outcome.get("error", ""), (name, outcome)
         assert "terraform" not in outcome["_stderr"].lower(), (name, outcome["_stderr"])
     _assert_clean(ssh_hosts, run)
+
+
+def test_node_groups_on_hosts(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
+    """Groups on the ssh target: hosts are taken group by group (a group's own
+    [groups.ssh] hosts, else the next of [ssh] hosts), every node carries its group's
+    label and shape, and Ray's own API places work by group."""
+    h1, h2, h3 = (h.ip for h in ssh_hosts.hosts)
+    probe = run.root / "groups_probe.py"
+    shutil.copy(Path(__file__).resolve().parents[1] / "groups_probe.py", probe)
+    _chown(probe)
+    body = (
+        f'target = "ssh"\ncpus_per_node = 1\njoin_timeout_s = 120\n'
+        f'rendezvous = "{(run.root / "rdv").as_uri()}"\nrun = "{CI_PYTHON} {probe} 1"\n'
+        # rank 0 = the head group (host1), rank 1 = cpu (its own host3), rank 2 = big (host2)
+        f'[[groups]]\nname = "cpu"\ncpus_per_node = 2\nssh = {{ hosts = ["{h3}"] }}\n'
+        f'[[groups]]\nname = "big"\nmemory_mb_per_node = 1024\n'
+        + _ssh_section(ssh_hosts, hosts=[h1, h2])
+    )
+    outcome = run.deploy(body)
+    assert outcome.get("exit_code") == 0, outcome
+    out = json.loads(Path(str(outcome["result_path"])).read_text())
+    assert out["groups"] == {"head": [0], "cpu": [1], "big": [2]}
+    assert out["cpu_per_group"] == {"head": 1, "cpu": 2, "big": 1}
+    assert {g: (t["group"], t["host"]) for g, t in out["by_label"].items()} == {
+        "head": ("head", "host1"), "cpu": ("cpu", "host3"), "big": ("big", "host2"),
+    }  # fmt: skip
+    assert out["by_rank"]["1"]["host"] == "host3"
+    assert "head 1/1, cpu 1/1, big 1/1" in outcome["_stderr"]
+    summary = json.loads((Path(outcome["result_path"]).parent / "deploy.json").read_text())
+    assert summary["machines"]["hosts"] == [h1, h3, h2]
+    _assert_clean(ssh_hosts, run)
