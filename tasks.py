@@ -151,14 +151,18 @@ def down(c: Context, cluster_id: str | None = None) -> None:
         "group": "the node group ([[groups]] name) to add nodes to",
         "nodes": "how many nodes (default 1)",
         "wait_s": "wait up to this many seconds until they joined",
+        "hosts": "ssh: the new nodes' machines, comma-separated (one node each)",
     }
 )
 def grow(
     c: Context, group: str, nodes: int = 1, cluster_id: str | None = None,
-    wait_s: float | None = None,
+    wait_s: float | None = None, hosts: str | None = None,
 ) -> None:  # fmt: skip
     """Add nodes of a node group to a cluster started with `invoke up` (they join its head)."""
-    _call(frontend.run_grow, group=group, nodes=nodes, cluster_id=cluster_id, wait_s=wait_s)
+    _call(
+        frontend.run_grow, group=group, nodes=nodes, cluster_id=cluster_id, wait_s=wait_s,
+        hosts=hosts,
+    )  # fmt: skip
 
 
 @task(help={"group": "the node group", "nodes": "at least this many nodes (default: all added)"})

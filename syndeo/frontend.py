@@ -123,11 +123,12 @@ def run_down(cluster_id: str | None = None, ui: Ui | None = None) -> str:
 
 def run_grow(
     group: str, nodes: int, cluster_id: str | None = None, wait_s: float | None = None,
-    ui: Ui | None = None,
+    ui: Ui | None = None, hosts: str | None = None,
 ) -> str:  # fmt: skip
     from syndeo.grow import grow
 
-    return grow(cluster_id, group, nodes, wait_s, ui)
+    names = [h.strip() for h in hosts.split(",") if h.strip()] if hosts else None
+    return grow(cluster_id, group, nodes, wait_s, ui, hosts=names)
 
 
 def run_shrink(
@@ -170,6 +171,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--group", required=True, help="the node group ([[groups]] name)")
     p.add_argument("--nodes", type=int, default=1, help="how many nodes to add (default 1)")
     p.add_argument("--wait-s", type=float, default=None, help="wait this long for them to join")
+    p.add_argument("--hosts", default=None, help="ssh: the new nodes' machines, comma-separated")
     p.set_defaults(func=partial(_call, run_grow))
 
     p = sub.add_parser("shrink", help="remove a node group's added nodes from an `up` cluster")

@@ -21,18 +21,25 @@ from syndeo.ui import Ui
 
 def grow(
     cluster_id: str | None, group: str, nodes: int, wait_s: float | None = None,
-    ui: Ui | None = None,
+    ui: Ui | None = None, hosts: list[str] | None = None,
 ) -> str:  # fmt: skip
-    """Submit/start ``nodes`` more nodes of ``group``; with ``wait_s``, wait until they joined."""
+    """Submit/start ``nodes`` more nodes of ``group``; with ``wait_s``, wait until they joined.
+
+    ``hosts``: one machine per new node (the ssh target; the others find their own)."""
     if nodes < 1:
         raise ConfigError(f"nodes: must be >= 1, got {nodes}")
     ui = ui or Ui()
     launched = load_launched(cluster_id)
+    if hosts and launched.target != "ssh":
+        raise ConfigError(
+            f"--hosts names the machines of an ssh cluster's new nodes; the {launched.target} "
+            "target finds its own"
+        )
     target = get_target(load_config(target=launched.target), echo=ui.echo)
     rdv = open_rendezvous(launched.rendezvous, launched.cluster_id)
     st = rdv.read_status()
     before = st.groups.get(group, [0, 0])[0] if st else 0
-    started = target.grow(launched, group, nodes)
+    started = target.grow(launched, group, nodes, hosts=hosts)
     save_launched(launched)  # `down` and `shrink` must know the new machines
     ui.info(f"cluster {launched.cluster_id}: {nodes} node(s) of group {group} started ({started})")
     if wait_s is not None:

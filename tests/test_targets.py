@@ -33,7 +33,7 @@ def test_target_has_the_common_verbs_and_no_node_logic(name: str) -> None:
     public = {n for n, v in vars(cls).items() if callable(v) and not n.startswith("_")}
     assert set(VERBS) <= public | {n for n in VERBS if hasattr(cls, n)}
     # grow/shrink: declared on Target (refusing); a target that can resize overrides them.
-    optional = {"describe", "summary", "creates_rendezvous", "grow", "shrink", "wait"}
+    optional = {"describe", "summary", "creates_rendezvous", "grow", "shrink", "wait", "check"}
     if issubclass(cls, VmTarget):
         optional |= VM_HOOKS  # what a Terraform-backed target may add, and nothing else
     if issubclass(cls, CloudTarget):
@@ -72,7 +72,7 @@ def _assert_renders_through_node_module(module: str) -> None:
 
 def test_vm_hooks_are_the_ones_vm_target_defines() -> None:
     defined = {n for n, v in vars(VmTarget).items() if callable(v) and not n.startswith("_")}
-    assert defined - set(VERBS) - {"describe", "summary", "tfvars"} == VM_HOOKS
+    assert defined - set(VERBS) - {"describe", "summary", "tfvars", "check"} == VM_HOOKS
     cloud = {n for n, v in vars(CloudTarget).items() if callable(v) and not n.startswith("_")}
     assert cloud - set(VERBS) - VM_HOOKS - {"creates_rendezvous"} == CLOUD_HOOKS
 

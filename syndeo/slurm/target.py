@@ -190,7 +190,9 @@ class SlurmTarget(Target):
         }  # fmt: skip
 
     # ------------------------------------------------------------------ growing
-    def grow(self, launched: Launched, group: str, nodes: int) -> str:
+    def grow(
+        self, launched: Launched, group: str, nodes: int, hosts: list[str] | None = None
+    ) -> str:
         """Submit ``nodes`` more nodes of ``group`` that join the running head; the job id."""
         spec, g = self._saved_group(launched, group)
         base = int(launched.data["next_rank"])

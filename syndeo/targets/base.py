@@ -163,6 +163,7 @@ class Target(ABC):
     def check(self, spec: ClusterSpec) -> None:
         """Every local check of ``spec`` against this target's settings (one line each),
         run before the rendezvous is touched or anything is written."""
+        return None  # the config's own rules were all there is to check
 
     @abstractmethod
     def script(self, spec: ClusterSpec) -> str:
@@ -192,16 +193,21 @@ class Target(ABC):
         """What deploy.json records about the machines beyond the common fields."""
         return {}
 
-    def grow(self, launched: Launched, group: str, nodes: int) -> str:
-        """Add ``nodes`` nodes of ``group`` that join the running head; what was started."""
+    def grow(
+        self, launched: Launched, group: str, nodes: int, hosts: list[str] | None = None
+    ) -> str:
+        """Add ``nodes`` nodes of ``group`` that join the running head; what was started.
+
+        ``hosts``: the machines for them, for targets that cannot find their own (ssh);
+        ``grow`` refuses it for the others."""
         raise TargetError(
-            f"the {self.name} target cannot grow a running cluster (local and slurm can)"
+            f"the {self.name} target cannot grow a running cluster (local, slurm and ssh can)"
         )
 
     def shrink(self, launched: Launched, group: str, nodes: int | None = None) -> list[str]:
         """Remove nodes of ``group`` (not the head) from the running cluster; what was stopped."""
         raise TargetError(
-            f"the {self.name} target cannot shrink a running cluster (local and slurm can)"
+            f"the {self.name} target cannot shrink a running cluster (local, slurm and ssh can)"
         )
 
     def creates_rendezvous(self, uri: str) -> bool:

@@ -177,7 +177,9 @@ class LocalTarget(Target):
         return procs
 
     # ------------------------------------------------------------------ growing
-    def grow(self, launched: Launched, group: str, nodes: int) -> str:
+    def grow(
+        self, launched: Launched, group: str, nodes: int, hosts: list[str] | None = None
+    ) -> str:
         spec, g = saved_group(launched, group)
         base = int(launched.data["next_rank"])
         if base + nodes > MAX_LOCAL_NODES:

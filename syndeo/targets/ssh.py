@@ -13,6 +13,7 @@ import contextlib
 import functools
 import getpass
 import ipaddress
+import json
 import subprocess
 import time
 from collections.abc import Callable
@@ -23,9 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from syndeo.config import DeployConfig, one_line
 from syndeo.errors import ConfigError
+from syndeo.iac.terraform import Terraform, Workspace
 from syndeo.state import cluster_dir, home
-from syndeo.targets.base import ClusterSpec, Launched
-from syndeo.targets.vm import VmTarget
+from syndeo.targets.base import ClusterSpec, Launched, saved_group
+from syndeo.targets.vm import VmTarget, signals_ignored
 
 LIVENESS_EVERY_S = 5.0
 
@@ -73,6 +75,12 @@ def _host_list(v: Any) -> Any:
     return [h.strip() for h in v.split(",") if h.strip()] if isinstance(v, str) else v
 
 
+def _best_key(entries: list[str]) -> str:
+    """``<type> <base64>`` of a host's known_hosts lines, ed25519 preferred."""
+    best = sorted(entries, key=lambda e: "ssh-ed25519" not in e)[0]
+    return " ".join(best.split()[1:3])
+
+
 def _host_keys(host: str, port: int, known_hosts: Path) -> list[str]:
     name = host if port == 22 else f"[{host}]:{port}"
     out = subprocess.run(
@@ -105,7 +113,7 @@ class SshTarget(VmTarget):
             "machine see (a shared filesystem), or s3://, gs://, az://"
         )
 
-    def rank_hosts(self, spec: ClusterSpec) -> list[str]:
+    def _rank_hosts(self, spec: ClusterSpec) -> list[str]:
         """One host per rank: group by group, each group's own ``[groups.ssh] hosts`` or
         else the next of ``[ssh] hosts``; one line for every mismatch."""
         s = self.settings
@@ -155,7 +163,7 @@ class SshTarget(VmTarget):
 
     def machine_vars(self, spec: ClusterSpec) -> dict[str, Any]:
         s = self.settings
-        rank_hosts = self.rank_hosts(spec)
+        rank_hosts = self._rank_hosts(spec)
         known = s.known_hosts.expanduser()
         if not known.is_file():
             raise ConfigError(f"ssh: known_hosts file {known} not found (ssh.known_hosts)")
@@ -171,8 +179,7 @@ class SshTarget(VmTarget):
                     "check its key), so that no connection trusts an unknown host"
                 )
             lines += entries
-            best = sorted(entries, key=lambda e: "ssh-ed25519" not in e)[0]
-            host_keys.append(" ".join(best.split()[1:3]))
+            host_keys.append(_best_key(entries))
         self._host_lines = lines
         node_ips = s.node_ips
         if node_ips is None:
@@ -203,9 +210,89 @@ class SshTarget(VmTarget):
         # Also what poll needs later, when `invoke down` has only the saved state.
         s = self.settings
         return {
-            "provider": "ssh", "hosts": self.rank_hosts(spec), "count": spec.nodes, "user": s.user,
+            "provider": "ssh", "hosts": self._rank_hosts(spec), "count": spec.nodes, "user": s.user,
             "port": s.port, "key": str(s.key.expanduser()) if s.key else None,
+            # grow reads new hosts' keys from the same file.
+            "known_hosts": str(s.known_hosts.expanduser().resolve()),
         }  # fmt: skip
+
+    # ------------------------------------------------------------------ growing
+    # The cluster's tfvars are the record of what runs: grow adds `grown` entries and
+    # applies (Terraform starts only those), shrink removes some and applies (Terraform
+    # stops only those), down destroys them with the rest.
+    def _grown_workspace(self, launched: Launched) -> tuple[Terraform, dict[str, Any]]:
+        ws = Workspace(Path(launched.data["module_dir"]), Path(launched.data["workspace"]))
+        return Terraform(ws, echo=self.echo), json.loads(ws.tfvars.read_text())
+
+    def grow(
+        self, launched: Launched, group: str, nodes: int, hosts: list[str] | None = None
+    ) -> str:
+        spec, g = saved_group(launched, group)
+        hosts = list(hosts or [])
+        if len(hosts) != nodes:
+            raise ConfigError(
+                f"ssh: --hosts names {len(hosts)} machine(s) for {nodes} new node(s) "
+                "(one node per host)"
+            )
+        tf, tfvars = self._grown_workspace(launched)
+        m = launched.data["machines"]
+        known = Path(m.get("known_hosts") or self.settings.known_hosts.expanduser())
+        grown: list[dict[str, Any]] = list(tfvars.get("grown", []))
+        in_use = set(tfvars["hosts"]) | {e["host"] for e in grown}
+        # Ranks are never reused: a removed node's records must not be taken for a new one's.
+        used = [spec.nodes - 1, *(e["rank"] for e in grown), launched.data.get("last_rank", 0)]
+        rank = max(used) + 1
+        added: list[dict[str, Any]] = []
+        lines: list[str] = []
+        for host in hosts:
+            if host in in_use or host in {e["host"] for e in added}:
+                raise ConfigError(f"ssh: host {host} already runs a node of this cluster")
+            entries = _host_keys(host, int(m["port"]), known)
+            if not entries:
+                raise ConfigError(
+                    f"ssh: host {host} is not in {known}: connect to it once with ssh (and "
+                    "check its key), so that no connection trusts an unknown host"
+                )
+            if tfvars.get("node_ips") and not _is_ipv4(host):
+                raise ConfigError(
+                    f"ssh: the cluster's nodes bind Ray to their addresses: name {host} by "
+                    "its IPv4 address"
+                )
+            lines += entries
+            added.append({
+                "rank": rank, "group": g.name, "host": host, "host_key": _best_key(entries),
+                "node_ip": host if tfvars.get("node_ips") else None,
+            })  # fmt: skip
+            rank += 1
+        known_file = Path(tfvars["known_hosts_file"])
+        with known_file.open("a") as fh:
+            fh.write("\n".join(lines) + "\n")
+        tf.write_vars({**tfvars, "grown": grown + added})
+        try:
+            tf.apply()
+        except BaseException:
+            # Back to what ran before: Terraform stops whatever of the new nodes started.
+            tf.write_vars(tfvars)
+            with signals_ignored():
+                tf.apply()
+            raise
+        launched.data["last_rank"] = rank - 1
+        return ", ".join(f"rank {e['rank']} on {e['host']}" for e in added)
+
+    def shrink(self, launched: Launched, group: str, nodes: int | None = None) -> list[str]:
+        saved_group(launched, group)
+        tf, tfvars = self._grown_workspace(launched)
+        grown = list(tfvars.get("grown", []))
+        going = [e for e in reversed(grown) if e["group"] == group]
+        if nodes is not None:
+            going = going[:nodes]
+        if not going:
+            raise ConfigError(f"group {group!r} has no added node to remove (grow adds them)")
+        ranks = {e["rank"] for e in going}
+        tf.write_vars({**tfvars, "grown": [e for e in grown if e["rank"] not in ranks]})
+        with signals_ignored():
+            tf.apply()  # destroy-time provisioners stop exactly those nodes
+        return [f"rank {e['rank']} on {e['host']}" for e in going]
 
     # ------------------------------------------------------------------ liveness
     def _ssh(self, host: str, command: str, launched: Launched) -> subprocess.CompletedProcess[str]:

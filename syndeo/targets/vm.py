@@ -49,7 +49,7 @@ def terraform_root() -> Path:
 
 
 @contextlib.contextmanager
-def _signals_ignored() -> Iterator[None]:
+def signals_ignored() -> Iterator[None]:
     """Teardown is not interrupted by a second Ctrl-C or a TERM."""
     old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     for s in old:
@@ -151,6 +151,8 @@ class VmTarget(Target):
                 "apply_started": time.time(),
             },
         )  # fmt: skip
+        if spec.layout is not None:
+            launched.data["spec"] = spec.model_dump(mode="json")  # what grow/shrink need later
         tfvars = self.tfvars(spec)  # every local check, before anything is created
         self.prepare(spec)
         tf.write_vars(tfvars)
@@ -194,7 +196,7 @@ class VmTarget(Target):
             return
         if self.echo is not None:
             self.echo(f"{self.name}: destroying cluster {launched.cluster_id} (terraform destroy)")
-        with _signals_ignored():
+        with signals_ignored():
             try:
                 tf.destroy()
             except TerraformError as exc:

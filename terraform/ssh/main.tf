@@ -15,6 +15,28 @@ locals {
   }
 }
 
+# Every node keyed by its rank: the cluster's hosts (rank = index), then the nodes
+# `grow` added.  Keys, not list positions, so that growing or shrinking never moves
+# a running node to another resource address.
+locals {
+  machines = merge(
+    { for i, h in var.hosts : tostring(i) => {
+      host     = h
+      host_key = var.host_keys[i]
+      start    = module.nodes.start_commands[i]
+      stop     = module.nodes.stop_commands[i]
+      dir      = module.nodes.host_dirs[i]
+    } },
+    { for g in var.grown : tostring(g.rank) => {
+      host     = g.host
+      host_key = g.host_key
+      start    = module.nodes.grown[tostring(g.rank)].start_command
+      stop     = module.nodes.grown[tostring(g.rank)].stop_command
+      dir      = module.nodes.grown[tostring(g.rank)].host_dir
+    } },
+  )
+}
+
 module "nodes" {
   source = "../modules/node"
 
@@ -27,6 +49,7 @@ module "nodes" {
   memory_mb_per_node       = var.memory_mb_per_node
   groups                   = var.groups
   dashboard                = var.dashboard
+  grown                    = [for g in var.grown : { rank = g.rank, group = g.group, node_ip = g.node_ip }]
   object_store_mb_per_node = var.object_store_mb_per_node
   join_timeout_s           = var.join_timeout_s
   run                      = var.run
@@ -44,18 +67,18 @@ module "nodes" {
 # Every host must answer before any node starts: a host that refuses SSH then
 # leaves nothing running on the others.
 resource "terraform_data" "reach" {
-  count = var.node_count
+  for_each = local.machines
 
-  input = var.hosts[count.index]
+  input = each.value.host
 
   connection {
     type        = "ssh"
-    host        = var.hosts[count.index]
+    host        = each.value.host
     port        = var.ssh_port
     user        = var.ssh_user
     private_key = var.ssh_private_key_file == null ? null : file(var.ssh_private_key_file)
     agent       = var.ssh_private_key_file == null
-    host_key    = var.host_keys[count.index]
+    host_key    = each.value.host_key
     timeout     = var.connect_timeout
   }
 
@@ -66,15 +89,15 @@ resource "terraform_data" "reach" {
 
 # One copy per digest on each host, replaced only when the digest differs.
 resource "terraform_data" "image" {
-  count      = var.image == null ? 0 : var.node_count
+  for_each   = var.image == null ? {} : local.machines
   depends_on = [terraform_data.reach]
 
-  triggers_replace = [var.hosts[count.index], var.image_digest]
+  triggers_replace = [each.value.host, var.image_digest]
 
   provisioner "local-exec" {
     command = "${path.module}/upload-image.sh"
     environment = merge(local.ssh_env, {
-      HOST   = var.hosts[count.index]
+      HOST   = each.value.host
       SRC    = var.image
       DEST   = local.image_remote
       DIGEST = local.digest_hex
@@ -83,21 +106,21 @@ resource "terraform_data" "image" {
 }
 
 resource "terraform_data" "node" {
-  count      = var.node_count
+  for_each   = local.machines
   depends_on = [terraform_data.reach, terraform_data.image]
 
   # Destroy-time provisioners may only read self: keep what stopping needs here.
   input = {
-    host     = var.hosts[count.index]
+    host     = each.value.host
     port     = var.ssh_port
     user     = var.ssh_user
     key_file = var.ssh_private_key_file
-    host_key = var.host_keys[count.index]
+    host_key = each.value.host_key
     timeout  = var.connect_timeout
-    stop     = module.nodes.stop_commands[count.index]
-    dir      = module.nodes.host_dirs[count.index]
+    stop     = each.value.stop
+    dir      = each.value.dir
   }
-  triggers_replace = [sha256(module.nodes.start_commands[count.index])]
+  triggers_replace = [sha256(each.value.start)]
 
   connection {
     type        = "ssh"
@@ -111,7 +134,7 @@ resource "terraform_data" "node" {
   }
 
   provisioner "remote-exec" {
-    inline = [module.nodes.start_commands[count.index]]
+    inline = [each.value.start]
   }
 
   provisioner "remote-exec" {

@@ -23,6 +23,11 @@ output "host_dirs" {
   value       = module.nodes.host_dirs
 }
 
+output "grown_hosts" {
+  description = "The nodes grow added, rank => host."
+  value       = { for g in var.grown : tostring(g.rank) => g.host }
+}
+
 output "node_groups" {
   description = "Per rank, its group (null without groups)."
   value       = module.nodes.groups

@@ -170,6 +170,26 @@ variable "groups" {
   default = []
 }
 
+variable "grown" {
+  description = "Nodes `grow` added to the running cluster: rank (past node_count, never reused), group, host, its SSH host key and optionally the address Ray binds. Removing an entry stops that node."
+  type = list(object({
+    rank     = number
+    group    = string
+    host     = string
+    host_key = string
+    node_ip  = optional(string)
+  }))
+  default = []
+  validation {
+    condition     = length(distinct(concat(var.hosts, [for g in var.grown : g.host]))) == length(var.hosts) + length(var.grown)
+    error_message = "grown: one node per host; a host already in use cannot take another node."
+  }
+  validation {
+    condition     = alltrue([for g in var.grown : can(regex("^[A-Za-z0-9][A-Za-z0-9.-]*$", g.host)) && can(regex("^(ssh|ecdsa)-[A-Za-z0-9-]+ [A-Za-z0-9+/=]+$", g.host_key))])
+    error_message = "grown: each host a host name or IPv4 address, each host_key \"<type> <base64>\" as in known_hosts."
+  }
+}
+
 variable "dashboard" {
   description = "Ray's dashboard on the head (bound to 127.0.0.1 there: reach it with ssh -L)."
   type        = bool

@@ -37,7 +37,7 @@ def _render(root: Path, inputs: dict[str, Any]) -> dict[str, Any]:
                 "module": {"n": {"source": "./node", **inputs}},
                 "output": {
                     k: {"value": f"${{module.n.{k}}}"}
-                    for k in ("env", "env_files", "user_data", "scratch_dirs")
+                    for k in ("env", "env_files", "user_data", "scratch_dirs", "grown")
                 },
             }
         )
@@ -303,3 +303,35 @@ def test_python_and_terraform_refuse_the_same_groups(
     ok = [{"name": n, "nodes": 1, "cpus": 1, "gpus": 0} for n in ("a", "b")]
     assert not _plan_ok(tmp_path, {**base, "groups": ok})
     assert _plan_ok(tmp_path, {**base, "node_count": 2, "groups": ok})
+
+
+def test_grown_nodes_render_like_their_group_and_leave_the_cluster_unchanged(
+    tmp_path: Path,
+) -> None:
+    """`grow` on a VM target adds var.grown entries: each renders exactly what the local
+    and Slurm grow start (the group's settings, a rank past the cluster's), and the
+    cluster's own renderings do not change (so Terraform touches no running node)."""
+    from syndeo.targets.vm import group_vars
+
+    spec = _grouped_spec()
+    inputs = {**_module_inputs(spec, []), "groups": group_vars(spec.layout), "dashboard": True}
+    before = _render(tmp_path / "a", inputs)
+    grown = [{"rank": 4, "group": "gpu", "node_ip": "10.0.0.9"}, {"rank": 6, "group": "later"}]
+    after = _render(tmp_path / "b", {**inputs, "grown": grown})
+    assert before["grown"] == {}
+    assert {k: after[k] for k in ("env", "user_data")} == {
+        k: before[k] for k in ("env", "user_data")
+    }
+    assert sorted(after["grown"]) == ["4", "6"]
+    assert spec.layout is not None
+    for key, ip in (("4", "10.0.0.9"), ("6", None)):
+        g = after["grown"][key]
+        want = spec.node_settings(
+            int(key), Path(g["env"]["SYNDEO_SCRATCH"]), ip, group=spec.layout.group(g["group"])
+        )
+        assert NodeSettings.from_env(g["env"]) == want
+        assert g["host_dir"].endswith(f"/clusters/rt-1/{key}")
+    assert after["grown"]["4"]["env"]["SYNDEO_GPUS"] == "2"
+    refused = {**inputs, "grown": [{"rank": 2, "group": "gpu"}]}  # a rank the cluster has
+    assert not _plan_ok(tmp_path / "c", refused)
+    assert not _plan_ok(tmp_path / "d", {**inputs, "grown": [{"rank": 9, "group": "nope"}]})

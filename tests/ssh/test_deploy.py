@@ -323,3 +323,55 @@ def test_node_groups_on_hosts(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
     summary = json.loads((Path(outcome["result_path"]).parent / "deploy.json").read_text())
     assert summary["machines"]["hosts"] == [h1, h3, h2]
     _assert_clean(ssh_hosts, run)
+
+
+def _syndeo(run: UserRun, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        as_user([str(CI_PYTHON), "-m", "syndeo", *args], run.env),
+        capture_output=True, text=True, cwd=run.root, timeout=600, check=False,
+    )  # fmt: skip
+
+
+def _nodes_on(bed: sshhosts.Bed, index: int) -> list[str]:
+    return [
+        p for p in sshhosts.host_processes(bed, bed.hosts[index], CI_USER) if "syndeo node" in p
+    ]
+
+
+def test_grow_and_shrink_an_up_cluster_on_hosts(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
+    """`grow --hosts` adds a node of a group on a new host (Terraform starts only it; the
+    head counts it in its group), `shrink` stops exactly it, `down` removes the rest."""
+    h1, h2, h3 = (h.ip for h in ssh_hosts.hosts)
+    body = (
+        f'target = "ssh"\ncpus_per_node = 1\njoin_timeout_s = 120\n'
+        f'rendezvous = "{(run.root / "rdv").as_uri()}"\n'
+        f'[[groups]]\nname = "cpu"\ncpus_per_node = 2\n' + _ssh_section(ssh_hosts, hosts=[h1, h2])
+    )
+    up = _syndeo(run, "up", "--config", str(run.config(body)))
+    assert up.returncode == 0, up.stderr[-3000:]
+    cid = up.stdout.split("Cluster ", 1)[1].split(" ", 1)[0]
+    try:
+        head_pid = _nodes_on(ssh_hosts, 0)
+        assert head_pid and _nodes_on(ssh_hosts, 1) and not _nodes_on(ssh_hosts, 2)
+        refused = _syndeo(run, "grow", "--cluster-id", cid, "--group", "cpu", "--hosts", h2)
+        assert refused.returncode == 2 and f"host {h2} already runs a node" in refused.stderr
+        grow = _syndeo(
+            run, "grow", "--cluster-id", cid, "--group", "cpu", "--hosts", h3, "--wait-s", "180"
+        )  # fmt: skip
+        assert grow.returncode == 0, grow.stderr[-3000:]
+        assert f"rank 2 on {h3}" in grow.stdout + grow.stderr
+        assert "group cpu has 2 node(s)" in grow.stdout + grow.stderr
+        assert _nodes_on(ssh_hosts, 2)
+        assert _nodes_on(ssh_hosts, 0) == head_pid  # the running nodes were not touched
+        shrink = _syndeo(run, "shrink", "--cluster-id", cid, "--group", "cpu")
+        assert shrink.returncode == 0, shrink.stderr[-3000:]
+        assert f"rank 2 on {h3}" in shrink.stdout + shrink.stderr
+        deadline = time.monotonic() + 30
+        while _nodes_on(ssh_hosts, 2) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _nodes_on(ssh_hosts, 2)
+        assert _nodes_on(ssh_hosts, 0) == head_pid and _nodes_on(ssh_hosts, 1)
+    finally:
+        down = _syndeo(run, "down", "--cluster-id", cid)
+    assert down.returncode == 0, down.stderr[-3000:]
+    _assert_clean(ssh_hosts, run)

@@ -11,11 +11,24 @@ locals {
     ]
   ])
 
-  # Groups: the group index of every rank (the last group starting at or below it, so
+  # Groups: the group of every rank (the last group starting at or below it, so
   # that empty groups, declared for later, own no rank).  No groups: every rank has
   # the top-level shape and no group settings.
-  group_starts = [for i in range(length(var.groups)) : sum(concat([0], [for g in slice(var.groups, 0, i) : g.nodes]))]
-  rank_group   = [for rank in local.ranks : length(var.groups) == 0 ? null : var.groups[length([for s in local.group_starts : s if s <= rank]) - 1]]
+  group_starts  = [for i in range(length(var.groups)) : sum(concat([0], [for g in slice(var.groups, 0, i) : g.nodes]))]
+  group_by_name = { for g in var.groups : g.name => g }
+
+  # Every node this module renders: the cluster's ranks, then the nodes `grow` added
+  # (ranks past node_count, each naming its group).  One list so that grown nodes
+  # are rendered by exactly the same code.
+  nodes = concat(
+    [for rank in local.ranks : {
+      rank    = rank
+      group   = length(var.groups) == 0 ? null : var.groups[length([for s in local.group_starts : s if s <= rank]) - 1]
+      node_ip = length(var.node_ips) == 0 ? null : var.node_ips[rank]
+    }],
+    [for g in var.grown : { rank = g.rank, group = local.group_by_name[g.group], node_ip = g.node_ip }],
+  )
+  rank_group = [for n in local.nodes : n.group]
   rank_shape = [
     for g in local.rank_group : g == null ? {
       SYNDEO_CPUS = tostring(var.cpus_per_node)
@@ -52,22 +65,23 @@ locals {
     length(var.extra_env) == 0 ? {} : { SYNDEO_FORWARD_ENV = join(" ", sort(keys(var.extra_env))) },
   )
 
+  # Per node (index i into local.nodes; i = rank for the cluster's own ranks).
   env = [
-    for rank in local.ranks : merge(
+    for i, n in local.nodes : merge(
       var.extra_env,
       local.common,
       {
-        SYNDEO_RANK    = tostring(rank)
-        SYNDEO_SCRATCH = "${local.scratch_base}/${rank}"
+        SYNDEO_RANK    = tostring(n.rank)
+        SYNDEO_SCRATCH = "${local.scratch_base}/${n.rank}"
         # Only the head runs the workload.
-        SYNDEO_RUN = rank == 0 ? var.run : ""
+        SYNDEO_RUN = n.rank == 0 ? var.run : ""
       },
-      length(var.node_ips) == 0 ? {} : { SYNDEO_NODE_IP = var.node_ips[rank] },
-      { SYNDEO_CPUS = local.rank_shape[rank].SYNDEO_CPUS, SYNDEO_GPUS = local.rank_shape[rank].SYNDEO_GPUS },
-      local.rank_shape[rank].memory == null ? {} : { SYNDEO_MEMORY_MB = tostring(local.rank_shape[rank].memory) },
-      local.rank_group[rank] == null ? {} : { SYNDEO_GROUP = local.rank_group[rank].name },
+      n.node_ip == null ? {} : { SYNDEO_NODE_IP = n.node_ip },
+      { SYNDEO_CPUS = local.rank_shape[i].SYNDEO_CPUS, SYNDEO_GPUS = local.rank_shape[i].SYNDEO_GPUS },
+      local.rank_shape[i].memory == null ? {} : { SYNDEO_MEMORY_MB = tostring(local.rank_shape[i].memory) },
+      n.group == null ? {} : { SYNDEO_GROUP = n.group.name },
       # The dashboard runs on the head only (as NodeSettings writes it: "True" or absent).
-      var.dashboard && rank == 0 ? { SYNDEO_DASHBOARD = "True" } : {},
+      var.dashboard && n.rank == 0 ? { SYNDEO_DASHBOARD = "True" } : {},
     )
   ]
 
@@ -81,21 +95,21 @@ locals {
     })
   ]
 
-  host_dirs = [for rank in local.ranks : "${var.host_dir}/clusters/${var.cluster_id}/${rank}"]
+  host_dirs = [for n in local.nodes : "${var.host_dir}/clusters/${var.cluster_id}/${n.rank}"]
 
   start_commands = [
-    for rank in local.ranks : templatefile("${path.module}/templates/start.sh.tftpl", {
-      dir      = local.host_dirs[rank]
-      env_file = local.env_files[rank]
+    for i, n in local.nodes : templatefile("${path.module}/templates/start.sh.tftpl", {
+      dir      = local.host_dirs[i]
+      env_file = local.env_files[i]
       script   = file("${path.module}/files/syndeo-node")
     })
   ]
 
   stop_commands = [
-    for rank in local.ranks : templatefile("${path.module}/templates/stop.sh.tftpl", {
-      dir     = local.host_dirs[rank]
+    for i, n in local.nodes : templatefile("${path.module}/templates/stop.sh.tftpl", {
+      dir     = local.host_dirs[i]
       grace_s = var.stop_grace_s
-      scratch = local.env[rank].SYNDEO_SCRATCH
+      scratch = local.env[i].SYNDEO_SCRATCH
     })
   ]
 }

@@ -1,39 +1,54 @@
 output "env" {
   description = "Per rank (index = rank), the node's environment as a map."
-  value       = local.env
+  value       = slice(local.env, 0, var.node_count)
 }
 
 output "env_files" {
   description = "Per rank, the node environment file (double-quoted values with POSIX-shell escapes, which systemd's EnvironmentFile= reads the same way)."
-  value       = local.env_files
+  value       = slice(local.env_files, 0, var.node_count)
 }
 
 output "user_data" {
   description = "Per rank, a #cloud-config document: writes the environment file 0600 and starts the image's syndeo-node unit."
-  value       = local.user_data
+  value       = slice(local.user_data, 0, var.node_count)
 }
 
 output "host_dirs" {
   description = "Per rank, the node's directory on hosts without cloud-init (environment, log, pid)."
-  value       = local.host_dirs
+  value       = slice(local.host_dirs, 0, var.node_count)
 }
 
 output "start_commands" {
   description = "Per rank, a POSIX shell script that writes the node's files and starts it detached (hosts without cloud-init)."
-  value       = local.start_commands
+  value       = slice(local.start_commands, 0, var.node_count)
 }
 
 output "stop_commands" {
   description = "Per rank, a POSIX shell script that stops exactly that node (TERM, bounded grace, KILL) and removes its files."
-  value       = local.stop_commands
+  value       = slice(local.stop_commands, 0, var.node_count)
 }
 
 output "scratch_dirs" {
   description = "Per rank, the node's scratch dir."
-  value       = [for e in local.env : e.SYNDEO_SCRATCH]
+  value       = [for e in slice(local.env, 0, var.node_count) : e.SYNDEO_SCRATCH]
 }
 
 output "groups" {
   description = "Per rank, the name of its group (null without groups): the cloud modules pick each group's instance type by it."
-  value       = [for g in local.rank_group : g == null ? null : g.name]
+  value       = [for g in slice(local.rank_group, 0, var.node_count) : g == null ? null : g.name]
+}
+
+output "grown" {
+  description = "The nodes `grow` added (var.grown), keyed by rank: env, env_file, user_data, host_dir, start_command, stop_command, group -- the same renderings as the per-rank outputs."
+  value = {
+    for i, n in local.nodes : tostring(n.rank) => {
+      env           = local.env[i]
+      env_file      = local.env_files[i]
+      user_data     = local.user_data[i]
+      host_dir      = local.host_dirs[i]
+      start_command = local.start_commands[i]
+      stop_command  = local.stop_commands[i]
+      group         = n.group.name
+    } if i >= var.node_count
+  }
 }

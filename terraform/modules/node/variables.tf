@@ -100,6 +100,28 @@ variable "groups" {
   }
 }
 
+variable "grown" {
+  description = "Nodes added to the running cluster by `grow`: each a rank past node_count (never reused), its group and optionally its --node-ip-address. Rendered like the cluster's own ranks (output grown); the cluster's own renderings do not change."
+  type = list(object({
+    rank    = number
+    group   = string
+    node_ip = optional(string)
+  }))
+  default = []
+  validation {
+    condition     = alltrue([for g in var.grown : g.rank >= var.node_count && floor(g.rank) == g.rank && contains([for x in var.groups : x.name], g.group)])
+    error_message = "grown: each rank a whole number >= node_count, in one of the groups."
+  }
+  validation {
+    condition     = length(distinct([for g in var.grown : g.rank])) == length(var.grown)
+    error_message = "grown: a rank is used twice."
+  }
+  validation {
+    condition     = alltrue([for g in var.grown : g.node_ip == null || can(cidrhost("${coalesce(g.node_ip, "x")}/32", 0))])
+    error_message = "grown: node_ip null or an IPv4 address."
+  }
+}
+
 variable "dashboard" {
   description = "Run Ray's dashboard on the head (bound to 127.0.0.1; reach it through an SSH tunnel)."
   type        = bool
