@@ -207,7 +207,7 @@ def test_ctrl_c_during_apply_destroys(ssh_hosts: sshhosts.Bed, run: UserRun) -> 
     try:
         proc = _launcher(run, _body(run, ssh_hosts).replace("= 20", "= 120"))
         launcher = _python_of(proc)
-        _wait_terraform(run, "terraform_data.reach[0]: Creation complete")
+        _wait_terraform(run, 'terraform_data.reach["0"]: Creation complete')
         launcher.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=300)
     finally:
