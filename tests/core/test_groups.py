@@ -209,3 +209,21 @@ def test_bad_groups_are_one_line_before_anything_starts(
     assert proc.returncode != 0
     assert len(lines) == 1 and message in lines[0], proc.stderr
     assert not (syndeo_home / "clusters").exists() or not any((syndeo_home / "clusters").iterdir())
+
+
+def test_grow_hosts_are_for_ssh_only(syndeo_home: Path, tmp_path: Path) -> None:
+    from syndeo.state import save_launched
+
+    spec = _spec(target="slurm", groups=GROUPS)
+    save_launched(
+        Launched(
+            target="slurm", cluster_id="grp-2", rendezvous=spec.rendezvous, started_at=0.0,
+            data={"spec": spec.model_dump(mode="json")},
+        )
+    )  # fmt: skip
+    proc = syndeo("grow", "--cluster-id", "grp-2", "--group", "cpu", "--hosts", "h9", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "syndeo: error: --hosts names the machines of an ssh cluster's new nodes; the slurm "
+        "target finds its own"
+    ]
