@@ -2,10 +2,23 @@
 # passed through unchanged (base64 only because that attribute keeps the bytes in
 # state, which the offline test compares).
 
+# Why count and not a for_each per group: a rank is an index everywhere -- the node
+# module renders user-data, env and groups as lists by rank, and node_ips/node_ids are
+# read by rank -- so instance N is rank N, and its group (hence its type) is looked up
+# from module.nodes.groups[N].  Instances keyed by group would give the same machines
+# under other addresses, with the rank -> index mapping to redo in every output.
+locals {
+  group_of_name = { for g in var.groups : g.name => g }
+  # Per rank: its group's instance_type, else the top-level instance_type.
+  instance_types = [for name in module.nodes.groups :
+    name == null ? var.instance_type : coalesce(local.group_of_name[name].instance_type, var.instance_type)
+  ]
+}
+
 resource "aws_instance" "node" {
   count                       = var.node_count
   ami                         = var.image
-  instance_type               = var.instance_type
+  instance_type               = local.instance_types[count.index]
   subnet_id                   = aws_subnet.nodes.id
   vpc_security_group_ids      = [aws_security_group.nodes.id]
   iam_instance_profile        = aws_iam_instance_profile.nodes.name

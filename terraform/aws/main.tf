@@ -30,6 +30,17 @@ module "nodes" {
   not_before               = var.not_before
   image_path               = var.image_path
   image_digest             = var.image_digest
+  dashboard                = var.dashboard
+  # The node module shapes each rank from its group; the instance type is this
+  # module's business (instances.tf), so it is left out here.
+  groups = [for g in var.groups : {
+    name      = g.name
+    nodes     = g.nodes
+    cpus      = g.cpus
+    gpus      = g.gpus
+    memory_mb = g.memory_mb
+    min_nodes = g.min_nodes
+  }]
   # boto3 does not read the region from the instance metadata; without it, S3 calls
   # go to the global endpoint, which the gateway endpoint below does not route.
   extra_env = merge({ AWS_REGION = var.region, AWS_DEFAULT_REGION = var.region }, var.extra_env)

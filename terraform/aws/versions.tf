@@ -1,5 +1,6 @@
 terraform {
-  required_version = ">= 1.5"
+  # 1.9: validation of var.groups refers to var.node_count (and modules/node needs 1.9).
+  required_version = ">= 1.9"
   required_providers {
     aws = {
       source = "hashicorp/aws"

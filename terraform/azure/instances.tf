@@ -1,6 +1,19 @@
 # One VM per rank.  Its custom data (what cloud-init reads on Azure) is module.nodes'
 # rendering for that rank, passed through unchanged (base64 because the API takes it so).
 
+# Why count and not a for_each per group: a rank is an index everywhere -- the node
+# module renders user-data, env and groups as lists by rank, and node_ips/node_ids are
+# read by rank -- so instance N is rank N, and its group (hence its type) is looked up
+# from module.nodes.groups[N].  Instances keyed by group would give the same machines
+# under other addresses, with the rank -> index mapping to redo in every output.
+locals {
+  group_of_name = { for g in var.groups : g.name => g }
+  # Per rank: its group's instance_type, else the top-level instance_type.
+  instance_types = [for name in module.nodes.groups :
+    name == null ? var.instance_type : coalesce(local.group_of_name[name].instance_type, var.instance_type)
+  ]
+}
+
 # Password login is disabled and Azure insists on an admin key; without
 # admin_ssh_public_key one is generated here and never output.
 resource "tls_private_key" "admin" {
@@ -35,7 +48,7 @@ resource "azurerm_linux_virtual_machine" "node" {
   computer_name                   = "syndeo-${count.index}"
   resource_group_name             = azurerm_resource_group.this.name
   location                        = azurerm_resource_group.this.location
-  size                            = var.instance_type
+  size                            = local.instance_types[count.index]
   zone                            = var.zone
   source_image_id                 = var.image
   network_interface_ids           = [azurerm_network_interface.node[count.index].id]

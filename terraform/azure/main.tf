@@ -39,6 +39,17 @@ module "nodes" {
   not_before               = var.not_before
   image_path               = var.image_path
   image_digest             = var.image_digest
+  dashboard                = var.dashboard
+  # The node module shapes each rank from its group; the instance type is this
+  # module's business (instances.tf), so it is left out here.
+  groups = [for g in var.groups : {
+    name      = g.name
+    nodes     = g.nodes
+    cpus      = g.cpus
+    gpus      = g.gpus
+    memory_mb = g.memory_mb
+    min_nodes = g.min_nodes
+  }]
   # The az:// backend finds the account by name and signs in with the VM's
   # user-assigned identity (DefaultAzureCredential -> managed identity by client id).
   extra_env = merge({

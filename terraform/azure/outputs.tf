@@ -27,3 +27,13 @@ output "storage_account" {
   description = "Storage account holding the rendezvous container (set AZURE_STORAGE_ACCOUNT to it to read results)."
   value       = local.storage_account
 }
+
+output "instance_types" {
+  description = "Instance type by rank (its group's instance_type, else instance_type)."
+  value       = local.instance_types
+}
+
+output "node_groups" {
+  description = "Group name by rank (null without groups)."
+  value       = module.nodes.groups
+}

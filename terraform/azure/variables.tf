@@ -247,6 +247,51 @@ variable "extra_env" {
   }
 }
 
+variable "groups" {
+  type = list(object({
+    name          = string
+    nodes         = number
+    cpus          = number
+    gpus          = number
+    memory_mb     = optional(number)
+    min_nodes     = optional(number)
+    instance_type = optional(string)
+  }))
+  default     = []
+  description = "Node groups in rank order (syndeo/groups.py): rank 0, the head, is the first rank of the first group; a group's nodes get its CPUs/GPUs/memory (null memory_mb: memory_mb_per_node), the Ray label syndeo-group and its instance_type (null: instance_type); min_nodes (null: all) is how many the head waits for. Empty: every node is instance_type, shaped by cpus_per_node etc. GPUs come with the VM size (Standard_NC4as_T4_v3: 1 NVIDIA T4); extensions are off, so the image must carry the NVIDIA driver."
+  validation {
+    condition     = alltrue([for g in var.groups : can(regex("^[a-z][a-z0-9-]{0,30}$", g.name))])
+    error_message = "groups: names are 1-31 of a-z, 0-9 and '-', starting with a letter."
+  }
+  validation {
+    condition     = length(distinct([for g in var.groups : g.name])) == length(var.groups)
+    error_message = "groups: a name is used twice."
+  }
+  validation {
+    condition = alltrue([for g in var.groups : g.nodes >= 0 && floor(g.nodes) == g.nodes
+      && g.cpus >= 1 && g.cpus <= 1024 && floor(g.cpus) == g.cpus
+      && g.gpus >= 0 && g.gpus <= 64 && floor(g.gpus) == g.gpus
+      && (g.memory_mb == null || try(g.memory_mb >= 256 && floor(g.memory_mb) == g.memory_mb, false))
+    && (g.min_nodes == null || try(g.min_nodes >= 0 && g.min_nodes <= g.nodes && floor(g.min_nodes) == g.min_nodes, false))])
+    error_message = "groups: nodes >= 0, cpus 1-1024, gpus 0-64, memory_mb null or >= 256, min_nodes null or 0..nodes (whole numbers)."
+  }
+  validation {
+    condition     = length(var.groups) == 0 || try(var.groups[0].nodes >= 1 && sum([for g in var.groups : g.nodes]) == var.node_count, false)
+    error_message = "groups: the first group holds the head (nodes >= 1) and the groups' nodes add up to node_count."
+  }
+  # The same pattern as instance_type's (the cloud's own format).
+  validation {
+    condition     = alltrue([for g in var.groups : g.instance_type == null || can(regex("^Standard_[A-Za-z0-9_]+$", g.instance_type))])
+    error_message = "groups: an instance_type must look like Standard_D8s_v5 (or be null: instance_type)."
+  }
+}
+
+variable "dashboard" {
+  type        = bool
+  default     = false
+  description = "Run Ray's dashboard on the head, bound to 127.0.0.1 there (reach it through the admin path: port forwarding over SSM/IAP/Bastion)."
+}
+
 # --- Azure only ---
 
 variable "storage_account" {

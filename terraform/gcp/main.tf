@@ -38,6 +38,17 @@ module "nodes" {
   not_before               = var.not_before
   image_path               = var.image_path
   image_digest             = var.image_digest
+  dashboard                = var.dashboard
+  # The node module shapes each rank from its group; the instance type is this
+  # module's business (instances.tf), so it is left out here.
+  groups = [for g in var.groups : {
+    name      = g.name
+    nodes     = g.nodes
+    cpus      = g.cpus
+    gpus      = g.gpus
+    memory_mb = g.memory_mb
+    min_nodes = g.min_nodes
+  }]
   # The VM's service account and project come from the metadata server; the project
   # is named anyway so that a missing metadata answer cannot pick another project.
   extra_env = merge({ GOOGLE_CLOUD_PROJECT = var.project }, var.extra_env)

@@ -22,3 +22,13 @@ output "bucket_name" {
   description = "The rendezvous bucket (created or existing)."
   value       = local.bucket
 }
+
+output "instance_types" {
+  description = "Instance type by rank (its group's instance_type, else instance_type)."
+  value       = local.instance_types
+}
+
+output "node_groups" {
+  description = "Group name by rank (null without groups)."
+  value       = module.nodes.groups
+}

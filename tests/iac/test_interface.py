@@ -22,10 +22,12 @@ SHARED = (
     # passed through to terraform/modules/node
     "cpus_per_node", "gpus_per_node", "memory_mb_per_node", "object_store_mb_per_node",
     "join_timeout_s", "run", "not_before", "image_path", "image_digest", "extra_env",
+    "groups", "dashboard",
 )  # fmt: skip
 # What a cloud names differently (machine type, image id, region/zone names).
 CLOUD_SPECIFIC_RULES = {"instance_type", "image", "region", "zone"}
-OUTPUTS = {"head_ip", "node_ips", "node_ids", "rendezvous_uri", "bucket_name"}
+OUTPUTS = {"head_ip", "node_ips", "node_ids", "rendezvous_uri", "bucket_name",
+           "instance_types", "node_groups"}  # fmt: skip
 MISSING = object()
 
 
@@ -53,10 +55,47 @@ def test_same_type_and_default(name: str) -> None:
     assert len(set(map(repr, sigs.values()))) == 1, f"{name} differs: {sigs}"
 
 
+def _shared_rules(name: str, body: dict[str, Any]) -> list[Any]:
+    # A group's instance_type follows its cloud's format; every other groups rule is shared.
+    rules = _rules(body)
+    return [r for r in rules if "instance_type" not in str(r)] if name == "groups" else rules
+
+
 @pytest.mark.parametrize("name", sorted(set(SHARED) - CLOUD_SPECIFIC_RULES))
 def test_same_validation(name: str) -> None:
-    rules = {cloud: _rules(v[name]) for cloud, v in _vars().items() if name in v}
+    rules = {cloud: _shared_rules(name, v[name]) for cloud, v in _vars().items() if name in v}
     assert len(set(map(repr, rules.values()))) == 1, f"{name} validated differently: {rules}"
+    if hcl.unquote(_vars()["aws"][name]["type"]) != "bool":
+        assert all(rules.values()), f"{name}: no rule left to compare"
+
+
+def _regex(rule: Any) -> str:
+    found = re.findall(r'regex\("((?:[^"\\]|\\.)*)"', str(rule))
+    assert len(found) == 1, rule
+    return str(found[0])
+
+
+@pytest.mark.parametrize("cloud", hcl.CLOUDS)
+def test_group_instance_type_has_the_clouds_own_format(cloud: str) -> None:
+    """A group's instance_type is checked by the same pattern as the top-level one."""
+    variables = _vars()[cloud]
+    [own] = _rules(variables["instance_type"])
+    group_rules = [r for r in _rules(variables["groups"]) if "instance_type" in str(r)]
+    assert len(group_rules) == 1, group_rules
+    assert _regex(group_rules[0]) == _regex(own)
+    assert "g.instance_type == null" in str(group_rules[0])  # null: the top-level type
+    assert "instance_type = optional(string)" in variables["groups"]["type"]
+
+
+def test_group_rules_are_the_node_modules() -> None:
+    """What terraform/modules/node refuses, the cloud modules refuse first, with its words."""
+    node = hcl.variables(hcl.TERRAFORM / "modules" / "node")["groups"]
+    node_rules = [(hcl.unquote(v["condition"]), hcl.unquote(v["error_message"]))
+                  for v in node["validation"]]  # fmt: skip
+    aws = _vars()["aws"]["groups"]
+    aws_rules = [(hcl.unquote(v["condition"]), hcl.unquote(v["error_message"]))
+                 for v in aws["validation"]]  # fmt: skip
+    assert node_rules and all(rule in aws_rules for rule in node_rules)
 
 
 @pytest.mark.parametrize("cloud", hcl.CLOUDS)

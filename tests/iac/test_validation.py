@@ -30,6 +30,18 @@ BASE: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 COMMON = {"cluster_name": "c1", "node_count": 3, "bucket_name": "syndeo-c1-test"}
 
+
+def _groups(*shapes: tuple[int, int], instance_type: str | None = None) -> list[dict[str, Any]]:
+    """[[groups]] as tfvars: (nodes, gpus) per group, named g0, g1, ...; the last one
+    gets ``instance_type``."""
+    out: list[dict[str, Any]] = [
+        {"name": f"g{i}", "nodes": nodes, "cpus": 2, "gpus": gpus}
+        for i, (nodes, gpus) in enumerate(shapes)
+    ]
+    out[-1]["instance_type"] = instance_type
+    return out
+
+
 SHARED_CASES: list[tuple[str, Any, bool]] = [
     ("cluster_name", "a" * 40, True),
     ("cluster_name", "a" * 41, False),
@@ -64,6 +76,17 @@ SHARED_CASES: list[tuple[str, Any, bool]] = [
     ("extra_env", {"AWS_ENDPOINT_URL_S3": "http://10.0.0.1:9000"}, True),
     ("extra_env", {"SYNDEO_RANK": "1"}, False),
     ("extra_env", {"lower": "x"}, False),
+    # Groups (node_count = 3 in COMMON): the node module's rules, checked here first.
+    ("groups", [], True),
+    ("groups", _groups((1, 0), (2, 1)), True),
+    ("groups", _groups((1, 0), (1, 1)), False),  # 2 nodes, node_count 3
+    ("groups", _groups((0, 0), (3, 1)), False),  # the first group holds the head
+    ("groups", [{**g, "name": "g"} for g in _groups((1, 0), (2, 1))], False),  # a name twice
+    ("groups", [{**g, "name": "GPU"} for g in _groups((3, 1))], False),
+    ("groups", [{**g, "min_nodes": 4} for g in _groups((3, 0))], False),
+    ("groups", [{**g, "memory_mb": 255} for g in _groups((3, 0))], False),
+    ("groups", [{**g, "gpus": 65} for g in _groups((3, 0))], False),
+    ("dashboard", True, True),
 ]
 CLOUD_CASES: dict[str, list[tuple[str, Any, bool]]] = {
     "aws": [
@@ -73,6 +96,8 @@ CLOUD_CASES: dict[str, list[tuple[str, Any, bool]]] = {
         ("zone", "us-east-1a", True),
         ("zone", "1", False),
         ("instance_type", "Standard_D8s_v5", False),
+        ("groups", _groups((1, 0), (2, 1), instance_type="g5.xlarge"), True),
+        ("groups", _groups((1, 0), (2, 1), instance_type="g2-standard-4"), False),
     ],
     "gcp": [
         ("image", "projects/debian-cloud/global/images/debian-12-bookworm-v20261101", True),
@@ -85,6 +110,8 @@ CLOUD_CASES: dict[str, list[tuple[str, Any, bool]]] = {
         ("zone", "europe-west4", False),
         ("instance_type", "custom-8-16384", True),
         ("instance_type", "c7i.2xlarge", False),
+        ("groups", _groups((1, 0), (2, 1), instance_type="g2-standard-4"), True),
+        ("groups", _groups((1, 0), (2, 1), instance_type="Standard_NC4as_T4_v3"), False),
         ("project", "My_Project", False),
     ],
     "azure": [
@@ -96,6 +123,8 @@ CLOUD_CASES: dict[str, list[tuple[str, Any, bool]]] = {
         ("zone", "3", True),
         ("zone", "4", False),
         ("instance_type", "c7i.2xlarge", False),
+        ("groups", _groups((1, 0), (2, 1), instance_type="Standard_NC4as_T4_v3"), True),
+        ("groups", _groups((1, 0), (2, 1), instance_type="g5.xlarge"), False),
         ("storage_account", "syndeo0123", True),
         ("storage_account", "Syndeo_Acc", False),
         ("admin_ssh_public_key", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDqz", True),

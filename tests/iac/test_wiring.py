@@ -8,6 +8,9 @@ rule: user-data comes from terraform/modules/node, per rank, unchanged.
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,8 +31,10 @@ EXPECTED = {
 PASS_THROUGH = (
     "cluster_id", "node_count", "rendezvous", "target", "cpus_per_node", "gpus_per_node",
     "memory_mb_per_node", "object_store_mb_per_node", "join_timeout_s", "run", "not_before",
-    "image_path", "image_digest", "extra_env",
+    "image_path", "image_digest", "extra_env", "groups", "dashboard",
 )  # fmt: skip
+# Where each VM takes its type from (per rank: its group's, else var.instance_type).
+TYPE_ATTR = {"aws": "instance_type", "gcp": "machine_type", "azure": "size"}
 
 
 def _module_block(cloud: str) -> dict[str, Any]:
@@ -77,6 +82,127 @@ def test_node_module_call(cloud: str) -> None:
     assert block["rendezvous"] == "${local.rendezvous_uri}"
     # The caller's extra_env wins over the module's own entries (emulator endpoints).
     assert str(block["extra_env"]).endswith(", var.extra_env)}")
+    assert block["dashboard"] == "${var.dashboard}"
+    # Groups go through without instance_type: that is the cloud module's own business.
+    groups = str(block["groups"])
+    assert groups.startswith("${[for g in var.groups : {") and "instance_type" not in groups
+
+
+def _vm(cloud: str) -> dict[str, Any]:
+    rtype = VM[cloud][0]
+    [vm] = [
+        body
+        for f in hcl.tf_files(hcl.TERRAFORM / cloud)
+        if f.parent == hcl.TERRAFORM / cloud
+        for t, _, body in hcl.resources(f)
+        if t == rtype
+    ]
+    return vm
+
+
+@pytest.mark.parametrize("cloud", hcl.CLOUDS)
+def test_instance_type_is_the_ranks(cloud: str) -> None:
+    assert _vm(cloud)[TYPE_ATTR[cloud]] == "${local.instance_types[count.index]}"
+
+
+# ------------------------------------------------------------- per-rank instance types
+# google and azurerm cannot be planned here, but what picks each rank's type (and, on
+# GCP, its host-maintenance policy) needs no provider: the locals of instances.tf, the
+# real `module "nodes"` call's groups mapping and the module itself are evaluated by
+# the real terraform, with the cloud's own variables.tf checking the inputs.
+REQUIRED: dict[str, dict[str, Any]] = {
+    "aws": {"image": "ami-0123456789abcdef0", "region": "us-east-1", "instance_type": "m7i.large"},
+    "gcp": {"image": "projects/p/global/images/syndeo", "region": "us-central1",
+            "instance_type": "c3-standard-4", "project": "my-project-123"},
+    "azure": {"image": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/"
+                       "i/providers/Microsoft.Compute/images/syndeo",
+              "region": "westeurope", "instance_type": "Standard_D2s_v5"},
+}  # fmt: skip
+GROUP_TYPES = {
+    "aws": ("c7i.2xlarge", "g5.xlarge"),
+    "gcp": ("c3-standard-8", "g2-standard-4"),
+    "azure": ("Standard_D8s_v5", "Standard_NC4as_T4_v3"),
+}
+
+
+class _Rendered:
+    """instances.tf's locals of one cloud, evaluated by terraform for given tfvars."""
+
+    def __init__(self, cloud: str, root: Path) -> None:
+        shutil.copytree(hcl.TERRAFORM / "modules" / "node", root / "modules" / "node")
+        self.cloud, self.work = cloud, root / cloud
+        self.work.mkdir()
+        shutil.copy2(hcl.TERRAFORM / cloud / "variables.tf", self.work / "variables.tf")
+        [locals_] = hcl.unquote(hcl.load(hcl.TERRAFORM / cloud / "instances.tf")["locals"])
+        module = {
+            "source": "../modules/node", "cluster_id": "c1", "node_count": "${var.node_count}",
+            "rendezvous": "s3://b/p", "target": cloud, "cpus_per_node": "${var.cpus_per_node}",
+            "gpus_per_node": "${var.gpus_per_node}", "groups": _module_block(cloud)["groups"],
+        }  # fmt: skip
+        outputs = {"instance_types": {"value": "${local.instance_types}"}}
+        if cloud == "gcp":
+            # The scheduling argument itself, evaluated for every rank.
+            [sched] = _vm(cloud)["scheduling"]
+            expr = str(sched["on_host_maintenance"])[2:-1].replace("count.index", "i")
+            outputs["on_host_maintenance"] = {
+                "value": f"${{[for i in range(var.node_count) : {expr}]}}"
+            }
+        doc = {"locals": locals_, "module": {"nodes": module}, "output": outputs}
+        (self.work / "main.tf.json").write_text(json.dumps(doc, indent=2))
+        self.env = {**hcl.TF_ENV, "TF_DATA_DIR": str(self.work / ".terraform")}
+        out = hcl.run_tf("init", "-backend=false", cwd=self.work, env=self.env)
+        assert out.returncode == 0, out.stdout + out.stderr
+
+    def __call__(self, **tfvars: Any) -> dict[str, Any]:
+        values = {
+            "cluster_name": "c1",
+            "bucket_name": "syndeo-c1",
+            **REQUIRED[self.cloud],
+            **tfvars,
+        }
+        (self.work / "t.tfvars.json").write_text(json.dumps(values))
+        out = hcl.run_tf("apply", "-auto-approve", "-no-color", "-var-file=t.tfvars.json",
+                         cwd=self.work, env=self.env)  # fmt: skip
+        assert out.returncode == 0, out.stdout + out.stderr
+        out = hcl.run_tf("output", "-json", cwd=self.work, env=self.env)
+        assert out.returncode == 0, out.stderr
+        return {k: v["value"] for k, v in json.loads(out.stdout).items()}
+
+
+def _three_groups(cpu_type: str, gpu_type: str) -> list[dict[str, Any]]:
+    return [
+        {"name": "head", "nodes": 1, "cpus": 2, "gpus": 0},
+        {"name": "cpu", "nodes": 2, "cpus": 8, "gpus": 0, "instance_type": cpu_type},
+        {"name": "gpu", "nodes": 1, "cpus": 4, "gpus": 1, "instance_type": gpu_type},
+    ]
+
+
+@pytest.mark.parametrize("cloud", hcl.CLOUDS)
+def test_each_rank_gets_its_groups_instance_type(cloud: str, tmp_path: Path) -> None:
+    render = _Rendered(cloud, tmp_path)
+    top = REQUIRED[cloud]["instance_type"]
+    cpu, gpu = GROUP_TYPES[cloud]
+    got = render(node_count=4, groups=_three_groups(cpu, gpu))
+    assert got["instance_types"] == [top, cpu, cpu, gpu]
+    # No groups: every rank is the top-level type.
+    assert render(node_count=2)["instance_types"] == [top, top]
+    if cloud == "gcp":
+        # GPUs cannot live-migrate: only the GPU rank stops for host maintenance.
+        assert got["on_host_maintenance"] == ["MIGRATE", "MIGRATE", "MIGRATE", "TERMINATE"]
+
+
+def test_gcp_host_maintenance_by_rank(tmp_path: Path) -> None:
+    render = _Rendered("gcp", tmp_path)
+    # An accelerator-optimized type has GPUs attached even if the group declares none.
+    a2 = [
+        {"name": "head", "nodes": 1, "cpus": 2, "gpus": 0},
+        {"name": "a2", "nodes": 1, "cpus": 12, "gpus": 0, "instance_type": "a2-highgpu-1g"},
+    ]
+    assert render(node_count=2, groups=a2)["on_host_maintenance"] == ["MIGRATE", "TERMINATE"]
+    # Without groups the top-level shape decides, as before; spot is always TERMINATE.
+    assert render(node_count=2, gpus_per_node=1)["on_host_maintenance"] == ["TERMINATE"] * 2
+    assert render(node_count=2)["on_host_maintenance"] == ["MIGRATE"] * 2
+    assert render(node_count=2, spot=True)["on_host_maintenance"] == ["TERMINATE"] * 2
 
 
 def test_rendezvous_uri_schemes() -> None:

@@ -102,6 +102,7 @@ LEAVE_TIMEOUT_S = 90.0
 # ---------------------------------------------------------------------- rendering
 _REF = re.compile(r"(?<![\w.])((?:data\.)?[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*|\[\d+\])+)")
 _OURS = ("var.", "local.", "path.", "module.")
+_FOR_VARS = re.compile(r"\bfor\s+(\w+)(?:\s*,\s*(\w+))?\s+in\b")
 
 
 def _module_block(cloud: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -121,9 +122,12 @@ def _module_block(cloud: str) -> tuple[dict[str, Any], dict[str, Any]]:
     stubs: dict[str, str] = {}
 
     def swap(text: str) -> str:
+        # A for expression's own variables (`[for g in var.groups : {name = g.name}]`).
+        loop_vars = {v for pair in _FOR_VARS.findall(text) for v in pair if v}
+
         def one(m: re.Match[str]) -> str:
             ref = m.group(1)
-            if ref.startswith(_OURS):
+            if ref.startswith(_OURS) or re.split(r"[.\[]", ref, maxsplit=1)[0] in loop_vars:
                 return ref
             assert ref in PROVIDER_VALUES, f"terraform/{cloud}: module nodes needs {ref}: add it"
             stubs[ref] = PROVIDER_VALUES[ref]

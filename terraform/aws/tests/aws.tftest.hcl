@@ -117,6 +117,97 @@ run "cluster" {
   }
 }
 
+# Node groups: a small head (the top-level type), two CPU nodes and a GPU node of
+# their own types.  The node module renders each rank's shape and group; the cloud
+# module only picks each rank's instance type.
+run "grouped_node_module" {
+  command = plan
+  module {
+    source = "../modules/node"
+  }
+  variables {
+    cluster_id               = "c1"
+    node_count               = 4
+    rendezvous               = "s3://syndeo-c1-test/syndeo"
+    target                   = "aws"
+    cpus_per_node            = 8
+    gpus_per_node            = 0
+    memory_mb_per_node       = null
+    object_store_mb_per_node = null
+    join_timeout_s           = 300
+    run                      = "python -m syndeo.bench --quick"
+    not_before               = null
+    image_path               = "/opt/syndeo/syndeo.sif"
+    image_digest             = null
+    extra_env                = { AWS_REGION = "eu-central-1", AWS_DEFAULT_REGION = "eu-central-1" }
+    groups = [
+      { name = "head", nodes = 1, cpus = 2, gpus = 0 },
+      { name = "cpu", nodes = 2, cpus = 8, gpus = 0 },
+      { name = "gpu", nodes = 1, cpus = 4, gpus = 1, memory_mb = 16000, min_nodes = 0 },
+    ]
+  }
+}
+
+run "grouped_cluster" {
+  command = apply # mocked: nothing is created
+  variables {
+    node_count    = 4
+    instance_type = "m7i.large"
+    groups = [
+      { name = "head", nodes = 1, cpus = 2, gpus = 0 },
+      { name = "cpu", nodes = 2, cpus = 8, gpus = 0, instance_type = "c7i.2xlarge" },
+      { name = "gpu", nodes = 1, cpus = 4, gpus = 1, memory_mb = 16000, min_nodes = 0, instance_type = "g5.xlarge" },
+    ]
+  }
+  assert {
+    condition     = [for n in aws_instance.node : n.instance_type] == ["m7i.large", "c7i.2xlarge", "c7i.2xlarge", "g5.xlarge"]
+    error_message = "each rank's instance type is its group's (the head's group names none: instance_type)"
+  }
+  assert {
+    condition     = output.instance_types == ["m7i.large", "c7i.2xlarge", "c7i.2xlarge", "g5.xlarge"] && output.node_groups == ["head", "cpu", "cpu", "gpu"]
+    error_message = "instance_types and node_groups outputs by rank"
+  }
+  assert {
+    condition = alltrue([for i, n in aws_instance.node :
+    base64decode(n.user_data_base64) == run.grouped_node_module.user_data[i]])
+    error_message = "each instance's user-data must be the node module's rendering for its rank (instance_type is not passed to it)"
+  }
+  assert {
+    condition = (strcontains(yamldecode(base64decode(aws_instance.node[3].user_data_base64)).write_files[0].content, "SYNDEO_GROUP=\"gpu\"\n")
+      && strcontains(yamldecode(base64decode(aws_instance.node[3].user_data_base64)).write_files[0].content, "SYNDEO_GPUS=\"1\"\n")
+    && strcontains(yamldecode(base64decode(aws_instance.node[0].user_data_base64)).write_files[0].content, "SYNDEO_GROUP=\"head\"\n"))
+    error_message = "the GPU rank's user-data names its group and GPUs; the head's names the head group"
+  }
+  assert {
+    condition     = length(aws_instance.node) == 4 && output.head_ip == aws_instance.node[0].private_ip
+    error_message = "one instance per rank, rank 0 the head"
+  }
+}
+
+run "refuses_group_instance_type_of_another_cloud" {
+  command = plan
+  variables {
+    node_count = 2
+    groups = [
+      { name = "head", nodes = 1, cpus = 2, gpus = 0 },
+      { name = "gpu", nodes = 1, cpus = 4, gpus = 1, instance_type = "Standard_NC4as_T4_v3" },
+    ]
+  }
+  expect_failures = [var.groups]
+}
+
+run "refuses_groups_not_adding_up" {
+  command = plan
+  variables {
+    node_count = 3
+    groups = [
+      { name = "head", nodes = 1, cpus = 2, gpus = 0 },
+      { name = "gpu", nodes = 1, cpus = 4, gpus = 1, instance_type = "g5.xlarge" },
+    ]
+  }
+  expect_failures = [var.groups]
+}
+
 run "policy_is_cluster_prefix_only" {
   command = plan
   assert {
