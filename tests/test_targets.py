@@ -54,7 +54,7 @@ def test_target_has_the_common_verbs_and_no_node_logic(name: str) -> None:
         assert "node_command" in source
 
 
-VM_HOOKS = {"machine_vars", "machine_summary", "prepare"}
+VM_HOOKS = {"machine_vars", "machine_summary", "prepare", "grown_nodes"}
 CLOUD_HOOKS = {"check_credentials", "cloud_vars"}
 
 
@@ -72,7 +72,10 @@ def _assert_renders_through_node_module(module: str) -> None:
 
 def test_vm_hooks_are_the_ones_vm_target_defines() -> None:
     defined = {n for n, v in vars(VmTarget).items() if callable(v) and not n.startswith("_")}
-    assert defined - set(VERBS) - {"describe", "summary", "tfvars", "check"} == VM_HOOKS
+    assert (
+        defined - set(VERBS) - {"describe", "summary", "tfvars", "check", "grow", "shrink"}
+        == VM_HOOKS
+    )
     cloud = {n for n, v in vars(CloudTarget).items() if callable(v) and not n.startswith("_")}
     assert cloud - set(VERBS) - VM_HOOKS - {"creates_rendezvous"} == CLOUD_HOOKS
 

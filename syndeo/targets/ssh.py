@@ -13,7 +13,6 @@ import contextlib
 import functools
 import getpass
 import ipaddress
-import json
 import subprocess
 import time
 from collections.abc import Callable
@@ -24,10 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from syndeo.config import DeployConfig, one_line
 from syndeo.errors import ConfigError
-from syndeo.iac.terraform import Terraform, Workspace
+from syndeo.groups import Group
 from syndeo.state import cluster_dir, home
-from syndeo.targets.base import ClusterSpec, Launched, saved_group
-from syndeo.targets.vm import VmTarget, signals_ignored
+from syndeo.targets.base import ClusterSpec, Launched
+from syndeo.targets.vm import VmTarget
 
 LIVENESS_EVERY_S = 5.0
 
@@ -96,6 +95,7 @@ class SshTarget(VmTarget):
     # Hosts have no instance identity: the rendezvous credentials travel with the
     # node environment (written 0600 on each host).
     forward_credentials = True
+    grows = True  # terraform/ssh takes var.grown
 
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         super().__init__(cfg, echo)
@@ -217,34 +217,21 @@ class SshTarget(VmTarget):
         }  # fmt: skip
 
     # ------------------------------------------------------------------ growing
-    # The cluster's tfvars are the record of what runs: grow adds `grown` entries and
-    # applies (Terraform starts only those), shrink removes some and applies (Terraform
-    # stops only those), down destroys them with the rest.
-    def _grown_workspace(self, launched: Launched) -> tuple[Terraform, dict[str, Any]]:
-        ws = Workspace(Path(launched.data["module_dir"]), Path(launched.data["workspace"]))
-        return Terraform(ws, echo=self.echo), json.loads(ws.tfvars.read_text())
-
-    def grow(
-        self, launched: Launched, group: str, nodes: int, hosts: list[str] | None = None
-    ) -> str:
-        spec, g = saved_group(launched, group)
-        hosts = list(hosts or [])
-        if len(hosts) != nodes:
+    def grown_nodes(
+        self, launched: Launched, tfvars: dict[str, Any], group: Group, ranks: list[int],
+        hosts: list[str],
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        if len(hosts) != len(ranks):
             raise ConfigError(
-                f"ssh: --hosts names {len(hosts)} machine(s) for {nodes} new node(s) "
+                f"ssh: --hosts names {len(hosts)} machine(s) for {len(ranks)} new node(s) "
                 "(one node per host)"
             )
-        tf, tfvars = self._grown_workspace(launched)
         m = launched.data["machines"]
         known = Path(m.get("known_hosts") or self.settings.known_hosts.expanduser())
-        grown: list[dict[str, Any]] = list(tfvars.get("grown", []))
-        in_use = set(tfvars["hosts"]) | {e["host"] for e in grown}
-        # Ranks are never reused: a removed node's records must not be taken for a new one's.
-        used = [spec.nodes - 1, *(e["rank"] for e in grown), launched.data.get("last_rank", 0)]
-        rank = max(used) + 1
+        in_use = set(tfvars["hosts"]) | {e["host"] for e in tfvars.get("grown", [])}
         added: list[dict[str, Any]] = []
         lines: list[str] = []
-        for host in hosts:
+        for rank, host in zip(ranks, hosts, strict=True):
             if host in in_use or host in {e["host"] for e in added}:
                 raise ConfigError(f"ssh: host {host} already runs a node of this cluster")
             entries = _host_keys(host, int(m["port"]), known)
@@ -260,39 +247,13 @@ class SshTarget(VmTarget):
                 )
             lines += entries
             added.append({
-                "rank": rank, "group": g.name, "host": host, "host_key": _best_key(entries),
+                "rank": rank, "group": group.name, "host": host, "host_key": _best_key(entries),
                 "node_ip": host if tfvars.get("node_ips") else None,
             })  # fmt: skip
-            rank += 1
-        known_file = Path(tfvars["known_hosts_file"])
-        with known_file.open("a") as fh:
+        # The upload of the image uses the ssh client: it must know the new hosts too.
+        with Path(tfvars["known_hosts_file"]).open("a") as fh:
             fh.write("\n".join(lines) + "\n")
-        tf.write_vars({**tfvars, "grown": grown + added})
-        try:
-            tf.apply()
-        except BaseException:
-            # Back to what ran before: Terraform stops whatever of the new nodes started.
-            tf.write_vars(tfvars)
-            with signals_ignored():
-                tf.apply()
-            raise
-        launched.data["last_rank"] = rank - 1
-        return ", ".join(f"rank {e['rank']} on {e['host']}" for e in added)
-
-    def shrink(self, launched: Launched, group: str, nodes: int | None = None) -> list[str]:
-        saved_group(launched, group)
-        tf, tfvars = self._grown_workspace(launched)
-        grown = list(tfvars.get("grown", []))
-        going = [e for e in reversed(grown) if e["group"] == group]
-        if nodes is not None:
-            going = going[:nodes]
-        if not going:
-            raise ConfigError(f"group {group!r} has no added node to remove (grow adds them)")
-        ranks = {e["rank"] for e in going}
-        tf.write_vars({**tfvars, "grown": [e for e in grown if e["rank"] not in ranks]})
-        with signals_ignored():
-            tf.apply()  # destroy-time provisioners stop exactly those nodes
-        return [f"rank {e['rank']} on {e['host']}" for e in going]
+        return added
 
     # ------------------------------------------------------------------ liveness
     def _ssh(self, host: str, command: str, launched: Launched) -> subprocess.CompletedProcess[str]:

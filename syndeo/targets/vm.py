@@ -25,11 +25,11 @@ from typing import Any, ClassVar
 
 from syndeo.config import DeployConfig
 from syndeo.errors import ConfigError, TargetError
-from syndeo.groups import Layout
+from syndeo.groups import Group, Layout
 from syndeo.iac.terraform import Terraform, TerraformError, Workspace
 from syndeo.rendezvous import Rendezvous, open_rendezvous, passthrough_env
 from syndeo.state import cluster_dir
-from syndeo.targets.base import ClusterSpec, Launched, Target
+from syndeo.targets.base import ClusterSpec, Launched, Target, saved_group
 
 # After launch, how long machines may take to boot before a missing head counts
 # as a failure (added to the join timeout).
@@ -211,6 +211,66 @@ class VmTarget(Target):
         # Billing runs from creation to destruction, boot and teardown included.
         machines["instance_seconds"] = round((time.time() - started) * machines.get("count", 0), 1)
 
+    # ------------------------------------------------------------------ growing
+    # The cluster's tfvars are the record of what runs: grow adds entries to the
+    # module's `grown` and applies (Terraform creates only those nodes), shrink removes
+    # some and applies (Terraform destroys only those), down destroys them with the rest.
+    grows: ClassVar[bool] = False  # whether terraform/<module> takes var.grown
+
+    def grown_nodes(
+        self, launched: Launched, tfvars: dict[str, Any], group: Group, ranks: list[int],
+        hosts: list[str],
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        """The module's ``grown`` entries for new nodes of ``group`` at ``ranks``."""
+        return [{"rank": rank, "group": group.name} for rank in ranks]
+
+    def _saved_vars(self, launched: Launched) -> tuple[Terraform, dict[str, Any]]:
+        ws = Workspace(Path(launched.data["module_dir"]), Path(launched.data["workspace"]))
+        return Terraform(ws, echo=self.echo), json.loads(ws.tfvars.read_text())
+
+    def grow(
+        self, launched: Launched, group: str, nodes: int, hosts: list[str] | None = None
+    ) -> str:
+        if not self.grows:
+            return super().grow(launched, group, nodes, hosts)
+        spec, g = saved_group(launched, group)
+        tf, tfvars = self._saved_vars(launched)
+        grown = list(tfvars.get("grown", []))
+        # Ranks are never reused: a removed node's records must not be taken for a new one's.
+        first = max([spec.nodes - 1, launched.data.get("last_rank", 0),
+                     *(e["rank"] for e in grown)]) + 1  # fmt: skip
+        added = self.grown_nodes(
+            launched, tfvars, g, list(range(first, first + nodes)), list(hosts or [])
+        )
+        tf.write_vars({**tfvars, "grown": grown + added})
+        try:
+            tf.apply()
+        except BaseException:
+            # Back to what ran before: Terraform removes whatever of the new nodes exists.
+            tf.write_vars(tfvars)
+            with signals_ignored():
+                tf.apply()
+            raise
+        launched.data["last_rank"] = first + nodes - 1
+        return ", ".join(_where(e) for e in added)
+
+    def shrink(self, launched: Launched, group: str, nodes: int | None = None) -> list[str]:
+        if not self.grows:
+            return super().shrink(launched, group, nodes)
+        saved_group(launched, group)
+        tf, tfvars = self._saved_vars(launched)
+        grown = list(tfvars.get("grown", []))
+        going = [e for e in reversed(grown) if e["group"] == group]
+        if nodes is not None:
+            going = going[:nodes]
+        if not going:
+            raise ConfigError(f"group {group!r} has no added node to remove (grow adds them)")
+        ranks = {e["rank"] for e in going}
+        tf.write_vars({**tfvars, "grown": [e for e in grown if e["rank"] not in ranks]})
+        with signals_ignored():
+            tf.apply()  # Terraform destroys exactly those nodes
+        return [_where(e) for e in going]
+
     def describe(self, launched: Launched) -> str:
         parts = []
         if launched.data.get("head_failure"):
@@ -224,6 +284,10 @@ class VmTarget(Target):
 
     def summary(self, launched: Launched) -> dict[str, Any]:
         return {"machines": launched.data.get("machines", {})}
+
+
+def _where(entry: dict[str, Any]) -> str:
+    return f"rank {entry['rank']}" + (f" on {entry['host']}" if entry.get("host") else "")
 
 
 def group_vars(layout: Layout | None) -> list[dict[str, Any]]:
