@@ -20,10 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from syndeo.config import DeployConfig, one_line
 from syndeo.errors import ConfigError
+from syndeo.groups import Layout
 from syndeo.targets.base import ClusterSpec
-from syndeo.targets.vm import VmTarget
+from syndeo.targets.vm import VmTarget, group_vars
 
 PREFIX = "syndeo"  # the key prefix below which every cluster's records live
+# What a group may set in its [groups.<cloud>] section.  Only the VM type: everything
+# else (region, image, spot, disk, network) is one per cluster in terraform/<cloud>.
+GROUP_SETTINGS = ("instance_type",)
 
 
 class CloudSettings(BaseModel):
@@ -56,6 +60,29 @@ class CloudTarget(VmTarget):
                 f"{self.name}: nodes run the SIF baked into the VM image (--image); "
                 "--container is for local, slurm and ssh"
             )
+        self.group_types(cfg.layout)  # bad [groups.<cloud>] input: one line, first
+
+    def group_types(self, layout: Layout | None) -> dict[str, str | None]:
+        """Each group's own instance type from its ``[groups.<this cloud>]`` section (None:
+        the top-level one).  Other clouds' sections are ignored: one config may carry
+        the types for every cloud it is deployed to."""
+        types: dict[str, str | None] = {}
+        for g in layout.groups if layout is not None else []:
+            section: dict[str, Any] = getattr(g, self.name)
+            unknown = sorted(set(section) - set(GROUP_SETTINGS))
+            if unknown:
+                raise ConfigError(
+                    f"group {g.name!r}: [groups.{self.name}] {unknown[0]} is not a per-group "
+                    f"setting (only {', '.join(GROUP_SETTINGS)}; the rest is [{self.name}])"
+                )
+            value = section.get("instance_type")
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ConfigError(
+                    f"group {g.name!r}: [groups.{self.name}] instance_type must be a "
+                    f"non-empty string, got {value!r}"
+                )
+            types[g.name] = value
+        return types
 
     @functools.cached_property
     def settings(self) -> CloudSettings:
@@ -103,6 +130,12 @@ class CloudTarget(VmTarget):
             "create_bucket": self.creates_rendezvous(spec.rendezvous),
         }  # fmt: skip
         values.update({k: getattr(s, k) for k in self.own})
+        if spec.layout is not None:
+            # The module's groups carry each group's type; its node module gets them without.
+            types = self.group_types(spec.layout)
+            values["groups"] = [
+                {**g, "instance_type": types[g["name"]]} for g in group_vars(spec.layout)
+            ]
         return {**values, **self.cloud_vars(spec)}
 
     def cloud_vars(self, spec: ClusterSpec) -> dict[str, Any]:
@@ -111,10 +144,20 @@ class CloudTarget(VmTarget):
 
     def machine_summary(self, spec: ClusterSpec) -> dict[str, Any]:
         s = self.settings
-        return {
+        summary: dict[str, Any] = {
             "provider": self.name, "region": s.region, "instance_type": s.instance_type,
             "count": spec.nodes, "spot": s.spot,
         }  # fmt: skip
+        if spec.layout is not None:
+            # What was billed per group (`invoke compare` prices each type): the type
+            # resolved as terraform/<cloud> resolves it.
+            types = self.group_types(spec.layout)
+            summary["groups"] = [
+                {"name": g.name, "instance_type": types[g.name] or s.instance_type,
+                 "count": g.nodes}
+                for g in spec.layout.groups
+            ]  # fmt: skip
+        return summary
 
     def prepare(self, spec: ClusterSpec) -> None:
         self.check_credentials()

@@ -112,3 +112,116 @@ def test_missing_google_credentials_one_line(tmp_path: Path) -> None:
     assert "no Google credentials found" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
     assert not list((tmp_path / ".syndeo").rglob("terraform.tfstate"))
+
+
+# ------------------------------------------------------------------ node groups
+GROUPED = """\
+target = "{cloud}"
+cpus_per_node = 2                  # the head: the top-level type
+[{cloud}]
+instance_type = "{top}"
+region = "{region}"
+image = "{image}"
+{extra}
+[[groups]]
+name = "cpu"
+nodes = 2
+cpus_per_node = 8
+[groups.{cloud}]
+instance_type = "{cpu}"
+[[groups]]
+name = "gpu"
+nodes = 1
+cpus_per_node = 4
+gpus_per_node = 1
+[groups.{cloud}]
+instance_type = "{gpu}"
+[groups.{other}]                   # another cloud's section: ignored here
+instance_type = "whatever"
+zone = "not-checked-here"
+"""
+GROUP_TYPES = {
+    "aws": ("m7i.large", "c7i.2xlarge", "g5.xlarge", "gcp"),
+    "gcp": ("c3-standard-4", "c3-standard-8", "g2-standard-4", "azure"),
+    "azure": ("Standard_D2s_v5", "Standard_D8s_v5", "Standard_NC4as_T4_v3", "aws"),
+}
+
+
+def _grouped(tmp_path: Path, cloud: str, **changes: str) -> Path:
+    top, cpu, gpu, other = GROUP_TYPES[cloud]
+    fields = {
+        "cloud": cloud, "top": top, "cpu": cpu, "gpu": gpu, "other": other,
+        "region": MACHINE[cloud][3], "image": MACHINE[cloud][5],
+        "extra": 'project = "my-project"' if cloud == "gcp" else "",
+    }  # fmt: skip
+    text = GROUPED.format(**fields)
+    for old, new in changes.items():
+        assert old in text
+        text = text.replace(old, new)
+    cfg = tmp_path / "grouped.toml"
+    cfg.write_text(text)
+    return cfg
+
+
+@pytest.mark.parametrize("cloud", sorted(MACHINE))
+def test_dry_run_with_groups_has_each_groups_instance_type(cloud: str, tmp_path: Path) -> None:
+    out = _syndeo(tmp_path, "--config", str(_grouped(tmp_path, cloud)), "--dry-run")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    tfvars = json.loads("\n".join(ln[4:] for ln in lines if ln.startswith("#   ")))
+    top, cpu, gpu, _ = GROUP_TYPES[cloud]
+    assert tfvars["node_count"] == 4 and tfvars["instance_type"] == top
+    got = [
+        (g["name"], g["nodes"], g["cpus"], g["gpus"], g["instance_type"]) for g in tfvars["groups"]
+    ]
+    # The head group names no type of its own: null, i.e. the top-level instance_type.
+    assert got == [("head", 1, 2, 0, None), ("cpu", 2, 8, 0, cpu), ("gpu", 1, 4, 1, gpu)]
+    assert not (tmp_path / ".syndeo").exists(), "a dry run wrote files"
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({'instance_type = "g5.xlarge"': 'instance_type = "g5.xlarge"\nspot = true'},
+         "group 'gpu': [groups.aws] spot is not a per-group setting (only instance_type"),
+        ({'instance_type = "c7i.2xlarge"': 'instance_type = "c7i.2xlarge"\nregion = "eu-west-1"'},
+         "group 'cpu': [groups.aws] region is not a per-group setting"),
+        ({'instance_type = "g5.xlarge"': "instance_type = 5"},
+         "group 'gpu': [groups.aws] instance_type must be a non-empty string, got 5"),
+    ],
+)  # fmt: skip
+def test_bad_group_settings_one_line_before_anything(
+    change: dict[str, str], expected: str, tmp_path: Path
+) -> None:
+    cfg = _grouped(tmp_path, "aws", **change)
+    for args in (["--dry-run"], []):  # a real deploy stops at the same line, before credentials
+        out = _syndeo(tmp_path, "--config", str(cfg), *args)
+        assert out.returncode == 2, out
+        assert expected in out.stderr, out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+        assert not (tmp_path / ".syndeo" / "clusters").exists()
+
+
+def test_machine_summary_records_each_groups_type(tmp_path: Path) -> None:
+    """deploy.json's machines: what `invoke compare` prices group by group."""
+    from syndeo.config import load_config
+    from syndeo.targets.aws import AwsTarget
+    from syndeo.targets.base import ClusterSpec
+
+    cfg = load_config(_grouped(tmp_path, "aws"))
+    target = AwsTarget(cfg)
+    spec = ClusterSpec.from_config(cfg, "s3://syndeo-0123456789ab/syndeo", "c1")
+    summary = target.machine_summary(spec)
+    assert summary == {
+        "provider": "aws", "region": "us-east-1", "instance_type": "m7i.large", "count": 4,
+        "spot": False,
+        "groups": [
+            {"name": "head", "instance_type": "m7i.large", "count": 1},
+            {"name": "cpu", "instance_type": "c7i.2xlarge", "count": 2},
+            {"name": "gpu", "instance_type": "g5.xlarge", "count": 1},
+        ],
+    }  # fmt: skip
+    # Without groups, nothing new.
+    plain = load_config(None, target="aws", nodes=2, aws=dict(cfg.aws))
+    spec = ClusterSpec.from_config(plain, "s3://syndeo-0123456789ab/syndeo", "c1")
+    assert "groups" not in AwsTarget(plain).machine_summary(spec)
