@@ -33,11 +33,20 @@ def pricing(run: Run, catalog: Catalog, onprem: OnPremCost) -> Pricing:
     m = run.machines
     if run.target in CLOUD_TARGETS:
         assert m is not None and m.instance_type and m.region  # checked when read
-        hourly = catalog.hourly(m.provider, m.instance_type, m.region, m.spot)
         kind: Literal["on-demand", "spot"] = "spot" if m.spot else "on-demand"
+        if not m.groups:
+            hourly = catalog.hourly(m.provider, m.instance_type, m.region, m.spot)
+            return Pricing(
+                kind, m.count * hourly, m.region,
+                f"{m.count} x {m.instance_type} {kind} {hourly:g} $/h",
+            )  # fmt: skip
+        # Node groups: every group's nodes at its own type's price (a missing price
+        # for any of them is the catalog's one-line error).
+        parts = [(n, t, catalog.hourly(m.provider, t, m.region, m.spot)) for t, n in m.billed()]
         return Pricing(
-            kind, m.count * hourly, m.region,
-            f"{m.count} x {m.instance_type} {kind} {hourly:g} $/h",
+            kind, sum(n * hourly for n, _, hourly in parts), m.region,
+            " + ".join(f"{n} x {t}" for n, t, _ in parts)
+            + f" {kind} at " + ", ".join(f"{hourly:g}" for _, _, hourly in parts) + " $/h",
         )  # fmt: skip
     rate = onprem.core_hour_usd()
     return Pricing(

@@ -196,8 +196,9 @@ def render_compare(
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = plots.render_all(rows, out_dir)
     used = sorted(
-        {(m.provider, m.instance_type or "", m.region or "") for run in found.runs
-         if (m := run.machines) is not None and run.target in CLOUD_TARGETS}
+        {(m.provider, itype, m.region or "") for run in found.runs
+         if (m := run.machines) is not None and run.target in CLOUD_TARGETS
+         for itype, _ in m.billed()}
     )  # fmt: skip
     context = {
         "groups": groups(rows),

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from syndeo.bench.models import BenchResult
 from syndeo.compare.errors import CompareError
@@ -25,6 +25,16 @@ ONPREM_TARGETS = ("local", "slurm", "ssh")
 TARGETS = ONPREM_TARGETS + CLOUD_TARGETS
 
 
+class MachineGroup(BaseModel):
+    """One node group of a cloud run: its (resolved) instance type and how many ran."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+    instance_type: str = Field(min_length=1)
+    count: int = Field(ge=0)  # 0: declared for later, nothing ran
+
+
 class Machines(BaseModel):
     """What a VM target started (deploy.json ``machines``)."""
 
@@ -32,10 +42,27 @@ class Machines(BaseModel):
 
     provider: Literal["aws", "gcp", "azure", "ssh"]
     region: str | None = None
-    instance_type: str | None = None
+    instance_type: str | None = None  # with groups: the top-level (default) type
     count: int = Field(ge=1)
     spot: bool = False
     instance_seconds: float | None = Field(default=None, ge=0)
+    groups: list[MachineGroup] | None = None  # [[groups]] runs: the types per group
+
+    @model_validator(mode="after")
+    def _groups_add_up(self) -> Machines:
+        if self.groups is not None and sum(g.count for g in self.groups) != self.count:
+            raise ValueError(
+                f"the groups' counts add up to {sum(g.count for g in self.groups)}, "
+                f"not to count {self.count}"
+            )
+        return self
+
+    def billed(self) -> list[tuple[str, int]]:
+        """(instance type, count) of what ran, group by group (groups without nodes ran
+        nothing and are left out); without groups, ``count`` x ``instance_type``."""
+        if self.groups:
+            return [(g.instance_type, g.count) for g in self.groups if g.count > 0]
+        return [(self.instance_type or "", self.count)]
 
 
 class SlurmInfo(BaseModel):
@@ -93,6 +120,8 @@ class Run:
     def hardware(self) -> str:
         """Instance type, partition or CPU model: what a row's throughput was measured on."""
         m = self.machines
+        if m is not None and m.groups:
+            return "+".join(t for t, _ in m.billed())
         if m is not None and m.instance_type:
             return m.instance_type
         if self.partition:

@@ -115,6 +115,75 @@ def test_spot_run_priced_at_spot(tmp_path: Path) -> None:
     assert spot.allin_usd_per_m == pytest.approx(50.0)
 
 
+def _grouped_machines(**changes: object) -> dict[str, object]:
+    """deploy.json machines of a [[groups]] run on AWS: a head on x1.fixture, two
+    y1.fixture nodes, and a group declared for later (no nodes, no price needed)."""
+    machines: dict[str, object] = {
+        "provider": "aws", "region": "us-east-1", "instance_type": "x1.fixture", "count": 3,
+        "spot": False, "instance_seconds": 1800.0,
+        "groups": [
+            {"name": "head", "instance_type": "x1.fixture", "count": 1},
+            {"name": "gpu", "instance_type": "y1.fixture", "count": 2},
+            {"name": "later", "instance_type": "z9.unpriced", "count": 0},
+        ],
+    }  # fmt: skip
+    machines.update(changes)
+    return machines
+
+
+def test_grouped_run_priced_group_by_group(tmp_path: Path) -> None:
+    results, catalog, _ = standard(tmp_path)
+    # 3 nodes x 4 CPUs: 6000 and 6600 samples in 2 s -> 3000, 3300 steps/s, mean 3150
+    write_run(results, "aws-g", "aws", 3, 4, [(6000, 2.0), (6600, 2.0)], 600.0,
+              {"machines": _grouped_machines()})  # fmt: skip
+    rows = build_rows(find_runs(results).runs, load_catalog(catalog), OnPremCost())
+    [g] = [r for r in rows if r.runs == ["aws-g"]]
+    assert g.hardware == "x1.fixture+y1.fixture"
+    assert g.price.basis == "1 x x1.fixture + 2 x y1.fixture on-demand at 0.5, 0.8 $/h"
+    # 1 x 0.5 + 2 x 0.8 = 2.1 $/h; 2.1 / (3150 x 3600) x 1e6 = 0.1851852 $/M steps
+    assert g.price.usd_per_h == pytest.approx(2.1)
+    assert g.usd_per_m == pytest.approx(0.1851852, rel=1e-6)
+    # all-in: 1800 instance-s over 3 instances = 600 s of the cluster: 600 / 3600 x 2.1
+    # = 0.35 $ over 12600 steps = 27.777778 $/M
+    assert g.allin_usd_per_m == pytest.approx(27.777778, rel=1e-6)
+
+
+@pytest.mark.parametrize("front", FRONT_ENDS)
+def test_grouped_run_missing_price_of_one_group(tmp_path: Path, front: str) -> None:
+    results, catalog, _ = standard(tmp_path)
+    groups = [{"name": "head", "instance_type": "x1.fixture", "count": 1},
+              {"name": "gpu", "instance_type": "g9.unpriced", "count": 2}]  # fmt: skip
+    write_run(results, "aws-g", "aws", 3, 4, [(6000, 2.0)], 60.0,
+              {"machines": _grouped_machines(groups=groups)})  # fmt: skip
+    line = one_line_error(run(front, "--results", results, "--catalog", catalog, cwd=tmp_path))
+    assert "no price for g9.unpriced in us-east-1 (aws)" in line
+
+
+def test_grouped_run_counts_must_add_up(tmp_path: Path) -> None:
+    results, _, _ = standard(tmp_path)
+    write_run(results, "aws-g", "aws", 4, 4, [(6000, 2.0)], 60.0,
+              {"machines": _grouped_machines(count=4)})  # fmt: skip
+    with pytest.raises(CompareError, match=r"aws-g/deploy.json is not a valid deploy summary: "
+                       r"machines: .*add up to 3, not to count 4"):  # fmt: skip
+        find_runs(results)
+
+
+def test_grouped_run_in_the_report(tmp_path: Path) -> None:
+    results, catalog, config = standard(tmp_path)
+    write_run(results, "aws-g", "aws", 3, 4, [(6000, 2.0), (6600, 2.0)], 600.0,
+              {"machines": _grouped_machines()})  # fmt: skip
+    out = tmp_path / "report"
+    p = run("syndeo", "--results", results, "--catalog", catalog, "--config", config,
+            "--out", out, cwd=tmp_path)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    md = (out / "report.md").read_text()
+    # The row (3 nodes x 4 CPUs, 3150 steps/s, 2.10 $/h) and both types' catalog prices.
+    assert "| aws | x1.fixture+y1.fixture | on-demand | 3 × 4 | 3,150 |" in md
+    assert "| aws | y1.fixture | us-east-1 | 8 | 0.8 |" in md
+    assert "| aws | x1.fixture | us-east-1 | 4 | 0.5 |" in md
+    assert "z9.unpriced" not in md
+
+
 # ------------------------------------------------------------------ one-line errors
 @pytest.mark.parametrize("front", FRONT_ENDS)
 def test_missing_price_names_type_and_region(tmp_path: Path, front: str) -> None:
