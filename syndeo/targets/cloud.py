@@ -60,9 +60,9 @@ class CloudTarget(VmTarget):
                 f"{self.name}: nodes run the SIF baked into the VM image (--image); "
                 "--container is for local, slurm and ssh"
             )
-        self.group_types(cfg.layout)  # bad [groups.<cloud>] input: one line, first
+        self._group_types(cfg.layout)  # bad [groups.<cloud>] input: one line, first
 
-    def group_types(self, layout: Layout | None) -> dict[str, str | None]:
+    def _group_types(self, layout: Layout | None) -> dict[str, str | None]:
         """Each group's own instance type from its ``[groups.<this cloud>]`` section (None:
         the top-level one).  Other clouds' sections are ignored: one config may carry
         the types for every cloud it is deployed to."""
@@ -132,7 +132,7 @@ class CloudTarget(VmTarget):
         values.update({k: getattr(s, k) for k in self.own})
         if spec.layout is not None:
             # The module's groups carry each group's type; its node module gets them without.
-            types = self.group_types(spec.layout)
+            types = self._group_types(spec.layout)
             values["groups"] = [
                 {**g, "instance_type": types[g["name"]]} for g in group_vars(spec.layout)
             ]
@@ -151,7 +151,7 @@ class CloudTarget(VmTarget):
         if spec.layout is not None:
             # What was billed per group (`invoke compare` prices each type): the type
             # resolved as terraform/<cloud> resolves it.
-            types = self.group_types(spec.layout)
+            types = self._group_types(spec.layout)
             summary["groups"] = [
                 {"name": g.name, "instance_type": types[g.name] or s.instance_type,
                  "count": g.nodes}
