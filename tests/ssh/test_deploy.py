@@ -322,6 +322,7 @@ def test_node_groups_on_hosts(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
     assert "head 1/1, cpu 1/1, big 1/1" in outcome["_stderr"]
     summary = json.loads((Path(outcome["result_path"]).parent / "deploy.json").read_text())
     assert summary["machines"]["hosts"] == [h1, h3, h2]
+    print("bring-up groups:", json.dumps(summary["timings_s"]))
     _assert_clean(ssh_hosts, run)
 
 
