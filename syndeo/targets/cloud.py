@@ -50,6 +50,9 @@ class CloudSettings(BaseModel):
 
 class CloudTarget(VmTarget):
     scheme: ClassVar[str]
+    # terraform/aws|gcp|azure take var.grown: a grown node is a VM of its group's type,
+    # keyed by its rank (grow/shrink create or destroy only those VMs).
+    grows = True
     # Cloud-only settings this cloud accepts (others must stay unset).
     own: ClassVar[tuple[str, ...]] = ()
 

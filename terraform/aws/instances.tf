@@ -2,29 +2,44 @@
 # passed through unchanged (base64 only because that attribute keeps the bytes in
 # state, which the offline test compares).
 
-# Why count and not a for_each per group: a rank is an index everywhere -- the node
-# module renders user-data, env and groups as lists by rank, and node_ips/node_ids are
-# read by rank -- so instance N is rank N, and its group (hence its type) is looked up
-# from module.nodes.groups[N].  Instances keyed by group would give the same machines
-# under other addresses, with the rank -> index mapping to redo in every output.
+# Why for_each keyed by rank and not count: `grow` adds nodes (var.grown, ranks past
+# node_count) and `shrink` removes any of them, so instances are addressed by their
+# rank ("0", "1", ..., "12"): removing rank 12 never shifts rank 13 to another
+# address, as count would (replacing a running node).  Not keyed by group either: a
+# rank is an index everywhere (the node module renders user-data, env and groups as
+# lists by rank; node_ips/node_ids are read by rank), so the outputs stay lists by rank.
 locals {
   group_of_name = { for g in var.groups : g.name => g }
-  # Per rank: its group's instance_type, else the top-level instance_type.
-  instance_types = [for name in module.nodes.groups :
-    name == null ? var.instance_type : coalesce(local.group_of_name[name].instance_type, var.instance_type)
-  ]
+  # Every node keyed by its rank: the cluster's own ranks, then the nodes `grow` added.
+  # (A for over module.nodes.groups, not range(): range() stops at 1024 elements.)
+  machines = merge(
+    { for i, name in module.nodes.groups : tostring(i) => {
+      user_data = module.nodes.user_data[i]
+      group     = name
+    } },
+    { for rank, g in module.nodes.grown : rank => {
+      user_data = g.user_data
+      group     = g.group
+    } },
+  )
+  # Per node: its group's instance_type, else the top-level instance_type.
+  machine_types = { for k, m in local.machines :
+    k => m.group == null ? var.instance_type : coalesce(local.group_of_name[m.group].instance_type, var.instance_type)
+  }
+  # The cluster's own ranks in rank order (output instance_types).
+  instance_types = [for i, _ in module.nodes.groups : local.machine_types[tostring(i)]]
 }
 
 resource "aws_instance" "node" {
-  count                       = var.node_count
+  for_each                    = local.machines
   ami                         = var.image
-  instance_type               = local.instance_types[count.index]
+  instance_type               = local.machine_types[each.key]
   subnet_id                   = aws_subnet.nodes.id
   vpc_security_group_ids      = [aws_security_group.nodes.id]
   iam_instance_profile        = aws_iam_instance_profile.nodes.name
   associate_public_ip_address = false
   ebs_optimized               = true
-  user_data_base64            = base64encode(module.nodes.user_data[count.index])
+  user_data_base64            = base64encode(each.value.user_data)
   user_data_replace_on_change = true
 
   metadata_options {
@@ -55,10 +70,10 @@ resource "aws_instance" "node" {
   }
 
   tags = {
-    Name        = "${local.name}-${count.index}"
-    syndeo-rank = tostring(count.index)
+    Name        = "${local.name}-${each.key}"
+    syndeo-rank = each.key
   }
-  volume_tags = merge(local.tags, { Name = "${local.name}-${count.index}" })
+  volume_tags = merge(local.tags, { Name = "${local.name}-${each.key}" })
 
   #checkov:skip=CKV_AWS_126:Detailed (1-minute) monitoring is billed per instance; Syndeo reports node health through the rendezvous.
   depends_on = [

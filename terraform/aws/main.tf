@@ -41,6 +41,9 @@ module "nodes" {
     memory_mb = g.memory_mb
     min_nodes = g.min_nodes
   }]
+  # Nodes `grow` added (ranks past node_count): rendered like the cluster's own
+  # (output grown); each gets its VM in instances.tf.
+  grown = [for g in var.grown : { rank = g.rank, group = g.group }]
   # boto3 does not read the region from the instance metadata; without it, S3 calls
   # go to the global endpoint, which the gateway endpoint below does not route.
   extra_env = merge({ AWS_REGION = var.region, AWS_DEFAULT_REGION = var.region }, var.extra_env)

@@ -1,16 +1,16 @@
 output "head_ip" {
   description = "Private IP of rank 0 (the Ray head)."
-  value       = aws_instance.node[0].private_ip
+  value       = aws_instance.node["0"].private_ip
 }
 
 output "node_ips" {
   description = "Private IPs by rank."
-  value       = aws_instance.node[*].private_ip
+  value       = [for i, _ in module.nodes.groups : aws_instance.node[tostring(i)].private_ip]
 }
 
 output "node_ids" {
   description = "Instance ids by rank."
-  value       = aws_instance.node[*].id
+  value       = [for i, _ in module.nodes.groups : aws_instance.node[tostring(i)].id]
 }
 
 output "rendezvous_uri" {

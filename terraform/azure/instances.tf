@@ -1,17 +1,33 @@
 # One VM per rank.  Its custom data (what cloud-init reads on Azure) is module.nodes'
 # rendering for that rank, passed through unchanged (base64 because the API takes it so).
 
-# Why count and not a for_each per group: a rank is an index everywhere -- the node
-# module renders user-data, env and groups as lists by rank, and node_ips/node_ids are
-# read by rank -- so instance N is rank N, and its group (hence its type) is looked up
-# from module.nodes.groups[N].  Instances keyed by group would give the same machines
-# under other addresses, with the rank -> index mapping to redo in every output.
+# Why for_each keyed by rank and not count: `grow` adds nodes (var.grown, ranks past
+# node_count) and `shrink` removes any of them, so each rank's VM, NIC and NIC-to-ASG
+# association are addressed by the rank ("0", "1", ..., "12"): removing rank 12 never
+# shifts rank 13 to another address, as count would (replacing a running node).  Not
+# keyed by group either: a rank is an index everywhere (the node module renders
+# user-data, env and groups as lists by rank; node_ips/node_ids are read by rank), so
+# the outputs stay lists by rank.
 locals {
   group_of_name = { for g in var.groups : g.name => g }
-  # Per rank: its group's instance_type, else the top-level instance_type.
-  instance_types = [for name in module.nodes.groups :
-    name == null ? var.instance_type : coalesce(local.group_of_name[name].instance_type, var.instance_type)
-  ]
+  # Every node keyed by its rank: the cluster's own ranks, then the nodes `grow` added.
+  # (A for over module.nodes.groups, not range(): range() stops at 1024 elements.)
+  machines = merge(
+    { for i, name in module.nodes.groups : tostring(i) => {
+      user_data = module.nodes.user_data[i]
+      group     = name
+    } },
+    { for rank, g in module.nodes.grown : rank => {
+      user_data = g.user_data
+      group     = g.group
+    } },
+  )
+  # Per node: its group's instance_type, else the top-level instance_type.
+  machine_types = { for k, m in local.machines :
+    k => m.group == null ? var.instance_type : coalesce(local.group_of_name[m.group].instance_type, var.instance_type)
+  }
+  # The cluster's own ranks in rank order (output instance_types).
+  instance_types = [for i, _ in module.nodes.groups : local.machine_types[tostring(i)]]
 }
 
 # Password login is disabled and Azure insists on an admin key; without
@@ -23,8 +39,8 @@ resource "tls_private_key" "admin" {
 }
 
 resource "azurerm_network_interface" "node" {
-  count               = var.node_count
-  name                = "${local.name}-${count.index}"
+  for_each            = local.machines
+  name                = "${local.name}-${each.key}"
   resource_group_name = azurerm_resource_group.this.name
   location            = azurerm_resource_group.this.location
   tags                = local.tags
@@ -37,22 +53,22 @@ resource "azurerm_network_interface" "node" {
 }
 
 resource "azurerm_network_interface_application_security_group_association" "node" {
-  count                         = var.node_count
-  network_interface_id          = azurerm_network_interface.node[count.index].id
+  for_each                      = local.machines
+  network_interface_id          = azurerm_network_interface.node[each.key].id
   application_security_group_id = azurerm_application_security_group.nodes.id
 }
 
 resource "azurerm_linux_virtual_machine" "node" {
-  count                           = var.node_count
-  name                            = "${local.name}-${count.index}"
-  computer_name                   = "syndeo-${count.index}"
+  for_each                        = local.machines
+  name                            = "${local.name}-${each.key}"
+  computer_name                   = "syndeo-${each.key}"
   resource_group_name             = azurerm_resource_group.this.name
   location                        = azurerm_resource_group.this.location
-  size                            = local.instance_types[count.index]
+  size                            = local.machine_types[each.key]
   zone                            = var.zone
   source_image_id                 = var.image
-  network_interface_ids           = [azurerm_network_interface.node[count.index].id]
-  custom_data                     = base64encode(module.nodes.user_data[count.index])
+  network_interface_ids           = [azurerm_network_interface.node[each.key].id]
+  custom_data                     = base64encode(each.value.user_data)
   admin_username                  = "syndeoadmin"
   disable_password_authentication = true
   allow_extension_operations      = false
@@ -60,7 +76,7 @@ resource "azurerm_linux_virtual_machine" "node" {
   priority                        = var.spot ? "Spot" : "Regular"
   eviction_policy                 = var.spot ? "Delete" : null
   max_bid_price                   = var.spot ? -1 : null
-  tags                            = merge(local.tags, { syndeo-rank = tostring(count.index) })
+  tags                            = merge(local.tags, { syndeo-rank = each.key })
 
   admin_ssh_key {
     username   = "syndeoadmin"

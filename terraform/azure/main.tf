@@ -50,6 +50,9 @@ module "nodes" {
     memory_mb = g.memory_mb
     min_nodes = g.min_nodes
   }]
+  # Nodes `grow` added (ranks past node_count): rendered like the cluster's own
+  # (output grown); each gets its VM in instances.tf.
+  grown = [for g in var.grown : { rank = g.rank, group = g.group }]
   # The az:// backend finds the account by name and signs in with the VM's
   # user-assigned identity (DefaultAzureCredential -> managed identity by client id).
   extra_env = merge({

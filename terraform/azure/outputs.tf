@@ -1,16 +1,16 @@
 output "head_ip" {
   description = "Private IP of rank 0 (the Ray head)."
-  value       = azurerm_linux_virtual_machine.node[0].private_ip_address
+  value       = azurerm_linux_virtual_machine.node["0"].private_ip_address
 }
 
 output "node_ips" {
   description = "Private IPs by rank."
-  value       = azurerm_linux_virtual_machine.node[*].private_ip_address
+  value       = [for i, _ in module.nodes.groups : azurerm_linux_virtual_machine.node[tostring(i)].private_ip_address]
 }
 
 output "node_ids" {
   description = "VM resource ids by rank."
-  value       = azurerm_linux_virtual_machine.node[*].id
+  value       = [for i, _ in module.nodes.groups : azurerm_linux_virtual_machine.node[tostring(i)].id]
 }
 
 output "rendezvous_uri" {

@@ -292,6 +292,23 @@ variable "dashboard" {
   description = "Run Ray's dashboard on the head, bound to 127.0.0.1 there (reach it through the admin path: port forwarding over SSM/IAP/Bastion)."
 }
 
+variable "grown" {
+  type = list(object({
+    rank  = number
+    group = string
+  }))
+  default     = []
+  description = "Nodes `grow` added to the running cluster: each a rank past node_count (never reused) and one of the groups. Each gets a VM of its own, keyed by rank, of its group's instance_type (null: instance_type); adding or removing an entry creates or destroys only that VM."
+  validation {
+    condition     = alltrue([for g in var.grown : g.rank >= var.node_count && floor(g.rank) == g.rank && contains([for x in var.groups : x.name], g.group)])
+    error_message = "grown: each rank a whole number >= node_count, in one of the groups."
+  }
+  validation {
+    condition     = length(distinct([for g in var.grown : g.rank])) == length(var.grown)
+    error_message = "grown: a rank is used twice."
+  }
+}
+
 # --- Azure only ---
 
 variable "storage_account" {

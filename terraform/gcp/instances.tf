@@ -1,32 +1,47 @@
 # One VM per rank.  Its user-data (the metadata key cloud-init's GCE datasource reads)
 # is module.nodes' rendering for that rank, passed through unchanged.
 
-# Why count and not a for_each per group: a rank is an index everywhere -- the node
-# module renders user-data, env and groups as lists by rank, and node_ips/node_ids are
-# read by rank -- so instance N is rank N, and its group (hence its type) is looked up
-# from module.nodes.groups[N].  Instances keyed by group would give the same machines
-# under other addresses, with the rank -> index mapping to redo in every output.
+# Why for_each keyed by rank and not count: `grow` adds nodes (var.grown, ranks past
+# node_count) and `shrink` removes any of them, so instances are addressed by their
+# rank ("0", "1", ..., "12"): removing rank 12 never shifts rank 13 to another
+# address, as count would (replacing a running node).  Not keyed by group either: a
+# rank is an index everywhere (the node module renders user-data, env and groups as
+# lists by rank; node_ips/node_ids are read by rank), so the outputs stay lists by rank.
 locals {
   group_of_name = { for g in var.groups : g.name => g }
-  # Per rank: its group's instance_type, else the top-level instance_type.
-  instance_types = [for name in module.nodes.groups :
-    name == null ? var.instance_type : coalesce(local.group_of_name[name].instance_type, var.instance_type)
-  ]
-  # GPUs cannot live-migrate: a rank whose group has GPUs, or whose machine type is
+  # Every node keyed by its rank: the cluster's own ranks, then the nodes `grow` added.
+  # (A for over module.nodes.groups, not range(): range() stops at 1024 elements.)
+  machines = merge(
+    { for i, name in module.nodes.groups : tostring(i) => {
+      user_data = module.nodes.user_data[i]
+      group     = name
+    } },
+    { for rank, g in module.nodes.grown : rank => {
+      user_data = g.user_data
+      group     = g.group
+    } },
+  )
+  # Per node: its group's instance_type, else the top-level instance_type.
+  machine_types = { for k, m in local.machines :
+    k => m.group == null ? var.instance_type : coalesce(local.group_of_name[m.group].instance_type, var.instance_type)
+  }
+  # The cluster's own ranks in rank order (output instance_types).
+  instance_types = [for i, _ in module.nodes.groups : local.machine_types[tostring(i)]]
+  # GPUs cannot live-migrate: a node whose group has GPUs, or whose machine type is
   # accelerator-optimized (GPUs attached: A2/A3/A4/A4X/G2/G4), stops for host maintenance.
-  gpu_ranks = [for i, name in module.nodes.groups :
-    (name == null ? var.gpus_per_node : local.group_of_name[name].gpus) > 0
-    || can(regex("^(a2|a3|a4|a4x|g2|g4)-", local.instance_types[i]))
-  ]
+  gpu_machines = { for k, m in local.machines :
+    k => (m.group == null ? var.gpus_per_node : local.group_of_name[m.group].gpus) > 0
+    || can(regex("^(a2|a3|a4|a4x|g2|g4)-", local.machine_types[k]))
+  }
 }
 
 resource "google_compute_instance" "node" {
-  count        = var.node_count
-  name         = "${local.name}-${count.index}"
-  machine_type = local.instance_types[count.index]
+  for_each     = local.machines
+  name         = "${local.name}-${each.key}"
+  machine_type = local.machine_types[each.key]
   zone         = local.zone
   tags         = [local.network_tag]
-  labels       = merge(local.labels, { syndeo-rank = tostring(count.index) })
+  labels       = merge(local.labels, { syndeo-rank = each.key })
 
   boot_disk {
     auto_delete = true
@@ -44,7 +59,7 @@ resource "google_compute_instance" "node" {
   }
 
   metadata = {
-    user-data              = module.nodes.user_data[count.index]
+    user-data              = each.value.user_data
     enable-oslogin         = "TRUE"
     block-project-ssh-keys = "TRUE"
     serial-port-enable     = "FALSE"
@@ -65,7 +80,7 @@ resource "google_compute_instance" "node" {
     provisioning_model          = var.spot ? "SPOT" : "STANDARD"
     preemptible                 = var.spot
     automatic_restart           = !var.spot
-    on_host_maintenance         = var.spot || local.gpu_ranks[count.index] ? "TERMINATE" : "MIGRATE"
+    on_host_maintenance         = var.spot || local.gpu_machines[each.key] ? "TERMINATE" : "MIGRATE"
     instance_termination_action = var.spot ? "DELETE" : null
   }
 

@@ -49,6 +49,9 @@ module "nodes" {
     memory_mb = g.memory_mb
     min_nodes = g.min_nodes
   }]
+  # Nodes `grow` added (ranks past node_count): rendered like the cluster's own
+  # (output grown); each gets its VM in instances.tf.
+  grown = [for g in var.grown : { rank = g.rank, group = g.group }]
   # The VM's service account and project come from the metadata server; the project
   # is named anyway so that a missing metadata answer cannot pick another project.
   extra_env = merge({ GOOGLE_CLOUD_PROJECT = var.project }, var.extra_env)

@@ -1,16 +1,16 @@
 output "head_ip" {
   description = "Private IP of rank 0 (the Ray head)."
-  value       = google_compute_instance.node[0].network_interface[0].network_ip
+  value       = google_compute_instance.node["0"].network_interface[0].network_ip
 }
 
 output "node_ips" {
   description = "Private IPs by rank."
-  value       = google_compute_instance.node[*].network_interface[0].network_ip
+  value       = [for i, _ in module.nodes.groups : google_compute_instance.node[tostring(i)].network_interface[0].network_ip]
 }
 
 output "node_ids" {
   description = "Instance ids by rank."
-  value       = google_compute_instance.node[*].instance_id
+  value       = [for i, _ in module.nodes.groups : google_compute_instance.node[tostring(i)].instance_id]
 }
 
 output "rendezvous_uri" {

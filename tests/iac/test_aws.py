@@ -3,7 +3,8 @@ image (/opt/tf-plugins; providers cannot be downloaded here): init, validate (mo
 and example), and `terraform test` — a mocked apply that checks no public IPs, IMDSv2,
 encrypted disks, member-only rules, the prefix-only role and that every instance's
 user-data is the node module's rendering for its rank; with node groups, each rank's
-instance type is its group's (else instance_type) and its user-data names its group.
+instance type is its group's (else instance_type) and its user-data names its group;
+growing adds instances keyed by their ranks without replacing the cluster's own.
 
 Runs in a copy of terraform/ so that no .terraform/ or lock file lands in the repo.
 """

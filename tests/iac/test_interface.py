@@ -22,7 +22,7 @@ SHARED = (
     # passed through to terraform/modules/node
     "cpus_per_node", "gpus_per_node", "memory_mb_per_node", "object_store_mb_per_node",
     "join_timeout_s", "run", "not_before", "image_path", "image_digest", "extra_env",
-    "groups", "dashboard",
+    "groups", "dashboard", "grown",
 )  # fmt: skip
 # What a cloud names differently (machine type, image id, region/zone names).
 CLOUD_SPECIFIC_RULES = {"instance_type", "image", "region", "zone"}

@@ -33,7 +33,7 @@ def _checkov(folder: Path) -> list[dict[str, Any]]:
     }
     out = subprocess.run(
         [str(CHECKOV), "-d", str(folder), "--framework", "terraform", "--skip-download",
-         "-o", "json", "--quiet"],
+         "-o", "json"],
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert out.stdout.strip(), f"checkov printed nothing: {out.stderr[-2000:]}"
@@ -52,7 +52,17 @@ def test_checkov_clean(cloud: str) -> None:
     passed = sum(r["summary"]["passed"] for r in reports)
     assert not parse_errors, f"checkov could not parse {parse_errors} (it exits 0 on those)"
     assert not failed, "checkov failed:\n" + "\n".join(failed)
-    assert passed > 30, f"checkov passed only {passed} checks: did it scan the module?"
+    assert passed > 20, f"checkov passed only {passed} checks: did it scan the module?"
+    # The VMs are for_each over ranks only known at apply, so checkov scans each VM
+    # resource once (unexpanded) rather than once per rank: it must still be scanned.
+    vm = {"aws": "aws_instance", "gcp": "google_compute_instance",
+          "azure": "azurerm_linux_virtual_machine"}[cloud]  # fmt: skip
+    vm_checks = {
+        c["check_id"]
+        for r in reports for c in r["results"].get("passed_checks", [])
+        if c["resource"].split("[")[0].endswith(f"{vm}.node")
+    }  # fmt: skip
+    assert len(vm_checks) >= 5, f"checkov scanned {vm}.node with only {sorted(vm_checks)}"
 
 
 @pytest.mark.parametrize("cloud", hcl.CLOUDS)

@@ -42,7 +42,8 @@ def _groups(*shapes: tuple[int, int], instance_type: str | None = None) -> list[
     return out
 
 
-SHARED_CASES: list[tuple[str, Any, bool]] = [
+# (variable, value, accepted[, other variables the case sets])
+SHARED_CASES: list[tuple[Any, ...]] = [
     ("cluster_name", "a" * 40, True),
     ("cluster_name", "a" * 41, False),
     ("cluster_name", "-lead", False),
@@ -87,8 +88,26 @@ SHARED_CASES: list[tuple[str, Any, bool]] = [
     ("groups", [{**g, "memory_mb": 255} for g in _groups((3, 0))], False),
     ("groups", [{**g, "gpus": 65} for g in _groups((3, 0))], False),
     ("dashboard", True, True),
+    # Nodes `grow` added (node_count = 3): past node_count, in a group, never twice.
+    ("grown", [], True),
+    (
+        "grown",
+        [{"rank": 3, "group": "g1"}, {"rank": 9, "group": "g0"}],
+        True,
+        {"groups": _groups((1, 0), (2, 1))},
+    ),
+    ("grown", [{"rank": 2, "group": "g1"}], False, {"groups": _groups((1, 0), (2, 1))}),
+    ("grown", [{"rank": 3.5, "group": "g1"}], False, {"groups": _groups((1, 0), (2, 1))}),
+    ("grown", [{"rank": 3, "group": "gpu"}], False, {"groups": _groups((1, 0), (2, 1))}),
+    ("grown", [{"rank": 3, "group": "g1"}], False),  # no groups: nothing to grow into
+    (
+        "grown",
+        [{"rank": 3, "group": "g1"}, {"rank": 3, "group": "g0"}],
+        False,
+        {"groups": _groups((1, 0), (2, 1))},
+    ),
 ]
-CLOUD_CASES: dict[str, list[tuple[str, Any, bool]]] = {
+CLOUD_CASES: dict[str, list[tuple[Any, ...]]] = {
     "aws": [
         ("image", "ami-xyz", False),
         ("region", "eu-central-1", True),
@@ -143,10 +162,13 @@ def _tftest(cloud: str) -> tuple[str, int]:
     lines += [f"  {k} = {_hcl_value(v)}" for k, v in {**COMMON, **BASE[cloud]}.items()]
     lines += ["}", "", 'run "baseline" {', "  command = plan", "}"]
     cases = SHARED_CASES + CLOUD_CASES[cloud]
-    for i, (name, value, ok) in enumerate(cases):
+    for i, (name, value, ok, *more) in enumerate(cases):
         verdict = "ok" if ok else "refused"
         lines += ["", f'run "case_{i}_{name}_{verdict}" {{', "  command = plan"]
-        lines += ["  variables {", f"    {name} = {_hcl_value(value)}", "  }"]
+        others = more[0] if more else {}
+        lines += ["  variables {", f"    {name} = {_hcl_value(value)}"]
+        lines += [f"    {k} = {_hcl_value(v)}" for k, v in others.items()]
+        lines += ["  }"]
         if not ok:
             lines.append(f"  expect_failures = [var.{name}]")
         lines.append("}")

@@ -24,14 +24,14 @@ VM = {
 }
 # The API takes base64 (AWS attribute that keeps the bytes in state, Azure custom data).
 EXPECTED = {
-    "aws": "${base64encode(module.nodes.user_data[count.index])}",
-    "gcp": "${module.nodes.user_data[count.index]}",
-    "azure": "${base64encode(module.nodes.user_data[count.index])}",
+    "aws": "${base64encode(each.value.user_data)}",
+    "gcp": "${each.value.user_data}",
+    "azure": "${base64encode(each.value.user_data)}",
 }
 PASS_THROUGH = (
     "cluster_id", "node_count", "rendezvous", "target", "cpus_per_node", "gpus_per_node",
     "memory_mb_per_node", "object_store_mb_per_node", "join_timeout_s", "run", "not_before",
-    "image_path", "image_digest", "extra_env", "groups", "dashboard",
+    "image_path", "image_digest", "extra_env", "groups", "dashboard", "grown",
 )  # fmt: skip
 # Where each VM takes its type from (per rank: its group's, else var.instance_type).
 TYPE_ATTR = {"aws": "instance_type", "gcp": "machine_type", "azure": "size"}
@@ -62,7 +62,9 @@ def test_user_data_is_the_node_modules_per_rank(cloud: str) -> None:
     ]
     assert len(vms) == 1, f"terraform/{cloud}: expected one {rtype}"
     vm = vms[0]
-    assert vm["count"] == "${var.node_count}"
+    # Keyed by rank (grow/shrink never move a running node to another address).
+    assert "count" not in vm
+    assert vm["for_each"] == "${local.machines}"
     value: Any = vm
     for part in attr.split("."):
         value = value[part]
@@ -86,6 +88,7 @@ def test_node_module_call(cloud: str) -> None:
     # Groups go through without instance_type: that is the cloud module's own business.
     groups = str(block["groups"])
     assert groups.startswith("${[for g in var.groups : {") and "instance_type" not in groups
+    assert block["grown"] == "${[for g in var.grown : {rank = g.rank, group = g.group}]}"
 
 
 def _vm(cloud: str) -> dict[str, Any]:
@@ -102,7 +105,23 @@ def _vm(cloud: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("cloud", hcl.CLOUDS)
 def test_instance_type_is_the_ranks(cloud: str) -> None:
-    assert _vm(cloud)[TYPE_ATTR[cloud]] == "${local.instance_types[count.index]}"
+    assert _vm(cloud)[TYPE_ATTR[cloud]] == "${local.machine_types[each.key]}"
+
+
+def test_azure_per_rank_resources_are_keyed_by_rank() -> None:
+    """A VM's NIC and its NIC-to-ASG association follow the VM's key, never an index."""
+    found = {
+        (t, n): body
+        for f in hcl.tf_files(hcl.TERRAFORM / "azure")
+        if f.parent == hcl.TERRAFORM / "azure"
+        for t, n, body in hcl.resources(f)
+    }
+    for rtype in ("azurerm_network_interface",
+                  "azurerm_network_interface_application_security_group_association"):  # fmt: skip
+        body = found[(rtype, "node")]
+        assert body["for_each"] == "${local.machines}" and "count" not in body, rtype
+    vm = found[("azurerm_linux_virtual_machine", "node")]
+    assert vm["network_interface_ids"] == ["${azurerm_network_interface.node[each.key].id}"]
 
 
 # ------------------------------------------------------------- per-rank instance types
@@ -139,13 +158,22 @@ class _Rendered:
             "rendezvous": "s3://b/p", "target": cloud, "cpus_per_node": "${var.cpus_per_node}",
             "gpus_per_node": "${var.gpus_per_node}", "groups": _module_block(cloud)["groups"],
         }  # fmt: skip
-        outputs = {"instance_types": {"value": "${local.instance_types}"}}
+        module["grown"] = _module_block(cloud)["grown"]
+        outputs = {
+            "instance_types": {"value": "${local.instance_types}"},
+            "machine_types": {"value": "${local.machine_types}"},
+        }
         if cloud == "gcp":
-            # The scheduling argument itself, evaluated for every rank.
+            # The scheduling argument itself, evaluated for every node (grown ones too).
             [sched] = _vm(cloud)["scheduling"]
-            expr = str(sched["on_host_maintenance"])[2:-1].replace("count.index", "i")
+            expr = str(sched["on_host_maintenance"])[2:-1]
+            rank_expr = expr.replace("each.key", "tostring(i)")
+            grown_expr = expr.replace("each.key", "k")
             outputs["on_host_maintenance"] = {
-                "value": f"${{[for i in range(var.node_count) : {expr}]}}"
+                "value": f"${{[for i in range(var.node_count) : {rank_expr}]}}"
+            }
+            outputs["grown_host_maintenance"] = {
+                "value": f"${{{{ for k, _ in module.nodes.grown : k => {grown_expr} }}}}"
             }
         doc = {"locals": locals_, "module": {"nodes": module}, "output": outputs}
         (self.work / "main.tf.json").write_text(json.dumps(doc, indent=2))
@@ -189,6 +217,24 @@ def test_each_rank_gets_its_groups_instance_type(cloud: str, tmp_path: Path) -> 
     if cloud == "gcp":
         # GPUs cannot live-migrate: only the GPU rank stops for host maintenance.
         assert got["on_host_maintenance"] == ["MIGRATE", "MIGRATE", "MIGRATE", "TERMINATE"]
+
+
+@pytest.mark.parametrize("cloud", hcl.CLOUDS)
+def test_grown_nodes_get_their_groups_instance_type(cloud: str, tmp_path: Path) -> None:
+    """Nodes `grow` added are machines keyed by their rank, of their group's type; the
+    cluster's own ranks keep theirs and the per-rank output stays the cluster's ranks."""
+    render = _Rendered(cloud, tmp_path)
+    top = REQUIRED[cloud]["instance_type"]
+    cpu, gpu = GROUP_TYPES[cloud]
+    grown = [{"rank": 4, "group": "gpu"}, {"rank": 7, "group": "cpu"}, {"rank": 5, "group": "head"}]
+    got = render(node_count=4, groups=_three_groups(cpu, gpu), grown=grown)
+    assert got["instance_types"] == [top, cpu, cpu, gpu]
+    assert got["machine_types"] == {
+        "0": top, "1": cpu, "2": cpu, "3": gpu, "4": gpu, "5": top, "7": cpu,
+    }  # fmt: skip
+    if cloud == "gcp":
+        assert got["on_host_maintenance"] == ["MIGRATE", "MIGRATE", "MIGRATE", "TERMINATE"]
+        assert got["grown_host_maintenance"] == {"4": "TERMINATE", "5": "MIGRATE", "7": "MIGRATE"}
 
 
 def test_gcp_host_maintenance_by_rank(tmp_path: Path) -> None:

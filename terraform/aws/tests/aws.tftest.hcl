@@ -48,11 +48,11 @@ run "cluster" {
   }
   assert {
     condition = alltrue([for i, n in aws_instance.node :
-    base64decode(n.user_data_base64) == run.node_module.user_data[i]])
+    base64decode(n.user_data_base64) == run.node_module.user_data[tonumber(i)]])
     error_message = "each instance's user-data must be the node module's rendering for its rank"
   }
   assert {
-    condition     = startswith(base64decode(aws_instance.node[0].user_data_base64), "#cloud-config")
+    condition     = startswith(base64decode(aws_instance.node["0"].user_data_base64), "#cloud-config")
     error_message = "user-data is a cloud-config document"
   }
   assert {
@@ -112,7 +112,7 @@ run "cluster" {
     error_message = "rendezvous URI"
   }
   assert {
-    condition     = output.head_ip == aws_instance.node[0].private_ip && length(output.node_ids) == 3
+    condition     = output.head_ip == aws_instance.node["0"].private_ip && length(output.node_ids) == 3
     error_message = "outputs by rank"
   }
 }
@@ -169,19 +169,165 @@ run "grouped_cluster" {
   }
   assert {
     condition = alltrue([for i, n in aws_instance.node :
-    base64decode(n.user_data_base64) == run.grouped_node_module.user_data[i]])
+    base64decode(n.user_data_base64) == run.grouped_node_module.user_data[tonumber(i)]])
     error_message = "each instance's user-data must be the node module's rendering for its rank (instance_type is not passed to it)"
   }
   assert {
-    condition = (strcontains(yamldecode(base64decode(aws_instance.node[3].user_data_base64)).write_files[0].content, "SYNDEO_GROUP=\"gpu\"\n")
-      && strcontains(yamldecode(base64decode(aws_instance.node[3].user_data_base64)).write_files[0].content, "SYNDEO_GPUS=\"1\"\n")
-    && strcontains(yamldecode(base64decode(aws_instance.node[0].user_data_base64)).write_files[0].content, "SYNDEO_GROUP=\"head\"\n"))
+    condition = (strcontains(yamldecode(base64decode(aws_instance.node["3"].user_data_base64)).write_files[0].content, "SYNDEO_GROUP=\"gpu\"\n")
+      && strcontains(yamldecode(base64decode(aws_instance.node["3"].user_data_base64)).write_files[0].content, "SYNDEO_GPUS=\"1\"\n")
+    && strcontains(yamldecode(base64decode(aws_instance.node["0"].user_data_base64)).write_files[0].content, "SYNDEO_GROUP=\"head\"\n"))
     error_message = "the GPU rank's user-data names its group and GPUs; the head's names the head group"
   }
   assert {
-    condition     = length(aws_instance.node) == 4 && output.head_ip == aws_instance.node[0].private_ip
+    condition     = length(aws_instance.node) == 4 && output.head_ip == aws_instance.node["0"].private_ip
     error_message = "one instance per rank, rank 0 the head"
   }
+}
+
+# Growing: `grow` adds a GPU node at rank 4 and a CPU node at rank 5 to the running
+# grouped cluster (state carries over from grouped_cluster).  Instances are keyed by
+# rank, so the cluster's own four keep their addresses, ids and user-data.
+run "grown_node_module" {
+  command = plan
+  module {
+    source = "../modules/node"
+  }
+  variables {
+    cluster_id               = "c1"
+    node_count               = 4
+    rendezvous               = "s3://syndeo-c1-test/syndeo"
+    target                   = "aws"
+    cpus_per_node            = 8
+    gpus_per_node            = 0
+    memory_mb_per_node       = null
+    object_store_mb_per_node = null
+    join_timeout_s           = 300
+    run                      = "python -m syndeo.bench --quick"
+    not_before               = null
+    image_path               = "/opt/syndeo/syndeo.sif"
+    image_digest             = null
+    extra_env                = { AWS_REGION = "eu-central-1", AWS_DEFAULT_REGION = "eu-central-1" }
+    groups = [
+      { name = "head", nodes = 1, cpus = 2, gpus = 0 },
+      { name = "cpu", nodes = 2, cpus = 8, gpus = 0 },
+      { name = "gpu", nodes = 1, cpus = 4, gpus = 1, memory_mb = 16000, min_nodes = 0 },
+    ]
+    grown = [{ rank = 4, group = "gpu" }, { rank = 5, group = "cpu" }]
+  }
+}
+
+run "grown_cluster" {
+  command = apply # mocked: nothing is created
+  variables {
+    node_count    = 4
+    instance_type = "m7i.large"
+    groups = [
+      { name = "head", nodes = 1, cpus = 2, gpus = 0 },
+      { name = "cpu", nodes = 2, cpus = 8, gpus = 0, instance_type = "c7i.2xlarge" },
+      { name = "gpu", nodes = 1, cpus = 4, gpus = 1, memory_mb = 16000, min_nodes = 0, instance_type = "g5.xlarge" },
+    ]
+    grown = [{ rank = 4, group = "gpu" }, { rank = 5, group = "cpu" }]
+  }
+  assert {
+    condition     = join(",", sort(keys(aws_instance.node))) == "0,1,2,3,4,5"
+    error_message = "one instance per rank, the grown ones keyed by their ranks"
+  }
+  assert {
+    condition     = aws_instance.node["4"].instance_type == "g5.xlarge" && aws_instance.node["5"].instance_type == "c7i.2xlarge"
+    error_message = "a grown node's instance type is its group's"
+  }
+  assert {
+    condition = (base64decode(aws_instance.node["4"].user_data_base64) == run.grown_node_module.grown["4"].user_data
+    && base64decode(aws_instance.node["5"].user_data_base64) == run.grown_node_module.grown["5"].user_data)
+    error_message = "a grown node's user-data is the node module's rendering for it (output grown)"
+  }
+  assert {
+    condition = (strcontains(yamldecode(base64decode(aws_instance.node["4"].user_data_base64)).write_files[0].content, "SYNDEO_RANK=\"4\"\n")
+    && strcontains(yamldecode(base64decode(aws_instance.node["4"].user_data_base64)).write_files[0].content, "SYNDEO_GROUP=\"gpu\"\n"))
+    error_message = "the grown GPU node is rank 4 of group gpu"
+  }
+  assert {
+    condition     = aws_instance.node["4"].tags["syndeo-rank"] == "4" && aws_instance.node["4"].tags.Name == "syndeo-c1-4"
+    error_message = "a grown node's name and tags use its rank"
+  }
+  assert {
+    condition = alltrue([for i in range(4) :
+    base64decode(aws_instance.node[tostring(i)].user_data_base64) == run.grouped_node_module.user_data[i]])
+    error_message = "the cluster's own instances keep their user-data (growing renders nothing new for them)"
+  }
+  assert {
+    condition     = output.node_ids == run.grouped_cluster.node_ids && output.node_ips == run.grouped_cluster.node_ips
+    error_message = "the cluster's own instances are not replaced by growing (same ids; outputs stay the cluster's ranks)"
+  }
+  assert {
+    condition     = output.instance_types == ["m7i.large", "c7i.2xlarge", "c7i.2xlarge", "g5.xlarge"] && length(output.node_groups) == 4
+    error_message = "outputs by rank stay the cluster's own ranks"
+  }
+}
+
+run "shrunk_cluster" {
+  command = apply # mocked: shrink removes rank 4 only
+  variables {
+    node_count    = 4
+    instance_type = "m7i.large"
+    groups = [
+      { name = "head", nodes = 1, cpus = 2, gpus = 0 },
+      { name = "cpu", nodes = 2, cpus = 8, gpus = 0, instance_type = "c7i.2xlarge" },
+      { name = "gpu", nodes = 1, cpus = 4, gpus = 1, memory_mb = 16000, min_nodes = 0, instance_type = "g5.xlarge" },
+    ]
+    grown = [{ rank = 5, group = "cpu" }]
+  }
+  assert {
+    condition     = join(",", sort(keys(aws_instance.node))) == "0,1,2,3,5"
+    error_message = "shrink destroys exactly the removed rank; rank 5 keeps its address"
+  }
+  assert {
+    condition     = output.node_ids == run.grouped_cluster.node_ids
+    error_message = "the cluster's own instances are not replaced by shrinking"
+  }
+  assert {
+    condition     = base64decode(aws_instance.node["5"].user_data_base64) == run.grown_node_module.grown["5"].user_data
+    error_message = "rank 5 keeps its user-data"
+  }
+}
+
+run "refuses_grown_rank_inside_the_cluster" {
+  command = plan
+  variables {
+    node_count = 2
+    groups = [
+      { name = "head", nodes = 1, cpus = 2, gpus = 0 },
+      { name = "gpu", nodes = 1, cpus = 4, gpus = 1, instance_type = "g5.xlarge" },
+    ]
+    grown = [{ rank = 1, group = "gpu" }]
+  }
+  expect_failures = [var.grown]
+}
+
+run "refuses_grown_unknown_group" {
+  command = plan
+  variables {
+    node_count = 2
+    groups = [
+      { name = "head", nodes = 1, cpus = 2, gpus = 0 },
+      { name = "gpu", nodes = 1, cpus = 4, gpus = 1, instance_type = "g5.xlarge" },
+    ]
+    grown = [{ rank = 2, group = "tpu" }]
+  }
+  expect_failures = [var.grown]
+}
+
+run "refuses_grown_rank_twice" {
+  command = plan
+  variables {
+    node_count = 2
+    groups = [
+      { name = "head", nodes = 1, cpus = 2, gpus = 0 },
+      { name = "gpu", nodes = 1, cpus = 4, gpus = 1, instance_type = "g5.xlarge" },
+    ]
+    grown = [{ rank = 2, group = "gpu" }, { rank = 2, group = "head" }]
+  }
+  expect_failures = [var.grown]
 }
 
 run "refuses_group_instance_type_of_another_cloud" {
