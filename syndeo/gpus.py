@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 
-from syndeo.errors import ConfigError
+from syndeo.errors import ConfigError, NodeError
 
 VISIBLE = "CUDA_VISIBLE_DEVICES"
 
@@ -61,3 +61,25 @@ def split_devices(per_node: Sequence[int], available: list[str] | None) -> list[
         out.append(",".join(available[pos : pos + g]))
         pos += g
     return out
+
+
+def node_devices(gpus: int, environ: Mapping[str, str]) -> str | None:
+    """``CUDA_VISIBLE_DEVICES`` a G-GPU node must set itself, or None to leave it as is.
+
+    Launchers that share a machine (local) or a scheduler (Slurm gres) already set it.
+    A node alone on a machine that nobody narrowed (a cloud VM, an ssh host) would see
+    every device while telling Ray G: it keeps the first G.  Fewer than G is an error
+    (a GPU task would wait forever); no nvidia-smi leaves it to Ray, as before.
+    """
+    if gpus <= 0 or VISIBLE in environ:
+        return None
+    devices = host_devices(environ)
+    if devices is None:
+        return None
+    if len(devices) < gpus:
+        raise NodeError(
+            f"this node asks for {gpus} GPU(s) but its machine shows {len(devices)} "
+            "(nvidia-smi -L): pick a machine/instance type with enough GPUs or lower "
+            "gpus_per_node"
+        )
+    return ",".join(devices[:gpus]) if len(devices) > gpus else None

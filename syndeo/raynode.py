@@ -23,6 +23,7 @@ from typing import TypeVar
 
 import psutil
 
+from syndeo import gpus
 from syndeo.errors import NodeError
 from syndeo.nodeconfig import NodeSettings
 from syndeo.processes import wait_gone
@@ -67,6 +68,9 @@ class RayProcess:
             "RAY_USAGE_STATS_ENABLED": "0",
         }
         self.env.pop("RAY_AUTH_TOKEN", None)  # the file is the only source of the token
+        visible = gpus.node_devices(settings.gpus, self.env)  # the one GPU rule (gpus.py)
+        if visible is not None:
+            self.env[gpus.VISIBLE] = visible
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
         self._log_offset = 0

@@ -227,3 +227,33 @@ def test_grow_hosts_are_for_ssh_only(syndeo_home: Path, tmp_path: Path) -> None:
         "syndeo: error: --hosts names the machines of an ssh cluster's new nodes; the slurm "
         "target finds its own"
     ]
+
+
+def test_a_node_alone_on_a_machine_keeps_only_its_gpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A VM/ssh node (nobody set CUDA_VISIBLE_DEVICES) on a 4-GPU machine that asks for 2
+    sees devices 0,1 only; more than the machine has is one clear error."""
+    from syndeo.errors import NodeError
+    from syndeo.gpus import node_devices
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(
+        "#!/bin/sh\n" + "".join(f"echo 'GPU {i}: Fake (UUID: GPU-{i})'\n" for i in range(4))
+    )
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    assert node_devices(2, env) == "0,1"
+    assert node_devices(4, env) is None  # all of them: nothing to narrow
+    assert node_devices(0, env) is None
+    assert node_devices(2, {**env, "CUDA_VISIBLE_DEVICES": "3"}) is None  # a launcher's choice
+    with pytest.raises(NodeError, match="asks for 5 GPU\\(s\\) but its machine shows 4"):
+        node_devices(5, env)
+    # And the node's own Ray gets it.
+    s = NodeSettings(cluster_id="g", rank=1, nodes=2, rendezvous="file:///x",
+                     scratch=Path("/tmp/sy-gputest"), gpus=2)  # fmt: skip
+    assert RayProcess(s, tmp_path / "t", "10.0.0.1:6379").env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no nvidia-smi: left to Ray, as before
+    assert "CUDA_VISIBLE_DEVICES" not in RayProcess(s, tmp_path / "t", "10.0.0.1:6379").env
