@@ -35,6 +35,14 @@ def where() -> dict:
     }
 
 
+def per_group(resource: str, group: str) -> float:
+    return sum(
+        n["Resources"].get(resource, 0)
+        for n in nodes
+        if (n.get("Labels") or {}).get("syndeo-group") == group
+    )
+
+
 gpus = int(sum(n["Resources"].get("GPU", 0) for n in nodes))
 groups = sorted({lab.get("syndeo-group", "") for lab in labels.values()})
 out = {
@@ -44,22 +52,8 @@ out = {
         )
         for g in groups
     },
-    "cpu_per_group": {
-        g: sum(
-            n["Resources"].get("CPU", 0)
-            for n in nodes
-            if (n.get("Labels") or {}).get("syndeo-group") == g
-        )
-        for g in groups
-    },
-    "gpu_per_group": {
-        g: sum(
-            n["Resources"].get("GPU", 0)
-            for n in nodes
-            if (n.get("Labels") or {}).get("syndeo-group") == g
-        )
-        for g in groups
-    },
+    "cpu_per_group": {g: per_group("CPU", g) for g in groups},
+    "gpu_per_group": {g: per_group("GPU", g) for g in groups},
     # As many one-GPU tasks as the cluster has GPUs, all at once.
     "gpu_tasks": ray.get([where.options(num_gpus=1).remote() for _ in range(gpus)]),
     "by_label": {
