@@ -11,17 +11,7 @@
 locals {
   group_of_name = { for g in var.groups : g.name => g }
   # Every node keyed by its rank: the cluster's own ranks, then the nodes `grow` added.
-  # (A for over module.nodes.groups, not range(): range() stops at 1024 elements.)
-  machines = merge(
-    { for i, name in module.nodes.groups : tostring(i) => {
-      user_data = module.nodes.user_data[i]
-      group     = name
-    } },
-    { for rank, g in module.nodes.grown : rank => {
-      user_data = g.user_data
-      group     = g.group
-    } },
-  )
+  machines = module.nodes.machines
   # Per node: its group's instance_type, else the top-level instance_type.
   machine_types = { for k, m in local.machines :
     k => m.group == null ? var.instance_type : coalesce(local.group_of_name[m.group].instance_type, var.instance_type)

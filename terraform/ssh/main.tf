@@ -15,26 +15,15 @@ locals {
   }
 }
 
-# Every node keyed by its rank: the cluster's hosts (rank = index), then the nodes
-# `grow` added.  Keys, not list positions, so that growing or shrinking never moves
-# a running node to another resource address.
+# Every node keyed by its rank (the module's rendering plus where it runs): the
+# cluster's hosts (rank = index), then the nodes `grow` added.  Keys, not list
+# positions, so that growing or shrinking never moves a running node to another
+# resource address.
 locals {
-  machines = merge(
-    { for i, h in var.hosts : tostring(i) => {
-      host     = h
-      host_key = var.host_keys[i]
-      start    = module.nodes.start_commands[i]
-      stop     = module.nodes.stop_commands[i]
-      dir      = module.nodes.host_dirs[i]
-    } },
-    { for g in var.grown : tostring(g.rank) => {
-      host     = g.host
-      host_key = g.host_key
-      start    = module.nodes.grown[tostring(g.rank)].start_command
-      stop     = module.nodes.grown[tostring(g.rank)].stop_command
-      dir      = module.nodes.grown[tostring(g.rank)].host_dir
-    } },
-  )
+  grown_hosts = { for g in var.grown : tostring(g.rank) => g }
+  machines = { for k, m in module.nodes.machines : k => merge(m, tonumber(k) < var.node_count
+    ? { host = var.hosts[tonumber(k)], host_key = var.host_keys[tonumber(k)] }
+  : { host = local.grown_hosts[k].host, host_key = local.grown_hosts[k].host_key }) }
 }
 
 module "nodes" {
@@ -117,10 +106,10 @@ resource "terraform_data" "node" {
     key_file = var.ssh_private_key_file
     host_key = each.value.host_key
     timeout  = var.connect_timeout
-    stop     = each.value.stop
-    dir      = each.value.dir
+    stop     = each.value.stop_command
+    dir      = each.value.host_dir
   }
-  triggers_replace = [sha256(each.value.start)]
+  triggers_replace = [sha256(each.value.start_command)]
 
   connection {
     type        = "ssh"
@@ -134,7 +123,7 @@ resource "terraform_data" "node" {
   }
 
   provisioner "remote-exec" {
-    inline = [each.value.start]
+    inline = [each.value.start_command]
   }
 
   provisioner "remote-exec" {

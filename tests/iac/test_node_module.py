@@ -37,7 +37,7 @@ def _render(root: Path, inputs: dict[str, Any]) -> dict[str, Any]:
                 "module": {"n": {"source": "./node", **inputs}},
                 "output": {
                     k: {"value": f"${{module.n.{k}}}"}
-                    for k in ("env", "env_files", "user_data", "scratch_dirs", "grown")
+                    for k in ("env", "env_files", "user_data", "scratch_dirs", "machines")
                 },
             }
         )
@@ -318,20 +318,26 @@ def test_grown_nodes_render_like_their_group_and_leave_the_cluster_unchanged(
     before = _render(tmp_path / "a", inputs)
     grown = [{"rank": 4, "group": "gpu", "node_ip": "10.0.0.9"}, {"rank": 6, "group": "later"}]
     after = _render(tmp_path / "b", {**inputs, "grown": grown})
-    assert before["grown"] == {}
+    assert sorted(before["machines"]) == ["0", "1", "2", "3"]
+    assert sorted(after["machines"]) == ["0", "1", "2", "3", "4", "6"]
     assert {k: after[k] for k in ("env", "user_data")} == {
         k: before[k] for k in ("env", "user_data")
     }
-    assert sorted(after["grown"]) == ["4", "6"]
+    assert {k: after["machines"][k] for k in before["machines"]} == before["machines"]
+    for rank, m in before["machines"].items():  # the lists by rank and the map agree
+        assert m["user_data"] == before["user_data"][int(rank)]
+        assert m["group"] == before["env"][int(rank)]["SYNDEO_GROUP"]
     assert spec.layout is not None
     for key, ip in (("4", "10.0.0.9"), ("6", None)):
-        g = after["grown"][key]
+        g = after["machines"][key]
         want = spec.node_settings(
             int(key), Path(g["env"]["SYNDEO_SCRATCH"]), ip, group=spec.layout.group(g["group"])
         )
         assert NodeSettings.from_env(g["env"]) == want
         assert g["host_dir"].endswith(f"/clusters/rt-1/{key}")
-    assert after["grown"]["4"]["env"]["SYNDEO_GPUS"] == "2"
+    assert (
+        after["machines"]["4"]["env"]["SYNDEO_GPUS"] == "2" and after["machines"]["4"]["gpus"] == 2
+    )
     refused = {**inputs, "grown": [{"rank": 2, "group": "gpu"}]}  # a rank the cluster has
     assert not _plan_ok(tmp_path / "c", refused)
     assert not _plan_ok(tmp_path / "d", {**inputs, "grown": [{"rank": 9, "group": "nope"}]})

@@ -173,7 +173,8 @@ class _Rendered:
                 "value": f"${{[for i in range(var.node_count) : {rank_expr}]}}"
             }
             outputs["grown_host_maintenance"] = {
-                "value": f"${{{{ for k, _ in module.nodes.grown : k => {grown_expr} }}}}"
+                "value": f"${{{{ for k, _ in local.machines : k => {grown_expr} "
+                f"if tonumber(k) >= var.node_count }}}}"
             }
         doc = {"locals": locals_, "module": {"nodes": module}, "output": outputs}
         (self.work / "main.tf.json").write_text(json.dumps(doc, indent=2))

@@ -237,9 +237,9 @@ run "grown_cluster" {
     error_message = "a grown node's instance type is its group's"
   }
   assert {
-    condition = (base64decode(aws_instance.node["4"].user_data_base64) == run.grown_node_module.grown["4"].user_data
-    && base64decode(aws_instance.node["5"].user_data_base64) == run.grown_node_module.grown["5"].user_data)
-    error_message = "a grown node's user-data is the node module's rendering for it (output grown)"
+    condition = (base64decode(aws_instance.node["4"].user_data_base64) == run.grown_node_module.machines["4"].user_data
+    && base64decode(aws_instance.node["5"].user_data_base64) == run.grown_node_module.machines["5"].user_data)
+    error_message = "a grown node's user-data is the node module's rendering for it (output machines)"
   }
   assert {
     condition = (strcontains(yamldecode(base64decode(aws_instance.node["4"].user_data_base64)).write_files[0].content, "SYNDEO_RANK=\"4\"\n")
@@ -286,7 +286,7 @@ run "shrunk_cluster" {
     error_message = "the cluster's own instances are not replaced by shrinking"
   }
   assert {
-    condition     = base64decode(aws_instance.node["5"].user_data_base64) == run.grown_node_module.grown["5"].user_data
+    condition     = base64decode(aws_instance.node["5"].user_data_base64) == run.grown_node_module.machines["5"].user_data
     error_message = "rank 5 keeps its user-data"
   }
 }

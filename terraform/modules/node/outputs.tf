@@ -38,17 +38,18 @@ output "groups" {
   value       = [for g in slice(local.rank_group, 0, var.node_count) : g == null ? null : g.name]
 }
 
-output "grown" {
-  description = "The nodes `grow` added (var.grown), keyed by rank: env, env_file, user_data, host_dir, start_command, stop_command, group -- the same renderings as the per-rank outputs."
+output "machines" {
+  description = "Every node, the cluster's ranks and those `grow` added (var.grown), keyed by tostring(rank): group (name or null), gpus, env, env_file, user_data, host_dir, start_command, stop_command. VM modules create one machine per key (for_each), so growing or shrinking never moves a running node to another address."
   value = {
     for i, n in local.nodes : tostring(n.rank) => {
+      group         = n.group == null ? null : n.group.name
+      gpus          = tonumber(local.rank_shape[i].SYNDEO_GPUS)
       env           = local.env[i]
       env_file      = local.env_files[i]
       user_data     = local.user_data[i]
       host_dir      = local.host_dirs[i]
       start_command = local.start_commands[i]
       stop_command  = local.stop_commands[i]
-      group         = n.group.name
-    } if i >= var.node_count
+    }
   }
 }
