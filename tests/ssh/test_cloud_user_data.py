@@ -9,7 +9,7 @@ target itself (``VmTarget.tfvars``, what ``deploy --target <cloud>`` writes), th
 ``terraform/<cloud>/main.tf`` (python-hcl2) and evaluated by the real terraform
 with the cloud module's own ``variables.tf``; only values a provider computes at
 apply time (the Azure identity's client id) are given here.  Every document passes
-``cloud-init schema`` and is executed by :mod:`tests.ssh.cloudinit_runner`, as
+``cloud-init schema`` and is executed by :mod:`syndeo.testbed.cloudinit`, as
 cloud-init + systemd would on a packer/cloud VM, with the real SIF and the start
 script baked onto each host's own disk.
 
@@ -38,10 +38,10 @@ from syndeo.deploy import _collect, _prepare
 from syndeo.rendezvous import Rendezvous
 from syndeo.targets.vm import VmTarget
 from syndeo.testbed import sshhosts
+from syndeo.testbed.cloudinit import SshMachine, Unit, VmHost
 from syndeo.ui import Ui
 from tests.iac import hcl
 from tests.servers import Server, list_keys, make_bucket, running
-from tests.ssh.cloudinit_runner import Unit, VmHost
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow, pytest.mark.objectstore]
 
@@ -185,7 +185,7 @@ def vms(ssh_hosts: sshhosts.Bed, sif: Path) -> Iterator[list[VmHost]]:
     """The bed's hosts as VMs of the packer/cloud image: unit, start script and SIF
     where provision.sh installs them (tests/iac/test_image_contract.py)."""
     unit = Unit.load(UNIT_FILE)
-    hosts = [VmHost(ssh_hosts, h, {unit.name: unit}) for h in ssh_hosts.hosts]
+    hosts = [VmHost(SshMachine(ssh_hosts, h), {unit.name: unit}) for h in ssh_hosts.hosts]
     # The same default in every cloud module (tests/iac/test_image_contract.py).
     image_path = hcl.unquote(hcl.variables(hcl.TERRAFORM / "aws")["image_path"]["default"])
     try:
@@ -206,7 +206,9 @@ def _stop_all(vms: list[VmHost]) -> None:
 
 def _logs(vms: list[VmHost]) -> str:
     return "\n".join(
-        f"--- {vm.host.name} {name}:\n{vm.log(name)[-3000:]}" for vm in vms for name in vm.started
+        f"--- {vm.machine.name} {name}:\n{vm.log(name)[-3000:]}"
+        for vm in vms
+        for name in vm.started
     )
 
 

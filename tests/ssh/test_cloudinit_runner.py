@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from syndeo.testbed import sshhosts
-from tests.ssh.cloudinit_runner import Unit, Unsupported, VmHost, parse
+from syndeo.testbed.cloudinit import SshMachine, Unit, Unsupported, VmHost, parse
 
 UNIT_FILE = (
     Path(__file__).resolve().parents[2] / "packer" / "cloud" / "files" / "syndeo-node.service"
@@ -23,7 +23,7 @@ def _vm(tmp_path: Path) -> VmHost:
     host = sshhosts.SshHost(name="h1", ip="10.0.0.1", netns="n", veth="v", host_key="k")
     bed = sshhosts.Bed(base=tmp_path, tag="t", bridge="b", host_ip="10.0.0.254", hosts=[host])
     unit = Unit.load(UNIT_FILE)
-    return VmHost(bed, host, {unit.name: unit})
+    return VmHost(SshMachine(bed, host), {unit.name: unit})
 
 
 def _doc(**keys: Any) -> str:

@@ -1,6 +1,8 @@
-"""Run a ``#cloud-config`` document on an SSH test-bed host the way cloud-init and
+"""Run a ``#cloud-config`` document on a test-bed machine the way cloud-init and
 systemd would on a packer/cloud VM -- faithfully, but only for what the node module
-emits.
+emits.  One implementation for every bed that stands in for a VM: an SSH-bed host
+(:class:`SshMachine`, reached over real ssh) and an emulated EC2 instance
+(``syndeo.testbed.awsemu``, reached with nsenter).
 
 Understood: ``write_files`` entries (``path``, ``content``, ``permissions``,
 ``owner``) for files a known unit reads, and ``runcmd`` entries
@@ -9,7 +11,7 @@ Understood: ``write_files`` entries (``path``, ``content``, ``permissions``,
 :class:`Unsupported`, so a directive added to the user-data later cannot be skipped
 silently here while cloud-init would act on it.
 
-Where the bed differs from a VM (the test user is not root on the hosts):
+Where the bed differs from a VM (the test user is not root on the machines):
 
 - every VM path ``/p`` lives at ``<HOST_DISK>/vm/p`` on the host's private disk
   (what the image bake put there, and what cloud-init writes);
@@ -27,7 +29,7 @@ USER, LOGNAME, SHELL; cwd ``/``), output to a log file standing in for the
 journal; its pid (= process group) is recorded.  Stopping does what ``systemctl
 stop`` does with ``KillMode=mixed``: TERM to the main process, wait for the whole
 group to go (at most ``TimeoutStopSec``), then KILL the group.  Every command on
-the host runs over real ssh as the bed's user.
+the machine runs as the bed's user, through :attr:`Machine.shell`.
 """
 
 from __future__ import annotations
@@ -37,11 +39,12 @@ import os
 import pwd
 import shlex
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 from syndeo.testbed import sshhosts
 
@@ -102,12 +105,51 @@ class Unit:
         )
 
 
-@dataclass
-class VmHost:
-    """One bed host seen as a VM booted from the packer/cloud image."""
+class Machine(Protocol):
+    """A test-bed machine standing in for a VM: its name, the unprivileged user who
+    stands in for the unit's ``User=``, its private disk (mounted at
+    :data:`sshhosts.HOST_DISK` inside it), and a shell on it as that user."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def user(self) -> str: ...
+
+    @property
+    def disk(self) -> Path: ...
+
+    def shell(self, command: str, timeout: float) -> subprocess.CompletedProcess[str]: ...
+
+
+@dataclass(frozen=True)
+class SshMachine:
+    """An SSH-bed host, reached over real ssh as the bed's user."""
 
     bed: sshhosts.Bed
     host: sshhosts.SshHost
+
+    @property
+    def name(self) -> str:
+        return self.host.name
+
+    @property
+    def user(self) -> str:
+        return self.bed.user
+
+    @property
+    def disk(self) -> Path:
+        return self.bed.disk(self.host)
+
+    def shell(self, command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        return sshhosts.ssh(self.bed, self.host, command, timeout=timeout)
+
+
+@dataclass
+class VmHost:
+    """One bed machine seen as a VM booted from the packer/cloud image."""
+
+    machine: Machine
     units: dict[str, Unit]
     started: dict[str, int] = field(default_factory=dict)  # unit -> main pid (= pgid)
     written: list[str] = field(default_factory=list)  # VM paths cloud-init wrote
@@ -120,12 +162,12 @@ class VmHost:
 
     def outside(self, vm_path: str) -> Path:
         """Where the VM path is, seen from this machine."""
-        return self.bed.disk(self.host) / VM_DIR / PurePosixPath(vm_path).relative_to("/")
+        return self.machine.disk / VM_DIR / PurePosixPath(vm_path).relative_to("/")
 
     def _owned_file(self, vm_path: str, data: bytes | Path, mode: int) -> None:
-        pw = pwd.getpwnam(self.bed.user)
+        pw = pwd.getpwnam(self.machine.user)
         path = self.outside(vm_path)
-        top = self.bed.disk(self.host) / VM_DIR
+        top = self.machine.disk / VM_DIR
         path.parent.mkdir(parents=True, exist_ok=True)
         for d in [path.parent, *path.parent.parents]:
             if d == top.parent:
@@ -151,13 +193,13 @@ class VmHost:
         shutil.rmtree(self.outside(RUN_DIR), ignore_errors=True)
 
     def wipe(self) -> None:
-        shutil.rmtree(self.bed.disk(self.host) / VM_DIR, ignore_errors=True)
+        shutil.rmtree(self.machine.disk / VM_DIR, ignore_errors=True)
 
-    def ssh(self, command: str, timeout: float = 60.0) -> str:
-        res = sshhosts.ssh(self.bed, self.host, command, timeout=timeout)
+    def sh(self, command: str, timeout: float = 60.0) -> str:
+        res = self.machine.shell(command, timeout)
         if res.returncode != 0:
             raise AssertionError(
-                f"{self.host.name}: `{command[:200]}` failed ({res.returncode}): "
+                f"{self.machine.name}: `{command[:200]}` failed ({res.returncode}): "
                 f"{res.stderr.strip()[-2000:]}"
             )
         return res.stdout
@@ -210,8 +252,8 @@ class VmHost:
             return self.started[name]  # starting an active unit does nothing
         cond = unit.condition_path_exists
         if cond is not None and not self.outside(cond).exists():
-            raise AssertionError(f"{self.host.name}: {name}: ConditionPathExists={cond} failed")
-        pw = pwd.getpwnam(self.bed.user)
+            raise AssertionError(f"{self.machine.name}: {name}: ConditionPathExists={cond} failed")
+        pw = pwd.getpwnam(self.machine.user)
         env = {
             "PATH": SYSTEMD_PATH, "HOME": pw.pw_dir, "USER": pw.pw_name,
             "LOGNAME": pw.pw_name, "SHELL": pw.pw_shell, "LANG": "C.UTF-8",
@@ -232,13 +274,13 @@ class VmHost:
             "while [ ! -s main.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done",
             "cat main.pid",
         ])  # fmt: skip
-        pid = int(self.ssh(script).strip())
+        pid = int(self.sh(script).strip())
         self.started[name] = pid
         return pid
 
     def is_active(self, name: str) -> bool:
-        """Whether any process of the unit's group is left (the bed's hosts share this
-        machine's PID namespace, so this needs no ssh round trip)."""
+        """Whether any process of the unit's group is left (the bed's machines share
+        this machine's PID namespace, so this needs no round trip)."""
         try:
             os.killpg(self.started[name], 0)
         except ProcessLookupError:
@@ -251,7 +293,7 @@ class VmHost:
         if pid is None:
             return
         ticks = int(self.units[name].timeout_stop_s * 10)
-        self.ssh(
+        self.sh(
             "\n".join([
                 f"pg={pid}",
                 'kill -TERM "$pg" 2>/dev/null || true',
