@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from syndeo.compare.errors import CompareError
 
@@ -28,7 +28,10 @@ COLUMNS = (
 class Price(BaseModel):
     """One catalog row."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    # inf/nan parse as floats from CSV text; either would print as a price.
+    model_config = ConfigDict(
+        extra="ignore", frozen=True, str_strip_whitespace=True, allow_inf_nan=False
+    )
 
     provider: str
     instance_type: str = Field(min_length=1)
@@ -43,6 +46,30 @@ class Price(BaseModel):
     vcpus_per_core: float = Field(default=2.0, ge=1, description="2 = a vCPU is a hyperthread")
     source: str = ""
     as_of: str = ""
+
+    @field_validator("provider")
+    @classmethod
+    def _known_cloud(cls, v: str) -> str:
+        # Prices are looked up by the target's lower-case name: "AWS" would be a row
+        # nothing ever finds.
+        if v.lower() not in CLOUDS:
+            raise ValueError(f"{v!r} is not one of {', '.join(CLOUDS)}")
+        return v.lower()
+
+    @model_validator(mode="after")
+    def _spot_not_above_on_demand(self) -> Price:
+        if self.spot_usd_per_h is not None and self.spot_usd_per_h > self.ondemand_usd_per_h:
+            raise ValueError(
+                f"spot_usd_per_h {self.spot_usd_per_h:g} is above ondemand_usd_per_h "
+                f"{self.ondemand_usd_per_h:g} (columns swapped?)"
+            )
+        return self
+
+    @property
+    def spot_is_artefact(self) -> bool:
+        """A spot price its source calls an artefact (the shipped Azure rows): shown
+        flagged, never named in a headline."""
+        return self.spot_usd_per_h is not None and "artefact" in self.source.lower()
 
 
 @dataclass
@@ -78,31 +105,35 @@ class Catalog:
 
 
 def _read(text: str, name: str, provider: str | None) -> list[Price]:
-    reader = csv.DictReader(text.splitlines())
-    have = set(reader.fieldnames or ())
-    missing = [
-        c for c in ("instance_type", "vcpus", "region", "ondemand_usd_per_h") if c not in have
-    ]
-    if missing:
-        raise CompareError(f"price catalog {name} lacks column(s) {', '.join(missing)}")
-    if provider is None and "provider" not in have:
-        raise CompareError(
-            f"price catalog {name}: add a 'provider' column (aws, gcp, azure) or name the file "
-            "after its cloud (aws.csv)"
-        )
-    rows = []
-    for line, raw in enumerate(reader, start=2):
-        data = {k: v for k, v in raw.items() if k is not None and v not in (None, "")}
-        data.setdefault("memory_gib", "0")
-        if provider is not None:
-            data.setdefault("provider", provider)
-        try:
-            rows.append(Price.model_validate(data))
-        except ValidationError as e:
-            err = e.errors()[0]
-            col = ".".join(str(x) for x in err["loc"])
-            raise CompareError(f"price catalog {name} line {line}: {col}: {err['msg']}") from None
-    return rows
+    try:
+        reader = csv.DictReader(text.splitlines())
+        have = set(reader.fieldnames or ())
+        missing = [
+            c for c in ("instance_type", "vcpus", "region", "ondemand_usd_per_h") if c not in have
+        ]
+        if missing:
+            raise CompareError(f"price catalog {name} lacks column(s) {', '.join(missing)}")
+        if provider is None and "provider" not in have:
+            raise CompareError(
+                f"price catalog {name}: add a 'provider' column (aws, gcp, azure) or name the "
+                "file after its cloud (aws.csv)"
+            )
+        return [_row(raw, name, line, provider) for line, raw in enumerate(reader, start=2)]
+    except csv.Error as e:
+        raise CompareError(f"price catalog {name} is not a CSV file ({e})") from None
+
+
+def _row(raw: dict[str, str | None], name: str, line: int, provider: str | None) -> Price:
+    data = {k: v for k, v in raw.items() if k is not None and v not in (None, "")}
+    data.setdefault("memory_gib", "0")
+    if provider is not None:
+        data.setdefault("provider", provider)
+    try:
+        return Price.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        col = ".".join(str(x) for x in err["loc"]) or "row"
+        raise CompareError(f"price catalog {name} line {line}: {col}: {err['msg']}") from None
 
 
 def load_catalog(extra: Path | None = None) -> Catalog:
@@ -115,9 +146,11 @@ def load_catalog(extra: Path | None = None) -> Catalog:
         cat.files.append(f"syndeo/data/prices/{cloud}.csv")
     if extra is not None:
         try:
-            text = Path(extra).read_text()
+            text = Path(extra).read_text(encoding="utf-8")
         except OSError as e:
             raise CompareError(f"cannot read price catalog {extra}: {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise CompareError(f"price catalog {extra} is not UTF-8 text ({e.reason})") from None
         stem = Path(extra).stem.lower()
         for p in _read(text, str(extra), stem if stem in CLOUDS else None):
             cat.prices[(p.provider, p.instance_type, p.region)] = p

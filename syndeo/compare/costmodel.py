@@ -5,8 +5,8 @@ Two figures per run, both shown in the report:
 * the cluster's **$/hour** while it runs -- multiplied by steady-state throughput
   this gives $ per million steps;
 * the run's **all-in cost** -- cloud: instance-seconds from the deploy summary (start-up
-  and teardown included) x the hourly price; on-prem: allocated cores x job wall time x
-  the core-hour rate.
+  and teardown included) x the hourly price; on-prem: allocated CPUs x job wall time x
+  the CPU-hour rate (a CPU as Ray counts it; Slurm: the CPUs it allocated).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def pricing(run: Run, catalog: Catalog, onprem: OnPremCost) -> Pricing:
         )  # fmt: skip
     rate = onprem.core_hour_usd()
     return Pricing(
-        "on-prem", run.cpus * rate, "–", f"{run.cpus} cores x {rate:.6f} $/core-h"
+        "on-prem", run.charged_cpus * rate, "–", f"{run.charged_cpus} CPUs x {rate:.6f} $/CPU-h"
     )  # fmt: skip
 
 

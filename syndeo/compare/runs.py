@@ -1,15 +1,22 @@
 """Measured runs: every ``deploy.json`` (and standalone benchmark result) below a directory.
 
 Tolerant of what it may meet -- keys added later, summaries written before the
-``machines``/``slurm`` keys existed, failed runs and users' own workloads (noted and
-skipped) -- and strict about what it cannot price: an unknown target, a file that
-is not JSON or not a valid result, a cloud run without its machines.  Each of those
-is one line naming the file.
+``machines``/``slurm`` keys existed, failed runs, results with nothing measured and
+users' own workloads (noted and skipped) -- and strict about what it cannot price: an
+unknown target, a file that is not JSON or not a valid result, a cloud run without its
+machines, and every figure that would price wrongly without an error (a repeat that is
+not a positive finite measurement, zero or negative durations, a node count or provider
+that disagrees with the rest of the run).  Each of those is one line naming the file.
+
+One CPU unit throughout: a CPU is what Ray counts -- a vCPU on a cloud instance, a
+logical CPU (hardware thread) on an SMT machine.  ``Run.cpus_per_node`` is always that;
+what a scheduler allocated and charges (Slurm) is ``charged_cpus_per_node``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -38,14 +45,15 @@ class MachineGroup(BaseModel):
 class Machines(BaseModel):
     """What a VM target started (deploy.json ``machines``)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     provider: Literal["aws", "gcp", "azure", "ssh"]
     region: str | None = None
     instance_type: str | None = None  # with groups: the top-level (default) type
     count: int = Field(ge=1)
     spot: bool = False
-    instance_seconds: float | None = Field(default=None, ge=0)
+    # 0 would price the run at 0.00 $ all-in: never a silent zero.
+    instance_seconds: float | None = Field(default=None, gt=0)
     groups: list[MachineGroup] | None = None  # [[groups]] runs: the types per group
 
     @model_validator(mode="after")
@@ -73,12 +81,13 @@ class SlurmInfo(BaseModel):
 
 
 class Timings(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
-    all_joined_s: float | None = None
-    workload_done_s: float | None = None
-    head_exit_s: float | None = None
-    teardown_done_s: float | None = None
+    all_joined_s: float | None = Field(default=None, ge=0)
+    workload_done_s: float | None = Field(default=None, ge=0)
+    head_exit_s: float | None = Field(default=None, ge=0)
+    # The on-prem all-in cost is cores x this: 0 would be a silent zero, < 0 a refund.
+    teardown_done_s: float | None = Field(default=None, gt=0)
 
 
 class DeploySummary(BaseModel):
@@ -106,15 +115,26 @@ class Run:
     cluster_id: str
     target: str
     nodes: int
-    cpus_per_node: int
+    cpus_per_node: int  # Ray CPUs: the unit of every throughput, per-CPU and fit figure
     wall_s: float | None
     result: BenchResult
     machines: Machines | None = None
     partition: str | None = None
+    charged_cpus_per_node: int | None = None  # what Slurm allocated, if not the Ray CPUs
 
     @property
     def cpus(self) -> int:
         return self.nodes * self.cpus_per_node
+
+    @property
+    def charged_cpus(self) -> int:
+        """CPUs an on-prem run is charged for: allocated ones (Slurm), else Ray's."""
+        return self.nodes * (self.charged_cpus_per_node or self.cpus_per_node)
+
+    @property
+    def partial(self) -> bool:
+        """Written by a benchmark that did not finish (result.json ``partial: true``)."""
+        return self.result.partial
 
     @property
     def hardware(self) -> str:
@@ -160,6 +180,38 @@ def _bench(path: Path, doc: Any) -> BenchResult:
         raise CompareError(f"{path} is not a valid benchmark result: {_first_error(e)}") from None
 
 
+def _check_measured(path: Path, res: BenchResult) -> None:
+    """Every repeat a positive, finite measurement: anything else would be averaged in
+    (a negative rate), divide by zero or print a nonsense figure."""
+    for r in res.results:
+        where = f"{path}: {r.env_id} ({r.mode}, {r.workers} workers)"
+        if r.workers < 1:
+            raise CompareError(f"{where}: workers must be at least 1")
+        if not r.syndeo.repeats:
+            raise CompareError(f"{where}: no repeats measured")
+        for i, x in enumerate(r.syndeo.repeats, start=1):
+            bad = [
+                f"{name} {value!r}"
+                for name, value in (("samples", x.samples), ("seconds", x.seconds),
+                                    ("steps_per_s", x.steps_per_s))
+                if not (math.isfinite(value) and value > 0)
+            ]  # fmt: skip
+            if bad:
+                raise CompareError(
+                    f"{where}: repeat {i} has {', '.join(bad)} (must be positive and finite)"
+                )
+
+
+def _measured(path: Path, res: BenchResult, name: str, found: Found) -> bool:
+    """Checks ``res``; False (and noted) when it measured nothing to compare."""
+    if not res.results:
+        state = "an interrupted run's" if res.partial else "its"
+        found.skipped.append(f"{name}: {state} result has no measurements ({path})")
+        return False
+    _check_measured(path, res)
+    return True
+
+
 def _result_path(summary: DeploySummary, deploy_json: Path) -> Path:
     # deploy.json records the path as written (relative to where deploy ran); the
     # result normally sits next to it, which also survives moving the directory.
@@ -180,12 +232,25 @@ def _from_deploy(path: Path, found: Found, claimed: set[Path]) -> None:
     except ValidationError as e:
         raise CompareError(f"{path} is not a valid deploy summary: {_first_error(e)}") from None
     if s.target in CLOUD_TARGETS:
-        if s.machines is None or not s.machines.instance_type or not s.machines.region:
+        m = s.machines
+        if m is None or not m.instance_type or not m.region:
             raise CompareError(
                 f"{path}: a {s.target} run without machines.instance_type/region cannot be priced"
             )
-        if s.machines.instance_seconds is None:
+        if m.instance_seconds is None:
             raise CompareError(f"{path}: a {s.target} run without machines.instance_seconds")
+        # Either would price the run wrongly without a word: another cloud's catalog,
+        # or fewer instances than the nodes it shows.
+        if m.provider != s.target:
+            raise CompareError(
+                f"{path}: target {s.target} but machines.provider {m.provider}: "
+                "which cloud's prices apply?"
+            )
+        if m.count != s.nodes:
+            raise CompareError(
+                f"{path}: {s.nodes} nodes but machines.count {m.count}: "
+                "which is the number of instances paid for?"
+            )
     result_path = _result_path(s, path)
     claimed.add(result_path.resolve())
     if s.exit_code != 0:
@@ -198,13 +263,20 @@ def _from_deploy(path: Path, found: Found, claimed: set[Path]) -> None:
     if not _is_bench(doc):
         found.skipped.append(f"{s.cluster_id}: its workload's result is not a benchmark result")
         return
+    res = _bench(result_path, doc)
+    if not _measured(result_path, res, s.cluster_id, found):
+        return
+    if res.manifest.cluster_nodes != s.nodes:
+        raise CompareError(
+            f"{path}: {s.nodes} nodes but its result {result_path} measured a cluster of "
+            f"{res.manifest.cluster_nodes}: is it the result of another run?"
+        )
     found.runs.append(
         Run(
             source=path, cluster_id=s.cluster_id, target=s.target, nodes=s.nodes,
-            cpus_per_node=s.slurm.cpus_per_node if s.slurm and s.slurm.cpus_per_node
-            else s.cpus_per_node,
-            wall_s=s.timings_s.teardown_done_s, result=_bench(result_path, doc),
+            cpus_per_node=s.cpus_per_node, wall_s=s.timings_s.teardown_done_s, result=res,
             machines=s.machines, partition=s.slurm.partition if s.slurm else None,
+            charged_cpus_per_node=s.slurm.cpus_per_node if s.slurm else None,
         )
     )  # fmt: skip
 
@@ -219,14 +291,28 @@ def _standalone(path: Path, found: Found) -> None:
     if m.target != "standalone":
         found.skipped.append(f"{path}: a {m.target} result without its deploy.json")
         return
+    if not _measured(path, res, str(path), found):
+        return
     wall = None
     if m.finished_at:
-        wall = (
-            datetime.fromisoformat(m.finished_at) - datetime.fromisoformat(m.started_at)
-        ).total_seconds()
+        try:
+            wall = (
+                datetime.fromisoformat(m.finished_at) - datetime.fromisoformat(m.started_at)
+            ).total_seconds()
+        except ValueError as e:  # not ISO 8601
+            raise CompareError(f"{path}: manifest started_at/finished_at: {e}") from None
+        except TypeError:  # one with a time zone, one without: no difference to take
+            raise CompareError(
+                f"{path}: manifest started_at and finished_at are not both with a time zone"
+            ) from None
+        if wall <= 0:
+            raise CompareError(
+                f"{path}: finished_at {m.finished_at} is not after started_at {m.started_at}"
+            )
     # Each actor count it swept is a size of its own; the machine is "local".  The
-    # run's wall time is shared out by each size's share of the measured seconds.
-    total = sum(x.seconds for r in res.results for x in r.syndeo.repeats) or 1.0
+    # run's wall time is shared out by each size's share of the measured seconds
+    # (positive: checked above).
+    total = sum(x.seconds for r in res.results for x in r.syndeo.repeats)
     for workers in sorted({r.workers for r in res.results}):
         rs = [r for r in res.results if r.workers == workers]
         share = sum(x.seconds for r in rs for x in r.syndeo.repeats) / total

@@ -3,10 +3,37 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
 from syndeo.bench.models import BenchConfig, BenchResult, EnvResult, Manifest, Repeat, Series
+from syndeo.compare.settings import CostSettings, OnPremCost
+
+ROOT = Path(__file__).resolve().parents[2]
+FRONT_ENDS = {
+    "invoke": [sys.executable, "-m", "invoke", "-r", str(ROOT), "compare"],
+    "syndeo": [sys.executable, "-m", "syndeo", "compare"],
+}
+
+
+def run(front: str, *args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*FRONT_ENDS[front], *map(str, args)],
+        cwd=cwd, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def one_line_error(p: subprocess.CompletedProcess[str]) -> str:
+    assert p.returncode != 0, p.stdout
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert "Traceback" not in p.stderr
+    assert lines[0].startswith("syndeo: error: ")
+    return lines[0]
+
 
 # A user catalog (no cloud in its name, so it has a provider column): x1 is measured in
 # the fixture results, y1 never is.  y1 has no spot price.
@@ -17,9 +44,9 @@ aws,x1.fixture,4,8,us-east-1,0.5,0.2,1.0,2,test fixture,2026-11-22
 aws,y1.fixture,8,16,us-east-1,0.8,,1.5,2,test fixture,2026-11-22
 """
 
-# [cost.onprem] chosen so the core-hour is round:
-# (8760 $ / (1 y x 8760 h x 1.0) + 1000 W / 1000 x 0.1 $/kWh) x (1 + 0) / 2 cores
-#   = (1.0 + 0.1) / 2 = 0.55 $/core-hour
+# [cost.onprem] chosen so the CPU-hour is round:
+# (8760 $ / (1 y x 8760 h x 1.0) + 1000 W / 1000 x 0.1 $/kWh) x (1 + 0) / 2 CPUs
+#   = (1.0 + 0.1) / 2 = 0.55 $/CPU-hour
 CONFIG_TOML = """[cost.onprem]
 capex_usd_per_node = 8760
 amortisation_years = 1
@@ -31,28 +58,39 @@ cores_per_node = 2
 """
 
 
-def bench_result(
-    target: str, nodes: int, cpus: int, repeats: list[tuple[int, float]], env: str = "CartPole-v1"
-) -> BenchResult:
+Repeats = list[tuple[int, float]]  # (samples, seconds) per repeat
+
+
+def env_result(env: str, workers: int, repeats: Repeats) -> EnvResult:
     reps = [Repeat(samples=s, seconds=t, steps_per_s=s / t) for s, t in repeats]
-    rates = [r.steps_per_s for r in reps]
-    mean = sum(rates) / len(rates)
+    mean = sum(r.steps_per_s for r in reps) / len(reps)
+    return EnvResult(
+        env_id=env, env_name=env.split("-")[0], mode="count", workers=workers,
+        envs_per_actor=16, samples_requested=sum(s for s, _ in repeats),
+        samples_counted=sum(s for s, _ in repeats),
+        syndeo=Series(method="syndeo", repeats=reps, mean=mean, std=0.0),
+    )  # fmt: skip
+
+
+def bench_result(
+    target: str,
+    nodes: int,
+    cpus: int,
+    repeats: Repeats | dict[str, Repeats],
+    env: str = "CartPole-v1",
+    cpu_model: str = "Fixture CPU",
+) -> BenchResult:
+    """One benchmark result; ``repeats`` per env id for a run of several envs."""
+    per_env = repeats if isinstance(repeats, dict) else {env: repeats}
     return BenchResult(
         manifest=Manifest(
-            target=target, cluster_nodes=nodes, cluster_cpus=cpus, cpu_model="Fixture CPU",
+            target=target, cluster_nodes=nodes, cluster_cpus=cpus, cpu_model=cpu_model,
             hostname="fixture", versions={"ray": "2.60.0"}, image_digest=None, git_commit=None,
             started_at="2026-11-22T20:00:00+00:00", finished_at="2026-11-22T20:01:00+00:00",
             load_avg_1m=[0.5, 0.6],
         ),
-        config=BenchConfig(envs=[env]),
-        results=[
-            EnvResult(
-                env_id=env, env_name=env.split("-")[0], mode="count", workers=cpus,
-                envs_per_actor=16, samples_requested=sum(s for s, _ in repeats),
-                samples_counted=sum(s for s, _ in repeats),
-                syndeo=Series(method="syndeo", repeats=reps, mean=mean, std=0.0),
-            )
-        ],
+        config=BenchConfig(envs=list(per_env)),
+        results=[env_result(e, cpus, reps) for e, reps in per_env.items()],
     )  # fmt: skip
 
 
@@ -62,13 +100,14 @@ def write_run(
     target: str,
     nodes: int,
     cpus_per_node: int,
-    repeats: list[tuple[int, float]],
+    repeats: Repeats | dict[str, Repeats],
     teardown_s: float,
     extra: dict[str, Any] | None = None,
+    cpu_model: str = "Fixture CPU",
 ) -> Path:
     d = results / cluster_id
     d.mkdir(parents=True)
-    res = bench_result(target, nodes, nodes * cpus_per_node, repeats)
+    res = bench_result(target, nodes, nodes * cpus_per_node, repeats, cpu_model=cpu_model)
     (d / "result.json").write_text(res.model_dump_json(indent=2))
     summary: dict[str, Any] = {
         "cluster_id": cluster_id, "target": target, "nodes": nodes,
@@ -100,3 +139,16 @@ def standard(tmp: Path) -> tuple[Path, Path, Path]:
     config = tmp / "config.toml"
     config.write_text(CONFIG_TOML)
     return results, catalog, config
+
+
+def edit_json(path: Path, change: Any) -> None:
+    """Rewrite a JSON file after ``change(doc)`` (a result or summary gone wrong).  Python's
+    json writes NaN and Infinity, as any file may contain."""
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+
+
+def fixture_onprem() -> OnPremCost:
+    """CONFIG_TOML's [cost.onprem]: 0.55 $/CPU-hour."""
+    return CostSettings.model_validate(tomllib.loads(CONFIG_TOML)["cost"]).onprem

@@ -11,8 +11,6 @@ import io
 import json
 import math
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,29 +23,7 @@ from syndeo.compare.report import build_rows
 from syndeo.compare.runs import find_runs
 from syndeo.compare.settings import OnPremCost
 from syndeo.config import load_config
-from tests.compare.fixtures import standard, write_run
-
-ROOT = Path(__file__).resolve().parents[2]
-FRONT_ENDS = {
-    "invoke": [sys.executable, "-m", "invoke", "-r", str(ROOT), "compare"],
-    "syndeo": [sys.executable, "-m", "syndeo", "compare"],
-}
-
-
-def run(front: str, *args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*FRONT_ENDS[front], *map(str, args)],
-        cwd=cwd, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-
-
-def one_line_error(p: subprocess.CompletedProcess[str]) -> str:
-    assert p.returncode != 0, p.stdout
-    lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1, p.stderr
-    assert "Traceback" not in p.stderr
-    assert lines[0].startswith("syndeo: error: ")
-    return lines[0]
+from tests.compare.fixtures import FRONT_ENDS, one_line_error, run, standard, write_run
 
 
 def rows_of(tmp_path: Path):  # type: ignore[no-untyped-def]
@@ -276,7 +252,8 @@ def test_report_renders_with_stated_png_sizes(tmp_path: Path) -> None:
     md = (out / "report.md").read_text()
     assert "| aws | x1.fixture | on-demand | 2 × 4 | 4,200 | 283 | 2 | 525 | 100 | 1.00 | " \
         "0.0661 | 14.88 | 66.1 |" in md  # fmt: skip
-    assert "0.550000 $/core-hour" in md
+    # The formula as printed keeps the W -> kW step.
+    assert "1000 W / 1000 x 0.1 $/kWh) x (1 + 0) / 2 CPUs = 0.550000 $/CPU-hour" in md
     assert "catalog artefact, not a market price" in md
     stated = re.findall(r"^(\S+\.png): (\d+) × (\d+) px", md, re.M)
     assert {s[0] for s in stated} == {"cost.png", "usd-per-m.png", "speedup.png"}
@@ -394,16 +371,19 @@ def test_shipped_catalog_and_override(tmp_path: Path) -> None:
 
 def test_slurm_and_ssh_summaries_priced_on_prem(tmp_path: Path) -> None:
     results = tmp_path / "results"
-    # Slurm allocated 4 cores per node though Ray was given 2: cores charged are allocated.
+    # Slurm allocated 4 CPUs per node though Ray was given 2: the CPUs charged are the
+    # allocated ones, the CPUs every throughput figure is per are Ray's.
     write_run(results, "slurm-a", "slurm", 2, 2, [(4000, 2.0)], 360.0,
               {"slurm": {"partition": "debug", "cpus_per_node": 4}})  # fmt: skip
     machines = {"provider": "ssh", "instance_type": "rack-7", "count": 1, "instance_seconds": 99}
     write_run(results, "ssh-a", "ssh", 1, 2, [(2000, 2.0)], 36.0, {"machines": machines})
     rows = build_rows(find_runs(results).runs, load_catalog(), OnPremCost(**core_hour_fixture()))
     by = {r.target: r for r in rows}
-    # slurm: 2 nodes x 4 cores x 0.55 = 4.4 $/h; all-in 360 s -> 0.44 $ over 4000 steps = 110 $/M
-    assert (by["slurm"].hardware, by["slurm"].cpus) == ("partition debug", 8)
+    # slurm: 2 nodes x 4 CPUs x 0.55 = 4.4 $/h; all-in 360 s -> 0.44 $ over 4000 steps =
+    # 110 $/M; 2000 steps/s over 2 x 2 Ray CPUs = 500 per CPU
+    assert (by["slurm"].hardware, by["slurm"].cpus) == ("partition debug", 4)
     assert by["slurm"].price.usd_per_h == pytest.approx(4.4)
+    assert by["slurm"].per_cpu == pytest.approx(500)
     assert by["slurm"].allin_usd_per_m == pytest.approx(110.0)
     # ssh: on-prem too, by wall time (not instance-seconds): 2 x 0.55 x 36 / 3600 = 0.011 $
     assert by["ssh"].hardware == "rack-7"
