@@ -119,12 +119,12 @@ def run_compare(
         console.print(_headline(p))
         console.print(
             f"on-prem: {onprem.formula()}\n"
-            "model CPUs = CPUs the scaling model is evaluated at (unmeasured hardware: vCPUs / "
-            "vCPUs per core). EXTRAPOLATED = outside the CPU counts measured for its source; "
-            "assumptions = the "
-            "catalog's relative_speed and vCPUs per core (a hyperthread sibling is credited "
-            "nothing). Azure spot prices in the shipped catalog are an artefact (11 % of "
-            "on-demand), not market prices. Steady state only: add start-up (see all_joined_s)."
+            "model CPUs = CPUs as Ray counts them (vCPUs on a cloud, logical CPUs on your own "
+            "machines) the scaling model is evaluated at (unmeasured hardware: its vCPUs). "
+            "EXTRAPOLATED = outside the CPU counts measured for its source; assumptions = the "
+            "catalog's relative_speed (per-vCPU speed against a CPU of the basis). Azure spot "
+            "prices in the shipped catalog are an artefact (11 % of on-demand), not market prices."
+            " Steady state only: add start-up (see all_joined_s)."
         )
         return
     found = find_runs(Path(results))

@@ -4,9 +4,15 @@ Sources of a prediction, most trusted first:
 
 * a target/instance type measured for this env: its own fitted scaling model;
 * a cloud instance type never measured: the *basis* measurement (default: the measured
-  series with the most CPUs) scaled by the catalog's assumptions, printed next to the
-  figure -- effective cores = vCPUs / vcpus_per_core (a hyperthread sibling is credited
-  nothing) and per-core speed x relative_speed.  A real run on that type replaces this.
+  series with the most CPUs) evaluated at the type's vCPUs and scaled by the catalog's
+  relative_speed (per-vCPU speed against a CPU of the basis), printed next to the
+  figure.  A real run on that type replaces this.
+
+One CPU unit throughout: a CPU is what Ray counts, which is a vCPU on a cloud instance
+and a logical CPU (hardware thread) on an SMT machine.  Every series is fitted in it and
+every model is evaluated in it, so a measured 4-vCPU instance and an unmeasured one of
+the same size meet the model at the same CPU count.  (The catalog's vcpus_per_core is
+not used: dividing by it mixed cores into a model fitted in vCPUs.)
 
 On-prem hardware (local, slurm, ssh) is not in any catalog, so it is predicted only
 from its own measurements; an env or on-prem target never measured is refused.
@@ -33,8 +39,10 @@ class Series:
 
     target: str
     hardware: str
-    cpus_per_node: int
+    cpus_per_node: int  # Ray CPUs
+    charged_cpus_per_node: int  # on-prem: what a node is charged for (Slurm: allocated)
     fit: Fit
+    partial: bool = False  # fitted to repeats of a benchmark that did not finish
 
     @property
     def name(self) -> str:
@@ -47,14 +55,20 @@ class Prediction:
     hardware: str
     region: str
     nodes: int
-    cpus: float  # CPUs (effective cores for unmeasured hardware) the model is evaluated at
+    cpus: int  # Ray CPUs (vCPUs on a cloud) the model is evaluated at
     steps_per_s: float
     hours: float
-    usd_ondemand: float
+    usd_ondemand: float  # on-prem rows: the [cost.onprem] cost
     usd_spot: float | None
     source: str  # "measured" or "predicted from <basis>"
-    assumptions: str  # relative_speed and vCPU/core, or "–"
+    assumptions: str  # relative_speed, or "–"
     extrapolated: bool
+    measured: tuple[int, int]  # CPU range of the measurements the figure comes from
+    spot_is_artefact: bool = False  # a spot price its catalog row calls an artefact
+
+    @property
+    def onprem(self) -> bool:
+        return self.target in ONPREM_TARGETS
 
 
 @dataclass
@@ -80,8 +94,9 @@ def _series(rows: list[Row]) -> list[Series]:
         for r in rs:
             sizes[r.cpus] += r.rates
         points = [(n, sum(v) / len(v)) for n, v in sizes.items()]
-        out.append(Series(target, hardware, max(r.cpus_per_node for r in rs),
-                          fit_power_law(points)))  # fmt: skip
+        widest = max(rs, key=lambda r: r.cpus_per_node)
+        out.append(Series(target, hardware, widest.cpus_per_node, widest.charged_cpus_per_node,
+                          fit_power_law(points), any(r.partial for r in rs)))  # fmt: skip
     return out
 
 
@@ -139,12 +154,13 @@ def make_plan(
         if s.target not in ONPREM_TARGETS or s.target not in wanted:
             continue
         for k in sizes:
-            cores = k * s.cpus_per_node
-            tput = s.fit.predict(cores)
+            cpus = k * s.cpus_per_node
+            tput = s.fit.predict(cpus)
             hours = steps / tput / 3600.0
-            preds.append(Prediction(s.target, s.hardware, "–", k, cores, tput, hours,
-                                    cores * rate * hours, None, "measured", "–",
-                                    s.fit.extrapolates(cores)))  # fmt: skip
+            preds.append(Prediction(s.target, s.hardware, "–", k, cpus, tput, hours,
+                                    k * s.charged_cpus_per_node * rate * hours, None,
+                                    "measured", "–", s.fit.extrapolates(cpus),
+                                    (s.fit.lo, s.fit.hi)))  # fmt: skip
     for cloud in CLOUDS:
         if cloud not in wanted:
             continue
@@ -153,20 +169,23 @@ def make_plan(
                         and s.hardware == price.instance_type), None)  # fmt: skip
             for k in sizes:
                 if own is not None:
-                    n = float(k * own.cpus_per_node)
-                    tput = own.fit.predict(n)
-                    source, assumptions, extra = "measured", "–", own.fit.extrapolates(n)
+                    fit, n, speed = own.fit, k * own.cpus_per_node, 1.0
+                    source, assumptions = "measured", "–"
                 else:
-                    n = k * price.vcpus / price.vcpus_per_core
-                    tput = base.fit.predict(n) * price.relative_speed
+                    # Ray counts every vCPU: the unit the basis was fitted in.
+                    fit, n, speed = base.fit, k * price.vcpus, price.relative_speed
                     source = f"predicted from {base.name}"
-                    assumptions = (f"relative_speed {price.relative_speed:g}, "
-                                   f"{price.vcpus_per_core:g} vCPU/core")  # fmt: skip
-                    extra = base.fit.extrapolates(n)
+                    assumptions = f"relative_speed {price.relative_speed:g}"
+                tput = fit.predict(n) * speed
                 hours = steps / tput / 3600.0
                 spot = None if price.spot_usd_per_h is None else k * price.spot_usd_per_h * hours
                 preds.append(Prediction(cloud, price.instance_type, price.region, k, n, tput,
                                         hours, k * price.ondemand_usd_per_h * hours, spot,
-                                        source, assumptions, extra))  # fmt: skip
+                                        source, assumptions, fit.extrapolates(n),
+                                        (fit.lo, fit.hi), price.spot_is_artefact))  # fmt: skip
+    if not preds:
+        raise CompareError(
+            f"nothing to plan for {', '.join(wanted)}: no measured series and no catalog rows"
+        )
     preds.sort(key=lambda p: p.usd_ondemand)
     return Plan(env, mode, protocol, steps, series, base, preds)

@@ -37,13 +37,15 @@ class Row:
     target: str
     hardware: str
     nodes: int
-    cpus_per_node: int
+    cpus_per_node: int  # Ray CPUs: vCPUs on a cloud, logical CPUs on your own machines
     price: Pricing
+    charged_cpus_per_node: int  # on-prem: what a node is charged for (Slurm: allocated)
     rates: list[float] = field(default_factory=list)
     samples: int = 0
     allin_usd: float | None = 0.0  # this env's share of the runs' all-in cost
     runs: list[str] = field(default_factory=list)
     efficiency: float = 100.0  # vs the smallest size of the same target and hardware
+    partial: bool = False  # some of its repeats come from a benchmark that did not finish
 
     @property
     def cpus(self) -> int:
@@ -96,14 +98,17 @@ def build_rows(runs: list[Run], catalog: Catalog, onprem: OnPremCost) -> list[Ro
     for run in runs:
         price = pricing(run, catalog, onprem)
         cost = run_cost_usd(run, price)
-        total_s = _measured_seconds(run) or 1.0
+        total_s = _measured_seconds(run)  # > 0: every repeat's seconds are checked when read
         for r in run.result.results:
             key = (r.env_id, r.mode, run.result.config.protocol, run.target, run.hardware,
-                   price.kind, price.region, run.nodes, run.cpus_per_node)  # fmt: skip
+                   price.kind, price.region, run.nodes, run.cpus_per_node,
+                   run.charged_cpus)  # fmt: skip
             if key not in rows:
                 rows[key] = Row(r.env_id, r.mode, run.result.config.protocol, run.target,
-                                run.hardware, run.nodes, run.cpus_per_node, price)  # fmt: skip
+                                run.hardware, run.nodes, run.cpus_per_node, price,
+                                run.charged_cpus // run.nodes)  # fmt: skip
             row = rows[key]
+            row.partial = row.partial or run.partial
             row.rates += [x.steps_per_s for x in r.syndeo.repeats]
             row.samples += sum(x.samples for x in r.syndeo.repeats)
             # The run's overhead (start-up, baselines, teardown) is shared out by each
