@@ -2,20 +2,29 @@
 
 syndeo compare [--results results] [--catalog my.csv] [--out compare-report] [--config F]
 syndeo compare --plan --steps 1e9 --env Humanoid-v5 [--target aws,local] [--basis local]
+
+Everything printed that came from a file (env ids, hardware names, paths) goes through
+``rich.markup.escape``: a ``[link=…]`` in a name stays text, a ``[/]`` cannot fail.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from syndeo.compare.catalog import load_catalog
+from syndeo.compare.catalog import Catalog, load_catalog
 from syndeo.compare.errors import CompareError
 from syndeo.compare.settings import OnPremCost
+
+if TYPE_CHECKING:
+    from syndeo.compare.plan import Plan
 
 
 def _onprem(config: str | Path | None) -> OnPremCost:
@@ -38,47 +47,61 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 def _steps(text: str | float) -> float:
     try:
-        return float(text)
+        steps = float(text)
     except ValueError:
-        raise CompareError(f"--steps: give a number like 1e9, not {text!r}") from None
+        steps = math.nan
+    # 1e400 parses as inf; nan and inf would only fail later, as a traceback.
+    if not (math.isfinite(steps) and steps > 0):
+        raise CompareError(f"--steps: give a positive number like 1e9, not {text!r}")
+    return steps
 
 
-def plan_table(p: Any) -> Table:
-    from syndeo.compare.report import usd
+def _lines(console: Console) -> Callable[..., None]:
+    """Print whole lines of text as text: escaped (names and paths come from files) and
+    never wrapped (a piped or grepped answer stays on its line)."""
 
-    t = Table(
-        title=f"Plan: {p.steps:,.0f} steps of {p.env} ({p.mode}, {p.protocol} measurements), "
-        "cheapest on-demand first",
-    )
-    for c in ("target", "hardware", "region", "nodes", "model CPUs", "steps/s", "wall h",
-              "on-demand $", "spot $", "source", "assumptions", "range"):  # fmt: skip
+    def say(*lines: str) -> None:
+        for line in lines:
+            console.print(escape(line), soft_wrap=True)
+
+    return say
+
+
+def plan_table(p: Plan) -> Table:
+    from syndeo.compare.plan import COLUMNS, cells, title
+
+    t = Table(title=escape(title(p)))
+    for c in COLUMNS:
         t.add_column(c, justify="left" if c in ("target", "hardware", "source") else "right")
     for x in p.predictions:
-        t.add_row(
-            x.target, x.hardware, x.region, str(x.nodes), f"{x.cpus:g}", f"{x.steps_per_s:,.0f}",
-            f"{x.hours:,.2f}", usd(x.usd_ondemand), usd(x.usd_spot), x.source, x.assumptions,
-            "EXTRAPOLATED" if x.extrapolated else "measured range",
-        )  # fmt: skip
+        t.add_row(*map(escape, cells(x)))
     return t
 
 
-def _headline(p: Any) -> str:
-    from syndeo.compare.report import usd
+def _plan(
+    results: Path, cat: Catalog, onprem: OnPremCost, out: Path, console: Console,
+    env: str, steps: float, mode: str | None, targets: list[str] | None, basis: str | None,
+    sizes: tuple[int, ...],
+) -> None:  # fmt: skip
+    from syndeo.compare.plan import COLUMNS, cells, headline, make_plan, notes, title
+    from syndeo.compare.report import UNIT, build_rows, write_pages
+    from syndeo.compare.runs import find_runs
 
-    def name(x: Any) -> str:
-        return f"{x.nodes} x {x.target} {x.hardware}"
-
-    cheap = min(p.predictions, key=lambda x: x.usd_ondemand)
-    fast = min(p.predictions, key=lambda x: x.hours)
-    spots = [x for x in p.predictions if x.usd_spot is not None]
-    line = (
-        f"cheapest: {name(cheap)} {usd(cheap.usd_ondemand)} $ in {cheap.hours:,.1f} h; "
-        f"fastest: {name(fast)} {fast.hours:,.1f} h for {usd(fast.usd_ondemand)} $"
-    )
-    if spots:
-        s = min(spots, key=lambda x: x.usd_spot or 0.0)
-        line += f"; cheapest spot: {name(s)} {usd(s.usd_spot)} $"
-    return line
+    found = find_runs(results)
+    rows = build_rows(found.runs, cat, onprem)
+    p = make_plan(rows, cat, onprem, env, steps, mode, targets, basis, sizes)
+    out.mkdir(parents=True, exist_ok=True)
+    md, html = write_pages(
+        out, "plan", "plan.md.j2", plan=p, plan_title=title(p), unit=UNIT, columns=COLUMNS,
+        cells=cells, headline=headline(p), notes=notes(onprem), skipped=found.skipped,
+    )  # fmt: skip
+    say = _lines(console)
+    say(f"basis for unmeasured instance types: {p.basis.name}")
+    for ser in p.series:
+        say(ser.describe())
+    console.print(plan_table(p))
+    say(headline(p), *notes(onprem), *(f"not compared: {s}" for s in found.skipped))
+    say(f"plan report: {md} and {html}")
 
 
 def run_compare(
@@ -95,7 +118,7 @@ def run_compare(
     sizes: str = "1,2,4,8,16",
     console: Console | None = None,
 ) -> None:
-    from syndeo.compare.report import build_rows, render_compare, terminal_tables
+    from syndeo.compare.report import UNIT, render_compare, terminal_tables
     from syndeo.compare.runs import find_runs
 
     console = console or Console(highlight=False)
@@ -104,43 +127,32 @@ def run_compare(
     onprem = _onprem(config)
     cat = load_catalog(Path(catalog) if catalog else None)
     if plan:
-        from syndeo.compare.plan import make_plan
-
         if not env:
             raise CompareError("--plan needs --env, e.g. --env Humanoid-v5")
-        n_steps, size_list = _steps(steps), _sizes(sizes)
-        rows = build_rows(find_runs(Path(results)).runs, cat, onprem)
         targets = [t for t in target.split(",") if t] if target else None
-        p = make_plan(rows, cat, onprem, env, n_steps, mode, targets, basis, size_list)
-        console.print(f"basis for unmeasured instance types: {p.basis.name}")
-        for ser in p.series:
-            console.print(f"fit {ser.name}: {ser.fit.quality()}")
-        console.print(plan_table(p))
-        console.print(_headline(p))
-        console.print(
-            f"on-prem: {onprem.formula()}\n"
-            "model CPUs = CPUs as Ray counts them (vCPUs on a cloud, logical CPUs on your own "
-            "machines) the scaling model is evaluated at (unmeasured hardware: its vCPUs). "
-            "EXTRAPOLATED = outside the CPU counts measured for its source; assumptions = the "
-            "catalog's relative_speed (per-vCPU speed against a CPU of the basis). Azure spot "
-            "prices in the shipped catalog are an artefact (11 % of on-demand), not market prices."
-            " Steady state only: add start-up (see all_joined_s)."
-        )
+        _plan(Path(results), cat, onprem, Path(out), console, env, _steps(steps), mode,
+              targets, basis, _sizes(sizes))  # fmt: skip
         return
     found = find_runs(Path(results))
     md, html, rows = render_compare(found, cat, onprem, Path(out))
+    say = _lines(console)
     for t in terminal_tables(rows):
-        console.print(t)
-    for s in found.skipped:
-        console.print(f"not compared: {s}")
-    console.print(f"report: {md} and {html}")
+        if isinstance(t, str):
+            say(t)
+        else:
+            console.print(t)
+    say(UNIT, *(f"not compared: {s}" for s in found.skipped), f"report: {md} and {html}")
 
 
 def add_command(sub: Any) -> None:
     p = sub.add_parser("compare", help="cost/throughput of every measured run; --plan for N steps")
     p.add_argument("--results", default="results", help="directory of deploy.json/result.json")
     p.add_argument("--catalog", default=None, help="price CSV overriding/extending the shipped one")
-    p.add_argument("--out", default="compare-report", help="where report.md/.html and PNGs go")
+    p.add_argument(
+        "--out",
+        default="compare-report",
+        help="where report.md/.html and PNGs (or plan.md/.html) go",
+    )
     p.add_argument("--config", default=None, help="TOML with [cost.onprem] settings")
     p.add_argument("--plan", action="store_true", help="predict cost and time for --steps")
     p.add_argument("--steps", default="1e9", help="steps to plan for (default 1e9)")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from syndeo.compare.catalog import CLOUDS, Catalog
 from syndeo.compare.errors import CompareError
 from syndeo.compare.fit import Fit, fit_power_law
-from syndeo.compare.report import Row
+from syndeo.compare.report import UNIT, Row, usd
 from syndeo.compare.runs import CLOUD_TARGETS, ONPREM_TARGETS, TARGETS
 from syndeo.compare.settings import OnPremCost
 
@@ -47,6 +47,10 @@ class Series:
     @property
     def name(self) -> str:
         return f"{self.target} {self.hardware}"
+
+    def describe(self) -> str:
+        """The fit line: name, PARTIAL if it is, and the fit's quality."""
+        return f"fit {self.name}{' (PARTIAL runs)' if self.partial else ''}: {self.fit.quality()}"
 
 
 @dataclass(frozen=True)
@@ -189,3 +193,76 @@ def make_plan(
         )
     preds.sort(key=lambda p: p.usd_ondemand)
     return Plan(env, mode, protocol, steps, series, base, preds)
+
+
+# ---------------------------------------------------------------------- presentation
+# Shared by the terminal table and plan.md/plan.html.
+COLUMNS = (
+    "target", "hardware", "region", "nodes", "model CPUs", "steps/s", "wall h",
+    "on-demand/on-prem $", "spot $", "source", "assumptions", "range",
+)  # fmt: skip
+ORDER = "cheapest on-demand/on-prem first"
+
+
+def title(p: Plan) -> str:
+    return f"Plan: {p.steps:,.0f} steps of {p.env} ({p.mode}, {p.protocol} measurements), {ORDER}"
+
+
+def _measured(x: Prediction) -> str:
+    lo, hi = x.measured
+    return f"measured {lo}" if lo == hi else f"measured {lo}–{hi}"
+
+
+def _range(x: Prediction) -> str:
+    return f"EXTRAPOLATED ({_measured(x)} CPUs)" if x.extrapolated else "measured range"
+
+
+def cells(x: Prediction) -> list[str]:
+    spot = usd(x.usd_spot) + (" (artefact)" if x.spot_is_artefact else "")
+    return [
+        x.target, x.hardware, x.region, str(x.nodes), str(x.cpus), f"{x.steps_per_s:,.0f}",
+        f"{x.hours:,.2f}", usd(x.usd_ondemand), spot, x.source, x.assumptions, _range(x),
+    ]  # fmt: skip
+
+
+def headline(p: Plan) -> str:
+    """Cheapest, fastest and cheapest spot, each saying EXTRAPOLATED where it is; spot
+    prices the catalog calls artefacts are left out (they are flagged on their rows)."""
+
+    def name(x: Prediction) -> str:
+        return f"{x.nodes} x {x.target} {x.hardware}" + (
+            f" (EXTRAPOLATED: {x.cpus} CPUs, {_measured(x)})" if x.extrapolated else ""
+        )
+
+    def cost(x: Prediction) -> str:
+        return f"{usd(x.usd_ondemand)} $ {'on-prem' if x.onprem else 'on-demand'}"
+
+    cheap = min(p.predictions, key=lambda x: x.usd_ondemand)
+    fast = min(p.predictions, key=lambda x: x.hours)
+    line = (
+        f"cheapest: {name(cheap)} {cost(cheap)} in {cheap.hours:,.1f} h; "
+        f"fastest: {name(fast)} {fast.hours:,.1f} h for {cost(fast)}"
+    )
+    spots = [x for x in p.predictions if x.usd_spot is not None and not x.spot_is_artefact]
+    if spots:
+        s = min(spots, key=lambda x: x.usd_spot or 0.0)
+        line += f"; cheapest spot: {name(s)} {usd(s.usd_spot)} $"
+    if any(x.spot_is_artefact for x in p.predictions):
+        line += " (spot prices marked artefact left out)"
+    return line
+
+
+def notes(onprem: OnPremCost) -> list[str]:
+    return [
+        f"on-prem: {onprem.formula()}",
+        f"{UNIT}. model CPUs = the CPUs the scaling model is evaluated at (an instance type "
+        "never measured: its vCPUs).",
+        "EXTRAPOLATED = outside the CPU counts measured for its source. assumptions = the "
+        "catalog's relative_speed (per-vCPU speed against a CPU of the basis; if the basis "
+        "counts whole cores, e.g. SMT off, set it below 1 for hyperthread vCPUs).",
+        "on-demand/on-prem $ = the on-demand price for cloud rows, the [cost.onprem] model "
+        "for local/slurm/ssh rows.",
+        "Spot prices marked (artefact) are a catalog artefact (the shipped Azure spot column "
+        "is 11 % of on-demand), not market prices, and are left out of the headline.",
+        "Steady state only: add start-up (see all_joined_s).",
+    ]

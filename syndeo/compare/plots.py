@@ -25,6 +25,12 @@ if TYPE_CHECKING:
 DPI = 90
 
 
+def _text(s: str) -> str:
+    """Text from a file as matplotlib shows it literally: a pair of $ would start mathtext
+    (and a malformed formula fails at draw time)."""
+    return s.replace("$", r"\$")
+
+
 @dataclass(frozen=True)
 class Figure:
     title: str
@@ -69,14 +75,14 @@ def cost_plot(groups: dict[tuple[str, str, str], list[Row]], path: Path) -> tupl
     for ax, ((env, mode, protocol), rows) in zip(axes.flat, groups.items(), strict=False):
         for r in rows:
             ax.errorbar(r.price.usd_per_h, r.mean, yerr=2 * r.std, fmt="o", capsize=3,
-                        label=f"{r.label} {r.price.kind}")  # fmt: skip
+                        label=_text(f"{r.label} {r.price.kind}"))  # fmt: skip
         _iso_cost(ax, rows)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels collide on short ranges
         ax.set_xlabel("cluster $/hour")
         ax.set_ylabel("steps/s")
-        ax.set_title(f"{env} ({mode}, {protocol})", fontsize=9)
+        ax.set_title(_text(f"{env} ({mode}, {protocol})"), fontsize=9)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=6)
     return _save(fig, path)
@@ -85,7 +91,7 @@ def cost_plot(groups: dict[tuple[str, str, str], list[Row]], path: Path) -> tupl
 def usd_per_m_plot(groups: dict[tuple[str, str, str], list[Row]], path: Path) -> tuple[int, int]:
     fig, axes = _grid(len(groups))
     for ax, ((env, mode, protocol), rows) in zip(axes.flat, groups.items(), strict=False):
-        labels = [f"{r.label} {r.price.kind}" for r in rows]
+        labels = [_text(f"{r.label} {r.price.kind}") for r in rows]
         ax.barh(range(len(rows)), [r.usd_per_m for r in rows], label="steady state")
         allin = [r.allin_usd_per_m or 0.0 for r in rows]
         if any(allin):
@@ -95,7 +101,7 @@ def usd_per_m_plot(groups: dict[tuple[str, str, str], list[Row]], path: Path) ->
         ax.invert_yaxis()  # cheapest on top, like the table
         ax.set_xscale("log")  # start-up can make all-in 100x the steady-state figure
         ax.set_xlabel("$ per million steps")
-        ax.set_title(f"{env} ({mode}, {protocol})", fontsize=9)
+        ax.set_title(_text(f"{env} ({mode}, {protocol})"), fontsize=9)
         ax.legend(fontsize=7)
     return _save(fig, path)
 
@@ -114,14 +120,14 @@ def speedup_plot(groups: dict[tuple[str, str, str], list[Row]], path: Path) -> t
             sp = [r.mean / base.mean for r in rs]
             band = [2 * r.std / base.mean for r in rs]
             ax.errorbar(xs, sp, yerr=band, fmt="o-", capsize=3,
-                        label=f"{base.target} {base.hardware}")  # fmt: skip
+                        label=_text(f"{base.target} {base.hardware}"))  # fmt: skip
             ax.fill_between(xs, [s - b for s, b in zip(sp, band, strict=True)],
                             [s + b for s, b in zip(sp, band, strict=True)], alpha=0.2)  # fmt: skip
             top = max(top, int(max(xs)))
         ax.plot([1, top], [1, top], "k--", label="ideal")
         ax.set_xlabel("CPUs / smallest size")
         ax.set_ylabel("speedup")
-        ax.set_title(f"{env} ({mode}, {protocol})", fontsize=9)
+        ax.set_title(_text(f"{env} ({mode}, {protocol})"), fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
     return _save(fig, path)

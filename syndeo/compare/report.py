@@ -4,18 +4,27 @@ Runs of the same configuration (env, mode, protocol, target, hardware, pricing,
 nodes x CPUs) pool their repeats, as the benchmark report does.  The HTML page is the
 Markdown page rendered by markdown-it with every PNG embedded as a data URI, so it is
 one self-contained file.
+
+Rows are sorted by steady-state $/M steps, and every table says so; the all-in order can
+be the reverse for short runs, so each env also gets one line naming the cheapest of
+both.  Text that came from a file (env ids, CPU models, cluster ids, paths, catalog
+sources) is escaped wherever it is shown: as rich markup on the terminal, as Markdown in
+report.md (so a ``|`` cannot add a table cell and ``[a](http://x)`` stays text in
+report.html).
 """
 
 from __future__ import annotations
 
 import base64
 import math
+import re
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
+from rich.markup import escape
 from rich.table import Table
 
 from syndeo.compare.catalog import CATALOG_VERSION, Catalog
@@ -88,6 +97,10 @@ class Row:
     def label(self) -> str:
         return f"{self.target} {self.hardware} {self.nodes}x{self.cpus_per_node}"
 
+    @property
+    def flags(self) -> str:
+        return "PARTIAL" if self.partial else ""
+
 
 def _measured_seconds(run: Run) -> float:
     return sum(x.seconds for r in run.result.results for x in r.syndeo.repeats)
@@ -131,11 +144,44 @@ def build_rows(runs: list[Run], catalog: Catalog, onprem: OnPremCost) -> list[Ro
 
 
 def groups(rows: list[Row]) -> dict[tuple[str, str, str], list[Row]]:
-    """Rows per (env, mode, protocol), each sorted by $/M steps."""
+    """Rows per (env, mode, protocol), each sorted by steady-state $/M steps."""
     out: dict[tuple[str, str, str], list[Row]] = defaultdict(list)
     for r in rows:
         out[(r.env, r.mode, r.protocol)].append(r)
     return dict(sorted(out.items()))
+
+
+ORDER = "cheapest steady-state $/M steps first"
+UNIT = (
+    "CPU = one CPU as Ray counts it: a vCPU on a cloud instance, a logical CPU (hardware "
+    "thread) on your own machines; every CPU count, per-CPU figure, efficiency and fit "
+    "uses this one unit"
+)
+
+
+def _name(r: Row) -> str:
+    return f"{r.nodes} x {r.target} {r.hardware} ({r.price.kind})" + (
+        " PARTIAL" if r.partial else ""
+    )
+
+
+def cheapest(rows: list[Row]) -> str:
+    """One line: cheapest per step in the steady state, and all-in for runs this long.
+
+    The table is sorted by the first; for short runs start-up dominates and the second
+    can name the opposite end of the table.
+    """
+    steady = min(rows, key=lambda r: r.usd_per_m)
+    line = f"cheapest for this workload: {_name(steady)} at {usd(steady.usd_per_m)} $/M steps "
+    line += "(steady state: long runs)"
+    known = [r for r in rows if r.allin_usd_per_m is not None]
+    if not known:
+        return line + "; all-in unknown (no run recorded its duration)"
+    allin = min(known, key=lambda r: r.allin_usd_per_m or 0.0)
+    return line + (
+        f", {_name(allin)} at {usd(allin.allin_usd_per_m)} $/M steps "
+        "(all-in: for a run as long as the ones measured)"
+    )
 
 
 def _fmt(v: float | None, spec: str) -> str:
@@ -146,31 +192,47 @@ def usd(v: float | None) -> str:
     """Dollars to 3 significant digits (at least cents): on-prem CartPole costs 0.0000937 $/M."""
     if v is None:
         return "–"
-    if v <= 0:
+    if v <= 0 or not math.isfinite(v):
         return f"{v:.2f}"
     return f"{v:,.{max(2, 2 - math.floor(math.log10(v)))}f}"
 
 
-def terminal_tables(rows: list[Row]) -> list[Table]:
-    tables = []
+# Characters that open a Markdown construct inline (links, images, emphasis, code, HTML,
+# entities, table cells; # ends a heading).  A backslash makes each literal (CommonMark).
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|!~&#])")
+
+
+def md_text(value: object) -> str:
+    """File-provided text as literal Markdown, safe in a table cell, heading or list item."""
+    one_line = " ".join(str(value).split())  # a newline would end the table row
+    return _MD_SPECIAL.sub(r"\\\1", one_line)
+
+
+def terminal_tables(rows: list[Row]) -> list[Table | str]:
+    """Per env: its table, then the line naming the cheapest (plain text: escape it)."""
+    out: list[Table | str] = []
     for (env, mode, protocol), rs in groups(rows).items():
-        t = Table(title=f"{env} — {mode}, {protocol} protocol (cheapest first)")
-        cols = ("target", "hardware", "pricing", "nodes×CPUs", "steps/s ± std", "per CPU",
-                "eff. %", "cluster $/h", "$/M steps", "all-in $/M", "h to 1 B")  # fmt: skip
+        t = Table(title=escape(f"{env} — {mode}, {protocol} protocol ({ORDER})"))
+        cols = ["target", "hardware", "pricing", "nodes×CPUs", "steps/s ± std", "per CPU",
+                "eff. %", "cluster $/h", "$/M steps", "all-in $/M", "h to 1 B"]  # fmt: skip
+        flagged = any(r.flags for r in rs)
+        if flagged:
+            cols.append("flags")
         for c in cols:
             t.add_column(c, justify="left" if c in ("target", "hardware", "pricing") else "right")
         for r in rs:
-            t.add_row(
-                r.target, r.hardware, r.price.kind, f"{r.nodes}×{r.cpus_per_node}",
+            cells = [
+                r.target, escape(r.hardware), r.price.kind, f"{r.nodes}×{r.cpus_per_node}",
                 f"{r.mean:,.0f} ± {r.std:,.0f}", f"{r.per_cpu:,.0f}", f"{r.efficiency:.0f}",
                 usd(r.price.usd_per_h), usd(r.usd_per_m), usd(r.allin_usd_per_m),
                 f"{r.hours_to_billion:,.1f}",
-            )  # fmt: skip
-        tables.append(t)
-    return tables
+            ]  # fmt: skip
+            t.add_row(*cells, *([r.flags] if flagged else []))
+        out += [t, cheapest(rs)]
+    return out
 
 
-def _jinja() -> jinja2.Environment:
+def jinja_env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("syndeo.compare", "templates"),
         undefined=jinja2.StrictUndefined,
@@ -180,15 +242,41 @@ def _jinja() -> jinja2.Environment:
     )
     env.filters["num"] = lambda v, fmt=",.0f": _fmt(v, fmt)
     env.filters["usd"] = usd
+    env.filters["md"] = md_text
     return env
+
+
+def write_pages(out_dir: Path, stem: str, template: str, **context: object) -> tuple[Path, Path]:
+    """``<stem>.md`` and a self-contained ``<stem>.html`` from one Markdown template.
+
+    ``image(name)`` in the template is the PNG's file name in the Markdown page and a
+    data URI in the HTML page.  The HTML is markdown-it's rendering with
+    raw HTML off: nothing from a file reaches it unescaped.
+    """
+    from markdown_it import MarkdownIt  # a dependency of rich
+
+    page = jinja_env().get_template(template)
+    md = out_dir / f"{stem}.md"
+    md.write_text(page.render(image=lambda name: name, **context))
+
+    def data_uri(name: str) -> str:
+        data = base64.b64encode((out_dir / name).read_bytes()).decode()
+        return f"data:image/png;base64,{data}"
+
+    body = (
+        MarkdownIt("commonmark", {"html": False})
+        .enable("table")
+        .render(page.render(image=data_uri, **context))
+    )
+    html = out_dir / f"{stem}.html"
+    html.write_text(jinja_env().get_template("compare.html.j2").render(body=body))
+    return md, html
 
 
 def render_compare(
     found: Found, catalog: Catalog, onprem: OnPremCost, out_dir: Path
 ) -> tuple[Path, Path, list[Row]]:
     """Write ``report.md``, ``report.html`` and the PNGs into ``out_dir``."""
-    from markdown_it import MarkdownIt  # a dependency of rich
-
     try:
         from syndeo.compare import plots
     except ImportError as e:
@@ -205,29 +293,10 @@ def render_compare(
          if (m := run.machines) is not None and run.target in CLOUD_TARGETS
          for itype, _ in m.billed()}
     )  # fmt: skip
-    context = {
-        "groups": groups(rows),
-        "runs": found.runs,
-        "skipped": found.skipped,
-        "catalog_version": CATALOG_VERSION,
-        "catalog_files": catalog.files,
-        "onprem": onprem,
-        "cloud_prices": [catalog.price(*k) for k in used],
-        "figures": figures,
-    }
-    page = _jinja().get_template("compare.md.j2")
-    md = out_dir / "report.md"
-    md.write_text(page.render(image=lambda name: name, **context))
-
-    def embed(name: str) -> str:
-        data = base64.b64encode((out_dir / name).read_bytes()).decode()
-        return f"data:image/png;base64,{data}"
-
-    body = (
-        MarkdownIt("commonmark", {"html": False})
-        .enable("table")
-        .render(page.render(image=embed, **context))
-    )
-    html = out_dir / "report.html"
-    html.write_text(_jinja().get_template("compare.html.j2").render(body=body))
+    md, html = write_pages(
+        out_dir, "report", "compare.md.j2",
+        groups=groups(rows), cheapest=cheapest, order=ORDER, unit=UNIT, runs=found.runs,
+        skipped=found.skipped, catalog_version=CATALOG_VERSION, catalog_files=catalog.files,
+        onprem=onprem, cloud_prices=[catalog.price(*k) for k in used], figures=figures,
+    )  # fmt: skip
     return md, html, rows

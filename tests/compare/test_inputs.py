@@ -16,11 +16,14 @@ import pytest
 
 from syndeo.compare.catalog import load_catalog
 from syndeo.compare.errors import CompareError
+from syndeo.compare.plan import make_plan
+from syndeo.compare.report import build_rows, render_compare
 from syndeo.compare.runs import find_runs
 from syndeo.compare.settings import OnPremCost
 from tests.compare.fixtures import (
     bench_result,
     edit_json,
+    fixture_onprem,
     one_line_error,
     run,
     standard,
@@ -195,4 +198,85 @@ def test_onprem_settings_that_would_print_no_price(tmp_path: Path) -> None:
     assert "cost.onprem.capex_usd_per_node" in line and "finite" in line
 
 
+@pytest.mark.parametrize("steps", ["nan", "inf", "1e400", "-5", "many"])
+def test_plan_steps_must_be_a_positive_finite_number(tmp_path: Path, steps: str) -> None:
+    if steps in ("-5", "many"):  # plain refusals; keep the subprocesses for the tracebacks
+        from syndeo.compare.cli import _steps
+
+        with pytest.raises(CompareError, match=r"--steps: give a positive number like 1e9"):
+            _steps(steps)
+        return
+    results, catalog, _ = standard(tmp_path)
+    line = one_line_error(
+        run("syndeo", "--results", results, "--catalog", catalog, "--plan", "--env",
+            "CartPole-v1", "--steps", steps, cwd=tmp_path)
+    )  # fmt: skip
+    assert f"--steps: give a positive number like 1e9, not '{steps}'" in line
+
+
 # ------------------------------------------------------------------ file text stays text
+MARKUP_ENV = "Cart[/]Pole [link=http://evil.example]click[/link] $\\bad$"
+MD_CPU = "Fixture | CPU [a](http://x.example) ![i](http://y.example/i.png) <b>bold</b> *em*"
+
+
+def test_markup_in_a_name_is_printed_as_text(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    write_run(results, "local-m", "local", 1, 2, {MARKUP_ENV: [(2000, 2.0)]}, 36.0)
+    out = tmp_path / "report"
+    p = run("syndeo", "--results", results, "--out", out, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    # rich would have failed on [/] (after writing the report), hidden the link, and
+    # matplotlib on the $...$ formula.
+    assert f"{MARKUP_ENV} — count, paper protocol" in p.stdout
+    assert (out / "report.html").is_file() and (out / "cost.png").is_file()
+
+
+def _md_cells(line: str) -> list[str]:
+    """Cells of a Markdown table row: split at | not escaped by a backslash."""
+    return [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+
+
+def test_table_cells_and_links_from_files_are_escaped(tmp_path: Path) -> None:
+    results, catalog, _ = standard(tmp_path)
+    for cluster in ("local-a", "local-b"):
+        edit_json(results / cluster / "result.json", key("manifest.cpu_model", MD_CPU))
+    found = find_runs(results)
+    md, html, _ = render_compare(found, load_catalog(catalog), fixture_onprem(), tmp_path / "r")
+    text = md.read_text()
+    # The 1 x 2 local row: still 13 cells, cluster $/h (2 x 0.55) in its own column.
+    [row] = [ln for ln in text.splitlines() if ln.startswith("| local |") and "| 1 × 2 |" in ln]
+    cells = _md_cells(row)
+    assert len(cells) == 13
+    assert cells[1] == (
+        r"Fixture \| CPU \[a\](http://x.example) \!\[i\](http://y.example/i.png) "
+        r"\<b\>bold\</b\> \*em\*"
+    )
+    assert cells[9] == "1.10"
+    page = html.read_text()
+    rows = [re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", page, re.S)]
+    [html_row] = [r for r in rows if r and r[0] == "local" and r[3] == "1 × 2"]
+    assert len(html_row) == 13 and html_row[9] == "1.10"
+    assert html_row[1] == (
+        "Fixture | CPU [a](http://x.example) ![i](http://y.example/i.png) "
+        "&lt;b&gt;bold&lt;/b&gt; *em*"
+    )
+    assert "<a " not in page and "<b>" not in page and "<em>" not in page
+    assert not re.search(r'src="(?!data:)', page)
+
+
+def test_partial_results_are_flagged(tmp_path: Path) -> None:
+    results, catalog, _ = standard(tmp_path)
+    edit_json(results / "local-b" / "result.json", key("partial", True))
+    found = find_runs(results)
+    rows = build_rows(found.runs, load_catalog(catalog), fixture_onprem())
+    assert [r.target + str(r.nodes) for r in rows if r.partial] == ["local2"]
+    md, _, _ = render_compare(found, load_catalog(catalog), fixture_onprem(), tmp_path / "r")
+    text = md.read_text()
+    assert "| h to 1 B | flags |" in text
+    assert re.search(
+        r"^\| local \| Fixture CPU \| on-prem \| 2 × 2 \| .* \| PARTIAL \|$", text, re.M
+    )
+    assert "| local-b PARTIAL | local |" in text
+    plan = make_plan(rows, load_catalog(catalog), fixture_onprem(), "CartPole-v1", 1e9)
+    [fit] = [s.describe() for s in plan.series if s.partial]
+    assert fit.startswith("fit local Fixture CPU (PARTIAL runs): steps/s = ")
