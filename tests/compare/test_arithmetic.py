@@ -1,5 +1,6 @@
-"""Hand-worked figures where a slip would change them: the CPU unit of every basis, and
-the lines that answer "where is it cheapest?".
+"""Hand-worked figures where an arithmetic slip would change them: envs sharing a run,
+pooled runs, a standalone sweep, a fit that is not exact, the CPU unit of every basis,
+and the lines that answer "where is it cheapest?".
 
 Every figure below is worked out in the comment above its assertion.
 """
@@ -12,20 +13,90 @@ from pathlib import Path
 import pytest
 
 from syndeo.compare.catalog import Catalog, Price, load_catalog
+from syndeo.compare.fit import fit_power_law
 from syndeo.compare.plan import Prediction, cells, headline, make_plan
 from syndeo.compare.report import build_rows, cheapest
 from syndeo.compare.runs import find_runs
 from tests.compare.fixtures import (
+    bench_result,
+    env_result,
     fixture_onprem,
     run,
     standard,
     write_run,
 )
 
+
 # ------------------------------------------------------------------ all-in cost
+def test_envs_of_one_run_share_its_cost_by_measured_seconds(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    # One local run (1 x 2 CPUs, 40 s to teardown) measured two envs: CartPole 2000 steps
+    # in 1 s, Humanoid 300 in 1 s and 300 in 2 s.  4 measured seconds: CartPole 1/4.
+    write_run(results, "local-m", "local", 1, 2,
+              {"CartPole-v1": [(2000, 1.0)], "Humanoid-v5": [(300, 1.0), (300, 2.0)]},
+              40.0)  # fmt: skip
+    rows = build_rows(find_runs(results).runs, load_catalog(), fixture_onprem())
+    by = {r.env: r for r in rows}
+    # The run: 40 s / 3600 x 2 CPUs x 0.55 $/h = 0.0122222 $.
+    # CartPole: 1/4 of it = 0.00305556 $ over 2000 steps = 1.527778 $/M
+    assert by["CartPole-v1"].allin_usd_per_m == pytest.approx(1.527778, rel=1e-6)
+    # Humanoid: 3/4 = 0.00916667 $ over 600 steps = 15.277778 $/M
+    assert by["Humanoid-v5"].allin_usd_per_m == pytest.approx(15.277778, rel=1e-6)
+    # Steady state is per env too: Humanoid 300 and 150 steps/s, mean 225;
+    # 1.1 $/h / (225 x 3600) x 1e6 = 1.358025 $/M
+    assert by["Humanoid-v5"].usd_per_m == pytest.approx(1.358025, rel=1e-6)
+
+
+def test_pooled_runs_add_their_costs(tmp_path: Path) -> None:
+    results, catalog, _ = standard(tmp_path)
+    # A second run of the local 1 x 2 configuration: 2800 steps in 2 s, 72 s to teardown.
+    write_run(results, "local-a2", "local", 1, 2, [(2800, 2.0)], 72.0)
+    rows = build_rows(find_runs(results).runs, load_catalog(catalog), fixture_onprem())
+    [pooled] = [r for r in rows if r.target == "local" and r.nodes == 1]
+    assert pooled.runs == ["local-a", "local-a2"]
+    # Rates 1000, 1200 (local-a) and 1400: mean 1200 steps/s
+    assert pooled.mean == pytest.approx(1200)
+    # Both runs' cost: (36 + 72) s / 3600 x 1.1 $/h = 0.033 $ over 2000 + 2400 + 2800
+    # = 7200 steps = 4.583333 $/M
+    assert pooled.allin_usd_per_m == pytest.approx(4.583333, rel=1e-6)
+
+
+def test_standalone_sweep_splits_its_wall_time_by_size(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    # invoke bench swept 1 and 2 workers: 1000 steps in 1 s, then 3000 in 3 s.
+    res = bench_result("standalone", 1, 2, [(1000, 1.0)])
+    res.results = [env_result("CartPole-v1", 1, [(1000, 1.0)]),
+                   env_result("CartPole-v1", 2, [(3000, 3.0)])]  # fmt: skip
+    (results / "bench-x.json").write_text(res.model_dump_json())
+    runs = find_runs(results).runs
+    # 60 s of wall time (20:00:00 to 20:01:00) by measured seconds: 1/4 and 3/4.
+    assert [(r.cpus, r.wall_s) for r in runs] == [(1, 15.0), (2, 45.0)]
+    rows = build_rows(runs, load_catalog(), fixture_onprem())
+    by = {r.cpus: r for r in rows}
+    # 1 CPU: 15 s / 3600 x 0.55 $/h = 0.00229167 $ over 1000 steps = 2.291667 $/M
+    assert by[1].allin_usd_per_m == pytest.approx(2.291667, rel=1e-6)
+    # 2 CPUs: 45 s / 3600 x 1.1 $/h = 0.01375 $ over 3000 steps = 4.583333 $/M
+    assert by[2].allin_usd_per_m == pytest.approx(4.583333, rel=1e-6)
 
 
 # ------------------------------------------------------------------ the fit
+def test_three_size_fit_that_is_not_exact() -> None:
+    # log2(steps/s / 1000) = 0, 1, 1.5 at log2(CPUs) = 0, 1, 2 (1000, 2000, 2828.43).
+    f = fit_power_law([(1, 1000.0), (2, 2000.0), (4, 1000 * 2**1.5)])
+    # Slope: x̄ = 1, ȳ = 5/6; Sxy = (-1)(-5/6) + 0 + (1)(2/3) = 1.5, Sxx = 2 -> b = 0.75;
+    # intercept 5/6 - 0.75 = 1/12 -> a = 1000 x 2^(1/12) = 1059.4631
+    assert f.b == pytest.approx(0.75)
+    assert f.a == pytest.approx(1000 * 2 ** (1 / 12))
+    # log2 residuals -1/12, +1/6, -1/12: SS_res = 6/144 = 1/24; SS_tot = (5/6)² + (1/6)²
+    # + (2/3)² = 42/36 = 7/6; R² = 1 - (1/24) / (7/6) = 1 - 1/28 = 27/28 (base-free ratio)
+    assert f.r2 == pytest.approx(27 / 28)
+    # Relative residuals predicted/measured - 1: 2^(1/12) - 1 = 5.95 %, 2^(-1/6) - 1 =
+    # -10.91 %, 5.95 %: the largest is 1 - 2^(-1/6) = 0.1091012
+    assert f.max_rel_residual == pytest.approx(1 - 2 ** (-1 / 6))
+    assert f.quality() == (
+        "steps/s = 1,059 x CPUs^0.750 over 3 sizes (1, 2, 4 CPUs); R² 0.964, max |residual| 10.9 %"
+    )
 
 
 # ------------------------------------------------------------------ one CPU unit
