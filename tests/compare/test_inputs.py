@@ -221,14 +221,22 @@ MD_CPU = "Fixture | CPU [a](http://x.example) ![i](http://y.example/i.png) <b>bo
 
 def test_markup_in_a_name_is_printed_as_text(tmp_path: Path) -> None:
     results = tmp_path / "results"
-    write_run(results, "local-m", "local", 1, 2, {MARKUP_ENV: [(2000, 2.0)]}, 36.0)
+    cpu = "CPU [bold]x[/bold] [/]"
+    write_run(results, "local-m", "local", 1, 2, {MARKUP_ENV: [(2000, 2.0)]}, 36.0, cpu_model=cpu)
     out = tmp_path / "report"
     p = run("syndeo", "--results", results, "--out", out, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     # rich would have failed on [/] (after writing the report), hidden the link, and
     # matplotlib on the $...$ formula.
     assert f"{MARKUP_ENV} — count, paper protocol" in p.stdout
+    assert f"cheapest for this workload: 1 x local {cpu} (on-prem)" in p.stdout
     assert (out / "report.html").is_file() and (out / "cost.png").is_file()
+    p = run("syndeo", "--results", results, "--plan", "--env", MARKUP_ENV, "--target", "local",
+            "--out", out, cwd=tmp_path)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert f"basis for unmeasured instance types: local {cpu}\n" in p.stdout
+    assert f"Plan: 1,000,000,000 steps of {MARKUP_ENV} (count" in p.stdout
+    assert f"cheapest: 1 x local {cpu} " in p.stdout
 
 
 def _md_cells(line: str) -> list[str]:
