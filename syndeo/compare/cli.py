@@ -35,13 +35,18 @@ def _onprem(config: str | Path | None) -> OnPremCost:
     return load_config(Path(config)).cost.onprem
 
 
+MAX_NODES = 100_000  # far beyond any catalog's quota; larger counts overflow floats
+
+
 def _sizes(text: str) -> tuple[int, ...]:
     try:
         sizes = tuple(int(x) for x in text.split(","))
     except ValueError:
         sizes = ()
-    if not sizes or min(sizes) < 1:
-        raise CompareError(f"--sizes: give node counts like 1,2,4,8, not {text!r}")
+    if not sizes or min(sizes) < 1 or max(sizes) > MAX_NODES:
+        raise CompareError(
+            f"--sizes: give node counts from 1 to {MAX_NODES:,} like 1,2,4,8, not {text!r}"
+        )
     return sizes
 
 

@@ -214,6 +214,15 @@ def test_plan_steps_must_be_a_positive_finite_number(tmp_path: Path, steps: str)
     assert f"--steps: give a positive number like 1e9, not '{steps}'" in line
 
 
+@pytest.mark.parametrize("sizes", ["0,2", "1,1" + "0" * 400, "1,,2", "two"])
+def test_plan_sizes_are_node_counts(sizes: str) -> None:
+    from syndeo.compare.cli import _sizes
+
+    # A 400-digit count would overflow the model's float arithmetic: a traceback.
+    with pytest.raises(CompareError, match=r"--sizes: give node counts from 1 to 100,000"):
+        _sizes(sizes)
+
+
 # ------------------------------------------------------------------ file text stays text
 MARKUP_ENV = "Cart[/]Pole [link=http://evil.example]click[/link] $\\bad$"
 MD_CPU = "Fixture | CPU [a](http://x.example) ![i](http://y.example/i.png) <b>bold</b> *em*"
