@@ -21,6 +21,7 @@ from syndeo import frontend, image_tasks
 from syndeo.bench.tasks import bench, bench_bringup, report
 from syndeo.errors import SyndeoError
 from syndeo.slurm import tasks as slurm_tasks
+from syndeo.testbed import tasks as testbed_tasks
 
 
 @contextmanager
@@ -228,3 +229,7 @@ _slurm.add_task(slurm_tasks.slurm_down, name="down")  # type: ignore[arg-type]
 _slurm.add_task(slurm_tasks.slurm_status, name="status")  # type: ignore[arg-type]
 _slurm.add_task(slurm_tasks.slurm_cancel, name="cancel")  # type: ignore[arg-type]
 ns.add_collection(_slurm)
+_aws_emulator = Collection("aws-emulator")
+_aws_emulator.add_task(testbed_tasks.emulator_up, name="up")
+_aws_emulator.add_task(testbed_tasks.emulator_down, name="down")  # type: ignore[arg-type]
+ns.add_collection(_aws_emulator)

@@ -154,15 +154,19 @@ def _follow(
         target.wait(launched, delay)
 
 
-def _collect_timeline(
-    cfg: DeployConfig, rdv: Rendezvous, cluster_id: str, launcher: dict[str, float]
-) -> None:
-    """Every node's bring-up timeline and the launcher's marks, one file (diagnostics:
-    a store that cannot give them costs the run nothing)."""
+def _read_timelines(rdv: Rendezvous) -> dict[int, Any]:
+    """Every node's bring-up timeline (diagnostics: a store that cannot give them costs
+    the run nothing)."""
     try:
-        nodes = rdv.read_timelines()
+        return dict(rdv.read_timelines())
     except Exception:  # best effort by design
-        nodes = {}
+        return {}
+
+
+def _write_timeline(
+    cfg: DeployConfig, cluster_id: str, nodes: dict[int, Any], launcher: dict[str, float]
+) -> None:
+    """The nodes' timelines and the launcher's marks, one file."""
     data = {"cluster_id": cluster_id, "launcher": launcher, "nodes": nodes}
     write_atomic(
         cfg.results_dir / cluster_id / "timeline.json",
@@ -193,15 +197,19 @@ def deploy(cfg: DeployConfig, ui: Ui | None = None, keep: bool = False) -> Outco
 def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
     check_workload(cfg)  # a bad setting costs no start-up (or queue wait) to find
     target, spec, rdv = _prepare(cfg, ui)
+    # A bucket the launch creates is destroyed with the cluster: nothing to clean after.
+    owned = target.creates_rendezvous(spec.rendezvous)
     t0, wall0 = time.monotonic(), time.time()
     launched: Launched | None = None
     finished = False
+    result_path: Path | None = None
+    nodes_timeline: dict[int, Any] = {}
     with ui:
         try:
             launched = target.launch(spec)
             if keep:
                 save_launched(launched)
-            if target.creates_rendezvous(spec.rendezvous):
+            if owned:
                 rdv.check()  # it exists only now
             launch_s = round(time.monotonic() - t0, 3)
             rc, done, timings, rdv = _follow(target, launched, rdv, spec, ui)
@@ -210,6 +218,9 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
             if "all_joined_s" in timings:
                 timings["launch_to_joined_s"] = round(launch_s + timings["all_joined_s"], 3)
             finished = True
+            # Before the teardown: a VM target's destroy takes the bucket with it.
+            result_path = _collect(cfg, rdv, spec.cluster_id)
+            nodes_timeline = _read_timelines(rdv)
         except KeyboardInterrupt:
             with contextlib.suppress(Exception):
                 rdv.request_stop("interrupted")
@@ -217,23 +228,24 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
         finally:
             if launched is not None and not keep:
                 target.stop(launched)
+                forget(spec.cluster_id)  # nothing of it is up any more
             left_running = launched is not None and launched.data.get("unobserved")
-            # A bucket the launch creates does not exist when the launch failed early.
-            never_made = launched is None and target.creates_rendezvous(spec.rendezvous)
-            if not finished and not keep and not left_running and not never_made:
+            gone = owned and not keep  # never made, or destroyed with the cluster
+            if not finished and not keep and not left_running and not gone:
                 # Records of a cluster that never finished: the id is free again.
                 # (Not those of a job we lost sight of: it still runs and uses them.)
                 with contextlib.suppress(Exception):
                     rdv.cleanup(all_attempts=True)
     timings["teardown_done_s"] = round(time.monotonic() - t0, 3)
     assert rc is not None
-    result_path = _collect(cfg, rdv, spec.cluster_id)
     # The launcher's marks on the nodes' clock (wall time), for syndeo.timeline.
     marks = {"launch_start": 0.0, **{k.removesuffix("_s"): v for k, v in timings.items()}}
     marks.pop("launch_to_joined", None)
     if done is not None:
         marks["head_done"] = done.finished_at - wall0  # the head's clock: when it recorded done
-    _collect_timeline(cfg, rdv, spec.cluster_id, {k: round(wall0 + v, 3) for k, v in marks.items()})
+    _write_timeline(
+        cfg, spec.cluster_id, nodes_timeline, {k: round(wall0 + v, 3) for k, v in marks.items()}
+    )
     message = (
         done.message
         if done is not None
@@ -255,7 +267,7 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
     _write_summary(cfg, spec, outcome, target.summary(launched) if launched else {})
     if keep:
         ui.info(f"cluster {spec.cluster_id} kept up: `invoke down --cluster-id {spec.cluster_id}`")
-    else:
+    elif not owned:
         rdv.cleanup(all_attempts=True)
     # One shape for every failure, whatever its timing: a head that died before it
     # could record "done" and one that recorded it on its way down both come back as
@@ -338,19 +350,27 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
 
 
 def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) -> str:
-    """Stop a cluster started by ``up``: ask its head through the rendezvous, then make sure."""
+    """Stop a cluster started by ``up``: ask its head through the rendezvous, then make sure.
+
+    Needs nothing but the state ``up`` saved (and the cloud's credentials in the
+    environment): it works from a new shell.
+    """
     ui = ui or Ui()
     launched = load_launched(cluster_id)
     rdv = open_rendezvous(launched.rendezvous, launched.cluster_id)
     from syndeo.config import load_config
 
     target = get_target(load_config(target=launched.target))
-    rdv.request_stop("down")
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and target.poll(launched) is None:
-        time.sleep(0.2)
+    try:
+        rdv.request_stop("down")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and target.poll(launched) is None:
+            time.sleep(0.2)
+    except RendezvousError:
+        pass  # its store is gone or never came up (a launch killed early): stop all the same
     target.stop(launched)
-    rdv.cleanup(all_attempts=True)
+    if not launched.data.get("owns_rendezvous"):
+        rdv.cleanup(all_attempts=True)  # (a bucket made with the cluster went with it)
     forget(launched.cluster_id)
     (cluster_dir(launched.cluster_id) / "token").unlink(missing_ok=True)
     return launched.cluster_id

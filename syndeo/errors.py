@@ -26,6 +26,12 @@ class RendezvousError(SyndeoError):
     """The rendezvous location is unreachable, denied, missing or inconsistent."""
 
 
+class RendezvousDenied(RendezvousError):
+    """The store refused us (access denied, no or rejected credentials).  On a fresh
+    machine this may pass by itself: role bindings and instance credentials can
+    arrive after the machine does."""
+
+
 class RendezvousTimeout(RendezvousError):
     """A wait on the rendezvous passed its deadline."""
 

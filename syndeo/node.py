@@ -21,7 +21,7 @@ from pathlib import Path
 from types import FrameType
 
 from syndeo import __version__
-from syndeo.errors import NodeError, SyndeoError
+from syndeo.errors import NodeError, RendezvousDenied, SyndeoError
 from syndeo.leaving import gcs_reachable, wait_until_done
 from syndeo.nodeconfig import NodeSettings
 from syndeo.raynode import RayProcess, client_server_port
@@ -203,6 +203,27 @@ def _ray_version() -> str:
     return version("ray")
 
 
+def _first_check(rdv: Rendezvous, s: NodeSettings) -> None:
+    """The store, reached once before anything else -- waiting out a refusal for up to
+    the join timeout: on a machine that just booted, a cloud role binding (GCP, Azure:
+    effective some time after the apply returns) or the instance credentials (EC2's
+    metadata service at first boot) may not be there yet.  Any other failure (a
+    missing bucket, a bad URI) is final at once."""
+    deadline = time.monotonic() + s.join_timeout
+    delay = 1.0
+    while True:
+        try:
+            rdv.check()
+            return
+        except RendezvousDenied as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            if delay == 1.0:
+                log(s, f"{exc}: retrying for up to {s.join_timeout:.0f} s (new machine)")
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+
 def main(env: dict[str, str] | None = None) -> int:
     tl = Timeline()
     tl.mark("main")
@@ -212,7 +233,7 @@ def main(env: dict[str, str] | None = None) -> int:
     # Ours and private, or refused: the token and Ray's sockets go in here.
     secure_dir(settings.scratch)
     rdv = open_rendezvous(settings.rendezvous, settings.cluster_id, settings.attempt)
-    rdv.check()
+    _first_check(rdv, settings)
     tl.mark("rendezvous_ok")
     try:
         if settings.is_head:

@@ -20,6 +20,8 @@ def _fmt_status(cluster_id: str, st: StatusRecord | None, phase_hint: str) -> Te
     line.append(f"  nodes {len(st.nodes_joined)}/{st.nodes_expected}")
     if st.groups:
         line.append(" (" + ", ".join(f"{g} {j}/{n}" for g, (j, n) in st.groups.items()) + ")")
+    if st.nodes_lost:
+        line.append(f"  lost rank {', '.join(map(str, st.nodes_lost))}", style="bold red")
     prog = st.progress
     if "samples" in prog:
         target = prog.get("samples_target")
@@ -73,7 +75,11 @@ class Ui:
             self._live.update(text)
         elif not self.quiet:
             # Without a terminal, print only changes of phase or node count.
-            key = f"{st.phase}:{len(st.nodes_joined)}:{st.groups}" if st else phase_hint
+            key = (
+                f"{st.phase}:{len(st.nodes_joined)}:{st.groups}:{st.nodes_lost}"
+                if st
+                else phase_hint
+            )
             if key != self._last_plain:
                 self._last_plain = key
                 self.console.print(text)

@@ -121,7 +121,7 @@ class Monitor:
         record = StatusRecord(
             phase=phase, nodes_expected=self.s.nodes, nodes_joined=sorted(self.ever_joined),
             message=message, progress=self.progress, dashboard_url=self.dashboard_url,
-            updated_at=time.time(), groups=self.groups.counts(),
+            updated_at=time.time(), groups=self.groups.counts(), nodes_lost=sorted(self.lost),
         )  # fmt: skip
         self.store.call(lambda: self.rdv.publish_status(record), None)
 

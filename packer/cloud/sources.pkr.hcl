@@ -8,6 +8,9 @@ locals {
     project = "syndeo"
     built   = local.stamp
   }
+  # The sha256 of the SIF this image carries (its manifest, written by `invoke build`):
+  # an AMI tag the aws target reads, records in deploy.json and hands to the nodes.
+  sif_digest = lookup(jsondecode(file("${var.sif_path}.manifest.json")), "sha256", "")
 }
 
 source "amazon-ebs" "syndeo" {
@@ -39,7 +42,7 @@ source "amazon-ebs" "syndeo" {
     encrypted             = true
   }
 
-  tags     = local.labels
+  tags     = merge(local.labels, { "syndeo-image-digest" = local.sif_digest })
   run_tags = local.labels
 }
 

@@ -78,6 +78,14 @@ class Workspace:
     def log(self) -> Path:
         return self.cluster_dir / "terraform.log"
 
+    def forget(self) -> None:
+        """Remove everything but the log (after a clean destroy)."""
+        import shutil
+
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        for path in (self.tfvars, self.state, *self.cluster_dir.glob("terraform.tfstate*")):
+            path.unlink(missing_ok=True)
+
 
 class Terraform:
     """The four commands a Terraform-backed target needs, on one :class:`Workspace`."""
@@ -110,8 +118,17 @@ class Terraform:
         }
         # A CLI config file that does not exist makes every command warn.
         cli_cfg = self.env.get("TF_CLI_CONFIG_FILE")
-        if cli_cfg and not Path(cli_cfg).exists():
-            self.env["TF_CLI_CONFIG_FILE"] = os.devnull
+        if cli_cfg:
+            try:
+                if not Path(cli_cfg).exists():
+                    self.env["TF_CLI_CONFIG_FILE"] = os.devnull
+                else:
+                    Path(cli_cfg).read_bytes()
+            except OSError as exc:  # set machine-wide to a file only root can read
+                raise TerraformError(
+                    f"TF_CLI_CONFIG_FILE={cli_cfg} cannot be read ({exc.strerror}): unset it "
+                    "or point it at a Terraform CLI config you can read"
+                ) from None
         self.echo = echo
         self.proc: subprocess.Popen[bytes] | None = None
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import ClassVar
 from urllib.parse import urlparse
 
-from syndeo.errors import RendezvousError
+from syndeo.errors import RendezvousDenied, RendezvousError
 from syndeo.rendezvous.base import Rendezvous
 
 # Retry budget, the same for every SDK: a few attempts with exponential backoff
@@ -89,6 +89,10 @@ class CloudRendezvous(Rendezvous):
     def _cause(self, exc: Exception) -> str | None:
         """A short human cause for an SDK exception; None = not ours (a bug): re-raise."""
 
+    @abstractmethod
+    def _denied(self, exc: Exception) -> bool:
+        """Whether ``exc`` is the store refusing us (denied, no or bad credentials)."""
+
     @contextlib.contextmanager
     def _op(self, action: str, key: str | None = None) -> Iterator[None]:
         try:
@@ -99,7 +103,8 @@ class CloudRendezvous(Rendezvous):
             cause = self._cause(exc)
             if cause is None:
                 raise
-            raise RendezvousError(
+            kind = RendezvousDenied if self._denied(exc) else RendezvousError
+            raise kind(
                 f"{self.service} rendezvous: cannot {action} {self._where(key)}: {cause}"
             ) from exc
 

@@ -98,6 +98,11 @@ class AzureRendezvous(_cloud.CloudRendezvous):
         self.endpoint = svc.url
         self.container: Any = svc.get_container_client(self.bucket)
 
+    def _denied(self, exc: Exception) -> bool:
+        return isinstance(exc, ClientAuthenticationError) or (
+            isinstance(exc, HttpResponseError) and exc.status_code == 403
+        )
+
     def _cause(self, exc: Exception) -> str | None:
         if isinstance(exc, ClientAuthenticationError):
             if exc.response is None:  # raised by azure-identity, not by the service

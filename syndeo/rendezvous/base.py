@@ -84,6 +84,7 @@ class StatusRecord(_Record):
     dashboard_url: str = ""  # bound to the head's 127.0.0.1; reach it via an SSH tunnel
     updated_at: float
     groups: dict[str, list[int]] = {}  # node groups: {name: [joined, expected]}
+    nodes_lost: list[int] = []  # ranks that joined and are gone
 
 
 class ClaimRecord(_Record):

@@ -50,6 +50,13 @@ class GCSRendezvous(_cloud.CloudRendezvous):
             )
         self.gbucket: Any = self.client.bucket(self.bucket)
 
+    def _denied(self, exc: Exception) -> bool:
+        if isinstance(exc, gexc.RetryError) and isinstance(exc.cause, Exception):
+            return self._denied(exc.cause)
+        return isinstance(
+            exc, gexc.Forbidden | gexc.Unauthorized | auth_exc.DefaultCredentialsError
+        )
+
     def _cause(self, exc: Exception) -> str | None:
         if isinstance(exc, gexc.RetryError) and exc.cause is not None:
             inner = self._cause(exc.cause) if isinstance(exc.cause, Exception) else None

@@ -74,6 +74,13 @@ class S3Rendezvous(_cloud.CloudRendezvous):
                 "s3", endpoint_url=os.environ.get(_ENDPOINT_ENV) or None, config=config
             )
 
+    def _denied(self, exc: Exception) -> bool:
+        if isinstance(exc, NoCredentialsError):
+            return True
+        return isinstance(exc, ClientError) and str(exc.response.get("Error", {}).get("Code")) in (
+            _DENIED
+        )
+
     def _cause(self, exc: Exception) -> str | None:
         if isinstance(exc, NoCredentialsError):
             return (

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from syndeo.config import DeployConfig, one_line
 from syndeo.errors import ConfigError
 from syndeo.groups import Layout
-from syndeo.targets.base import ClusterSpec
+from syndeo.targets.base import ClusterSpec, Launched
 from syndeo.targets.vm import VmTarget, group_vars
 
 PREFIX = "syndeo"  # the key prefix below which every cluster's records live
@@ -133,6 +133,9 @@ class CloudTarget(VmTarget):
             "create_bucket": self.creates_rendezvous(spec.rendezvous),
         }  # fmt: skip
         values.update({k: getattr(s, k) for k in self.own})
+        if self.baked_digest is not None:
+            # The SIF the image carries: nodes record it in every result's manifest.
+            values["image_digest"] = self.baked_digest
         if spec.layout is not None:
             # The module's groups carry each group's type; its node module gets them without.
             types = self._group_types(spec.layout)
@@ -162,8 +165,17 @@ class CloudTarget(VmTarget):
             ]  # fmt: skip
         return summary
 
+    # The digest of the SIF baked into the VM image, where the cloud's image metadata
+    # says it (set by check_credentials; None: not known).
+    baked_digest: str | None = None
+
     def prepare(self, spec: ClusterSpec) -> None:
         self.check_credentials()
+
+    def summary(self, launched: Launched) -> dict[str, Any]:
+        # deploy.json: which image ran (the cloud's id and the SIF digest it carries).
+        image = {"id": self.settings.image, "digest": self.baked_digest}
+        return {**super().summary(launched), "image": image}
 
     @abstractmethod
     def check_credentials(self) -> None:

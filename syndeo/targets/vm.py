@@ -28,12 +28,16 @@ from syndeo.errors import ConfigError, TargetError
 from syndeo.groups import Group, Layout
 from syndeo.iac.terraform import Terraform, TerraformError, Workspace
 from syndeo.rendezvous import Rendezvous, open_rendezvous, passthrough_env
-from syndeo.state import cluster_dir
+from syndeo.state import cluster_dir, save_launched
 from syndeo.targets.base import ClusterSpec, Launched, Target, saved_group
 
 # After launch, how long machines may take to boot before a missing head counts
 # as a failure (added to the join timeout).
 BOOT_GRACE_S = 600.0
+# A head refreshes its status record every 2 s while it lives (syndeo.workload); one
+# whose record stands still this long, on the launcher's own clock, has vanished
+# with its machine (terminated, powered off) and will never record "done".
+HEAD_SILENT_S = 45.0
 
 
 def terraform_root() -> Path:
@@ -153,9 +157,14 @@ class VmTarget(Target):
         )  # fmt: skip
         if spec.layout is not None:
             launched.data["spec"] = spec.model_dump(mode="json")  # what grow/shrink need later
-        tfvars = self.tfvars(spec)  # every local check, before anything is created
-        self.prepare(spec)
+        # `down` from another shell must know that destroy takes the bucket with it.
+        launched.data["owns_rendezvous"] = self.creates_rendezvous(spec.rendezvous)
+        self.prepare(spec)  # local files, and what only the cloud can tell (image, types)
+        tfvars = self.tfvars(spec)
         tf.write_vars(tfvars)
+        # From here on something may exist: a launcher killed now (SIGKILL, a lost
+        # laptop) leaves `invoke down --cluster-id ID` what it needs to remove it.
+        save_launched(launched)
         try:
             tf.init()
             tf.apply()
@@ -182,10 +191,30 @@ class VmTarget(Target):
             launched.data["head_failure"] = failed[0]
             return 1
         deadline = launched.started_at + float(launched.data["join_timeout"]) + BOOT_GRACE_S
-        if rdv.read_head() is None and time.time() > deadline:
-            launched.data["head_failure"] = "no head was published before the deadline"
-            return 1
-        return None
+        if rdv.read_head() is None:
+            if time.time() > deadline:
+                launched.data["head_failure"] = "no head was published before the deadline"
+                return 1
+            return None
+        return self._head_silent(launched, rdv)
+
+    def _head_silent(self, launched: Launched, rdv: Rendezvous) -> int | None:
+        """1 once a published head's status has stood still for HEAD_SILENT_S (measured
+        on this machine's clock, so no clock skew between it and the head matters)."""
+        st = rdv.read_status()
+        stamp = st.updated_at if st is not None else None
+        seen = launched.data.get("head_seen")
+        now = time.time()
+        if seen is None or seen[0] != stamp:
+            launched.data["head_seen"] = [stamp, now]
+            return None
+        if now - float(seen[1]) < HEAD_SILENT_S:
+            return None
+        launched.data["head_failure"] = (
+            f"the head vanished: no sign of it for {now - float(seen[1]):.0f} s and no "
+            "done record (its machine was stopped, terminated or lost)"
+        )
+        return 1
 
     def stop(self, launched: Launched) -> None:
         ws = Workspace(Path(launched.data["module_dir"]), Path(launched.data["workspace"]))
@@ -206,10 +235,24 @@ class VmTarget(Target):
                     f"remove with: invoke down --cluster-id {launched.cluster_id}"
                 ) from None
         launched.data["destroyed"] = True
+        left = self.leaks(launched)
+        if left:
+            raise TargetError(
+                f"{self.name}: destroy of cluster {launched.cluster_id} left {', '.join(left)}: "
+                "remove them by hand (they may cost money)"
+            )
+        # Nothing left to manage: drop the workspace (its tfvars may hold credentials,
+        # its .terraform a linked provider); the log stays for whoever reads it.
+        tf.ws.forget()
         started = float(launched.data.get("apply_started", time.time()))
         machines = launched.data.get("machines", {})
         # Billing runs from creation to destruction, boot and teardown included.
         machines["instance_seconds"] = round((time.time() - started) * machines.get("count", 0), 1)
+
+    def leaks(self, launched: Launched) -> list[str]:
+        """What of the cluster still exists after a destroy (asked of the cloud, not of
+        Terraform's state); empty where the target cannot ask."""
+        return []
 
     # ------------------------------------------------------------------ growing
     # The cluster's tfvars are the record of what runs: grow adds entries to the

@@ -46,5 +46,12 @@ module "nodes" {
   grown = [for g in var.grown : { rank = g.rank, group = g.group }]
   # boto3 does not read the region from the instance metadata; without it, S3 calls
   # go to the global endpoint, which the gateway endpoint below does not route.
-  extra_env = merge({ AWS_REGION = var.region, AWS_DEFAULT_REGION = var.region }, var.extra_env)
+  # Its metadata client waits 1 s, once, by default: at first boot, with Ray
+  # starting, that is too short to be sure of the instance credentials.
+  extra_env = merge({
+    AWS_REGION                        = var.region
+    AWS_DEFAULT_REGION                = var.region
+    AWS_METADATA_SERVICE_TIMEOUT      = "5"
+    AWS_METADATA_SERVICE_NUM_ATTEMPTS = "3"
+  }, var.extra_env)
 }

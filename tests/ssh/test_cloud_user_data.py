@@ -71,7 +71,12 @@ SETTINGS: dict[str, dict[str, str]] = {
 #  standin:   this test, for what a real VM gets from its instance identity
 ORIGIN: dict[str, dict[str, set[str]]] = {
     "aws": {
-        "module": {"AWS_REGION", "AWS_DEFAULT_REGION"},
+        "module": {
+            "AWS_REGION",
+            "AWS_DEFAULT_REGION",
+            "AWS_METADATA_SERVICE_TIMEOUT",
+            "AWS_METADATA_SERVICE_NUM_ATTEMPTS",
+        },
         "forwarded": {"AWS_ENDPOINT_URL_S3"},
         "standin": {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"},
     },

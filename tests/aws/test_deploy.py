@@ -1,0 +1,89 @@
+"""``invoke deploy --target aws`` whole, on the emulated AWS: real Terraform with the
+real AWS provider, instances that boot the node image and run their user-data, nodes
+that sign in with their instance identity, the benchmark in the container, results
+collected before the destroy, and nothing left in the cloud afterwards."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syndeo import timeline
+from syndeo.bench.models import BenchResult
+from syndeo.testbed import awsemu, netns
+from tests.aws.conftest import BASE, AwsUser
+from tests.aws.leaks import everything
+
+pytestmark = [pytest.mark.aws, pytest.mark.slow]
+
+SAMPLES = 100  # per CPU: a few seconds of benchmark on this machine
+
+
+def _one_run(results: Path) -> Path:
+    [run] = [p for p in results.iterdir() if p.is_dir()]
+    return run
+
+
+def _instances_gone(state: awsemu.State) -> list[str]:
+    """Machines the emulator still runs (they go within a poll of the terminate)."""
+    _, _, prefix = awsemu._names(BASE)
+    deadline = time.monotonic() + 15
+    while netns.list_netns(prefix) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return netns.list_netns(prefix)
+
+
+def assert_nothing_left(state: awsemu.State) -> None:
+    assert everything(state) == [], "left in the emulated AWS"
+    assert _instances_gone(state) == [], "emulated machines still running"
+
+
+def test_deploy_runs_whole(aws_user: AwsUser) -> None:
+    t0 = time.monotonic()
+    res = aws_user.invoke(
+        "deploy", *aws_user.machine(
+            "--nodes", "3", "--cpus-per-node", "1", "--join-timeout", "240",
+            "--samples-per-cpu", str(SAMPLES), "--repeats", "1",
+            "--results-dir", str(aws_user.results),
+        ),
+    )  # fmt: skip
+    wall = time.monotonic() - t0
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "CartPole-v1" in res.stdout  # the results table
+    run = _one_run(aws_user.results)
+    result = BenchResult.model_validate_json((run / "result.json").read_text())
+    assert not result.partial
+    assert (result.manifest.target, result.manifest.cluster_nodes) == ("aws", 3)
+    assert result.manifest.cluster_cpus == 3
+    [env] = result.results
+    assert env.env_id == "CartPole-v1" and env.samples_counted >= SAMPLES * 3
+    assert len(env.syndeo.repeats) == 1 and env.syndeo.mean > 0
+    # The image the nodes ran is the one the AMI carries (its tag, passed by the target).
+    sif_manifest = json.loads(Path(f"{aws_user.state.sif}.manifest.json").read_text())
+    assert result.manifest.image_digest == sif_manifest["sha256"]
+
+    summary: dict[str, Any] = json.loads((run / "deploy.json").read_text())
+    assert summary["exit_code"] == 0 and summary["target"] == "aws"
+    machines = summary["machines"]
+    assert (machines["provider"], machines["count"], machines["instance_type"]) == (
+        "aws", 3, "c7i.large",
+    )  # fmt: skip
+    assert machines["instance_seconds"] > 0
+    assert summary["image"] == {"id": aws_user.state.image_id, "digest": sif_manifest["sha256"]}
+    assert summary["result"] == str(run / "result.json")
+
+    doc = json.loads((run / "timeline.json").read_text())
+    assert timeline.problems(doc, 3) == []
+
+    assert_nothing_left(aws_user.state)
+    t = summary["timings_s"]
+    print(
+        f"\naws emulated deploy: apply {t['launch_s']:.1f} s, apply start -> all joined "
+        f"{t['launch_to_joined_s']:.1f} s, workload done {t['workload_done_s']:.1f} s after "
+        f"apply, teardown (destroy) {t['teardown_done_s'] - t['launch_s'] - t['head_exit_s']:.1f}"
+        f" s, whole deploy {wall:.1f} s"
+    )
