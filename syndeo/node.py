@@ -230,8 +230,11 @@ def main(env: dict[str, str] | None = None) -> int:
     settings = NodeSettings.from_env(env)
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    # Ours and private, or refused: the token and Ray's sockets go in here.
-    secure_dir(settings.scratch)
+    # Ours and private, or refused: the token and Ray's sockets go in here.  From the
+    # base the launcher named: a start script's `mkdir -p` may have made the levels
+    # above ours inside a directory another user planted, and only a check of every
+    # level from the base down sees that.
+    secure_dir(settings.scratch, base=settings.scratch_base)
     rdv = open_rendezvous(settings.rendezvous, settings.cluster_id, settings.attempt)
     _first_check(rdv, settings)
     tl.mark("rendezvous_ok")

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from syndeo.errors import ConfigError
 from syndeo.groups import GROUP_NAME_RE, parse_expected
@@ -33,6 +33,11 @@ class NodeSettings(BaseModel):
     nodes: int = Field(ge=1, le=4096)
     rendezvous: str
     scratch: Path
+    # The trusted directory the scratch path starts below (e.g. /var/tmp): every level
+    # between it and ``scratch`` must be ours and private (syndeo.securedir).  None:
+    # the deepest level that exists already -- right only where the launcher made and
+    # checked the levels above the node's own dir itself.
+    scratch_base: Path | None = None
     cpus: int = Field(default=1, ge=0)
     gpus: int = Field(default=0, ge=0)
     memory_mb: int | None = Field(default=None, ge=256)
@@ -89,6 +94,15 @@ class NodeSettings(BaseModel):
             )
         return v
 
+    @model_validator(mode="after")
+    def _scratch_below_base(self) -> NodeSettings:
+        if self.scratch_base is not None and self.scratch_base not in self.scratch.parents:
+            raise ValueError(
+                f"SYNDEO_SCRATCH_BASE {str(self.scratch_base)!r} is not a parent directory "
+                f"of SYNDEO_SCRATCH {str(self.scratch)!r}"
+            )
+        return self
+
     @property
     def is_head(self) -> bool:
         return self.rank == 0
@@ -118,8 +132,9 @@ class NodeSettings(BaseModel):
 def _one_line(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
-        field = str(err["loc"][0]) if err["loc"] else "?"
-        var = PREFIX + field.upper()
         msg = "is required" if err["type"] == "missing" else err["msg"]
-        parts.append(f"{var} {msg}")
+        if not err["loc"]:  # a rule across fields names them itself
+            parts.append(msg.removeprefix("Value error, "))
+            continue
+        parts.append(f"{PREFIX}{str(err['loc'][0]).upper()} {msg}")
     return "invalid node environment: " + "; ".join(parts)

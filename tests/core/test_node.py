@@ -83,6 +83,12 @@ def test_head_record_of_another_cluster_is_not_read(tmp_path: Path) -> None:
         (None, {"SYNDEO_RANK": "-1"}, "SYNDEO_RANK Input should be greater than or equal to 0"),
         (None, {"SYNDEO_NODES": "many"}, "SYNDEO_NODES Input should be a valid integer"),
         (None, {"SYNDEO_SCRATCH": "/tmp/" + "x" * 60}, "SYNDEO_SCRATCH Value error"),
+        (
+            None,
+            {"SYNDEO_SCRATCH_BASE": "/var/tmp"},
+            f"SYNDEO_SCRATCH_BASE '/var/tmp' is not a parent directory of SYNDEO_SCRATCH "
+            f"'/tmp/syndeo-test-{os.getpid()}'",
+        ),
         (None, {"SYNDEO_CLUSTER_ID": "Bad_Id"}, "SYNDEO_CLUSTER_ID Value error"),
         (None, {"SYNDEO_RENDEZVOUS": "ftp://x/y"}, "unsupported rendezvous URI 'ftp://x/y'"),
         (None, {"SYNDEO_RENDEZVOUS": "file:///proc/nope"}, "cannot create rendezvous directory"),

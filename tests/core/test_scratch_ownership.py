@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shlex
 import shutil
 import subprocess
 import uuid
@@ -112,6 +113,42 @@ def test_node_refuses_its_own_scratch_if_others_can_write_it(
     assert _run_as(VICTIM, ["mkdir", "-m", "0777", str(scratch)]).returncode == 0
     proc = _run_as(VICTIM, [str(CI_PYTHON), "-m", "syndeo", "node"], _node_env(victim_dir, scratch))
     assert "writable by group and others (mode 0777)" in _one_line(proc)
+
+
+def test_container_node_checks_every_level_below_its_base(
+    victim_dir: Path, planted: list[Path]
+) -> None:
+    """What a container node of the ssh and cloud targets meets: the node module's
+    ``/var/tmp/sy-<hash>`` made first by the other user, open to all, and the real
+    start script (terraform/modules/node/files/syndeo-node) whose ``mkdir -p`` then
+    makes the node's own dir inside it -- ours and 0700, so a check of that leaf alone
+    passes, while the other user can still swap it for theirs."""
+    cluster = Path(f"/var/tmp/sy-t{uuid.uuid4().hex[:6]}")
+    scratch = cluster / "1"
+    planted.append(cluster)
+    assert _run_as(OTHER, ["mkdir", "-m", "0777", str(cluster)]).returncode == 0
+    # apptainer stands in for nothing but itself here: the image would run `syndeo node`
+    # with the forwarded environment, which is what this does.
+    bindir = victim_dir / "bin"
+    bindir.mkdir()
+    (bindir / "apptainer").write_text(f"#!/bin/sh\nexec {CI_PYTHON} -m syndeo node\n")
+    env = {
+        **_node_env(victim_dir, scratch), "SYNDEO_SCRATCH_BASE": "/var/tmp",
+        "SYNDEO_IMAGE": "/nonexistent/syndeo.sif",
+    }  # fmt: skip
+    env_file = victim_dir / "node.env"
+    env_file.write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items()))
+    script = ROOT / "terraform" / "modules" / "node" / "files" / "syndeo-node"
+    for path in (bindir, bindir / "apptainer", env_file):
+        shutil.chown(path, VICTIM, VICTIM)
+    (bindir / "apptainer").chmod(0o755)
+    proc = _run_as(
+        VICTIM, ["bash", str(script), str(env_file)],
+        {"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin"},
+    )  # fmt: skip
+    line = _one_line(proc)
+    assert f"refusing scratch dir {cluster}: it belongs to {OTHER}" in line, line
+    assert scratch.is_dir() and not list(scratch.iterdir())  # made by mkdir -p, left empty
 
 
 def test_local_launcher_refuses_a_planted_scratch_root_and_starts_nothing(

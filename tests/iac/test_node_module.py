@@ -93,6 +93,13 @@ def _module_inputs(spec: ClusterSpec, node_ips: list[str]) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _module_base(settings: NodeSettings) -> NodeSettings:
+    """What a Python launcher sets, plus the base this module names (no scratch_dir
+    given): /var/tmp, so that the node also checks the predictable sy-<hash> below it."""
+    assert settings.scratch.parent.parent == Path("/var/tmp"), settings.scratch
+    return settings.model_copy(update={"scratch_base": Path("/var/tmp")})
+
+
 def test_env_file_read_back_by_sh_equals_what_python_would_set(tmp_path: Path) -> None:
     spec = _spec()
     ips = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
@@ -111,7 +118,8 @@ def test_env_file_read_back_by_sh_equals_what_python_would_set(tmp_path: Path) -
         assert got["SYNDEO_FORWARD_ENV"] == "AWS_ENDPOINT_URL"
         scratch = Path(out["scratch_dirs"][rank])
         # syndeo node's own parser sees exactly what the Python launchers would pass.
-        assert NodeSettings.from_env(got) == spec.node_settings(rank, scratch, ips[rank])
+        expected = _module_base(spec.node_settings(rank, scratch, ips[rank]))
+        assert NodeSettings.from_env(got) == expected
         assert got == {**out["env"][rank], **{k: got[k] for k in got if k not in out["env"][rank]}}
 
 
@@ -261,7 +269,7 @@ def test_groups_render_what_python_would_set(tmp_path: Path) -> None:
     out = _render(tmp_path, inputs)
     assert len(out["env"]) == 4
     for rank, env in enumerate(out["env"]):
-        want = spec.node_settings(rank, Path(out["scratch_dirs"][rank]))
+        want = _module_base(spec.node_settings(rank, Path(out["scratch_dirs"][rank])))
         assert NodeSettings.from_env(env) == want
     assert [e["SYNDEO_GROUP"] for e in out["env"]] == ["head", "cpu", "cpu", "gpu"]
     assert [e["SYNDEO_CPUS"] for e in out["env"]] == ["2", "4", "4", "2"]
@@ -330,8 +338,10 @@ def test_grown_nodes_render_like_their_group_and_leave_the_cluster_unchanged(
     assert spec.layout is not None
     for key, ip in (("4", "10.0.0.9"), ("6", None)):
         g = after["machines"][key]
-        want = spec.node_settings(
-            int(key), Path(g["env"]["SYNDEO_SCRATCH"]), ip, group=spec.layout.group(g["group"])
+        want = _module_base(
+            spec.node_settings(
+                int(key), Path(g["env"]["SYNDEO_SCRATCH"]), ip, group=spec.layout.group(g["group"])
+            )
         )
         assert NodeSettings.from_env(g["env"]) == want
         assert g["host_dir"].endswith(f"/clusters/rt-1/{key}")

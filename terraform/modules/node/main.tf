@@ -45,6 +45,10 @@ locals {
 
   # Short, per cluster: Ray nests ~60 bytes of socket names below the scratch dir.
   scratch_base = coalesce(var.scratch_dir, "/var/tmp/sy-${substr(sha1("${var.rendezvous}|${var.cluster_id}"), 0, 8)}")
+  # What the node trusts as it is (SYNDEO_SCRATCH_BASE): a scratch_dir the user named,
+  # or /var/tmp -- not the predictable sy-<hash> below it, which another user of the
+  # host could make first; the node checks it is ours and private (syndeo.securedir).
+  scratch_trusted = coalesce(var.scratch_dir, "/var/tmp")
 
   common = merge(
     {
@@ -53,6 +57,7 @@ locals {
       SYNDEO_RENDEZVOUS   = var.rendezvous
       SYNDEO_JOIN_TIMEOUT = tostring(var.join_timeout_s)
       SYNDEO_TARGET       = var.target
+      SYNDEO_SCRATCH_BASE = local.scratch_trusted
     },
     length(var.groups) == 0 ? {} : { SYNDEO_GROUPS = local.groups_expected },
     var.object_store_mb_per_node == null ? {} : { SYNDEO_OBJECT_STORE_MB = tostring(var.object_store_mb_per_node) },

@@ -32,6 +32,10 @@ run "renders_every_rank" {
     condition     = length(distinct(output.scratch_dirs)) == 3 && alltrue([for d in output.scratch_dirs : length(d) <= 40])
     error_message = "scratch dirs distinct per rank and short enough for Ray's sockets"
   }
+  assert {
+    condition     = alltrue([for i, e in output.env : e.SYNDEO_SCRATCH_BASE == "/var/tmp" && startswith(output.scratch_dirs[i], "/var/tmp/sy-")])
+    error_message = "the node checks every level of its scratch dir below /var/tmp, the predictable sy-<hash> included"
+  }
 }
 
 run "cloud_init_writes_env_0600_and_starts_the_unit" {
