@@ -192,7 +192,11 @@ def test_start_and_stop_commands_under_posix_sh(tmp_path: Path) -> None:
     fake = tmp_path / "fakepy"
     # Stands in for `python -m syndeo node`: a child in a session of its own (like
     # `ray start`), and a main process that ignores TERM (the KILL path).
-    fake.write_text("#!/bin/sh\nsetsid sleep 300 &\ntrap '' TERM\nsleep 300\n")
+    # It makes its scratch dir and leaves a token there, as a node killed mid-run does.
+    fake.write_text(
+        '#!/bin/sh\nmkdir -m 0700 -p "$SYNDEO_SCRATCH"\necho t > "$SYNDEO_SCRATCH/token"\n'
+        "setsid sleep 300 &\ntrap '' TERM\nsleep 300\n"
+    )
     fake.chmod(0o755)
     inputs = {
         "cluster_id": "sh-1", "node_count": 1, "rendezvous": "file:///x", "target": "ssh",
@@ -243,6 +247,55 @@ def test_start_and_stop_commands_under_posix_sh(tmp_path: Path) -> None:
         time.sleep(0.1)
     assert ours() == [], "processes of the node outlived stop"
     assert not Path(out["host_dirs"]["value"][0]).exists()
+    assert not Path(scratch).exists(), "the node's scratch dir (its token) outlived stop"
+
+
+def test_stop_removes_only_its_own_scratch_dir(tmp_path: Path) -> None:
+    """Rank 0's rendered stop script, run under dash: its scratch dir goes, token and
+    all; rank 1's (same host, same base) and the base stay; and a symlink in place of
+    its dir is left alone -- what it points to is never emptied."""
+    base = Path("/tmp/sy-s" + tmp_path.name[-6:].replace("_", ""))
+    inputs = {
+        "cluster_id": "sh-2", "node_count": 2, "rendezvous": "file:///x", "target": "ssh",
+        "host_dir": str(tmp_path / "h"), "scratch_dir": str(base),
+    }  # fmt: skip
+    (tmp_path / "r").mkdir()
+    shutil.copytree(NODE, tmp_path / "r" / "node")
+    (tmp_path / "r" / "main.tf.json").write_text(
+        json.dumps(
+            {
+                "module": {"n": {"source": "./node", **inputs}},
+                "output": {"stop": {"value": "${module.n.stop_commands}"},
+                           "scratch": {"value": "${module.n.scratch_dirs}"}},
+            }
+        )
+    )  # fmt: skip
+    env = {**hcl.TF_ENV, "TF_DATA_DIR": str(tmp_path / "r" / ".terraform")}
+    for args in (("init", "-backend=false"), ("apply", "-auto-approve", "-no-color")):
+        assert hcl.run_tf(*args, cwd=tmp_path / "r", env=env).returncode == 0
+    out = json.loads(hcl.run_tf("output", "-json", cwd=tmp_path / "r", env=env).stdout)
+    stop0 = out["stop"]["value"][0]
+    own, other = (Path(s) for s in out["scratch"]["value"])
+    assert (own.parent, other.parent) == (base, base)
+    try:
+        for d in (own / "r" / "session", other):
+            d.mkdir(mode=0o700, parents=True)
+        (own / "token").write_text("t")
+        (other / "token").write_text("t")
+        stopped = subprocess.run(["dash", "-c", stop0], capture_output=True, text=True, timeout=60)
+        assert stopped.returncode == 0, stopped.stderr
+        assert not own.exists() and base.is_dir()
+        assert (other / "token").read_text() == "t"
+
+        precious = tmp_path / "precious"
+        precious.mkdir()
+        (precious / "keep").write_text("k")
+        own.symlink_to(precious)
+        stopped = subprocess.run(["dash", "-c", stop0], capture_output=True, text=True, timeout=60)
+        assert stopped.returncode == 0, stopped.stderr
+        assert own.is_symlink() and (precious / "keep").read_text() == "k"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _grouped_spec() -> ClusterSpec:
