@@ -12,6 +12,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
+
 from syndeo.config import DeployConfig, load_config
 from syndeo.deploy import Outcome, UpInfo, deploy, down, plan, raise_for_outcome, up
 from syndeo.ui import Ui
@@ -56,13 +58,17 @@ def config_from(config: str | Path | None = None, **options: Any) -> DeployConfi
 
 def print_outcome(outcome: Outcome, ui: Ui) -> None:
     t = outcome.timings
+    # The message is the head's (its done record): text, never markup.
     ui.info(
-        f"[bold]{outcome.cluster_id}[/]: {outcome.message}; all nodes joined after "
-        f"{t.get('all_joined_s', float('nan')):.1f} s, finished after "
-        f"{t.get('teardown_done_s', float('nan')):.1f} s (torn down)"
+        Text.assemble(
+            (outcome.cluster_id, "bold"),
+            f": {outcome.message}; all nodes joined after "
+            f"{t.get('all_joined_s', float('nan')):.1f} s, finished after "
+            f"{t.get('teardown_done_s', float('nan')):.1f} s (torn down)",
+        )
     )
     if outcome.lost_ranks:
-        ui.info(f"[yellow]nodes lost during the run: ranks {outcome.lost_ranks}[/]")
+        ui.info(Text(f"nodes lost during the run: ranks {outcome.lost_ranks}", style="yellow"))
     if outcome.result_path is not None:
         _print_result_table(outcome.result_path, ui)
         ui.info(f"result: {outcome.result_path}")
@@ -110,6 +116,7 @@ def run_up(ui: Ui | None = None, **options: Any) -> UpInfo:
         f"ssh -N -L 8265:127.0.0.1:{port} <head host>, then http://127.0.0.1:8265\n"
         f"  Stop it:  invoke down --cluster-id {info.cluster_id}",
         highlight=False,
+        markup=False,  # addresses and paths the head published: text, never markup
     )
     return info
 

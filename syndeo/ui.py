@@ -63,9 +63,12 @@ class Ui:
         else:
             print(line, flush=True)
 
-    def info(self, msg: str) -> None:
+    def info(self, msg: str | Text) -> None:
+        """A line for the user: a ``str`` is shown as it is, never read as rich markup --
+        it may carry a node's words (``done.message``, a store's error), where ``[/x]``
+        would raise and ``[link=…]`` would be obeyed.  Style with a :class:`Text`."""
         if not self.quiet:
-            self.console.print(msg)
+            self.console.print(Text(msg) if isinstance(msg, str) else msg)
 
     def status(
         self, cluster_id: str, st: StatusRecord | None, phase_hint: str = "starting"

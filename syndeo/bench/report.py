@@ -18,10 +18,12 @@ from pathlib import Path
 import jinja2
 from pydantic import ValidationError
 from rich.table import Table
+from rich.text import Text
 
 from syndeo.bench import paper
 from syndeo.bench.errors import BenchError
 from syndeo.bench.models import BenchResult
+from syndeo.mdtext import md_text
 
 
 @dataclass
@@ -206,6 +208,10 @@ def render_report(results_dir: Path, out_dir: Path) -> Path:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        autoescape=False,  # Markdown, not HTML: finalize escapes every value instead
+        # Every {{ value }} as literal Markdown: results are files nodes wrote, and an
+        # env id or CPU model must not become a link, an image or an extra cell.
+        finalize=md_text,
     )
     env.filters["num"] = lambda v, fmt=",.0f": "–" if v is None else format(v, fmt)
     page = env.get_template("report.md.j2").render(
@@ -227,15 +233,18 @@ def result_table(doc: dict[str, object]) -> Table:
     """
     res = BenchResult.model_validate(doc)
     m = res.manifest
+    # Every string of the document came from the cluster: Text, never rich markup.
     table = Table(
-        title=f"rollout throughput — {m.target}, {m.cluster_nodes} node(s), {m.cluster_cpus} CPUs",
+        title=Text(
+            f"rollout throughput — {m.target}, {m.cluster_nodes} node(s), {m.cluster_cpus} CPUs"
+        ),
     )
     for col in ("env", "mode", "CPUs", "steps/s", "± std", "/ local limit", "/ RLlib"):
         table.add_column(col, justify="left" if col in ("env", "mode") else "right")
     for r in res.results:
         table.add_row(
-            r.env_id,
-            r.mode,
+            Text(r.env_id),
+            Text(r.mode),
             str(r.workers),
             f"{r.syndeo.mean:,.0f}",
             f"{r.syndeo.std:,.0f}",
