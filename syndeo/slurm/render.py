@@ -19,7 +19,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from pydantic import BaseModel, ConfigDict
 
 from syndeo import __version__, container
-from syndeo.slurm.settings import JobShape, SlurmSettings
+from syndeo.slurm.settings import JobShape, SlurmSettings, check_job_dir
 
 # Set per node by the script; everything else is the same on every node.
 RUNTIME_VARS = ("SYNDEO_RANK", "SYNDEO_NODE_IP", "SYNDEO_SCRATCH", "SYNDEO_ATTEMPT")
@@ -110,6 +110,9 @@ def templates() -> Environment:
 
 
 def render(job: SlurmJob) -> str:
+    # The configured job dir was checked with the settings; this one may come from
+    # SYNDEO_HOME.  Checked here too, so no job dir reaches an #SBATCH line unchecked.
+    check_job_dir(job.job_dir)
     line, task_env = node_command_line(job)
     gpu = _gpu_args(job)
     srun_extra = "".join(f" {a}" for a in gpu)
@@ -127,7 +130,10 @@ def render(job: SlurmJob) -> str:
             gpu_args=gpu,
             job_dir=job.job_dir,
             job_dir_q=shell_word(str(job.job_dir)),
-            scratch_dir=job.settings.scratch_dir,
+            # One shell word with Slurm's per-task values spliced in as references.
+            scratch_word=shell_word(
+                f"{job.settings.scratch_dir}/sy-@@SLURM_JOB_ID@@-@@SLURM_PROCID@@"
+            ),
             static_env=static_env,
             task_env=task_env,
             node_argv=line,

@@ -20,6 +20,24 @@ from syndeo.errors import ConfigError
 MAX_SCRATCH_DIR_LEN = 20
 _TIME_RE = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^\d+-\d+$|^(UNLIMITED|INFINITE)$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.+-]{1,64}$")
+# The scratch dir is part of a shell word in the script, of apptainer's --bind src:dst
+# and of Ray's socket paths: the same characters as terraform/modules/node's scratch_dir.
+_SCRATCH_RE = re.compile(r"^/[A-Za-z0-9._/-]*$")
+# sbatch itself (not bash) reads the #SBATCH lines the job dir appears in: it splits at
+# whitespace, reads quotes and backslashes its own way, stops at '#', expands '%'
+# patterns; a line break (or any control character) would end the line and start code.
+_SBATCH_UNSAFE_RE = re.compile(r"[\x00-\x20\x7f\"'\\#%]")
+
+
+def check_job_dir(path: Path, what: str = "slurm.job_dir") -> None:
+    """Refuse (one line) a job dir the script's ``#SBATCH --output`` line cannot hold."""
+    m = _SBATCH_UNSAFE_RE.search(str(path))
+    if m:
+        raise ConfigError(
+            f"{what}: {str(path)!r} holds {m.group()!r}; use a path without whitespace, "
+            "control characters, quotes, backslashes, '#' or '%' (sbatch reads it from "
+            "an #SBATCH line)"
+        )
 
 
 class SlurmSettings(BaseModel):
@@ -67,8 +85,11 @@ class SlurmSettings(BaseModel):
     @field_validator("scratch_dir")
     @classmethod
     def _scratch(cls, v: Path) -> Path:
-        if not v.is_absolute():
-            raise ValueError("must be an absolute path")
+        if not _SCRATCH_RE.match(str(v)):
+            raise ValueError(
+                f"{str(v)!r}: use an absolute path of letters, digits and . _ - / only "
+                "(it is part of a shell word, an apptainer bind and Ray's socket paths)"
+            )
         if len(str(v)) > MAX_SCRATCH_DIR_LEN:
             raise ValueError(
                 f"{str(v)!r} is too long: keep it <= {MAX_SCRATCH_DIR_LEN} characters "
@@ -81,6 +102,11 @@ class SlurmSettings(BaseModel):
     def _job_dir(cls, v: Path | None) -> Path | None:
         if v is not None and not v.is_absolute():
             raise ValueError("must be an absolute path")
+        if v is not None:
+            try:
+                check_job_dir(v, "it")
+            except ConfigError as exc:
+                raise ValueError(str(exc).removeprefix("it: ")) from None
         return v
 
     @field_validator("interface")

@@ -142,3 +142,50 @@ def test_settings_defaults_are_safe() -> None:
     s = SlurmSettings()
     assert s.requeue is False and s.tolerate_node_loss is True
     assert len(str(s.scratch_dir)) <= 20
+
+
+# Issue 22, item 9: values that reach the script are data, never code.
+@pytest.mark.parametrize(
+    "value", ["/s/$(touch q)", "/s/`touch q`", '/s/"; touch q; "', "/s\ntouch q", "/s/a b"]
+)
+def test_hostile_scratch_dir_is_refused_in_one_line(value: str) -> None:
+    """``scratch_dir`` sat inside double quotes: ``$(…)`` and backquotes ran on every
+    node, a '"' or a line break ended the word.  Now only letters, digits and . _ - /."""
+    with pytest.raises(ConfigError, match=r"slurm\.scratch_dir: .*letters, digits") as exc:
+        _script(_spec(), scratch_dir=value)
+    assert "\n" not in str(exc.value)
+
+
+def test_scratch_line_is_one_word_with_slurms_ids(tmp_path: Path) -> None:
+    """What each task's bash makes of the rendered SYNDEO_SCRATCH line."""
+    text = _script(_spec(), scratch_dir="/scratch/u-1.x_y")
+    (line,) = [ln.strip() for ln in text.splitlines() if "export SYNDEO_SCRATCH=" in ln]
+    out = subprocess.run(
+        ["bash", "-c", f'{line}; printf %s "$SYNDEO_SCRATCH"'], cwd=tmp_path,
+        env={"SLURM_JOB_ID": "77", "SLURM_PROCID": "2"}, capture_output=True, text=True,
+        check=True,
+    )  # fmt: skip
+    assert out.stdout == "/scratch/u-1.x_y/sy-77-2"
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["/shared/u dir", "/shared/u\ntouch /tmp/x", "/shared/u\r", "/shared/#x", "/shared/'x'",
+     '/shared/"x"', "/shared/a\\b", "/shared/100%j"],
+)  # fmt: skip
+def test_job_dir_sbatch_cannot_read_is_refused_in_one_line(value: str) -> None:
+    """The job dir is in ``#SBATCH --output=…``, read by sbatch, not bash: sbatch splits
+    at whitespace, strips quotes and backslashes, ends at '#', expands '%'; after a line
+    break the rest is a line of the script -- code."""
+    with pytest.raises(ConfigError, match=r"slurm\.job_dir: .* holds ") as exc:
+        _script(_spec(), job_dir=value)
+    assert "\n" not in str(exc.value)
+
+
+def test_job_dir_from_syndeo_home_is_checked_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No job_dir configured: it is $SYNDEO_HOME/slurm/jobs/<id>, checked at render time."""
+    monkeypatch.setenv("SYNDEO_HOME", "/shared/u\ntouch /tmp/pwned #")
+    target = SlurmTarget(load_config(target="slurm", slurm={"python": "/x/bin/python"}))
+    with pytest.raises(ConfigError, match=r"slurm\.job_dir: '/shared/u\\ntouch") as exc:
+        target.script(_spec())
+    assert "\n" not in str(exc.value)
