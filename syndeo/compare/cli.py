@@ -93,6 +93,13 @@ def _plan(
     from syndeo.compare.runs import find_runs
 
     found = find_runs(results)
+    for run in [r for r in found.runs if r.emulated]:
+        # Its steps/s are the launcher machine's: no prediction for the type may rest on it.
+        found.runs.remove(run)
+        found.skipped.append(
+            f"{run.cluster_id}: an emulated {run.target} run (API {run.machines.api_endpoint}"  # type: ignore[union-attr]
+            "): its throughput is this machine's, not the instance type's"
+        )
     rows = build_rows(found.runs, cat, onprem)
     p = make_plan(rows, cat, onprem, env, steps, mode, targets, basis, sizes)
     out.mkdir(parents=True, exist_ok=True)

@@ -55,6 +55,7 @@ class Row:
     runs: list[str] = field(default_factory=list)
     efficiency: float = 100.0  # vs the smallest size of the same target and hardware
     partial: bool = False  # some of its repeats come from a benchmark that did not finish
+    emulated: bool = False  # a cloud run on an emulated API (priced as the type, not measured)
 
     @property
     def cpus(self) -> int:
@@ -99,7 +100,8 @@ class Row:
 
     @property
     def flags(self) -> str:
-        return "PARTIAL" if self.partial else ""
+        return " ".join(f for f, on in (("PARTIAL", self.partial), ("EMULATED", self.emulated))
+                        if on)  # fmt: skip
 
 
 def _measured_seconds(run: Run) -> float:
@@ -122,6 +124,7 @@ def build_rows(runs: list[Run], catalog: Catalog, onprem: OnPremCost) -> list[Ro
                                 run.charged_cpus // run.nodes)  # fmt: skip
             row = rows[key]
             row.partial = row.partial or run.partial
+            row.emulated = row.emulated or run.emulated
             row.rates += [x.steps_per_s for x in r.syndeo.repeats]
             row.samples += sum(x.samples for x in r.syndeo.repeats)
             # The run's overhead (start-up, baselines, teardown) is shared out by each

@@ -55,6 +55,9 @@ class Machines(BaseModel):
     # 0 would price the run at 0.00 $ all-in: never a silent zero.
     instance_seconds: float | None = Field(default=None, gt=0)
     groups: list[MachineGroup] | None = None  # [[groups]] runs: the types per group
+    # Set when the cloud API was not the cloud's own (an emulator on the launcher's
+    # machine): nothing ran on instances of this type.
+    api_endpoint: str | None = None
 
     @model_validator(mode="after")
     def _groups_add_up(self) -> Machines:
@@ -137,9 +140,16 @@ class Run:
         return self.result.partial
 
     @property
+    def emulated(self) -> bool:
+        """A cloud run against an emulated API: its throughput is that machine's."""
+        return self.machines is not None and self.machines.api_endpoint is not None
+
+    @property
     def hardware(self) -> str:
         """Instance type, partition or CPU model: what a row's throughput was measured on."""
         m = self.machines
+        if m is not None and self.emulated:
+            return f"EMULATED {self.result.manifest.cpu_model}"
         if m is not None and m.groups:
             return "+".join(t for t, _ in m.billed())
         if m is not None and m.instance_type:
