@@ -67,7 +67,8 @@ def _machine_options(
 @task(
     help={
         **_MACHINE_HELP,
-        "run": 'your workload, e.g. "python train.py" (default: the rollout benchmark)',
+        "run": 'your workload, e.g. "python train.py" (default: the rollout benchmark); '
+        "no secrets in it",
         "env": "benchmark environment id(s), comma-separated",
         "keep": "leave the cluster up afterwards (`invoke down` removes it)",
         "dry_run": "print what would be launched (scripts, tfvars, commands); start nothing",

@@ -218,8 +218,12 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
             if "all_joined_s" in timings:
                 timings["launch_to_joined_s"] = round(launch_s + timings["all_joined_s"], 3)
             finished = True
-            # Before the teardown: a VM target's destroy takes the bucket with it.
-            result_path = _collect(cfg, rdv, spec.cluster_id)
+            # Before the teardown: a VM target's destroy takes the bucket with it.  A
+            # store that fails now costs the result, never the teardown or the cleanup.
+            try:
+                result_path = _collect(cfg, rdv, spec.cluster_id)
+            except RendezvousError as exc:
+                ui.info(f"syndeo: the result could not be collected: {exc}")
             nodes_timeline = _read_timelines(rdv)
         except KeyboardInterrupt:
             with contextlib.suppress(Exception):
@@ -290,7 +294,8 @@ def _write_summary(
     write_atomic(
         cfg.results_dir / spec.cluster_id / "deploy.json",
         json.dumps(summary, indent=2).encode(),
-        mode=0o644,
+        # A command of the user's own (--run) may carry what only they should read.
+        mode=0o600 if cfg.run is not None else 0o644,
     )
 
 

@@ -43,7 +43,10 @@ CLUSTER_OPTIONS: dict[str, dict[str, Any]] = {
     },
 }
 RUN_OPTIONS: dict[str, dict[str, Any]] = {
-    "run": {"help": 'your own workload, e.g. "python train.py --epochs 3" (default: benchmark)'},
+    "run": {
+        "help": 'your own workload, e.g. "python train.py --epochs 3" (default: benchmark); '
+        "no secrets in it (it is recorded in scripts, state and deploy.json)"
+    },
     "results_dir": {"type": Path, "help": "where results are written (default ./results)"},
     "bench_envs": {"action": "append", "help": "benchmark environment id (repeatable)"},
     "bench_mode": {"help": "benchmark mode: count | collect"},
