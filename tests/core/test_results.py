@@ -60,6 +60,8 @@ def test_a_workload_that_writes_broken_json_gets_no_result_but_keeps_it(
     assert kept.read_text() == '{"half": '
     assert not (tmp_path / "res" / cid / "result.json").exists()
     assert json.loads((tmp_path / "res" / cid / "deploy.json").read_text())["exit_code"] == 1
+    # It records the user's own command: for the user alone.
+    assert (tmp_path / "res" / cid / "deploy.json").stat().st_mode & 0o777 == 0o600
     assert_nothing_left(cid)
     # No result.json: the summary and the bring-up timeline only.
     assert sorted(os.listdir(tmp_path / "res" / cid)) == ["deploy.json", "timeline.json"]

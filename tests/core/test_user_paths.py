@@ -86,6 +86,8 @@ def test_readme_first_command_runs_the_builtin_benchmark(syndeo_home: Path, tmp_
     summary = read_json(tmp_path / "res" / cid / "deploy.json")
     assert summary["exit_code"] == 0 and summary["nodes"] == 2
     assert "syndeo.bench run" in str(summary["workload"])  # no --run: the benchmark ran
+    # Only our own benchmark command in it: readable as the results beside it.
+    assert (tmp_path / "res" / cid / "deploy.json").stat().st_mode & 0o777 == 0o644
     result = read_json(tmp_path / "res" / cid / "result.json")
     text = str(result)
     assert "CartPole-v1" in text
