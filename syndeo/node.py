@@ -203,7 +203,7 @@ def _ray_version() -> str:
     return version("ray")
 
 
-def _first_check(rdv: Rendezvous, s: NodeSettings) -> None:
+def _first_check(rdv: Rendezvous, s: NodeSettings) -> Rendezvous:
     """The store, reached once before anything else -- waiting out a refusal for up to
     the join timeout: on a machine that just booted, a cloud role binding (GCP, Azure:
     effective some time after the apply returns) or the instance credentials (EC2's
@@ -214,7 +214,7 @@ def _first_check(rdv: Rendezvous, s: NodeSettings) -> None:
     while True:
         try:
             rdv.check()
-            return
+            return rdv
         except RendezvousDenied as exc:
             if time.monotonic() + delay > deadline:
                 raise
@@ -222,6 +222,8 @@ def _first_check(rdv: Rendezvous, s: NodeSettings) -> None:
                 log(s, f"{exc}: retrying for up to {s.join_timeout:.0f} s (new machine)")
             time.sleep(delay)
             delay = min(delay * 2, 10.0)
+            # A new client: an SDK resolves its credentials once, when the client is made.
+            rdv = open_rendezvous(s.rendezvous, s.cluster_id, s.attempt)
 
 
 def main(env: dict[str, str] | None = None) -> int:
@@ -236,7 +238,7 @@ def main(env: dict[str, str] | None = None) -> int:
     # level from the base down sees that.
     secure_dir(settings.scratch, base=settings.scratch_base)
     rdv = open_rendezvous(settings.rendezvous, settings.cluster_id, settings.attempt)
-    _first_check(rdv, settings)
+    rdv = _first_check(rdv, settings)
     tl.mark("rendezvous_ok")
     try:
         if settings.is_head:

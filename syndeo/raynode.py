@@ -52,6 +52,13 @@ def ray_cli() -> list[str]:
     return [str(cand)] if cand.exists() else [sys.executable, "-m", "ray.scripts.scripts"]
 
 
+HEALTH_CHECK = {
+    "RAY_health_check_period_ms": "2000",
+    "RAY_health_check_timeout_ms": "2000",
+    "RAY_health_check_failure_threshold": "5",
+}
+
+
 class RayProcess:
     """One ``ray start --block`` child and everything it spawns."""
 
@@ -68,6 +75,12 @@ class RayProcess:
             "RAY_USAGE_STATS_ENABLED": "0",
         }
         self.env.pop("RAY_AUTH_TOKEN", None)  # the file is the only source of the token
+        # The GCS (on the head) health-checks every node.  Ray's defaults (10 s timeout,
+        # 5 failures) notice a machine that vanished -- powered off, spot-terminated:
+        # no reply, no reset -- only after ~50 s; these within ~20 s.  A user's own
+        # RAY_health_check_* settings win.
+        for name, value in HEALTH_CHECK.items():
+            self.env.setdefault(name, value)
         visible = gpus.node_devices(settings.gpus, self.env)  # the one GPU rule (gpus.py)
         if visible is not None:
             self.env[gpus.VISIBLE] = visible

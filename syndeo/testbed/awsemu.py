@@ -12,7 +12,8 @@ One root daemon (``python -m syndeo.testbed.awsemu serve``) is the cloud:
   (where ``packer/cloud/files/provision.sh`` installs it).
 - **the hypervisor**: every instance that turns ``running`` in moto becomes a machine:
   a network namespace at its private IP on the bridge, its own hostname, mount
-  namespace and disk (private ``/tmp``, ``/var/tmp`` and the VM's files), an instance
+  namespace and disk (a private ``/var/tmp``, where nodes keep their scratch, and the
+  VM's files), an instance
   metadata service at 169.254.169.254 (:mod:`syndeo.testbed.imds`) serving the
   credentials of its instance profile's role from moto's STS, and its user-data run
   as cloud-init + systemd would (:mod:`syndeo.testbed.cloudinit`, the same runner
@@ -181,6 +182,19 @@ def _clear(base: Path) -> None:
     for ns in spaces:
         netns.node_down(ns, _veth(tag, ns.removeprefix(prefix)))
     netns.bridge_down(bridge)
+
+
+def logs(base: Path | None = None, tail: int = 4000) -> str:
+    """The emulator's log and every machine's unit output so far (for failure messages)."""
+    base = (base or default_base()).resolve()
+    parts = []
+    for path in [base / "emulator.log", *sorted((base / "logs").glob("*.log")),
+                 *sorted((base / "instances").glob("*/disk/vm/run/*/*/unit.log"))]:  # fmt: skip
+        with contextlib.suppress(OSError):
+            parts.append(
+                f"--- {path.relative_to(base)}:\n{path.read_text(errors='replace')[-tail:]}"
+            )
+    return "\n".join(parts)
 
 
 def leftovers(base: Path | None = None) -> list[str]:
@@ -430,8 +444,7 @@ class Cloud:
         pw = pwd.getpwnam(self.user)
         root = self.base / "instances" / host.instance_id
         disk = root / "disk"
-        for d, mode in ((root, 0o755), (disk, 0o755), (root / "tmp", 0o1777),
-                        (root / "var-tmp", 0o1777)):  # fmt: skip
+        for d, mode in ((root, 0o755), (disk, 0o755), (root / "var-tmp", 0o1777)):
             d.mkdir(parents=True, exist_ok=True)
             os.chmod(d, mode)
         os.chown(disk, pw.pw_uid, pw.pw_gid)
@@ -441,7 +454,6 @@ class Cloud:
             f"mount --bind {shlex.quote(str(disk))} {sshhosts.HOST_DISK}",
             f"mount --bind {shlex.quote(str(self.base / 'image'))} {IMAGE_DIR}",
             f"mount --bind {shlex.quote(str(self.sif))} {IMAGE_DIR / 'syndeo.sif'}",
-            f"mount --bind {shlex.quote(str(root / 'tmp'))} /tmp",
             f"mount --bind {shlex.quote(str(root / 'var-tmp'))} /var/tmp",
             "exec sleep infinity",
         ])  # fmt: skip
@@ -469,25 +481,32 @@ class Cloud:
         host.vm.bake(self.unit.exec_start, START_SCRIPT, 0o755)
         host.meta = self._metadata(host, inst)
         sock = imds.listen_in(netns.NETNS_DIR / host.netns)
-        host.server = imds.serve(sock, host.meta, self._credentials)
+        host.server = imds.serve(sock, host.meta, self._credentials, self._profile)
 
     def _metadata(self, host: Host, inst: dict[str, Any]) -> imds.Instance:
         opts = inst.get("MetadataOptions", {})
-        profile = inst.get("IamInstanceProfile") or {}
-        role = None
-        if profile.get("Arn"):
-            name = profile["Arn"].rsplit("/", 1)[-1]
-            roles = self.client("iam").get_instance_profile(InstanceProfileName=name)
-            found = roles["InstanceProfile"]["Roles"]
-            role = found[0] if found else None
-        return imds.Instance(
+        meta = imds.Instance(
             instance_id=host.instance_id, private_ip=host.ip,
             zone=inst.get("Placement", {}).get("AvailabilityZone", f"{REGION}a"), region=REGION,
             http_tokens=opts.get("HttpTokens", "optional"),
             hop_limit=int(opts.get("HttpPutResponseHopLimit", 1)),
-            profile_arn=profile.get("Arn"), profile_id=profile.get("Id"),
-            role_name=role["RoleName"] if role else None,
+            profile_arn=None, profile_id=None, role_name=None,
         )  # fmt: skip
+        self._profile(meta)
+        return meta
+
+    def _profile(self, meta: imds.Instance) -> None:
+        """The instance's profile and its role as EC2 and IAM say now."""
+        found = self.client("ec2").describe_instances(InstanceIds=[meta.instance_id])
+        insts = [i for r in found["Reservations"] for i in r["Instances"]]
+        profile = (insts[0].get("IamInstanceProfile") or {}) if insts else {}
+        role = None
+        if profile.get("Arn"):
+            name = profile["Arn"].rsplit("/", 1)[-1]
+            roles = self.client("iam").get_instance_profile(InstanceProfileName=name)
+            role = next(iter(roles["InstanceProfile"]["Roles"]), None)
+        meta.profile_arn, meta.profile_id = profile.get("Arn"), profile.get("Id")
+        meta.role_name = role["RoleName"] if role else None
 
     def _credentials(self, inst: imds.Instance) -> dict[str, str]:
         """The role's session credentials for this instance, from moto's STS directly
@@ -523,6 +542,12 @@ class Cloud:
                        f"{iid}'s processes to go")  # fmt: skip
         with contextlib.suppress(TargetError):
             netns.node_down(host.netns, host.veth)
+        # Its console, kept for whoever debugs the cluster (the disk itself is gone).
+        logs = self.base / "logs"
+        logs.mkdir(exist_ok=True)
+        if host.vm is not None:
+            for unit in host.vm.units:
+                (logs / f"{iid}-{unit}.log").write_text(host.vm.log(unit))
         shutil.rmtree(self.base / "instances" / iid, ignore_errors=True)
         _log(f"{iid}: powered off")
 

@@ -271,7 +271,8 @@ class VmHost:
             f"setsid sh -c {shlex.quote('echo $$ > main.pid; cd /; exec ' + main)}"
             " > unit.log 2>&1 < /dev/null &",
             "i=0",
-            "while [ ! -s main.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done",
+            # Up to 60 s: a loaded machine may take a while to fork the unit (an event, polled).
+            "while [ ! -s main.pid ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done",
             "cat main.pid",
         ])  # fmt: skip
         pid = int(self.sh(script).strip())

@@ -59,6 +59,9 @@ class Instance:
 
 
 Credentials = Callable[[Instance], dict[str, str]]
+# Brings the instance's profile and role up to date (EC2 associates a profile with the
+# instance, and may change it, independently of the instance's own life).
+Refresh = Callable[[Instance], None]
 
 
 def _setns(path: str) -> None:
@@ -104,6 +107,7 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     instance: Instance
     credentials: Credentials
+    refresh: Refresh
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -170,6 +174,8 @@ class _Handler(BaseHTTPRequestHandler):
             return simple[path]
         if path == meta + "spot/instance-action":
             return json.dumps(inst.spot_action) if inst.spot_action else None
+        if path.startswith(meta + "iam/"):
+            self.server.refresh(inst)
         if inst.role_name is None:
             return None  # no instance profile: no iam/ tree, as on EC2
         if path == meta + "iam/info":
@@ -191,13 +197,16 @@ def _iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
-def serve(sock: socket.socket, instance: Instance, credentials: Credentials) -> _Server:
+def serve(
+    sock: socket.socket, instance: Instance, credentials: Credentials, refresh: Refresh
+) -> _Server:
     """Serve ``instance``'s metadata on ``sock`` (from :func:`listen_in`) in a thread."""
     server = _Server((ADDRESS, PORT), _Handler, bind_and_activate=False)
     server.socket.close()
     server.socket = sock
     server.instance = instance
     server.credentials = credentials
+    server.refresh = refresh
     threading.Thread(target=server.serve_forever, name=f"imds-{instance.instance_id}",
                      daemon=True).start()  # fmt: skip
     return server

@@ -47,6 +47,11 @@ def aws(sif: Path) -> Iterator[awsemu.State]:
     assert awsemu.leftovers(BASE) == []
 
 
+def failed(res: subprocess.CompletedProcess[str]) -> str:
+    """What a failed command printed, with the emulated machines' consoles."""
+    return f"{res.stdout}\n{res.stderr}\n{awsemu.logs(BASE)}"
+
+
 @dataclass
 class AwsUser:
     """The CI user at a shell where the emulator's variables are exported."""
@@ -67,23 +72,58 @@ class AwsUser:
         return as_user([str(CI_PYTHON), "-m", "invoke", "-r", str(ROOT), *args], self.env)
 
     def start(self, *args: str) -> subprocess.Popen[str]:
+        """``invoke ARGS`` in a session of its own (what a terminal's Ctrl-C would reach)."""
         return subprocess.Popen(
-            self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            cwd=self.root,
+            self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=self.root, start_new_session=True,
         )  # fmt: skip
 
     def invoke(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.argv(*args), capture_output=True, text=True, cwd=self.root, timeout=timeout,
-            check=False,
-        )  # fmt: skip
+        proc = self.start(*args)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # As a user would: Ctrl-C (the launcher destroys what it made), then KILL.
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                out, err = proc.communicate(timeout=180)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                out, err = proc.communicate()
+            tail = f"{out[-3000:]}{err[-3000:]}\n{awsemu.logs(BASE)}"
+            raise AssertionError(f"`invoke {' '.join(args)}` timed out: {tail}") from None
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     def machine(self, *extra: str) -> list[str]:
         """The options of the README's AWS command line, on this emulator."""
         return [
-            "--target", "aws", "--instance-type", "c7i.large", "--region", self.state.region,
+            "--target", "aws", "--instance-type", "c7i.xlarge", "--region", self.state.region,
             "--image", self.state.image_id, *extra,
         ]  # fmt: skip
+
+
+@pytest.fixture
+def admin(aws: awsemu.State, monkeypatch: pytest.MonkeyPatch) -> awsemu.State:
+    """This test process speaks to the emulator as its admin (boto3, the rendezvous)."""
+    for k, v in aws.env().items():
+        monkeypatch.setenv(k, v)
+    return aws
+
+
+@pytest.fixture
+def shared_bucket(admin: awsemu.State) -> Iterator[str]:
+    """An existing bucket clusters share (``--rendezvous s3://<it>/team``); emptied and
+    removed afterwards."""
+    import boto3
+
+    s3 = boto3.resource("s3", endpoint_url=admin.endpoint, region_name=admin.region)
+    name = f"syndeo-shared-{uuid.uuid4().hex[:8]}"
+    bucket = s3.create_bucket(Bucket=name)
+    try:
+        yield name
+    finally:
+        bucket.objects.all().delete()
+        bucket.delete()
 
 
 @pytest.fixture

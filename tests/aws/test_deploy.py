@@ -15,7 +15,7 @@ import pytest
 from syndeo import timeline
 from syndeo.bench.models import BenchResult
 from syndeo.testbed import awsemu, netns
-from tests.aws.conftest import BASE, AwsUser
+from tests.aws.conftest import BASE, AwsUser, failed
 from tests.aws.leaks import everything
 
 pytestmark = [pytest.mark.aws, pytest.mark.slow]
@@ -52,7 +52,7 @@ def test_deploy_runs_whole(aws_user: AwsUser) -> None:
         ),
     )  # fmt: skip
     wall = time.monotonic() - t0
-    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.returncode == 0, failed(res)
     assert "CartPole-v1" in res.stdout  # the results table
     run = _one_run(aws_user.results)
     result = BenchResult.model_validate_json((run / "result.json").read_text())
@@ -70,7 +70,7 @@ def test_deploy_runs_whole(aws_user: AwsUser) -> None:
     assert summary["exit_code"] == 0 and summary["target"] == "aws"
     machines = summary["machines"]
     assert (machines["provider"], machines["count"], machines["instance_type"]) == (
-        "aws", 3, "c7i.large",
+        "aws", 3, "c7i.xlarge",
     )  # fmt: skip
     assert machines["instance_seconds"] > 0
     assert summary["image"] == {"id": aws_user.state.image_id, "digest": sif_manifest["sha256"]}
@@ -80,6 +80,17 @@ def test_deploy_runs_whole(aws_user: AwsUser) -> None:
     assert timeline.problems(doc, 3) == []
 
     assert_nothing_left(aws_user.state)
+
+    # compare reads the run like a real one, but it measured this machine, not a
+    # c7i.large: flagged in the table, and never a basis for a plan.
+    res = aws_user.invoke("compare", "--results", str(aws_user.results),
+                          "--out", str(aws_user.root / "cmp"))  # fmt: skip
+    assert res.returncode == 0, failed(res)
+    assert "EMULATED" in res.stdout
+    res = aws_user.invoke("compare", "--plan", "--steps", "1e9", "--env", "CartPole-v1",
+                          "--results", str(aws_user.results),
+                          "--out", str(aws_user.root / "plan"))  # fmt: skip
+    assert res.returncode != 0 and "no measurement of CartPole-v1" in res.stderr, res.stderr
     t = summary["timings_s"]
     print(
         f"\naws emulated deploy: apply {t['launch_s']:.1f} s, apply start -> all joined "
