@@ -34,6 +34,17 @@ def _exit_on_error() -> Iterator[None]:
         raise Exit("syndeo: interrupted", code=130) from None
 
 
+def _number(kind: Callable[[str], Any], flag: str, value: Any) -> Any:
+    """invoke hands an option whose default is None over as text: make it the number it
+    is (pydantic does this for deploy/up's settings; grow/shrink pass theirs on as is)."""
+    if value is None:
+        return None
+    try:
+        return kind(str(value))
+    except ValueError:
+        raise Exit(f"syndeo: error: {flag}: {value!r} is not a number", code=2) from None
+
+
 def _call(fn: Callable[..., Any], **options: Any) -> None:
     with _exit_on_error():
         fn(**options)
@@ -162,15 +173,18 @@ def grow(
 ) -> None:  # fmt: skip
     """Add nodes of a node group to a cluster started with `invoke up` (they join its head)."""
     _call(
-        frontend.run_grow, group=group, nodes=nodes, cluster_id=cluster_id, wait_s=wait_s,
-        hosts=hosts,
+        frontend.run_grow, group=group, nodes=nodes, cluster_id=cluster_id,
+        wait_s=_number(float, "--wait-s", wait_s), hosts=hosts,
     )  # fmt: skip
 
 
 @task(help={"group": "the node group", "nodes": "at least this many nodes (default: all added)"})
 def shrink(c: Context, group: str, nodes: int | None = None, cluster_id: str | None = None) -> None:
     """Remove a node group's nodes (never the head's) from a cluster started with `invoke up`."""
-    _call(frontend.run_shrink, group=group, nodes=nodes, cluster_id=cluster_id)
+    _call(
+        frontend.run_shrink, group=group, nodes=_number(int, "--nodes", nodes),
+        cluster_id=cluster_id,
+    )  # fmt: skip
 
 
 @task(

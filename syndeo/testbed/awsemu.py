@@ -24,8 +24,9 @@ Deviations from EC2, each because moto does not model it: only instances of this
 bed's AMI boot (any other image would not run the unit either), only in the
 emulator's region and network; bucket policies are evaluated without their
 ``Condition`` statements (moto ignores conditions and would apply the TLS-only
-Deny to every request; the emulator speaks plain HTTP).  See README "Try the AWS
-target without an account".
+Deny to every request; the emulator speaks plain HTTP).  Where moto answers
+otherwise than AWS in a way Terraform acts on, the emulator corrects it
+(:func:`_moto_as_aws`).  See README "Try the AWS target without an account".
 
 Root only.  ``up(base, sif)`` / ``down(base)``; state in ``<base>/state.json``.
 """
@@ -273,7 +274,7 @@ class Cloud:
     def start(self) -> State:
         from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
-        _conditions_not_evaluated()
+        _moto_as_aws()
         if Path("/proc/sys/net/ipv4/ip_forward").read_text().strip() != "0":
             # The instances' default route leads to this machine: it must not pass
             # their packets on (nothing of the bed may reach another address).
@@ -560,10 +561,24 @@ class Cloud:
         netns.bridge_down(self.bridge)
 
 
-def _conditions_not_evaluated() -> None:
-    """Bucket policies without their conditioned statements (see the module doc)."""
+def _moto_as_aws() -> None:
+    """Where moto answers otherwise than AWS in a way Terraform acts on.
+
+    - Bucket policies are evaluated without their conditioned statements (see the
+      module doc).
+    - A network interface without a public IP is described with an empty
+      ``Association``; EC2 leaves it out.  The AWS provider reads any association as
+      ``associate_public_ip_address = true`` and plans to *replace* every instance on
+      the next apply (grow, shrink) -- on EC2 it plans nothing.
+    """
+    from moto.ec2.models.elastic_network_interfaces import NetworkInterface
     from moto.iam.access_control import IAMPolicy, PermissionResult
     from moto.s3.models import FakeBucket
+
+    described = NetworkInterface.association
+    assert isinstance(described, property) and described.fget is not None
+    association = described.fget
+    NetworkInterface.association = property(lambda self: association(self) or None)  # type: ignore[assignment,method-assign]
 
     def get_permission(self: Any, action: str, resource: str) -> Any:
         if self.policy is None:

@@ -1,4 +1,4 @@
-"""The emulated AWS (:mod:`syndeo.testbed.awsemu`): up once per session, as root.
+"""The emulated AWS (:mod:`syndeo.testbed.awsemu`): up once for tests/aws, as root.
 
 ``aws`` is its :class:`~syndeo.testbed.awsemu.State` (endpoint, admin key, the AMI
 that stands for the baked image); ``aws_user`` runs ``invoke`` as the unprivileged
@@ -32,7 +32,7 @@ def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")  # pytest tears fixtures down on this
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # down again before the rest of the suite runs
 def aws(sif: Path) -> Iterator[awsemu.State]:
     assert os.geteuid() == 0, "the emulated AWS needs root (network namespaces)"
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
