@@ -63,11 +63,17 @@ def load_launched(cluster_id: str | None) -> Launched:
         cluster_id = running[0]
     path = root / cluster_id / "launched.json"
     try:
-        return Launched.model_validate(json.loads(path.read_text()))
+        launched = Launched.model_validate(json.loads(path.read_text()))
     except FileNotFoundError:
         raise TargetError(f"no cluster {cluster_id!r} is up") from None
     except ValueError as exc:
         raise TargetError(f"state file {path} is corrupt: {exc}") from None
+    # Where the launch found its store (names, never secrets: e.g. the Azure storage
+    # account it chose), so that a new shell reaches the same one.  The shell's own
+    # settings win.
+    for name, value in dict(launched.data.get("rendezvous_env", {})).items():
+        os.environ.setdefault(str(name), str(value))
+    return launched
 
 
 def forget(cluster_id: str) -> None:

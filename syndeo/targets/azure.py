@@ -36,6 +36,11 @@ class AzureTarget(CloudTarget):
             raise ConfigError("azure: name the storage account ([azure] storage_account)")
         return {"storage_account": account}
 
+    def rendezvous_env(self, spec: ClusterSpec) -> dict[str, str]:
+        # Chosen in default_rendezvous, in this process only: `down` from a new shell
+        # could not open the container without it.
+        return {"AZURE_STORAGE_ACCOUNT": str(self.cloud_vars(spec)["storage_account"])}
+
     def check_credentials(self) -> None:
         logged_in = (Path.home() / ".azure" / "azureProfile.json").is_file() and shutil.which("az")
         if not logged_in and not any(os.environ.get(v) for v in _ENV_LOGINS):

@@ -96,6 +96,11 @@ class VmTarget(Target):
     def prepare(self, spec: ClusterSpec) -> None:
         """Write local files the module reads (launch only; a dry run writes nothing)."""
 
+    def rendezvous_env(self, spec: ClusterSpec) -> dict[str, str]:
+        """Settings (no secrets) by which the launcher found the rendezvous, which a new
+        shell may lack (``down``, ``grow``); restored by :func:`syndeo.state.load_launched`."""
+        return {}
+
     def machine_summary(self, spec: ClusterSpec) -> dict[str, Any]:
         """What deploy.json records about the machines (cost comparison input)."""
         return {"provider": self.name, "count": spec.nodes}
@@ -157,8 +162,10 @@ class VmTarget(Target):
         )  # fmt: skip
         if spec.layout is not None:
             launched.data["spec"] = spec.model_dump(mode="json")  # what grow/shrink need later
-        # `down` from another shell must know that destroy takes the bucket with it.
+        # `down` from another shell must know that destroy takes the bucket with it,
+        # and how to find the store at all.
         launched.data["owns_rendezvous"] = self.creates_rendezvous(spec.rendezvous)
+        launched.data["rendezvous_env"] = self.rendezvous_env(spec)
         self.prepare(spec)  # local files, and what only the cloud can tell (image, types)
         tfvars = self.tfvars(spec)
         tf.write_vars(tfvars)

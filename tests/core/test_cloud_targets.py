@@ -225,3 +225,36 @@ def test_machine_summary_records_each_groups_type(tmp_path: Path) -> None:
     plain = load_config(None, target="aws", nodes=2, aws=dict(cfg.aws))
     spec = ClusterSpec.from_config(plain, "s3://syndeo-0123456789ab/syndeo", "c1")
     assert "groups" not in AwsTarget(plain).machine_summary(spec)
+
+
+def test_azure_down_from_a_new_shell_finds_the_storage_account(
+    syndeo_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The account deploy chose lives in the launcher's environment only; what the
+    launch records brings it back in a shell that never had it (down, grow)."""
+    from syndeo.config import DeployConfig
+    from syndeo.rendezvous import open_rendezvous
+    from syndeo.state import load_launched, save_launched
+    from syndeo.targets import ClusterSpec, Launched, get_target
+
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "placeholder")
+    monkeypatch.delenv("AZURE_STORAGE_ACCOUNT")  # (restored to absent afterwards)
+    flags = MACHINE["azure"]
+    cfg = DeployConfig.model_validate({
+        "target": "azure", "nodes": 2,
+        "azure": {"instance_type": flags[1], "region": flags[3], "image": flags[5]},
+    })  # fmt: skip
+    target = get_target(cfg)
+    uri = target.default_rendezvous()  # picks the account, in this process
+    account = os.environ["AZURE_STORAGE_ACCOUNT"]
+    spec = ClusterSpec.from_config(cfg, uri, "azure-newshell")
+    recorded = target.rendezvous_env(spec)  # type: ignore[attr-defined]
+    assert recorded == {"AZURE_STORAGE_ACCOUNT": account}
+    save_launched(Launched(target="azure", cluster_id="azure-newshell", rendezvous=uri,
+                           started_at=0.0, data={"rendezvous_env": recorded}))  # fmt: skip
+    monkeypatch.delenv("AZURE_STORAGE_ACCOUNT")  # a new shell
+    with pytest.raises(Exception, match="AZURE_STORAGE_ACCOUNT|account"):
+        open_rendezvous(uri, "azure-newshell")  # what down did before
+    load_launched("azure-newshell")
+    assert os.environ["AZURE_STORAGE_ACCOUNT"] == account
+    assert open_rendezvous(uri, "azure-newshell").bucket == uri.split("/")[2]
