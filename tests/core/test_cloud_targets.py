@@ -253,7 +253,7 @@ def test_azure_down_from_a_new_shell_finds_the_storage_account(
     save_launched(Launched(target="azure", cluster_id="azure-newshell", rendezvous=uri,
                            started_at=0.0, data={"rendezvous_env": recorded}))  # fmt: skip
     monkeypatch.delenv("AZURE_STORAGE_ACCOUNT")  # a new shell
-    with pytest.raises(Exception, match="AZURE_STORAGE_ACCOUNT|account"):
+    with pytest.raises(Exception, match=r"AZURE_STORAGE_ACCOUNT|account"):
         open_rendezvous(uri, "azure-newshell")  # what down did before
     load_launched("azure-newshell")
     assert os.environ["AZURE_STORAGE_ACCOUNT"] == account
