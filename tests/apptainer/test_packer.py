@@ -48,6 +48,7 @@ def test_cloud_source_without_its_settings_fails_validation(tmp_path: Path) -> N
     validates nothing and passes)."""
     sif = tmp_path / "syndeo.sif"
     sif.write_bytes(b"x")
+    Path(f"{sif}.manifest.json").write_text("{}")  # (read for the AMI's digest tag)
     out = _packer("validate", "-only=googlecompute.syndeo", "-var", f"sif_path={sif}", "cloud")
     assert out.returncode != 0
     assert "project_id" in out.stdout + out.stderr

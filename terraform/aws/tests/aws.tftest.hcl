@@ -35,7 +35,7 @@ run "node_module" {
     not_before               = null
     image_path               = "/opt/syndeo/syndeo.sif"
     image_digest             = null
-    extra_env                = { AWS_REGION = "eu-central-1", AWS_DEFAULT_REGION = "eu-central-1" }
+    extra_env                = { AWS_REGION = "eu-central-1", AWS_DEFAULT_REGION = "eu-central-1", AWS_METADATA_SERVICE_TIMEOUT = "5", AWS_METADATA_SERVICE_NUM_ATTEMPTS = "3" }
   }
 }
 
@@ -139,7 +139,7 @@ run "grouped_node_module" {
     not_before               = null
     image_path               = "/opt/syndeo/syndeo.sif"
     image_digest             = null
-    extra_env                = { AWS_REGION = "eu-central-1", AWS_DEFAULT_REGION = "eu-central-1" }
+    extra_env                = { AWS_REGION = "eu-central-1", AWS_DEFAULT_REGION = "eu-central-1", AWS_METADATA_SERVICE_TIMEOUT = "5", AWS_METADATA_SERVICE_NUM_ATTEMPTS = "3" }
     groups = [
       { name = "head", nodes = 1, cpus = 2, gpus = 0 },
       { name = "cpu", nodes = 2, cpus = 8, gpus = 0 },
@@ -206,7 +206,7 @@ run "grown_node_module" {
     not_before               = null
     image_path               = "/opt/syndeo/syndeo.sif"
     image_digest             = null
-    extra_env                = { AWS_REGION = "eu-central-1", AWS_DEFAULT_REGION = "eu-central-1" }
+    extra_env                = { AWS_REGION = "eu-central-1", AWS_DEFAULT_REGION = "eu-central-1", AWS_METADATA_SERVICE_TIMEOUT = "5", AWS_METADATA_SERVICE_NUM_ATTEMPTS = "3" }
     groups = [
       { name = "head", nodes = 1, cpus = 2, gpus = 0 },
       { name = "cpu", nodes = 2, cpus = 8, gpus = 0 },
