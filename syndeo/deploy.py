@@ -163,6 +163,21 @@ def _read_timelines(rdv: Rendezvous) -> dict[int, Any]:
         return {}
 
 
+# A bucket destroyed with the cluster is read before the destroy: the nodes leave
+# their timelines on their way out, within seconds of the head's end.
+TIMELINES_WAIT_S = 30.0
+
+
+def _await_timelines(rdv: Rendezvous, nodes: int) -> dict[int, Any]:
+    """Every node's timeline, waiting (bounded) for the nodes still leaving."""
+    deadline = time.monotonic() + TIMELINES_WAIT_S
+    found = _read_timelines(rdv)
+    while len(found) < nodes and time.monotonic() < deadline:
+        time.sleep(0.5)
+        found = _read_timelines(rdv)
+    return found
+
+
 def _write_timeline(
     cfg: DeployConfig, cluster_id: str, nodes: dict[int, Any], launcher: dict[str, float]
 ) -> None:
@@ -224,7 +239,8 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
                 result_path = _collect(cfg, rdv, spec.cluster_id)
             except RendezvousError as exc:
                 ui.info(f"syndeo: the result could not be collected: {exc}")
-            nodes_timeline = _read_timelines(rdv)
+            if owned:
+                nodes_timeline = _await_timelines(rdv, spec.nodes)
         except KeyboardInterrupt:
             with contextlib.suppress(Exception):
                 rdv.request_stop("interrupted")
@@ -242,6 +258,9 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
                     rdv.cleanup(all_attempts=True)
     timings["teardown_done_s"] = round(time.monotonic() - t0, 3)
     assert rc is not None
+    if not owned:
+        # Nodes leave their timelines on their way out: after the teardown, all are in.
+        nodes_timeline = _read_timelines(rdv)
     # The launcher's marks on the nodes' clock (wall time), for syndeo.timeline.
     marks = {"launch_start": 0.0, **{k.removesuffix("_s"): v for k, v in timings.items()}}
     marks.pop("launch_to_joined", None)
