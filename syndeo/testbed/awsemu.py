@@ -175,8 +175,19 @@ def down(base: Path | None = None) -> None:
     shutil.rmtree(base, ignore_errors=True)
 
 
+def _daemons(base: Path) -> list[int]:
+    """Every emulator daemon of ``base`` still running, whatever state.json says (one
+    whose state file was replaced or removed must not outlive ``down``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid() and _ours(int(entry.name), base):
+            found.append(int(entry.name))
+    return found
+
+
 def _clear(base: Path) -> None:
     """Whatever of the bed is left (a daemon that was killed cleans nothing)."""
+    terminate(_daemons(base), grace=30)
     tag, bridge, prefix = _names(base)
     spaces = netns.list_netns(prefix)
     terminate(sorted({p for ns in spaces for p in netns.netns_pids(ns)}), grace=0)
@@ -204,9 +215,7 @@ def leftovers(base: Path | None = None) -> list[str]:
     found = [f"netns {ns}" for ns in netns.list_netns(prefix)]
     if netns.link_exists(bridge):
         found.append(f"link {bridge}")
-    state = load(base)
-    if state is not None and pid_alive(state.pid) and _ours(state.pid, base):
-        found.append(f"process {state.pid}")
+    found += [f"process {pid}" for pid in _daemons(base)]
     return found
 
 
