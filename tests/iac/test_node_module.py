@@ -28,17 +28,19 @@ NODE = hcl.TERRAFORM / "modules" / "node"
 TRICKY_RUN = 'python -c \'print("a b")\' $HOME `id` c=d \\ "q" --x=1,2 ;&|'
 
 
-def _render(root: Path, inputs: dict[str, Any]) -> dict[str, Any]:
-    """Apply a root that calls the node module with ``inputs``; its outputs."""
+RENDERED = ("env", "env_files", "user_data", "scratch_dirs", "machines")
+
+
+def _render(
+    root: Path, inputs: dict[str, Any], names: tuple[str, ...] = RENDERED
+) -> dict[str, Any]:
+    """Apply a root that calls the node module with ``inputs``; its outputs ``names``."""
     shutil.copytree(NODE, root / "node", dirs_exist_ok=True)
     (root / "main.tf.json").write_text(
         json.dumps(
             {
                 "module": {"n": {"source": "./node", **inputs}},
-                "output": {
-                    k: {"value": f"${{module.n.{k}}}"}
-                    for k in ("env", "env_files", "user_data", "scratch_dirs", "machines")
-                },
+                "output": {k: {"value": f"${{module.n.{k}}}"} for k in names},
             }
         )
     )
@@ -203,25 +205,10 @@ def test_start_and_stop_commands_under_posix_sh(tmp_path: Path) -> None:
         "image_path": None, "python": str(fake), "host_dir": str(tmp_path / "h"),
         "scratch_dir": "/tmp/sy-t" + tmp_path.name[-6:].replace("_", ""), "stop_grace_s": 1,
     }  # fmt: skip
-    (tmp_path / "r").mkdir()
-    shutil.copytree(NODE, tmp_path / "r" / "node")
-    (tmp_path / "r" / "main.tf.json").write_text(
-        json.dumps(
-            {
-                "module": {"n": {"source": "./node", **inputs}},
-                "output": {
-                    k: {"value": f"${{module.n.{k}}}"}
-                    for k in ("start_commands", "stop_commands", "host_dirs", "scratch_dirs")
-                },
-            }
-        )
-    )
-    env = {**hcl.TF_ENV, "TF_DATA_DIR": str(tmp_path / "r" / ".terraform")}
-    for args in (("init", "-backend=false"), ("apply", "-auto-approve", "-no-color")):
-        assert hcl.run_tf(*args, cwd=tmp_path / "r", env=env).returncode == 0
-    out = json.loads(hcl.run_tf("output", "-json", cwd=tmp_path / "r", env=env).stdout)
-    start, stop = out["start_commands"]["value"][0], out["stop_commands"]["value"][0]
-    scratch = out["scratch_dirs"]["value"][0]
+    names = ("start_commands", "stop_commands", "host_dirs", "scratch_dirs")
+    out = _render(tmp_path / "r", inputs, names)
+    start, stop = out["start_commands"][0], out["stop_commands"][0]
+    scratch = out["scratch_dirs"][0]
     started = subprocess.run(["dash", "-c", start], capture_output=True, text=True, timeout=60)
     assert started.returncode == 0, started.stderr
     assert "node started" in started.stdout
@@ -246,7 +233,7 @@ def test_start_and_stop_commands_under_posix_sh(tmp_path: Path) -> None:
     while ours() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert ours() == [], "processes of the node outlived stop"
-    assert not Path(out["host_dirs"]["value"][0]).exists()
+    assert not Path(out["host_dirs"][0]).exists()
     assert not Path(scratch).exists(), "the node's scratch dir (its token) outlived stop"
 
 
@@ -259,23 +246,9 @@ def test_stop_removes_only_its_own_scratch_dir(tmp_path: Path) -> None:
         "cluster_id": "sh-2", "node_count": 2, "rendezvous": "file:///x", "target": "ssh",
         "host_dir": str(tmp_path / "h"), "scratch_dir": str(base),
     }  # fmt: skip
-    (tmp_path / "r").mkdir()
-    shutil.copytree(NODE, tmp_path / "r" / "node")
-    (tmp_path / "r" / "main.tf.json").write_text(
-        json.dumps(
-            {
-                "module": {"n": {"source": "./node", **inputs}},
-                "output": {"stop": {"value": "${module.n.stop_commands}"},
-                           "scratch": {"value": "${module.n.scratch_dirs}"}},
-            }
-        )
-    )  # fmt: skip
-    env = {**hcl.TF_ENV, "TF_DATA_DIR": str(tmp_path / "r" / ".terraform")}
-    for args in (("init", "-backend=false"), ("apply", "-auto-approve", "-no-color")):
-        assert hcl.run_tf(*args, cwd=tmp_path / "r", env=env).returncode == 0
-    out = json.loads(hcl.run_tf("output", "-json", cwd=tmp_path / "r", env=env).stdout)
-    stop0 = out["stop"]["value"][0]
-    own, other = (Path(s) for s in out["scratch"]["value"])
+    out = _render(tmp_path / "r", inputs, ("stop_commands", "scratch_dirs"))
+    stop0 = out["stop_commands"][0]
+    own, other = (Path(s) for s in out["scratch_dirs"])
     assert (own.parent, other.parent) == (base, base)
     try:
         for d in (own / "r" / "session", other):
