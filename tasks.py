@@ -7,7 +7,6 @@ invoke up / invoke down                        # a long-lived cluster
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -17,11 +16,12 @@ from invoke.context import Context
 from invoke.exceptions import Exit
 from invoke.tasks import task
 
-from syndeo import frontend, image_tasks
-from syndeo.bench.tasks import bench, bench_bringup, report
-from syndeo.errors import SyndeoError
-from syndeo.slurm import tasks as slurm_tasks
-from syndeo.testbed import tasks as testbed_tasks
+from benchmarks.tasks import bench_bringup, bench_rendezvous
+from syndeo.cli import image_tasks, slurm_tasks, verbs
+from syndeo.cli.bench_tasks import bench, report
+from syndeo.cli.options import invoke_help
+from syndeo.core.errors import SyndeoError
+from testbeds import tasks as testbed_tasks
 
 
 @contextmanager
@@ -50,90 +50,88 @@ def _call(fn: Callable[..., Any], **options: Any) -> None:
         fn(**options)
 
 
-_MACHINE_HELP = {
-    "target": "local | slurm | ssh | aws | gcp | azure (default: local, or the config's)",
-    "hosts": "ssh: comma-separated hosts, one node each, the first is the head",
-    "ssh_user": "ssh: login on every host (default: you)",
-    "ssh_key": "ssh: private key file (default: the ssh agent)",
-    "instance_type": "aws/gcp/azure: VM type, e.g. c7i.2xlarge",
-    "region": "aws/gcp/azure: region (azure: location)",
-    "image": "aws/gcp/azure: the Packer-baked VM image (AMI id, GCP image, Azure image id)",
-    "spot": "aws/gcp/azure: spot/preemptible VMs",
-    "container": "run every node in this Apptainer image (.sif)",
-    "dashboard": "Ray's dashboard on the head's 127.0.0.1 (deploy: off unless given; up: on)",
-    "config": "TOML file with settings; options override it",
-}
-
-
-def _machine_options(
+def _cluster_options(
+    target: str | None, nodes: int | None, cpus_per_node: int | None,
+    gpus_per_node: int | None, memory_mb_per_node: int | None,
+    object_store_mb_per_node: int | None, cluster_id: str | None, rendezvous: str | None,
+    join_timeout: float | None, container: str | None, workdir: str | None,
     hosts: str | None, ssh_user: str | None, ssh_key: str | None, instance_type: str | None,
-    region: str | None, image: str | None, spot: bool | None,
+    region: str | None, image: str | None, spot: bool,
 ) -> dict[str, Any]:  # fmt: skip
+    """invoke's names -> the verbs' keywords (the table in syndeo/cli/options.py)."""
     return dict(
-        ssh_hosts=hosts, ssh_user=ssh_user, ssh_key=ssh_key, vm_instance_type=instance_type,
-        vm_region=region, vm_image=image, vm_spot=spot or None,
+        target=target, nodes=nodes, cpus_per_node=cpus_per_node, gpus_per_node=gpus_per_node,
+        memory_mb_per_node=memory_mb_per_node, object_store_mb_per_node=object_store_mb_per_node,
+        cluster_id=cluster_id, rendezvous=rendezvous, join_timeout_s=join_timeout,
+        container=container, workdir=workdir, ssh_hosts=hosts, ssh_user=ssh_user,
+        ssh_key=ssh_key, vm_instance_type=instance_type, vm_region=region, vm_image=image,
+        vm_spot=spot or None,
     )  # fmt: skip
 
 
-@task(
-    help={
-        **_MACHINE_HELP,
-        "run": 'your workload, e.g. "python train.py" (default: the rollout benchmark); '
-        "no secrets in it",
-        "env": "benchmark environment id(s), comma-separated",
-        "keep": "leave the cluster up afterwards (`invoke down` removes it)",
-        "dry_run": "print what would be launched (scripts, tfvars, commands); start nothing",
-    }
-)
+# auto_shortflags off: invoke would hand out -c, -r, … first come first served, and
+# two options sharing an initial got a broken, empty one.
+@task(help=invoke_help("deploy"), auto_shortflags=False)
 def deploy(
     c: Context,
+    config: str | None = None,
     target: str | None = None,
     nodes: int | None = None,
     cpus_per_node: int | None = None,
     gpus_per_node: int | None = None,
-    run: str | None = None,
-    container: str | None = None,
+    memory_mb_per_node: int | None = None,
+    object_store_mb_per_node: int | None = None,
     cluster_id: str | None = None,
     rendezvous: str | None = None,
     join_timeout: float | None = None,
+    container: str | None = None,
+    workdir: str | None = None,
+    hosts: str | None = None,
+    ssh_user: str | None = None,
+    ssh_key: str | None = None,
+    instance_type: str | None = None,
+    region: str | None = None,
+    image: str | None = None,
+    spot: bool = False,
+    dashboard: bool = False,
+    run: str | None = None,
     results_dir: str | None = None,
     env: str | None = None,
     mode: str | None = None,
     repeats: int | None = None,
     samples_per_cpu: int | None = None,
-    hosts: str | None = None,
-    ssh_user: str | None = None,
-    ssh_key: str | None = None,
-    instance_type: str | None = None,
-    region: str | None = None,
-    image: str | None = None,
-    spot: bool = False,
-    config: str | None = None,
     keep: bool = False,
     dry_run: bool = False,
-    dashboard: bool = False,
 ) -> None:
     """Bring a Ray cluster up on TARGET, run the workload, collect results, tear down."""
     _call(
-        frontend.run_deploy, target=target, nodes=nodes, cpus_per_node=cpus_per_node,
-        gpus_per_node=gpus_per_node, run=run, container=container, cluster_id=cluster_id,
-        rendezvous=rendezvous, join_timeout_s=join_timeout, results_dir=results_dir,
+        verbs.run_deploy, config=config, run=run, results_dir=results_dir,
         bench_envs=env.split(",") if env else None, bench_mode=mode, bench_repeats=repeats,
-        bench_samples_per_cpu=samples_per_cpu, config=config, dry_run=dry_run, keep=keep,
+        bench_samples_per_cpu=samples_per_cpu, dry_run=dry_run, keep=keep,
         dashboard=dashboard or None,
-        **_machine_options(hosts, ssh_user, ssh_key, instance_type, region, image, spot),
+        **_cluster_options(
+            target, nodes, cpus_per_node, gpus_per_node, memory_mb_per_node,
+            object_store_mb_per_node, cluster_id, rendezvous, join_timeout, container, workdir,
+            hosts, ssh_user, ssh_key, instance_type, region, image, spot,
+        ),
     )  # fmt: skip
 
 
-@task(help=_MACHINE_HELP)
+@task(help=invoke_help("up"), auto_shortflags=False)
 def up(
     c: Context,
+    config: str | None = None,
     target: str | None = None,
     nodes: int | None = None,
     cpus_per_node: int | None = None,
-    container: str | None = None,
+    gpus_per_node: int | None = None,
+    memory_mb_per_node: int | None = None,
+    object_store_mb_per_node: int | None = None,
     cluster_id: str | None = None,
     rendezvous: str | None = None,
+    join_timeout: float | None = None,
+    container: str | None = None,
+    workdir: str | None = None,
     hosts: str | None = None,
     ssh_user: str | None = None,
     ssh_key: str | None = None,
@@ -141,53 +139,48 @@ def up(
     region: str | None = None,
     image: str | None = None,
     spot: bool = False,
-    config: str | None = None,
     dashboard: bool = True,
 ) -> None:
     """Bring a cluster up and leave it serving; prints how to connect and submit jobs."""
     _call(
-        frontend.run_up, target=target, nodes=nodes, cpus_per_node=cpus_per_node,
-        container=container, cluster_id=cluster_id, rendezvous=rendezvous, config=config,
-        dashboard=dashboard,
-        **_machine_options(hosts, ssh_user, ssh_key, instance_type, region, image, spot),
+        verbs.run_up, config=config, dashboard=dashboard,
+        **_cluster_options(
+            target, nodes, cpus_per_node, gpus_per_node, memory_mb_per_node,
+            object_store_mb_per_node, cluster_id, rendezvous, join_timeout, container, workdir,
+            hosts, ssh_user, ssh_key, instance_type, region, image, spot,
+        ),
     )  # fmt: skip
 
 
-@task
+@task(help=invoke_help("down"), auto_shortflags=False)
 def down(c: Context, cluster_id: str | None = None) -> None:
-    """Tear down a cluster started with `invoke up`."""
-    _call(frontend.run_down, cluster_id=cluster_id)
+    """Tear down a cluster started with `invoke up` (the only one up, if no id is given)."""
+    _call(verbs.run_down, cluster_id=cluster_id)
 
 
-@task(
-    help={
-        "group": "the node group ([[groups]] name) to add nodes to",
-        "nodes": "how many nodes (default 1)",
-        "wait_s": "wait up to this many seconds until they joined",
-        "hosts": "ssh: the new nodes' machines, comma-separated (one node each)",
-    }
-)
+@task(help=invoke_help("grow"), auto_shortflags=False)
 def grow(
-    c: Context, group: str, nodes: int = 1, cluster_id: str | None = None,
+    c: Context, group: str, cluster_id: str | None = None, nodes: int = 1,
     wait_s: float | None = None, hosts: str | None = None,
 ) -> None:  # fmt: skip
     """Add nodes of a node group to a cluster started with `invoke up` (they join its head)."""
     _call(
-        frontend.run_grow, group=group, nodes=nodes, cluster_id=cluster_id,
+        verbs.run_grow, group=group, nodes=nodes, cluster_id=cluster_id,
         wait_s=_number(float, "--wait-s", wait_s), hosts=hosts,
     )  # fmt: skip
 
 
-@task(help={"group": "the node group", "nodes": "at least this many nodes (default: all added)"})
-def shrink(c: Context, group: str, nodes: int | None = None, cluster_id: str | None = None) -> None:
+@task(help=invoke_help("shrink"), auto_shortflags=False)
+def shrink(c: Context, group: str, cluster_id: str | None = None, nodes: int | None = None) -> None:
     """Remove a node group's nodes (never the head's) from a cluster started with `invoke up`."""
     _call(
-        frontend.run_shrink, group=group, nodes=_number(int, "--nodes", nodes),
-        cluster_id=cluster_id,
+        verbs.run_shrink, group=group,
+        nodes=_number(int, "--nodes", nodes), cluster_id=cluster_id,
     )  # fmt: skip
 
 
 @task(
+    auto_shortflags=False,
     help={
         "results": "directory of results (deploy.json + result.json per cluster)",
         "catalog": "price CSV that overrides/extends the shipped catalog",
@@ -200,7 +193,7 @@ def shrink(c: Context, group: str, nodes: int | None = None, cluster_id: str | N
         "target": "plan: targets, comma-separated (default: measured ones + aws,gcp,azure)",
         "basis": "plan: the measured target unmeasured instance types are scaled from",
         "sizes": "plan: node/instance counts, comma-separated",
-    }
+    },
 )
 def compare(
     c: Context,
@@ -217,20 +210,12 @@ def compare(
     sizes: str = "1,2,4,8,16",
 ) -> None:
     """Throughput and cost of every measured run per env, cheapest first; --plan for N steps."""
-    from syndeo.compare.cli import run_compare
+    from syndeo.cli.compare import run_compare
 
     _call(
         run_compare, results=results, catalog=catalog, out=out, config=config, plan=plan,
         steps=steps, env=env, mode=mode, target=target, basis=basis, sizes=sizes,
     )  # fmt: skip
-
-
-@task(help={"backend": "file | s3 | gs | az", "out": "where to write the JSON"})
-def bench_rendezvous(
-    c: Context, backend: str = "file", out: str = "results/rendezvous.json"
-) -> None:
-    """Rendezvous timings: 200 concurrent registrations, time for a worker to see the head."""
-    c.run(f"{sys.executable} -m syndeo.rendezvous.bench --backend {backend} --out {out}")
 
 
 ns = Collection(
@@ -239,10 +224,11 @@ ns = Collection(
 ns.add_task(image_tasks.build, name="build")
 ns.add_collection(Collection("image", image_tasks.build, image_tasks.verify))
 _slurm = Collection("slurm")
-_slurm.add_task(slurm_tasks.slurm_up, name="up")
-_slurm.add_task(slurm_tasks.slurm_down, name="down")  # type: ignore[arg-type]
-_slurm.add_task(slurm_tasks.slurm_status, name="status")  # type: ignore[arg-type]
 _slurm.add_task(slurm_tasks.slurm_cancel, name="cancel")  # type: ignore[arg-type]
+# the local test cluster (testbeds/): up, down, and status (its nodes, then your jobs)
+_slurm.add_task(testbed_tasks.slurm_up, name="up")
+_slurm.add_task(testbed_tasks.slurm_down, name="down")  # type: ignore[arg-type]
+_slurm.add_task(testbed_tasks.slurm_status, name="status")  # type: ignore[arg-type]
 ns.add_collection(_slurm)
 _aws_emulator = Collection("aws-emulator")
 _aws_emulator.add_task(testbed_tasks.emulator_up, name="up")

@@ -1,5 +1,5 @@
 import sys
 
-from syndeo.cli import main
+from syndeo.cli.main import main
 
 sys.exit(main())

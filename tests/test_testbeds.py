@@ -8,25 +8,12 @@ Slurm cluster (machine-wide names) is held under a lock while a session uses it
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.testbeds import CHECKOUT_KEY, ROOT, machine_lock
-
-LOCK_PROBE = (
-    "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR)\n"
-    "try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
-    "except BlockingIOError: sys.exit(3)\n"
-)
-
-
-def lock_is_held(path: Path) -> bool:
-    """True if another process holds ``path``'s flock (asked from a fresh process)."""
-    probe = subprocess.run([sys.executable, "-c", LOCK_PROBE, str(path)], timeout=30)
-    return probe.returncode == 3
+from testbeds.machine import CHECKOUT_KEY, ROOT, machine_lock
+from tests.support.helpers import lock_is_held
 
 
 def test_the_test_image_is_built_per_checkout() -> None:
@@ -47,7 +34,7 @@ def test_machine_lock_excludes_a_second_holder(tmp_path: Path) -> None:
 @pytest.mark.apptainer
 def test_container_runs_are_launched_with_this_checkouts_code() -> None:
     assert os.geteuid() == 0, "launches as the CI user need root (runuser)"
-    from tests.apptainer.launch import launcher_python
+    from testbeds.launch import launcher_python
 
     python = Path(launcher_python("syndeo-ci"))
     # The interpreter itself is this checkout's (.venv/ci-user), not a machine-wide one.

@@ -3,7 +3,7 @@
 # the unprivileged user `syndeo-ci` that logs in to the bed's hosts with a key.
 # Idempotent: safe to run again; every step checks before it changes anything.
 #
-# Nothing here starts an sshd: the bed (syndeo/testbed/sshhosts.py) runs its own, one
+# Nothing here starts an sshd: the bed (testbeds/sshhosts.py) runs its own, one
 # per network namespace, with its own config.  The system-wide service stays off.
 # Always `-t bookworm`: apptainer.sh may have added Debian sid to the sources.
 set -euo pipefail

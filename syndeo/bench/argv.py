@@ -1,6 +1,6 @@
 """The benchmark's command line, built in one place.
 
-Shared by the launcher (``syndeo.config.BenchSettings``, the default workload) and
+Shared by the launcher (``syndeo.launcher.config.BenchSettings``, the default workload) and
 ``invoke bench``; it lives outside the invoke tasks so that core modules never
 import the CLI layer.
 """

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from syndeo.bench.errors import BenchError
 from syndeo.bench.models import BenchConfig, BenchResult
-from syndeo.errors import SyndeoError
+from syndeo.core.errors import SyndeoError
 
 # Top-level module -> the extra that installs it (pyproject.toml).
 _EXTRA_OF = {

@@ -1,8 +1,8 @@
-"""The benchmark's user-facing failure type (kept here so errors.py stays the lead's)."""
+"""The benchmark's user-facing failure type (one subclass of the package's error hierarchy)."""
 
 from __future__ import annotations
 
-from syndeo.errors import SyndeoError
+from syndeo.core.errors import SyndeoError
 
 
 class BenchError(SyndeoError):

@@ -14,7 +14,7 @@ matplotlib.use("Agg")  # no display on cluster nodes or in CI
 import matplotlib.pyplot as plt
 
 if TYPE_CHECKING:
-    from syndeo.bench.report import Point
+    from syndeo.bench.points import Point
 
 
 def _groups(points: list[Point]) -> dict[tuple[str, str], list[Point]]:

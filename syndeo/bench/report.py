@@ -12,7 +12,6 @@ import json
 import statistics
 import sys
 from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
@@ -23,33 +22,8 @@ from rich.text import Text
 from syndeo.bench import paper
 from syndeo.bench.errors import BenchError
 from syndeo.bench.models import BenchResult
-from syndeo.mdtext import md_text
-
-
-@dataclass
-class Point:
-    """Pooled repeats of one (env, mode, workers, protocol)."""
-
-    env_id: str
-    env_name: str
-    mode: str
-    protocol: str
-    workers: int
-    rates: list[float] = field(default_factory=list)
-    local: list[float] = field(default_factory=list)
-    rllib: list[float] = field(default_factory=list)
-    ratios_local: list[float] = field(default_factory=list)
-    ratios_rllib: list[float] = field(default_factory=list)
-    peak_rss: list[int] = field(default_factory=list)
-    per_cpu_second: list[float] = field(default_factory=list)
-
-    @property
-    def mean(self) -> float:
-        return statistics.fmean(self.rates)
-
-    @property
-    def std(self) -> float:
-        return statistics.stdev(self.rates) if len(self.rates) > 1 else 0.0
+from syndeo.bench.points import Point
+from syndeo.core.mdtext import md_text
 
 
 def load_results(results_dir: Path) -> list[tuple[Path, BenchResult]]:

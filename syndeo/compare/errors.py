@@ -1,8 +1,8 @@
-"""The comparison's user-facing failure type (kept here so syndeo/errors.py stays the lead's)."""
+"""The comparison's user-facing failure type (one subclass of the package's error hierarchy)."""
 
 from __future__ import annotations
 
-from syndeo.errors import SyndeoError
+from syndeo.core.errors import SyndeoError
 
 
 class CompareError(SyndeoError):

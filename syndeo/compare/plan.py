@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from syndeo.compare.catalog import CLOUDS, Catalog
 from syndeo.compare.errors import CompareError
 from syndeo.compare.fit import Fit, fit_power_law
-from syndeo.compare.report import UNIT, Row, usd
+from syndeo.compare.report import UNIT, usd
+from syndeo.compare.rows import Row
 from syndeo.compare.runs import CLOUD_TARGETS, ONPREM_TARGETS, TARGETS
 from syndeo.compare.settings import OnPremCost
 

@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 from matplotlib.ticker import NullFormatter
 
 if TYPE_CHECKING:
-    from syndeo.compare.report import Row
+    from syndeo.compare.rows import Row
 
 DPI = 90
 
@@ -144,7 +144,7 @@ PLOTS: list[tuple[str, str, Callable[..., tuple[int, int]], str]] = [
 
 
 def render_all(rows: list[Row], out_dir: Path) -> list[Figure]:
-    from syndeo.compare.report import groups
+    from syndeo.compare.rows import groups
 
     g = groups(rows)
     figures = []

@@ -1,6 +1,6 @@
 """``[cost.onprem]``: what one core-hour of your own machines costs (pydantic only, no I/O).
 
-Imported by :mod:`syndeo.config`, so it must stay free of heavy imports.  The
+Imported by :mod:`syndeo.launcher.config`, so it must stay free of heavy imports.  The
 defaults are illustrative figures for a dual-socket 64-core server, not a quote:
 set your own in the config TOML.  The formula::
 

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from urllib.parse import urlparse
 
-from syndeo.errors import RendezvousError
+from syndeo.core.errors import RendezvousError
 from syndeo.rendezvous.base import (
     ClaimRecord,
     DoneRecord,

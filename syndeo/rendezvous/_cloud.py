@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import ClassVar
 from urllib.parse import urlparse
 
-from syndeo.errors import RendezvousDenied, RendezvousError
+from syndeo.core.errors import RendezvousDenied, RendezvousError
 from syndeo.rendezvous.base import Rendezvous
 
 # Retry budget, the same for every SDK: a few attempts with exponential backoff

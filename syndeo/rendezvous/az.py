@@ -24,7 +24,7 @@ from azure.core.exceptions import (
 )
 from azure.storage.blob import BlobServiceClient, ExponentialRetry
 
-from syndeo.errors import RendezvousError
+from syndeo.core.errors import RendezvousError
 from syndeo.rendezvous import _cloud
 
 _URL_ENV = "SYNDEO_AZURE_ACCOUNT_URL"

@@ -35,9 +35,9 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from syndeo.errors import RendezvousError, RendezvousTimeout
+from syndeo.core.errors import RendezvousError, RendezvousTimeout
+from syndeo.core.nodeconfig import CLUSTER_ID_RE
 
-CLUSTER_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 # Clock skew we tolerate between the machine that launched a cluster and its head.
 CLOCK_SKEW_S = 120.0
 
@@ -292,7 +292,7 @@ class Rendezvous(ABC):
         return out
 
     def put_timeline(self, rank: int, marks: dict[str, float]) -> None:
-        """Where one node's bring-up time went (see :mod:`syndeo.timeline`)."""
+        """Where one node's bring-up time went (see :mod:`syndeo.core.timeline`)."""
         self._write(self._key(f"timeline/rank-{rank}"), json.dumps(marks).encode())
 
     def read_timelines(self) -> dict[int, dict[str, float]]:

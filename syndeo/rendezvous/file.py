@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from syndeo.errors import RendezvousError
+from syndeo.core.errors import RendezvousError
 from syndeo.rendezvous.base import Rendezvous
 
 

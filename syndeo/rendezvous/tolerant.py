@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from syndeo.errors import RendezvousError
+from syndeo.core.errors import RendezvousError
 
 T = TypeVar("T")
 

@@ -1,6 +1,6 @@
 # Inputs.  The shared ones (everything above "Google Cloud only") have the same names, types
 # and defaults in terraform/gcp and terraform/azure; tests/iac/test_interface.py
-# fails on drift.  Rules match syndeo/config.py and syndeo/nodeconfig.py.
+# fails on drift.  Rules match syndeo/launcher/config.py and syndeo/core/nodeconfig.py.
 
 variable "cluster_name" {
   type        = string
@@ -145,7 +145,7 @@ variable "admin_cidrs" {
   }
 }
 
-# --- passed to terraform/modules/node (same rules as syndeo/config.py) ---
+# --- passed to terraform/modules/node (same rules as syndeo/launcher/config.py) ---
 
 variable "cpus_per_node" {
   type        = number
@@ -258,7 +258,7 @@ variable "groups" {
     instance_type = optional(string)
   }))
   default     = []
-  description = "Node groups in rank order (syndeo/groups.py): rank 0, the head, is the first rank of the first group; a group's nodes get its CPUs/GPUs/memory (null memory_mb: memory_mb_per_node), the Ray label syndeo-group and its instance_type (null: instance_type); min_nodes (null: all) is how many the head waits for. Empty: every node is instance_type, shaped by cpus_per_node etc. GPUs come only with accelerator-optimized machine types (a2-*, a3-*, a4-*, g2-*, g4-*: their GPUs are attached, and such a rank gets on_host_maintenance = TERMINATE); N1 + guest_accelerator is not supported. The image must carry the NVIDIA driver."
+  description = "Node groups in rank order (syndeo/core/groups.py): rank 0, the head, is the first rank of the first group; a group's nodes get its CPUs/GPUs/memory (null memory_mb: memory_mb_per_node), the Ray label syndeo-group and its instance_type (null: instance_type); min_nodes (null: all) is how many the head waits for. Empty: every node is instance_type, shaped by cpus_per_node etc. GPUs come only with accelerator-optimized machine types (a2-*, a3-*, a4-*, g2-*, g4-*: their GPUs are attached, and such a rank gets on_host_maintenance = TERMINATE); N1 + guest_accelerator is not supported. The image must carry the NVIDIA driver."
   validation {
     condition     = alltrue([for g in var.groups : can(regex("^[a-z][a-z0-9-]{0,30}$", g.name))])
     error_message = "groups: names are 1-31 of a-z, 0-9 and '-', starting with a letter."

@@ -12,27 +12,27 @@ from pathlib import Path
 
 import pytest
 
-from syndeo import image
-from tests.testbeds import IMAGE_DIR
+from syndeo.image import build, manifest
+from testbeds.machine import IMAGE_DIR
 
 RUN_USER = os.environ.get("SYNDEO_BUILD_USER", "syndeo-ci")
 
 
 @pytest.fixture(scope="session")
-def built_image() -> image.ImageManifest:
+def built_image() -> manifest.ImageManifest:
     reuse = os.environ.get("SYNDEO_TEST_SIF")
     if reuse:
         # Developer shortcut: test an already-built SIF (CI never sets this; it builds).
-        manifest = image.verify_sif(Path(reuse))
-        assert manifest is not None, f"{reuse} has no manifest"
-        return manifest
+        found = manifest.verify_sif(Path(reuse))
+        assert found is not None, f"{reuse} has no manifest"
+        return found
     IMAGE_DIR.mkdir(parents=True, exist_ok=True)
     IMAGE_DIR.chmod(0o755)
-    return image.build("debootstrap", IMAGE_DIR / "syndeo.sif")
+    return build.build("debootstrap", IMAGE_DIR / "syndeo.sif")
 
 
 @pytest.fixture(scope="session")
-def sif(built_image: image.ImageManifest) -> Path:
+def sif(built_image: manifest.ImageManifest) -> Path:
     return Path(built_image.sif)
 
 

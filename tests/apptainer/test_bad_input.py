@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from syndeo import image
-from syndeo.errors import ImageError
+from syndeo.core.errors import ImageError
+from syndeo.image import build, inputs, manifest
 
 pytestmark = [pytest.mark.apptainer, pytest.mark.slow]
 
 
 def test_missing_sif(tmp_path: Path) -> None:
     with pytest.raises(ImageError, match="container image not found"):
-        image.verify_sif(tmp_path / "absent.sif")
+        manifest.verify_sif(tmp_path / "absent.sif")
 
 
 def test_truncated_sif_is_corrupt(sif: Path, tmp_path: Path) -> None:
@@ -25,20 +25,20 @@ def test_truncated_sif_is_corrupt(sif: Path, tmp_path: Path) -> None:
     with sif.open("rb") as src:
         cut.write_bytes(src.read(1 << 20))  # header intact, partitions gone
     with pytest.raises(ImageError, match="corrupt SIF image"):
-        image.verify_sif(cut)
+        manifest.verify_sif(cut)
 
 
 def test_tampered_sif_fails_its_manifest(sif: Path, tmp_path: Path) -> None:
     copy = tmp_path / "copy.sif"
     shutil.copy2(sif, copy)
-    shutil.copy2(image.manifest_path(sif), image.manifest_path(copy))
+    shutil.copy2(manifest.manifest_path(sif), manifest.manifest_path(copy))
     with copy.open("r+b") as fh:
         fh.seek(copy.stat().st_size // 2)
         chunk = fh.read(16)
         fh.seek(-16, 1)
         fh.write(bytes(b ^ 0xFF for b in chunk))
     with pytest.raises(ImageError, match="sha256 differs"):
-        image.verify_sif(copy)
+        manifest.verify_sif(copy)
 
 
 def test_definition_build_failure_names_the_cause(sif: Path, tmp_path: Path) -> None:
@@ -49,7 +49,7 @@ def test_definition_build_failure_names_the_cause(sif: Path, tmp_path: Path) -> 
     )
     out = tmp_path / "out" / "broken.sif"
     with pytest.raises(ImageError, match=r"failed \(exit") as err:
-        image.build("debootstrap", out, definition=broken, use_packer=False)
+        build.build("debootstrap", out, definition=broken, use_packer=False)
     assert str(out) + ".build.log" in str(err.value)
     assert not out.exists()
     log = Path(str(out) + ".build.log").read_text()
@@ -58,13 +58,13 @@ def test_definition_build_failure_names_the_cause(sif: Path, tmp_path: Path) -> 
 
 def test_missing_definition(tmp_path: Path) -> None:
     with pytest.raises(ImageError, match="image definition not found"):
-        image.build("debootstrap", tmp_path / "x.sif", definition=tmp_path / "none.def")
+        build.build("debootstrap", tmp_path / "x.sif", definition=tmp_path / "none.def")
 
 
 def test_cli_reports_one_line_without_traceback(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "invoke", "--search-root", str(image.REPO / "syndeo"),
-         "--collection", "image_tasks", "verify", "--sif", str(tmp_path / "nope.sif")],
+        [sys.executable, "-m", "invoke", "-r", str(inputs.REPO), "image.verify",
+         "--sif", str(tmp_path / "nope.sif")],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode != 0

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from syndeo import container
-from syndeo.errors import ImageError
+from syndeo.core.errors import ImageError
+from syndeo.launcher import command
 
 pytestmark = [pytest.mark.apptainer, pytest.mark.slow]
 
@@ -44,7 +44,7 @@ def test_isolation_and_identity(
         "SYNDEO_RUN": "python -c 'print(1, 2)' --flag=a,b",  # commas and quotes survive
         "SYNDEO_WORKDIR": str(shared_dir),
     }
-    argv, proc_env = container.container_command(
+    argv, proc_env = command.container_command(
         sif, env, [shared_dir], ["python", "-c", PROBE], user=run_user
     )
     assert "--containall" in argv and "--cleanenv" in argv
@@ -65,14 +65,14 @@ def test_isolation_and_identity(
 
 
 def test_syndeo_console_script_runs(sif: Path, run_user: str | None) -> None:
-    argv, env = container.container_command(sif, {}, [], ["syndeo", "--help"], user=run_user)
+    argv, env = command.container_command(sif, {}, [], ["syndeo", "--help"], user=run_user)
     out = _run(argv, env)
     assert out.returncode == 0, out.stderr
     assert "node" in out.stdout
 
 
 def test_node_command_shape(sif: Path, shared_dir: Path, run_user: str | None) -> None:
-    argv, env = container.node_command(
+    argv, env = command.node_command(
         sif, {"SYNDEO_RANK": "0"}, [shared_dir, shared_dir], user=run_user
     )
     assert argv[-3:] == [str(sif), "syndeo", "node"]
@@ -83,18 +83,18 @@ def test_node_command_shape(sif: Path, shared_dir: Path, run_user: str | None) -
 def test_root_is_refused(sif: Path) -> None:
     if os.geteuid() == 0:
         with pytest.raises(ImageError, match="refusing to run the container as root"):
-            container.node_command(sif, {}, [])
+            command.node_command(sif, {}, [])
     with pytest.raises(ImageError, match="unprivileged"):
-        container.node_command(sif, {}, [], user="root")
+        command.node_command(sif, {}, [], user="root")
 
 
 def test_missing_sif_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ImageError, match=r"container image not found: .*nope\.sif"):
-        container.node_command(tmp_path / "nope.sif", {}, [], user="syndeo-ci")
+        command.node_command(tmp_path / "nope.sif", {}, [], user="syndeo-ci")
 
 
 def test_corrupt_sif_is_a_clear_error(tmp_path: Path) -> None:
     junk = tmp_path / "junk.sif"
     junk.write_bytes(os.urandom(4096))
     with pytest.raises(ImageError, match="not a SIF image"):
-        container.node_command(junk, {}, [], user="syndeo-ci")
+        command.node_command(junk, {}, [], user="syndeo-ci")

@@ -8,28 +8,28 @@ from pathlib import Path
 
 import pytest
 
-from syndeo import image
+from syndeo.image import build, inputs, manifest
 
 pytestmark = [pytest.mark.apptainer, pytest.mark.slow]
 
 
-def test_manifest_matches_the_sif(built_image: image.ImageManifest, sif: Path) -> None:
+def test_manifest_matches_the_sif(built_image: manifest.ImageManifest, sif: Path) -> None:
     assert sif.stat().st_size == built_image.size_bytes
-    assert image.sha256_file(sif) == built_image.sha256
-    assert image.image_digest(sif) == f"sha256:{built_image.sha256}"
+    assert manifest.sha256_file(sif) == built_image.sha256
+    assert manifest.image_digest(sif) == f"sha256:{built_image.sha256}"
     assert built_image.versions["ray"] == "2.60.0"
     assert built_image.versions["python"].startswith("3.11.")
     assert built_image.versions["syndeo"] == __import__("syndeo").__version__
     assert built_image.base == "debootstrap"
     assert built_image.build_seconds > 0
-    assert image.verify_sif(sif) == built_image
+    assert manifest.verify_sif(sif) == built_image
 
 
 def test_rebuild_with_nothing_changed_is_a_noop(
-    built_image: image.ImageManifest, sif: Path
+    built_image: manifest.ImageManifest, sif: Path
 ) -> None:
     mtime = sif.stat().st_mtime_ns
-    again = image.build("debootstrap", sif)
+    again = build.build("debootstrap", sif)
     assert again.sha256 == built_image.sha256
     assert again.built_at == built_image.built_at
     assert sif.stat().st_mtime_ns == mtime
@@ -38,13 +38,14 @@ def test_rebuild_with_nothing_changed_is_a_noop(
 def test_rebuild_after_an_input_changes_is_detected(sif: Path, tmp_path: Path) -> None:
     ca = tmp_path / "extra-ca.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\n")
-    base = image.inputs_digest(image.definition_path("debootstrap"), image.REPO, None, {})
-    with_ca = image.inputs_digest(image.definition_path("debootstrap"), image.REPO, ca, {})
+    definition = inputs.definition_path("debootstrap")
+    base = inputs.inputs_digest(definition, inputs.REPO, None, {})
+    with_ca = inputs.inputs_digest(definition, inputs.REPO, ca, {})
     mirror = {"MIRROR": "http://mirror.example/debian"}
-    with_arg = image.inputs_digest(image.definition_path("debootstrap"), image.REPO, None, mirror)
+    with_arg = inputs.inputs_digest(definition, inputs.REPO, None, mirror)
     assert len({base, with_ca, with_arg}) == 3
-    assert image.load_manifest(sif) is not None
-    assert image.load_manifest(sif).inputs_sha256 == base  # type: ignore[union-attr]
+    assert manifest.load_manifest(sif) is not None
+    assert manifest.load_manifest(sif).inputs_sha256 == base  # type: ignore[union-attr]
 
 
 def test_image_is_lean(sif: Path, run_user: str | None) -> None:

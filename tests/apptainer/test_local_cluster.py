@@ -12,9 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from syndeo.image import ImageManifest
-from tests.apptainer.launch import deploy_as
-from tests.core.helpers import assert_nothing_left
+from syndeo.image.manifest import ImageManifest
+from testbeds.launch import deploy_as
+from tests.support.helpers import assert_nothing_left
 
 pytestmark = [pytest.mark.apptainer, pytest.mark.slow]
 PROBE = Path(__file__).with_name("container_probe.py")
@@ -32,7 +32,7 @@ def test_three_containerised_nodes_form_a_cluster(
         run_user,
         ["--target", "local", "--nodes", "3", "--cluster-id", cid, "--container", str(sif),
          "--run", f"python {PROBE.name}", "--results-dir", str(work / "res"),
-         "--join-timeout-s", "300"],
+         "--join-timeout", "300"],
         cwd=work, home=work / "home",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

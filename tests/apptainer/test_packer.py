@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from syndeo.image import REPO
+from syndeo.image.inputs import REPO
 
 PACKER = REPO / "packer"
 ENV = {**os.environ, "CHECKPOINT_DISABLE": "1"}

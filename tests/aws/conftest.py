@@ -1,6 +1,6 @@
-"""The emulated AWS (:mod:`syndeo.testbed.awsemu`): up once for tests/aws, as root.
+"""The emulated AWS (:mod:`testbeds.awsemu`): up once for tests/aws, as root.
 
-``aws`` is its :class:`~syndeo.testbed.awsemu.State` (endpoint, admin key, the AMI
+``aws`` is its :class:`~testbeds.awsemu.State` (endpoint, admin key, the AMI
 that stands for the baked image); ``aws_user`` runs ``invoke`` as the unprivileged
 CI user with exactly the variables ``invoke aws-emulator.up`` tells a user to
 export.  The emulator is torn down at the end of the session whatever happens (also
@@ -21,8 +21,8 @@ from types import FrameType
 
 import pytest
 
-from syndeo.testbed import awsemu
-from tests.userrun import CI_PYTHON, CI_USER, _chown, as_user
+from testbeds import awsemu
+from testbeds.users import CI_PYTHON, CI_USER, as_user, give_to_ci_user
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / ".testbed" / "aws"
@@ -130,6 +130,6 @@ def shared_bucket(admin: awsemu.State) -> Iterator[str]:
 def aws_user(aws: awsemu.State) -> Iterator[AwsUser]:
     root = Path(f"/home/{CI_USER}/aws-{uuid.uuid4().hex[:8]}")
     root.mkdir(mode=0o700)
-    _chown(root)
+    give_to_ci_user(root)
     yield AwsUser(root, aws)
     shutil.rmtree(root, ignore_errors=True)

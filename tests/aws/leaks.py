@@ -3,11 +3,13 @@ the aws target's own leak scan (which looks by the cluster's tag and name only).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import boto3
 
-from syndeo.testbed import awsemu
+from testbeds import awsemu, netns
+from tests.aws.conftest import BASE
 
 
 def client(state: awsemu.State, service: str) -> Any:
@@ -56,3 +58,17 @@ def everything(state: awsemu.State) -> list[str]:
     ]
     found += [f"bucket {b['Name']}" for b in s3.list_buckets()["Buckets"]]
     return found
+
+
+def _instances_gone(state: awsemu.State) -> list[str]:
+    """Machines the emulator still runs (they go within a poll of the terminate)."""
+    _, _, prefix = awsemu.bed_names(BASE)
+    deadline = time.monotonic() + 15
+    while netns.list_netns(prefix) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return netns.list_netns(prefix)
+
+
+def assert_nothing_left(state: awsemu.State) -> None:
+    assert everything(state) == [], "left in the emulated AWS"
+    assert _instances_gone(state) == [], "emulated machines still running"

@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
-from syndeo import timeline
 from syndeo.bench.models import BenchResult
-from syndeo.testbed import awsemu, netns
-from tests.aws.conftest import BASE, AwsUser, failed
-from tests.aws.leaks import everything
+from syndeo.core import timeline
+from tests.aws.conftest import AwsUser, failed
+from tests.aws.leaks import assert_nothing_left
 
 pytestmark = [pytest.mark.aws, pytest.mark.slow]
 
@@ -26,20 +25,6 @@ SAMPLES = 100  # per CPU: a few seconds of benchmark on this machine
 def _one_run(results: Path) -> Path:
     [run] = [p for p in results.iterdir() if p.is_dir()]
     return run
-
-
-def _instances_gone(state: awsemu.State) -> list[str]:
-    """Machines the emulator still runs (they go within a poll of the terminate)."""
-    _, _, prefix = awsemu._names(BASE)
-    deadline = time.monotonic() + 15
-    while netns.list_netns(prefix) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return netns.list_netns(prefix)
-
-
-def assert_nothing_left(state: awsemu.State) -> None:
-    assert everything(state) == [], "left in the emulated AWS"
-    assert _instances_gone(state) == [], "emulated machines still running"
 
 
 def test_deploy_runs_whole(aws_user: AwsUser) -> None:

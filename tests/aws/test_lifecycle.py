@@ -21,11 +21,10 @@ import boto3
 import pytest
 
 from syndeo.rendezvous import Rendezvous, StatusRecord, open_rendezvous
-from syndeo.testbed import awsemu
+from testbeds import awsemu
+from testbeds.users import CI_PYTHON
 from tests.aws.conftest import AwsUser, failed
-from tests.aws.leaks import everything
-from tests.aws.test_deploy import assert_nothing_left
-from tests.userrun import CI_PYTHON
+from tests.aws.leaks import assert_nothing_left, everything
 
 pytestmark = [pytest.mark.aws, pytest.mark.slow]
 

@@ -212,7 +212,7 @@ def test_invoke_tasks_exit_with_the_error(tmp_path: Path) -> None:
     from invoke.context import Context
     from invoke.exceptions import Exit
 
-    from syndeo.bench.tasks import bench, bench_argv, report
+    from syndeo.cli.bench_tasks import bench, bench_argv, report
 
     assert bench_argv("CartPole,Ant", "count,collect", workers="1,2")[4:10] == [
         "--env", "CartPole", "Ant", "--mode", "count", "collect",

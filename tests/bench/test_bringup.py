@@ -13,8 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from syndeo.bench.bringup import abba
-from tests.core.helpers import ROOT, assert_nothing_left
+from benchmarks.bringup import abba
+from tests.support.helpers import ROOT, assert_nothing_left
 
 INVOKE = [str(Path(sys.executable).with_name("invoke")), "-r", str(ROOT)]
 

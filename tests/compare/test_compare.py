@@ -22,7 +22,7 @@ from syndeo.compare.plan import make_plan
 from syndeo.compare.report import build_rows
 from syndeo.compare.runs import find_runs
 from syndeo.compare.settings import OnPremCost
-from syndeo.config import load_config
+from syndeo.launcher.config import load_config
 from tests.compare.fixtures import FRONT_ENDS, one_line_error, run, standard, write_run
 
 

@@ -201,7 +201,7 @@ def test_onprem_settings_that_would_print_no_price(tmp_path: Path) -> None:
 @pytest.mark.parametrize("steps", ["nan", "inf", "1e400", "-5", "many"])
 def test_plan_steps_must_be_a_positive_finite_number(tmp_path: Path, steps: str) -> None:
     if steps in ("-5", "many"):  # plain refusals; keep the subprocesses for the tracebacks
-        from syndeo.compare.cli import _steps
+        from syndeo.cli.compare import _steps
 
         with pytest.raises(CompareError, match=r"--steps: give a positive number like 1e9"):
             _steps(steps)
@@ -216,7 +216,7 @@ def test_plan_steps_must_be_a_positive_finite_number(tmp_path: Path, steps: str)
 
 @pytest.mark.parametrize("sizes", ["0,2", "1,1" + "0" * 400, "1,,2", "two"])
 def test_plan_sizes_are_node_counts(sizes: str) -> None:
-    from syndeo.compare.cli import _sizes
+    from syndeo.cli.compare import _sizes
 
     # A 400-digit count would overflow the model's float arithmetic: a traceback.
     with pytest.raises(CompareError, match=r"--sizes: give node counts from 1 to 100,000"):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.iac import hcl
+from tests.support import hcl
 
 PLUGINS = Path("/opt/tf-plugins")
 AWS_PLUGIN = PLUGINS / "registry.terraform.io" / "hashicorp" / "aws"

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from syndeo.image import REPO
-from tests.iac import hcl
+from syndeo.image.inputs import REPO
+from tests.support import hcl
 
 CLOUD = REPO / "packer" / "cloud"
 PROVISION = (CLOUD / "files" / "provision.sh").read_text()

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.iac import hcl
-from tests.userrun import as_user
+from testbeds.users import as_user
+from tests.support import hcl
 
 START_SCRIPT = hcl.TERRAFORM / "modules" / "node" / "files" / "syndeo-node"
 pytestmark = pytest.mark.apptainer

@@ -1,6 +1,6 @@
 """The three cloud modules share one interface: same variable names, types and defaults
 (and the same validation wherever the rule is not cloud-specific), the same outputs;
-every variable typed, described and validated; bounds as in syndeo/config.py."""
+every variable typed, described and validated; bounds as in syndeo/launcher/config.py."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from syndeo.config import DeployConfig
-from syndeo.rendezvous.base import CLUSTER_ID_RE
-from tests.iac import hcl
+from syndeo.core.nodeconfig import CLUSTER_ID_RE
+from syndeo.launcher.config import DeployConfig
+from tests.support import hcl
 
 SHARED = (
     "cluster_name", "node_count", "instance_type", "image", "region", "zone", "spot",
@@ -144,7 +144,7 @@ def _bounds(field: str) -> tuple[Any, Any]:
     ],
 )
 def test_bounds_match_config(variable: str, field: str) -> None:
-    """The same numbers bound the Terraform variable and syndeo/config.py's field (the
+    """The same numbers bound the Terraform variable and syndeo/launcher/config.py's field (the
     AWS terraform test shows the conditions behave; the texts are identical everywhere)."""
     lo, hi = _bounds(field)
     cond = " ".join(_rules(_vars()["aws"][variable]))

@@ -1,7 +1,7 @@
 """terraform/modules/node, offline with the real terraform: its own ``terraform test``,
 the node environment it renders read back by ``sh`` and by ``syndeo node``'s own
 parser (both sides of the contract agree), the same validation rules as
-syndeo/config.py, and user-data that Debian's ``cloud-init schema`` accepts.
+syndeo/launcher/config.py, and user-data that Debian's ``cloud-init schema`` accepts.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from syndeo.config import DeployConfig
-from syndeo.errors import SyndeoError
-from syndeo.nodeconfig import NodeSettings
+from syndeo.core.errors import SyndeoError
+from syndeo.core.nodeconfig import NodeSettings
+from syndeo.launcher.config import DeployConfig
+from syndeo.launcher.spec import ClusterSpec
 from syndeo.rendezvous import backend_class
-from syndeo.targets.base import ClusterSpec
-from tests.iac import hcl
+from tests.support import hcl
 
 NODE = hcl.TERRAFORM / "modules" / "node"
 # Everything a shell or systemd might interpret, in the one free-text setting.
@@ -84,7 +84,7 @@ def _spec(run: str = TRICKY_RUN) -> ClusterSpec:
 
 
 def _module_inputs(spec: ClusterSpec, node_ips: list[str]) -> dict[str, Any]:
-    # The same mapping VmTarget.tfvars makes (cluster_name -> cluster_id in the roots).
+    # The same mapping TerraformTarget.tfvars makes (cluster_name -> cluster_id in the roots).
     return {
         "cluster_id": spec.cluster_id, "node_count": spec.nodes, "rendezvous": spec.rendezvous,
         "target": spec.target, "cpus_per_node": spec.cpus, "gpus_per_node": spec.gpus,
@@ -272,7 +272,7 @@ def test_stop_removes_only_its_own_scratch_dir(tmp_path: Path) -> None:
 
 
 def _grouped_spec() -> ClusterSpec:
-    from syndeo.groups import GroupConfig, build_layout
+    from syndeo.core.groups import GroupConfig, build_layout
 
     layout = build_layout(
         [
@@ -288,7 +288,7 @@ def _grouped_spec() -> ClusterSpec:
 def test_groups_render_what_python_would_set(tmp_path: Path) -> None:
     """Per rank: the group's shape, SYNDEO_GROUP, every group's count (the head's rule),
     the dashboard on the head only -- exactly NodeSettings as local and Slurm set it."""
-    from syndeo.targets.vm import group_vars
+    from syndeo.launcher.targets.terraform import group_vars
 
     spec = _grouped_spec()
     inputs = {**_module_inputs(spec, []), "groups": group_vars(spec.layout), "dashboard": True}
@@ -323,7 +323,7 @@ def test_without_groups_nothing_changes(tmp_path: Path) -> None:
 def test_python_and_terraform_refuse_the_same_groups(
     groups: list[dict[str, Any]], why: str, tmp_path: Path
 ) -> None:
-    from syndeo.groups import GroupConfig, build_layout
+    from syndeo.core.groups import GroupConfig, build_layout
 
     with pytest.raises(ValueError):
         build_layout(
@@ -333,7 +333,7 @@ def test_python_and_terraform_refuse_the_same_groups(
     tf_groups = [{"cpus": 1, "gpus": 0, "memory_mb": None, "min_nodes": None, **g} for g in groups]
     base = {"cluster_id": "ok", "node_count": 3, "rendezvous": "file:///x", "target": "ssh"}
     assert not _plan_ok(tmp_path, {**base, "groups": tf_groups}), why
-    # And the groups' nodes must add up to the cluster's (VmTarget passes both).
+    # And the groups' nodes must add up to the cluster's (TerraformTarget passes both).
     ok = [{"name": n, "nodes": 1, "cpus": 1, "gpus": 0} for n in ("a", "b")]
     assert not _plan_ok(tmp_path, {**base, "groups": ok})
     assert _plan_ok(tmp_path, {**base, "node_count": 2, "groups": ok})
@@ -345,7 +345,7 @@ def test_grown_nodes_render_like_their_group_and_leave_the_cluster_unchanged(
     """`grow` on a VM target adds var.grown entries: each renders exactly what the local
     and Slurm grow start (the group's settings, a rank past the cluster's), and the
     cluster's own renderings do not change (so Terraform touches no running node)."""
-    from syndeo.targets.vm import group_vars
+    from syndeo.launcher.targets.terraform import group_vars
 
     spec = _grouped_spec()
     inputs = {**_module_inputs(spec, []), "groups": group_vars(spec.layout), "dashboard": True}

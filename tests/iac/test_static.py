@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from syndeo.image import REPO
-from tests.iac import hcl
+from syndeo.image.inputs import REPO
+from tests.support import hcl
 
 CHECKOV = REPO / ".venv-iac" / "bin" / "checkov"
 SKIP = re.compile(r"#\s*checkov:skip=([A-Z0-9_]+)(?::(.*))?")

@@ -1,4 +1,4 @@
-"""The Terraform adapter (syndeo/iac/terraform.py) against the real terraform binary,
+"""The Terraform adapter (syndeo/launcher/targets/tfexec.py) against the real terraform binary,
 on small provider-free modules: init / apply / output / destroy with state kept in
 the cluster's own directory, Terraform's own error text as one line, an interrupt
 forwarded so Terraform stops gracefully and keeps its state, and destroy of what
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from syndeo.iac.terraform import Terraform, TerraformError, Workspace
+from syndeo.launcher.targets.tfexec import Terraform, TerraformError, Workspace
 
 MODULE = """
 variable "n" {

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.iac import hcl
+from tests.support import hcl
 
 BASE: dict[str, dict[str, Any]] = {
     "aws": {"image": "ami-0123456789abcdef0", "region": "us-east-1",

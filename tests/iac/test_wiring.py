@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.iac import hcl
+from tests.support import hcl
 
 VM = {
     "aws": ("aws_instance", "user_data_base64"),

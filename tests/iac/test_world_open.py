@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.iac import hcl
+from tests.support import hcl
 
 FIXTURE = Path(__file__).parent / "fixtures" / "world_open"
 WORLD = {"0.0.0.0/0", "::/0", "*", "internet", "any", "0.0.0.0"}

@@ -1,6 +1,6 @@
 """Fixtures: one contract suite, four backends (file, s3, gs, az).
 
-Cloud backends run against real wire-protocol servers (``tests/servers.py``),
+Cloud backends run against real wire-protocol servers (``testbeds/objectstores.py``),
 one per kind for the whole session, started on first use.  Every test gets a
 fresh bucket/container, and the client configuration reaches the backend only
 through environment variables, exactly as a launcher forwards it to a node.
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from syndeo.rendezvous import Rendezvous, open_rendezvous
-from tests.servers import Server, make_bucket, start_server
+from testbeds.objectstores import Server, make_bucket, start_server
 
 CLOUD = ("s3", "gs", "az")
 ALL = ("file", *CLOUD)

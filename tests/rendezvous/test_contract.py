@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from syndeo.errors import RendezvousError, RendezvousTimeout
+from syndeo.core.errors import RendezvousError, RendezvousTimeout
 from syndeo.rendezvous import (
     ClaimRecord,
     DoneRecord,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from syndeo.errors import RendezvousError, RendezvousTimeout
+from syndeo.core.errors import RendezvousError, RendezvousTimeout
 from syndeo.rendezvous import open_rendezvous
+from testbeds.objectstores import AZURITE_KEY, Server, azurite_connection_string, free_port, running
 from tests.rendezvous.conftest import CLOUD, cloud_backend, fresh_name
-from tests.servers import AZURITE_KEY, Server, azurite_connection_string, free_port, running
 
 # Worst case of the SDK retry budget (_cloud: 4 attempts / 8 s) plus slack for a busy box.
 FAIL_WITHIN_S = 40.0
@@ -150,7 +150,7 @@ def _run_check(uri: str, env: dict[str, str], home: Path) -> subprocess.Complete
     """``check()`` in a process with a clean environment, as a fresh node would run it."""
     code = (
         "import sys\n"
-        "from syndeo.errors import SyndeoError\n"
+        "from syndeo.core.errors import SyndeoError\n"
         "from syndeo.rendezvous import open_rendezvous\n"
         "try:\n"
         "    open_rendezvous(sys.argv[1], 'c1').check()\n"

@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.helpers import assert_nothing_left, syndeo
+from testbeds.objectstores import Server
 from tests.rendezvous.conftest import cloud_backend
-from tests.rendezvous.test_local_cluster_cloud import _reap
-from tests.servers import Server
+from tests.support.helpers import assert_nothing_left, reap, syndeo
 
 WINDOW_S = 40.0
 
@@ -46,7 +45,7 @@ def test_a_serving_cluster_barely_polls_the_store(
     try:
         up = syndeo(
             "up", "--target", "local", "--nodes", "2", "--cluster-id", cid,
-            "--rendezvous", backend.uri, "--join-timeout-s", "240",
+            "--rendezvous", backend.uri, "--join-timeout", "240",
             cwd=tmp_path, env=backend.env, timeout=400,
         )  # fmt: skip
         assert up.returncode == 0, up.stderr[-3000:]
@@ -65,4 +64,4 @@ def test_a_serving_cluster_barely_polls_the_store(
     finally:
         # A failed assertion must not leave the cluster up (a no-op after a clean down).
         syndeo("down", "--cluster-id", cid, cwd=tmp_path, env=backend.env)
-        _reap(cid)
+        reap(cid)

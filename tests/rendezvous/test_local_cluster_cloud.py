@@ -11,31 +11,16 @@ variables (endpoint + credentials) they inherit from the launcher.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
-import psutil
 import pytest
 
-from tests.core.helpers import assert_nothing_left, processes_of, read_json, syndeo
+from testbeds.objectstores import Server, list_keys
 from tests.rendezvous.conftest import CLOUD, cloud_backend
-from tests.servers import Server, list_keys
+from tests.support.helpers import PROBE, assert_nothing_left, read_json, reap, syndeo
 
 pytestmark = pytest.mark.objectstore
-PROBE = Path(__file__).parents[1] / "core" / "workload_probe.py"
-
-
-def _reap(cluster_id: str) -> None:
-    """If the run failed or timed out, stop the node processes this test started (by PID)."""
-    procs = processes_of(cluster_id)
-    for p in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.terminate()
-    _gone, alive = psutil.wait_procs(procs, timeout=60)
-    for p in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.kill()
 
 
 @pytest.mark.parametrize("kind", CLOUD)
@@ -54,7 +39,7 @@ def test_local_cluster_meets_through_object_store(
         proc = syndeo(
             "deploy", "--target", "local", "--nodes", "2", "--cluster-id", cid,
             "--rendezvous", backend.uri, "--results-dir", str(tmp_path / "res"),
-            "--join-timeout-s", "240", "--run", f"python {PROBE}",
+            "--join-timeout", "240", "--run", f"python {PROBE}",
             cwd=tmp_path, env=backend.env, timeout=600,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -66,4 +51,4 @@ def test_local_cluster_meets_through_object_store(
         # Teardown removed every record, the Ray token included.
         assert list_keys(server, bucket) == []
     finally:
-        _reap(cid)
+        reap(cid)

@@ -23,12 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from syndeo.errors import RendezvousError
+from syndeo.core.errors import RendezvousError
 from syndeo.rendezvous import open_rendezvous
-from tests.core.helpers import assert_nothing_left, read_json, start_syndeo
+from testbeds.objectstores import Server
 from tests.rendezvous.conftest import cloud_backend
-from tests.rendezvous.test_local_cluster_cloud import PROBE, _reap
-from tests.servers import Server
+from tests.support.helpers import PROBE, assert_nothing_left, read_json, reap, start_syndeo
 
 OUTAGE_S = 75.0
 
@@ -59,7 +58,7 @@ def test_running_workload_survives_a_store_outage(
         proc = start_syndeo(
             "deploy", "--target", "local", "--nodes", "2", "--cluster-id", cid,
             "--rendezvous", backend.uri, "--results-dir", str(tmp_path / "res"),
-            "--join-timeout-s", "240", "--run", f"python {PROBE} 0 65",
+            "--join-timeout", "240", "--run", f"python {PROBE} 0 65",
             cwd=tmp_path, env=backend.env,
         )  # fmt: skip
         watcher = backend.open(cid)
@@ -92,4 +91,4 @@ def test_running_workload_survives_a_store_outage(
         if proc is not None and proc.poll() is None:
             proc.terminate()
             proc.communicate(timeout=120)
-        _reap(cid)
+        reap(cid)

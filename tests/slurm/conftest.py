@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from syndeo.slurm import localcluster
-from syndeo.testbed import netns
-from tests.testbeds import SLURM_TESTBED_LOCK, machine_lock
-from tests.userrun import CI_PYTHON, CI_USER, UserRun, _chown
+from testbeds import netns, slurmcluster
+from testbeds.machine import SLURM_TESTBED_LOCK, machine_lock
+from testbeds.users import CI_PYTHON, CI_USER, UserRun, give_to_ci_user
 
 HERE = Path(__file__).resolve().parent
 WORKLOAD = HERE / "workload.py"
@@ -35,7 +34,7 @@ def node_scratch() -> list[Path]:
 
 
 @contextlib.contextmanager
-def local_slurm(gpu_nodes: int = 0) -> Iterator[localcluster.LocalCluster]:
+def local_slurm(gpu_nodes: int = 0) -> Iterator[slurmcluster.LocalCluster]:
     """The local cluster (3 CPU nodes, and ``gpu_nodes`` in partition ``gpu``), up for a
     test module and down afterwards, leaving nothing."""
     assert os.geteuid() == 0, "the Slurm tests need root (they start a local Slurm cluster)"
@@ -45,42 +44,42 @@ def local_slurm(gpu_nodes: int = 0) -> Iterator[localcluster.LocalCluster]:
     with machine_lock(SLURM_TESTBED_LOCK, "local Slurm test cluster"):
         # A cluster already up was started by a user (`invoke slurm.up`): use it, but
         # leave it as found.
-        ours = not localcluster.is_up()
+        ours = not slurmcluster.is_up()
         FOREIGN_SCRATCH.clear()
         FOREIGN_SCRATCH.update(Path("/tmp").glob("sy-*"))
-        cluster = localcluster.up(nodes=3, cpus_per_node=4, gpu_nodes=gpu_nodes)
+        cluster = slurmcluster.up(nodes=3, cpus_per_node=4, gpu_nodes=gpu_nodes)
         old = os.environ.get("SLURM_CONF")
         os.environ["SLURM_CONF"] = str(cluster.conf)
         try:
             yield cluster
         finally:
             if ours:
-                localcluster.down()
+                slurmcluster.down()
             if old is None:
                 os.environ.pop("SLURM_CONF", None)
             else:
                 os.environ["SLURM_CONF"] = old
     if ours:
         # Nothing of the cluster may survive down().
-        assert not netns.list_netns(localcluster.NETNS_PREFIX)
-        assert not Path(f"/sys/class/net/{localcluster.BRIDGE}").exists()
+        assert not netns.list_netns(slurmcluster.NETNS_PREFIX)
+        assert not Path(f"/sys/class/net/{slurmcluster.BRIDGE}").exists()
         assert not cluster.base.exists()
 
 
 @pytest.fixture(scope="module")
-def slurm_cluster() -> Iterator[localcluster.LocalCluster]:
+def slurm_cluster() -> Iterator[slurmcluster.LocalCluster]:
     with local_slurm() as cluster:
         yield cluster
 
 
 @pytest.fixture
-def user_run(slurm_cluster: localcluster.LocalCluster) -> Iterator[UserRun]:
+def user_run(slurm_cluster: slurmcluster.LocalCluster) -> Iterator[UserRun]:
     # A crashed node's scratch (a failure test, or an earlier interrupted session) must
     # not be blamed on this test: clear it before and after.
     _clear_node_scratch()
     root = Path(f"/home/{CI_USER}/t-{uuid.uuid4().hex[:8]}")
     root.mkdir(mode=0o700)
-    _chown(root)
+    give_to_ci_user(root)
     yield UserRun(root)
     shutil.rmtree(root, ignore_errors=True)
     _clear_node_scratch()
@@ -91,7 +90,7 @@ def _clear_node_scratch() -> None:
         shutil.rmtree(leftover, ignore_errors=True)
 
 
-def user_procs_on_nodes(cluster: localcluster.LocalCluster) -> list[str]:
+def user_procs_on_nodes(cluster: slurmcluster.LocalCluster) -> list[str]:
     """Command lines of the CI user's processes in any node namespace."""
     uid = pwd.getpwnam(CI_USER).pw_uid
     out = []

@@ -1,4 +1,4 @@
-"""Run ``syndeo.deploy.deploy`` from a TOML config and print the outcome as JSON.
+"""Run ``syndeo.launcher.deploy.deploy`` from a TOML config and print the outcome as JSON.
 
 Tests run this as the unprivileged user (``runuser -u syndeo-ci``), the way an
 HPC user runs syndeo on a login node.
@@ -11,10 +11,10 @@ import json
 import sys
 from pathlib import Path
 
-from syndeo.config import load_config
-from syndeo.deploy import deploy
-from syndeo.errors import SyndeoError
-from syndeo.ui import Ui
+from syndeo.core.errors import SyndeoError
+from syndeo.launcher.config import load_config
+from syndeo.launcher.deploy import deploy
+from syndeo.launcher.ui import Ui
 
 
 def main() -> int:

@@ -10,10 +10,11 @@ import json
 import sys
 from pathlib import Path
 
-from syndeo.config import load_config
+from syndeo.launcher.config import load_config
+from syndeo.launcher.spec import ClusterSpec
+from syndeo.launcher.targets.base import new_cluster_id
+from syndeo.launcher.targets.slurm.target import SlurmTarget
 from syndeo.rendezvous import open_rendezvous
-from syndeo.slurm.target import SlurmTarget
-from syndeo.targets.base import ClusterSpec, new_cluster_id
 
 
 def main() -> int:

@@ -15,16 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from syndeo.slurm import localcluster
-from tests.servers import list_keys, make_bucket, running
-from tests.slurm.test_cluster import NODE_IPS, WORKLOAD, _assert_clean, _cfg, _result
-from tests.userrun import CI_PYTHON, DEPLOY, UserRun, as_user
+from testbeds import slurmcluster
+from testbeds.objectstores import list_keys, make_bucket, running
+from testbeds.users import CI_PYTHON, DEPLOY, UserRun, as_user
+from tests.slurm.conftest import WORKLOAD
+from tests.support.slurm import NODE_IPS, assert_clean, collected_result, job_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.apptainer, pytest.mark.objectstore]
 
 
 def test_container_nodes_meet_in_s3_with_credentials_only_in_the_environment(
-    slurm_cluster: localcluster.LocalCluster, user_run: UserRun, sif: Path, tmp_path: Path
+    slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun, sif: Path, tmp_path: Path
 ) -> None:
     local = user_run.root / "workload.py"
     shutil.copy(WORKLOAD, local)  # the work dir is bound into the container
@@ -33,7 +34,7 @@ def test_container_nodes_meet_in_s3_with_credentials_only_in_the_environment(
         make_bucket(s3, "slurm-rdv")
         cfg = user_run.config(
             f'container = "{sif}"\nrendezvous = "s3://slurm-rdv/jobs"\n'
-            + _cfg(workload="workload.py")
+            + job_config(workload="workload.py")
         )
         secret = f"s3cr3t-{uuid.uuid4().hex}"  # moto takes any; recognisable if leaked
         env = {**user_run.env, **s3.env, "AWS_SECRET_ACCESS_KEY": secret}
@@ -43,11 +44,11 @@ def test_container_nodes_meet_in_s3_with_credentials_only_in_the_environment(
         )  # fmt: skip
         outcome = user_run.finish(proc)
         assert outcome["exit_code"] == 0, outcome
-        result = _result(outcome)
+        result = collected_result(outcome)
         assert result["ray_nodes"] == 3
         assert set(result["node_ips"]) == NODE_IPS  # type: ignore[arg-type]
         assert list_keys(s3, "slurm-rdv") == []  # the cluster's records are cleaned up
     script = next((user_run.root / "home" / "slurm" / "jobs").glob("*/job.sbatch")).read_text()
     assert 'APPTAINERENV_AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY}"' in script
     assert secret not in script and s3.endpoint not in script  # by reference only
-    _assert_clean(slurm_cluster)
+    assert_clean(slurm_cluster)

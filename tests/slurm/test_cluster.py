@@ -16,127 +16,73 @@ from pathlib import Path
 
 import pytest
 
-from syndeo.slurm import jobs, localcluster
-from tests.slurm.conftest import HERE, WORKLOAD, node_scratch, user_procs_on_nodes
-from tests.test_testbeds import lock_is_held
-from tests.testbeds import IMAGE_DIR, SLURM_TESTBED_LOCK
-from tests.userrun import CI_PYTHON, UserRun, as_user
+from syndeo.launcher.targets.slurm import jobs
+from testbeds import slurmcluster
+from testbeds.machine import IMAGE_DIR, SLURM_TESTBED_LOCK
+from testbeds.users import CI_PYTHON, UserRun, as_user
+from tests.slurm.conftest import HERE, WORKLOAD
+from tests.support.helpers import lock_is_held
+from tests.support.slurm import NODE_IPS, assert_clean, collected_result, job_config, wait_running
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-NODE_IPS = {"10.99.0.11", "10.99.0.12", "10.99.0.13"}
-
-
-def _cfg(
-    tasks: int = 6, seconds: float = 0.2, nodes: int = 3, slurm: str = "", workload: str = ""
-) -> str:
-    return (
-        f'target = "slurm"\nnodes = {nodes}\ncpus_per_node = 1\njoin_timeout_s = 180\n'
-        f'run = "python {workload or WORKLOAD} --tasks {tasks} --seconds {seconds}"\n'
-        f'[slurm]\npartition = "debug"\ntime = "00:10:00"\n{slurm}'
-    )
-
-
-def _result(outcome: dict[str, object]) -> dict[str, object]:
-    path = outcome.get("result_path")
-    assert path, f"no result collected: {outcome}"
-    data: dict[str, object] = json.loads(Path(str(path)).read_text())
-    return data
-
-
-def _assert_clean(cluster: localcluster.LocalCluster, crashed: str = "") -> None:
-    # The job has ended (deploy waits for that): proctrack/cgroup leaves nothing behind.
-    deadline = time.monotonic() + 20
-    while (left := user_procs_on_nodes(cluster)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not left, f"processes left on the nodes: {left}"
-    # A crashed node could not clean up (on a real cluster that is its own disk).
-    left_dirs = [p for p in node_scratch() if not crashed or not p.match(crashed)]
-    assert not left_dirs, "scratch dirs left behind"
-    for p in node_scratch():
-        shutil.rmtree(p, ignore_errors=True)
-
-
-def _job_id(run: UserRun) -> str:
-    jobs_dir = run.root / "home" / "slurm" / "jobs"
-    logs = list(jobs_dir.glob("*/slurm-*.out"))
-    return logs[0].name.removeprefix("slurm-").removesuffix(".out") if logs else ""
-
-
-def _wait_running(run: UserRun, timeout: float = 240, tasks_done: int = 0) -> str:
-    """Job id once the workload runs (head published phase 'running' and, if asked,
-    progress of at least ``tasks_done`` tasks: the per-node probes are done by then)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for status in (run.root / "home" / "slurm" / "rendezvous").glob("*/a0/status.json"):
-            try:
-                st = json.loads(status.read_text())
-                done = int(st.get("progress", {}).get("tasks_done", 0))
-                if st["phase"] == "running" and done >= tasks_done:
-                    return _job_id(run)
-            except (OSError, ValueError, KeyError):
-                pass
-        time.sleep(0.2)
-    raise AssertionError("the job's workload never started running")
-
-
-def test_three_node_job(slurm_cluster: localcluster.LocalCluster, user_run: UserRun) -> None:
-    outcome = user_run.deploy(_cfg())
+def test_three_node_job(slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun) -> None:
+    outcome = user_run.deploy(job_config())
     assert outcome["exit_code"] == 0, outcome
-    result = _result(outcome)
+    result = collected_result(outcome)
     assert result["ray_nodes"] == 3
     assert set(result["node_ips"]) == NODE_IPS  # type: ignore[arg-type]
     assert result["tasks_done"] == 6
     assert result["probe_hosts"] == ["node1", "node2", "node3"]
     print("timings", outcome["timings"])
     assert "all_joined_s" in outcome["timings"]  # type: ignore[operator]
-    _assert_clean(slurm_cluster)
+    assert_clean(slurm_cluster)
 
 
 @pytest.fixture(scope="module")
 def sif() -> Path:
     """The real Syndeo image (built once per machine, cached by its inputs' digest)."""
-    from syndeo import image
+    from syndeo.image import build, manifest
 
     reuse = os.environ.get("SYNDEO_TEST_SIF")
     if reuse:  # developer shortcut (CI never sets it): an already-built, verified SIF
-        assert image.verify_sif(Path(reuse)) is not None, f"{reuse} has no manifest"
+        assert manifest.verify_sif(Path(reuse)) is not None, f"{reuse} has no manifest"
         return Path(reuse)
     IMAGE_DIR.mkdir(parents=True, exist_ok=True)
     IMAGE_DIR.chmod(0o755)
-    return Path(image.build("debootstrap", IMAGE_DIR / "syndeo.sif").sif)
+    return Path(build.build("debootstrap", IMAGE_DIR / "syndeo.sif").sif)
 
 
 @pytest.mark.apptainer
 def test_three_node_job_in_container(
-    slurm_cluster: localcluster.LocalCluster, user_run: UserRun, sif: Path
+    slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun, sif: Path
 ) -> None:
     """The same job with every node inside the unprivileged Apptainer container."""
     local = user_run.root / "workload.py"
     shutil.copy(WORKLOAD, local)  # the work dir is bound into the container
     local.chmod(0o644)
-    outcome = user_run.deploy(f'container = "{sif}"\n' + _cfg(workload="workload.py"))
+    outcome = user_run.deploy(f'container = "{sif}"\n' + job_config(workload="workload.py"))
     assert outcome["exit_code"] == 0, outcome
-    result = _result(outcome)
+    result = collected_result(outcome)
     assert result["ray_nodes"] == 3
     assert set(result["node_ips"]) == NODE_IPS  # type: ignore[arg-type]
     assert result["probe_hosts"] == ["node1", "node2", "node3"]
     log = next((user_run.root / "home" / "slurm" / "jobs").glob("*/job.sbatch")).read_text()
     assert "apptainer exec" in log and str(sif) in log
-    _assert_clean(slurm_cluster)
+    assert_clean(slurm_cluster)
 
 
 def test_two_jobs_share_nodes_and_cancel_one(
-    slurm_cluster: localcluster.LocalCluster, tmp_path: Path
+    slurm_cluster: slurmcluster.LocalCluster, tmp_path: Path
 ) -> None:
     """Two clusters on the same 3 nodes: no port/temp/rendezvous clash; scancel of one
     leaves the other running to completion and leaves no Ray process of its own."""
     runs = [UserRun(_mk(tmp_path, name)) for name in ("a", "b")]
     long_run, short_run = runs
-    p_long = long_run.start(_cfg(tasks=400, seconds=1.0))
-    p_short = short_run.start(_cfg(tasks=30, seconds=0.5))
-    job_long = _wait_running(long_run)
-    _wait_running(short_run)
+    p_long = long_run.start(job_config(tasks=400, seconds=1.0))
+    p_short = short_run.start(job_config(tasks=30, seconds=0.5))
+    job_long = wait_running(long_run)
+    wait_running(short_run)
     subprocess.run(as_user(["scancel", job_long], {"SLURM_CONF": str(slurm_cluster.conf)}),
                    check=True)  # fmt: skip
     cancelled = UserRun.finish(p_long)
@@ -144,22 +90,22 @@ def test_two_jobs_share_nodes_and_cancel_one(
     assert jobs.job_info(job_long).state == "CANCELLED"
     done = UserRun.finish(p_short)
     assert done["exit_code"] == 0, done
-    result = _result(done)
+    result = collected_result(done)
     assert result["ray_nodes"] == 3 and result["tasks_done"] == 30
-    _assert_clean(slurm_cluster)
+    assert_clean(slurm_cluster)
 
 
 def test_invalid_settings_fail_before_submission(
-    slurm_cluster: localcluster.LocalCluster, user_run: UserRun
+    slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun
 ) -> None:
     before = jobs.partitions()
-    bad_partition = user_run.deploy(_cfg().replace('"debug"', '"nosuch"'))
+    bad_partition = user_run.deploy(job_config().replace('"debug"', '"nosuch"'))
     assert "unknown Slurm partition 'nosuch'; available: debug" in bad_partition["error"]
-    too_big = user_run.deploy(_cfg(nodes=5))
+    too_big = user_run.deploy(job_config(nodes=5))
     assert "asks for 5 nodes but partition 'debug' has only 3" in too_big["error"]
-    no_image = user_run.deploy(f'container = "{user_run.root}/nope.sif"\n' + _cfg())
+    no_image = user_run.deploy(f'container = "{user_run.root}/nope.sif"\n' + job_config())
     assert "container image not found" in no_image["error"]
-    zero = user_run.deploy(_cfg(nodes=0))
+    zero = user_run.deploy(job_config(nodes=0))
     assert "nodes" in zero["error"]
     for outcome in (bad_partition, too_big, no_image, zero):
         assert outcome["_rc"] != 0 and "Traceback" not in outcome["_stderr"]
@@ -169,28 +115,28 @@ def test_invalid_settings_fail_before_submission(
     assert jobs.partitions() == before
 
 
-def test_worker_node_killed(slurm_cluster: localcluster.LocalCluster, user_run: UserRun) -> None:
+def test_worker_node_killed(slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun) -> None:
     """node3 dies mid-run (slurmd and all its processes): the job still completes every
     task on the surviving nodes and reports the lost rank."""
-    proc = user_run.start(_cfg(tasks=60, seconds=1.0))
+    proc = user_run.start(job_config(tasks=60, seconds=1.0))
     try:
-        _wait_running(user_run, tasks_done=1)
-        localcluster.kill_node("node3")
+        wait_running(user_run, tasks_done=1)
+        slurmcluster.kill_node("node3")
         outcome = UserRun.finish(proc, timeout=600)
     finally:
-        localcluster.revive_node("node3")
+        slurmcluster.revive_node("node3")
     assert outcome["exit_code"] == 0, outcome["_stdout"][-6000:]
     assert outcome["lost_ranks"] == [2], outcome
-    assert _result(outcome)["tasks_done"] == 60
-    _assert_clean(slurm_cluster, crashed="sy-*-2")
+    assert collected_result(outcome)["tasks_done"] == 60
+    assert_clean(slurm_cluster, crashed="sy-*-2")
 
 
 def test_requeued_job_starts_clean(
-    slurm_cluster: localcluster.LocalCluster, user_run: UserRun
+    slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun
 ) -> None:
     """``scontrol requeue`` mid-run: attempt 1 gets its own rendezvous scope, ignores
     attempt 0's records (its head address is dead) and completes the workload."""
-    cfg = user_run.config(_cfg(tasks=40, seconds=1.0, slurm="requeue = true\n"))
+    cfg = user_run.config(job_config(tasks=40, seconds=1.0, slurm="requeue = true\n"))
     out = subprocess.run(
         as_user([str(CI_PYTHON), str(HERE / "submit_as_user.py"), str(cfg)], user_run.env),
         capture_output=True, text=True, cwd=user_run.root, check=False,
@@ -214,19 +160,19 @@ def test_requeued_job_starts_clean(
     assert json.loads((scope / "a1" / "result.json").read_text())["tasks_done"] == 40
     log = Path(job["log"]).read_text()
     assert "attempt 0" in log and "attempt 1" in log  # --open-mode=append kept both
-    _assert_clean(slurm_cluster)
+    assert_clean(slurm_cluster)
 
 
-def test_head_node_lost(slurm_cluster: localcluster.LocalCluster, user_run: UserRun) -> None:
+def test_head_node_lost(slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun) -> None:
     """node1 (rank 0, the batch host) dies mid-run: the deploy fails with a clear reason,
     keeps no half-written result, and nothing is left on the surviving nodes."""
-    proc = user_run.start(_cfg(tasks=400, seconds=1.0))
+    proc = user_run.start(job_config(tasks=400, seconds=1.0))
     try:
-        _wait_running(user_run)
-        localcluster.kill_node("node1")
+        wait_running(user_run)
+        slurmcluster.kill_node("node1")
         outcome = UserRun.finish(proc, timeout=600)
     finally:
-        localcluster.revive_node("node1")
+        slurmcluster.revive_node("node1")
     # One shape whatever the timing: an outcome (not an exception) whose message says
     # why, carried from what the Slurm target knows.
     assert "error" not in outcome, outcome
@@ -236,7 +182,7 @@ def test_head_node_lost(slurm_cluster: localcluster.LocalCluster, user_run: User
     assert not list(user_run.results.glob("*/result.json"))
     # No process survives; scratch dirs of an aborted job may (known gap: the workers
     # are killed after KillWait while their Ray still waits for the dead head).
-    _assert_clean(slurm_cluster, crashed="sy-*")
+    assert_clean(slurm_cluster, crashed="sy-*")
 
 
 def _wait_phase(status: Path, phase: str, timeout: float = 300) -> None:
@@ -262,6 +208,6 @@ def _mk(tmp_path: Path, name: str) -> Path:
     return root
 
 
-def test_the_testbed_is_locked_while_in_use(slurm_cluster: localcluster.LocalCluster) -> None:
+def test_the_testbed_is_locked_while_in_use(slurm_cluster: slurmcluster.LocalCluster) -> None:
     # Another checkout's session would wait instead of reconfiguring this cluster.
     assert lock_is_held(SLURM_TESTBED_LOCK)

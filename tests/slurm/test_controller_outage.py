@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from syndeo.slurm import localcluster
-from syndeo.testbed.procs import pid_alive, read_pid, wait_until
-from tests.slurm.test_cluster import _assert_clean, _cfg, _result, _wait_running
-from tests.userrun import UserRun
+from testbeds import slurmcluster
+from testbeds.procs import pid_alive, read_pid, wait_until
+from testbeds.users import UserRun
+from tests.support.slurm import assert_clean, collected_result, job_config, wait_running
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -23,13 +23,13 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 OUTAGE_S = 30.0
 
 
-def _controller_pid(cluster: localcluster.LocalCluster) -> int:
+def _controller_pid(cluster: slurmcluster.LocalCluster) -> int:
     pid = read_pid(cluster.base / "run" / "slurmctld.pid")
     assert pid is not None and pid_alive(pid), "slurmctld is not running"
     return pid
 
 
-def _restart_controller(cluster: localcluster.LocalCluster) -> None:
+def _restart_controller(cluster: slurmcluster.LocalCluster) -> None:
     """Stop slurmctld (it saves its state), stay down OUTAGE_S, start it again."""
     pid = _controller_pid(cluster)
     os.kill(pid, signal.SIGTERM)
@@ -53,22 +53,22 @@ def _restart_controller(cluster: localcluster.LocalCluster) -> None:
 
 
 def test_controller_outage_mid_run_does_not_cancel_the_job(
-    slurm_cluster: localcluster.LocalCluster, user_run: UserRun
+    slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun
 ) -> None:
-    proc = user_run.start(_cfg(tasks=18, seconds=5.0))
+    proc = user_run.start(job_config(tasks=18, seconds=5.0))
     try:
-        job_id = _wait_running(user_run)
+        job_id = wait_running(user_run)
         _restart_controller(slurm_cluster)
     except BaseException:
         proc.kill()
         raise
     outcome = user_run.finish(proc)
     assert outcome["exit_code"] == 0, outcome
-    assert _result(outcome)["tasks_done"] == 18
+    assert collected_result(outcome)["tasks_done"] == 18
     # deploy saw the outage (and said so) instead of failing or cancelling.
     assert "retrying for up to" in outcome["_stderr"] + outcome["_stdout"], outcome
     summary = json.loads((user_run.results / outcome["cluster_id"] / "deploy.json").read_text())
     assert summary["exit_code"] == 0
     log = Path(next((user_run.root / "home" / "slurm" / "jobs").glob(f"*/slurm-{job_id}.out")))
     assert "CANCELLED" not in log.read_text()
-    _assert_clean(slurm_cluster)
+    assert_clean(slurm_cluster)

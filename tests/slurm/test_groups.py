@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 
-from syndeo.slurm import jobs, localcluster
+from syndeo.launcher.targets.slurm import jobs
+from testbeds import slurmcluster
+from testbeds.users import CI_PYTHON, CI_USER, UserRun, as_user, give_to_ci_user
 from tests.slurm.conftest import local_slurm, user_procs_on_nodes
-from tests.userrun import CI_PYTHON, CI_USER, UserRun, _chown, as_user
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -34,19 +35,19 @@ JOIN_S = 35  # the head's deadline: then it starts with every group at its min_n
 
 
 @pytest.fixture(scope="module")
-def gpu_cluster() -> Iterator[localcluster.LocalCluster]:
+def gpu_cluster() -> Iterator[slurmcluster.LocalCluster]:
     with local_slurm(gpu_nodes=1) as cluster:
         yield cluster
 
 
 @pytest.fixture
-def run(gpu_cluster: localcluster.LocalCluster) -> Iterator[UserRun]:
+def run(gpu_cluster: slurmcluster.LocalCluster) -> Iterator[UserRun]:
     root = Path(f"/home/{CI_USER}/g-{uuid.uuid4().hex[:8]}")
     root.mkdir(mode=0o700)
-    _chown(root)
+    give_to_ci_user(root)
     probe = root / "groups_probe.py"
     shutil.copy(PROBE, probe)
-    _chown(probe)
+    give_to_ci_user(probe)
     yield UserRun(root)
     shutil.rmtree(root, ignore_errors=True)
 
@@ -88,7 +89,7 @@ def _probe(run: UserRun, launched: dict[str, Any], up_out: str, *ranks: str) -> 
     env = dict(re.findall(r"(RAY_\w+)=(\S+)", up_out))
     head_job = str(launched["data"]["job_id"])
     node = _show(head_job)["BatchHost"]
-    ip = next(n.ip for n in localcluster.load().nodes if n.name == node)  # type: ignore[union-attr]
+    ip = next(n.ip for n in slurmcluster.load().nodes if n.name == node)  # type: ignore[union-attr]
     step = [
         "srun", f"--jobid={head_job}", "--overlap", "-N1", "-n1", f"--nodelist={node}",
         str(CI_PYTHON), str(run.root / "groups_probe.py"), *ranks,
@@ -117,7 +118,7 @@ def _wait(pred: Any, timeout: float, what: str) -> None:
 
 
 def test_bad_groups_are_refused_before_any_submit(
-    gpu_cluster: localcluster.LocalCluster, run: UserRun
+    gpu_cluster: slurmcluster.LocalCluster, run: UserRun
 ) -> None:
     cases = {
         '[[groups]]\nname = "cpu"\nnodes = 4\n': (
@@ -139,7 +140,7 @@ def test_bad_groups_are_refused_before_any_submit(
 
 
 def test_three_groups_late_join_placement_grow_and_cancel_one_group(
-    gpu_cluster: localcluster.LocalCluster, run: UserRun
+    gpu_cluster: slurmcluster.LocalCluster, run: UserRun
 ) -> None:
     # --exclusive: one syndeo node per Slurm node (each its own IP), as on a real site.
     groups = (

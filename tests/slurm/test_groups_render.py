@@ -10,11 +10,11 @@ import os
 import subprocess
 from pathlib import Path
 
-from syndeo.config import load_config
-from syndeo.slurm.render import render
-from syndeo.slurm.target import SlurmTarget
-from syndeo.targets.base import ClusterSpec
-from tests.userrun import python_with_fake_sif
+from syndeo.launcher.config import load_config
+from syndeo.launcher.spec import ClusterSpec
+from syndeo.launcher.targets.slurm.render import render
+from syndeo.launcher.targets.slurm.target import SlurmTarget
+from testbeds.users import python_with_fake_sif
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 GROUPS = [

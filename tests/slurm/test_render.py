@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from syndeo.config import load_config
-from syndeo.errors import ConfigError, ImageError
-from syndeo.slurm.settings import SlurmSettings
-from syndeo.slurm.target import SlurmTarget
-from syndeo.targets.base import ClusterSpec
-from tests.userrun import CI_USER, python_with_fake_sif
+from syndeo.core.errors import ConfigError, ImageError
+from syndeo.launcher.config import load_config
+from syndeo.launcher.spec import ClusterSpec
+from syndeo.launcher.targets.slurm.settings import SlurmSettings
+from syndeo.launcher.targets.slurm.target import SlurmTarget
+from testbeds.users import CI_USER, python_with_fake_sif
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -84,7 +84,7 @@ def test_gpu_settings_pass_through() -> None:
 
 
 def test_container_launch_line(tmp_path: Path) -> None:
-    """In a container, the node runs what ``syndeo.container.node_command`` says, plus --nv.
+    """In a container, the node runs what ``syndeo.launcher.command.node_command`` says, plus --nv.
 
     Rendered as the unprivileged CI user: syndeo refuses to launch containers as root.
     """

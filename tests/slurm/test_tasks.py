@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from syndeo.slurm import localcluster
-from syndeo.testbed import netns
-from tests.testbeds import ROOT, SLURM_TESTBED_LOCK, machine_lock
+from testbeds import netns, slurmcluster
+from testbeds.machine import ROOT, SLURM_TESTBED_LOCK, machine_lock
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 INVOKE = [str(Path(sys.executable).with_name("invoke")), "-r", str(ROOT)]
@@ -28,7 +27,7 @@ def _invoke(*args: str) -> subprocess.CompletedProcess[str]:
 def test_invoke_slurm_up_status_down() -> None:
     assert os.geteuid() == 0, "the local Slurm cluster needs root"
     with machine_lock(SLURM_TESTBED_LOCK, "local Slurm test cluster"):
-        if localcluster.is_up():
+        if slurmcluster.is_up():
             pytest.fail("a local Slurm cluster is already up (`invoke slurm.down` it first)")
         try:
             up = _invoke("slurm.up", "--nodes", "1", "--cpus-per-node", "1")
@@ -36,12 +35,12 @@ def test_invoke_slurm_up_status_down() -> None:
             assert "local Slurm cluster up" in up.stdout
             status = _invoke("slurm.status")
             assert status.returncode == 0, status.stderr[-2000:]
-            cluster = localcluster.load()
+            cluster = slurmcluster.load()
             assert cluster is not None and cluster.nodes[0].name in status.stdout
         finally:
             down = _invoke("slurm.down")
         assert down.returncode == 0, down.stderr[-2000:]
         assert "local Slurm cluster down" in down.stdout
-        assert not localcluster.is_up()
-        assert not netns.list_netns(localcluster.NETNS_PREFIX)
-        assert not Path(f"/sys/class/net/{localcluster.BRIDGE}").exists()
+        assert not slurmcluster.is_up()
+        assert not netns.list_netns(slurmcluster.NETNS_PREFIX)
+        assert not Path(f"/sys/class/net/{slurmcluster.BRIDGE}").exists()

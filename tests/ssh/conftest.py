@@ -1,6 +1,6 @@
 """The SSH test bed: real sshd hosts in network namespaces, up once per session.
 
-``ssh_hosts`` is a :class:`syndeo.testbed.sshhosts.Bed` of 3 hosts under
+``ssh_hosts`` is a :class:`testbeds.sshhosts.Bed` of 3 hosts under
 ``<checkout>/.testbed/ssh``; the unprivileged user ``syndeo-ci`` logs in to each
 with ``bed.key`` and verifies host keys against ``bed.known_hosts``
 (``bed.ssh_options()`` has both).  ``bed_s3`` is a moto_server listening on the
@@ -19,8 +19,8 @@ from types import FrameType
 
 import pytest
 
-from syndeo.testbed import sshhosts
-from tests.servers import Server, start_server
+from testbeds import sshhosts
+from testbeds.objectstores import Server, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / ".testbed" / "ssh"

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from syndeo.errors import TargetError
-from syndeo.testbed import netns, sshhosts
-from syndeo.testbed.procs import pid_alive
-from tests.servers import Server
+from syndeo.core.errors import TargetError
+from testbeds import netns, sshhosts
+from testbeds.objectstores import Server
+from testbeds.procs import pid_alive
 
 pytestmark = pytest.mark.ssh
 

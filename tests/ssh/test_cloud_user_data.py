@@ -4,12 +4,12 @@ and deploy's collect step picks it up.  The same test for aws, gcp and azure; on
 the environment differs.
 
 Nothing of the user-data is rendered in Python: the tfvars come from the cloud
-target itself (``VmTarget.tfvars``, what ``deploy --target <cloud>`` writes), the
+target itself (``TerraformTarget.tfvars``, what ``deploy --target <cloud>`` writes), the
 ``module "nodes"`` block and the locals it needs are taken from
 ``terraform/<cloud>/main.tf`` (python-hcl2) and evaluated by the real terraform
 with the cloud module's own ``variables.tf``; only values a provider computes at
 apply time (the Azure identity's client id) are given here.  Every document passes
-``cloud-init schema`` and is executed by :mod:`syndeo.testbed.cloudinit`, as
+``cloud-init schema`` and is executed by :mod:`testbeds.cloudinit`, as
 cloud-init + systemd would on a packer/cloud VM, with the real SIF and the start
 script baked onto each host's own disk.
 
@@ -33,15 +33,15 @@ from typing import Any
 import pytest
 
 from syndeo.bench.models import BenchResult
-from syndeo.config import DeployConfig
-from syndeo.deploy import _collect, _prepare
+from syndeo.launcher.config import DeployConfig
+from syndeo.launcher.deploy import _collect, _prepare
+from syndeo.launcher.targets.terraform import TerraformTarget
+from syndeo.launcher.ui import Ui
 from syndeo.rendezvous import Rendezvous
-from syndeo.targets.vm import VmTarget
-from syndeo.testbed import sshhosts
-from syndeo.testbed.cloudinit import SshMachine, Unit, VmHost
-from syndeo.ui import Ui
-from tests.iac import hcl
-from tests.servers import Server, list_keys, make_bucket, running
+from testbeds import sshhosts
+from testbeds.cloudinit import SshMachine, Unit, VmHost
+from testbeds.objectstores import Server, list_keys, make_bucket, running
+from tests.support import hcl
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow, pytest.mark.objectstore]
 
@@ -269,7 +269,7 @@ def test_cloud_user_data_forms_the_cluster(
         })  # fmt: skip
         # deploy's own first step: target, spec, and the claimed rendezvous.
         target, spec, rdv = _prepare(cfg, Ui(quiet=True))
-        assert isinstance(target, VmTarget)
+        assert isinstance(target, TerraformTarget)
         try:
             _run_cluster(cloud, server, cfg, target, spec, rdv, vms, emulator, origin, tmp_path)
         finally:
@@ -281,7 +281,7 @@ def test_cloud_user_data_forms_the_cluster(
 
 
 def _run_cluster(
-    cloud: str, server: Server, cfg: DeployConfig, target: VmTarget, spec: Any,
+    cloud: str, server: Server, cfg: DeployConfig, target: TerraformTarget, spec: Any,
     rdv: Rendezvous, vms: list[VmHost], emulator: dict[str, str],
     origin: dict[str, set[str]], tmp_path: Path,
 ) -> None:  # fmt: skip

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from syndeo.testbed import sshhosts
-from syndeo.testbed.cloudinit import SshMachine, Unit, Unsupported, VmHost, parse
+from testbeds import sshhosts
+from testbeds.cloudinit import SshMachine, Unit, Unsupported, VmHost, parse
 
 UNIT_FILE = (
     Path(__file__).resolve().parents[2] / "packer" / "cloud" / "files" / "syndeo-node.service"

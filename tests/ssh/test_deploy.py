@@ -21,9 +21,9 @@ from typing import Any
 import psutil
 import pytest
 
-from syndeo.testbed import sshhosts
-from tests.servers import Server, make_bucket, running
-from tests.userrun import CI_PYTHON, CI_USER, UserRun, _chown, as_user
+from testbeds import sshhosts
+from testbeds.objectstores import Server, make_bucket, running
+from testbeds.users import CI_PYTHON, CI_USER, UserRun, as_user, give_to_ci_user
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 
@@ -46,7 +46,7 @@ def _ssh_section(bed: sshhosts.Bed, hosts: list[str] | None = None, extra: str =
 def run(ssh_hosts: sshhosts.Bed) -> Iterator[UserRun]:
     root = Path(f"/home/{CI_USER}/t-{uuid.uuid4().hex[:8]}")
     root.mkdir(mode=0o700)
-    _chown(root)
+    give_to_ci_user(root)
     yield UserRun(root)
     shutil.rmtree(root, ignore_errors=True)
 
@@ -301,7 +301,7 @@ def test_node_groups_on_hosts(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
     h1, h2, h3 = (h.ip for h in ssh_hosts.hosts)
     probe = run.root / "groups_probe.py"
     shutil.copy(Path(__file__).resolve().parents[1] / "groups_probe.py", probe)
-    _chown(probe)
+    give_to_ci_user(probe)
     body = (
         f'target = "ssh"\ncpus_per_node = 1\njoin_timeout_s = 120\n'
         f'rendezvous = "{(run.root / "rdv").as_uri()}"\nrun = "{CI_PYTHON} {probe} 1"\n'

@@ -443,7 +443,7 @@ run "refuses_bad_cluster_name" {
   expect_failures = [var.cluster_name]
 }
 
-# The same bounds as syndeo/config.py (DeployConfig) and syndeo/nodeconfig.py.
+# The same bounds as syndeo/launcher/config.py (DeployConfig) and syndeo/core/nodeconfig.py.
 run "refuses_zero_nodes" {
   command = plan
   variables {

@@ -1,5 +1,5 @@
 # Renders, once for every target, what each node needs: its environment (the
-# SYNDEO_* contract of syndeo/nodeconfig.py), a cloud-init document for images that
+# SYNDEO_* contract of syndeo/core/nodeconfig.py), a cloud-init document for images that
 # bake the syndeo-node unit (packer/cloud), and start/stop commands for hosts that
 # have no cloud-init (the ssh target).  Nothing here talks to a provider.
 
@@ -40,14 +40,14 @@ locals {
       memory      = g.memory_mb != null ? g.memory_mb : var.memory_mb_per_node
     }
   ]
-  # What the head waits for (syndeo.groups.Layout.expected): name:nodes:min_nodes.
+  # What the head waits for (syndeo.core.groups.Layout.expected): name:nodes:min_nodes.
   groups_expected = join(",", [for g in var.groups : "${g.name}:${g.nodes}:${g.min_nodes != null ? g.min_nodes : g.nodes}"])
 
   # Short, per cluster: Ray nests ~60 bytes of socket names below the scratch dir.
   scratch_base = coalesce(var.scratch_dir, "/var/tmp/sy-${substr(sha1("${var.rendezvous}|${var.cluster_id}"), 0, 8)}")
   # What the node trusts as it is (SYNDEO_SCRATCH_BASE): a scratch_dir the user named,
   # or /var/tmp -- not the predictable sy-<hash> below it, which another user of the
-  # host could make first; the node checks it is ours and private (syndeo.securedir).
+  # host could make first; the node checks it is ours and private (syndeo.core.securedir).
   scratch_trusted = coalesce(var.scratch_dir, "/var/tmp")
 
   common = merge(

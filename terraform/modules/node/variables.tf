@@ -1,4 +1,4 @@
-# The same rules as syndeo/config.py and syndeo/nodeconfig.py (tests/iac/test_node_module.py
+# The same rules as syndeo/launcher/config.py and syndeo/core/nodeconfig.py (tests/iac/test_node_module.py
 # checks that both sides accept and refuse the same values).
 
 variable "cluster_id" {
@@ -68,7 +68,7 @@ variable "memory_mb_per_node" {
 }
 
 variable "groups" {
-  description = "Node groups in rank order (syndeo/groups.py): rank 0, the head, is the first rank of the first group; each group's nodes get its own CPUs/GPUs/memory (null memory_mb: memory_mb_per_node) and the Ray label syndeo-group; min_nodes (null: all) is how many the head waits for. Empty: one group-less cluster shaped by cpus_per_node etc."
+  description = "Node groups in rank order (syndeo/core/groups.py): rank 0, the head, is the first rank of the first group; each group's nodes get its own CPUs/GPUs/memory (null memory_mb: memory_mb_per_node) and the Ray label syndeo-group; min_nodes (null: all) is how many the head waits for. Empty: one group-less cluster shaped by cpus_per_node etc."
   type = list(object({
     name      = string
     nodes     = number
@@ -238,7 +238,7 @@ variable "extra_env" {
   }
   validation {
     # What this module sets itself (tests/iac/test_node_module.py keeps the list equal
-    # to syndeo/nodeconfig.py's fields); other SYNDEO_* names, such as a backend's
+    # to syndeo/core/nodeconfig.py's fields); other SYNDEO_* names, such as a backend's
     # SYNDEO_AZURE_ACCOUNT_URL or SYNDEO_S3_ENDPOINT_URL, may pass through.
     condition = length(setintersection(keys(var.extra_env), [
       "SYNDEO_CLUSTER_ID", "SYNDEO_RANK", "SYNDEO_NODES", "SYNDEO_RENDEZVOUS", "SYNDEO_SCRATCH", "SYNDEO_SCRATCH_BASE",

@@ -1,0 +1,134 @@
+"""Command-line verbs over :mod:`syndeo.launcher.deploy`, shared by ``syndeo …`` and ``invoke …``.
+
+Both front ends pass the same keyword names (the :class:`DeployConfig` fields) to
+:func:`config_from`, so an option means the same thing wherever it is typed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+
+from syndeo.cli.options import add_arguments
+from syndeo.launcher.config import DeployConfig, load_config
+from syndeo.launcher.deploy import Outcome, UpInfo, deploy, down, plan, raise_for_outcome, up
+from syndeo.launcher.ui import Ui
+
+
+def config_from(config: str | Path | None = None, **options: Any) -> DeployConfig:
+    return load_config(Path(config) if config else None, **options)
+
+
+def print_outcome(outcome: Outcome, ui: Ui) -> None:
+    t = outcome.timings
+    # The message is the head's (its done record): text, never markup.
+    ui.info(
+        Text.assemble(
+            (outcome.cluster_id, "bold"),
+            f": {outcome.message}; all nodes joined after "
+            f"{t.get('all_joined_s', float('nan')):.1f} s, finished after "
+            f"{t.get('teardown_done_s', float('nan')):.1f} s (torn down)",
+        )
+    )
+    if outcome.lost_ranks:
+        ui.info(Text(f"nodes lost during the run: ranks {outcome.lost_ranks}", style="yellow"))
+    if outcome.result_path is not None:
+        _print_result_table(outcome.result_path, ui)
+        ui.info(f"result: {outcome.result_path}")
+
+
+def _print_result_table(path: Path, ui: Ui) -> None:
+    try:
+        from syndeo.bench.report import result_table  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return
+    try:
+        table = result_table(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError):
+        return  # not a benchmark result (a user's own workload): nothing to tabulate
+    if table is not None:
+        ui.out.print(table)
+
+
+def run_deploy(
+    ui: Ui | None = None, dry_run: bool = False, keep: bool = False, **options: Any
+) -> Outcome | None:
+    ui = ui or Ui()
+    if dry_run:
+        ui.out.print(plan(config_from(**options)), end="", highlight=False, markup=False)
+        return None
+    outcome = deploy(config_from(**options), ui, keep=keep)
+    print_outcome(outcome, ui)
+    raise_for_outcome(outcome)
+    return outcome
+
+
+def run_up(ui: Ui | None = None, **options: Any) -> UpInfo:
+    ui = ui or Ui()
+    info = up(config_from(**options), ui)
+    dash = info.dashboard_url.split("//")[-1]
+    port = dash.rsplit(":", 1)[-1] if dash else "<port>"
+    ui.out.print(
+        f"Cluster {info.cluster_id} is up: {info.nodes} nodes, head at {info.address}\n"
+        f"  Connect (plain ray.init() then works):\n"
+        f"    export RAY_ADDRESS={info.address} RAY_AUTH_MODE=token "
+        f"RAY_AUTH_TOKEN_PATH={info.token_path}\n"
+        f"  Submit a job:  ray job submit --address http://{dash or '127.0.0.1:<port>'} "
+        f"-- python my_script.py   (with the same RAY_AUTH_* variables)\n"
+        f"  Dashboard (bound to the head's 127.0.0.1 only): "
+        f"ssh -N -L 8265:127.0.0.1:{port} <head host>, then http://127.0.0.1:8265\n"
+        f"  Stop it:  invoke down --cluster-id {info.cluster_id}",
+        highlight=False,
+        markup=False,  # addresses and paths the head published: text, never markup
+    )
+    return info
+
+
+def run_down(cluster_id: str | None = None, ui: Ui | None = None) -> str:
+    ui = ui or Ui()
+    cid = down(cluster_id, ui)
+    ui.info(f"cluster {cid} is down")
+    return cid
+
+
+def run_grow(
+    group: str, nodes: int, cluster_id: str | None = None, wait_s: float | None = None,
+    ui: Ui | None = None, hosts: str | None = None,
+) -> str:  # fmt: skip
+    from syndeo.launcher.grow import grow
+
+    names = [h.strip() for h in hosts.split(",") if h.strip()] if hosts else None
+    return grow(cluster_id, group, nodes, wait_s, ui, hosts=names)
+
+
+def run_shrink(
+    group: str, nodes: int | None = None, cluster_id: str | None = None, ui: Ui | None = None
+) -> list[str]:
+    from syndeo.launcher.grow import shrink
+
+    return shrink(cluster_id, group, nodes, ui)
+
+
+def add_commands(sub: Any) -> None:
+    described = {
+        "deploy": ("bring a cluster up, run the workload, tear it down", run_deploy),
+        "up": ("bring a cluster up and leave it serving", run_up),
+        "down": ("tear down a cluster started with `up`", run_down),
+        "grow": ("add nodes of a node group to a cluster started with `up`", run_grow),
+        "shrink": ("remove a node group's added nodes from an `up` cluster", run_shrink),
+    }
+    for verb, (help_text, fn) in described.items():
+        p = sub.add_parser(verb, help=help_text, description=help_text)
+        add_arguments(p, verb)
+        p.set_defaults(func=partial(_call, fn))
+
+
+def _call(fn: Any, args: argparse.Namespace) -> int:
+    options = {k: v for k, v in vars(args).items() if k not in ("func", "command")}
+    fn(**options)
+    return 0  # failures raise SyndeoError, which the CLI turns into its exit code

@@ -1,0 +1,143 @@
+"""The per-node contract: every target configures ``syndeo node`` with these variables.
+
+Launchers build a :class:`NodeSettings` and call :meth:`NodeSettings.to_env`; the
+node parses them back with :meth:`NodeSettings.from_env`.  Keeping both directions
+in one class means a target cannot drift from what the node reads.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from syndeo.core.errors import ConfigError
+from syndeo.core.groups import GROUP_NAME_RE, parse_expected
+
+PREFIX = "SYNDEO_"
+# Unix socket paths are limited to 107 bytes; Ray nests ~60 bytes of session and
+# socket names below its temp dir, so the scratch dir must stay short.
+MAX_SCRATCH_LEN = 40
+
+# Cluster ids name buckets, prefixes, Slurm jobs and VMs: short, lower case, no dots.
+CLUSTER_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+
+
+class NodeSettings(BaseModel):
+    """Everything one node needs; field ``x`` is read from ``SYNDEO_X``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cluster_id: str
+    rank: int = Field(ge=0)
+    nodes: int = Field(ge=1, le=4096)
+    rendezvous: str
+    scratch: Path
+    # The trusted directory the scratch path starts below (e.g. /var/tmp): every level
+    # between it and ``scratch`` must be ours and private (syndeo.core.securedir).  None:
+    # the deepest level that exists already -- right only where the launcher made and
+    # checked the levels above the node's own dir itself.
+    scratch_base: Path | None = None
+    cpus: int = Field(default=1, ge=0)
+    gpus: int = Field(default=0, ge=0)
+    memory_mb: int | None = Field(default=None, ge=256)
+    object_store_mb: int | None = Field(default=None, ge=80)
+    node_ip: str | None = None
+    attempt: int = Field(default=0, ge=0)
+    join_timeout: float = Field(default=300.0, gt=0)
+    run: str = ""  # workload command for rank 0; empty = serve until stopped
+    workdir: Path | None = None
+    target: str = "manual"
+    not_before: float | None = None
+    # Ray's dashboard on the head (on 127.0.0.1 either way): off unless asked for,
+    # it is seconds of CPU at start-up and teardown (measured with the bring-up timeline).
+    dashboard: bool = False
+    image_digest: str | None = None  # recorded in results manifests when nodes run in an image
+    # Node groups (syndeo/core/groups.py); None = a cluster without groups, as before.
+    group: str | None = None  # this node's group: its Ray label syndeo-group
+    groups: str | None = None  # every group's name:nodes:min_nodes (the head's readiness rule)
+
+    @field_validator("group")
+    @classmethod
+    def _group(cls, v: str | None) -> str | None:
+        if v is not None and not GROUP_NAME_RE.match(v):
+            raise ValueError(f"{v!r} is not a group name")
+        return v
+
+    @field_validator("groups")
+    @classmethod
+    def _groups(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_expected(v)  # ValueError names the bad part
+        return v
+
+    def expected_groups(self) -> dict[str, tuple[int, int]]:
+        """{group: (nodes, min_nodes)} the head waits for; empty without groups."""
+        return parse_expected(self.groups or "")
+
+    @field_validator("cluster_id")
+    @classmethod
+    def _cluster_id(cls, v: str) -> str:
+        if not CLUSTER_ID_RE.match(v):
+            raise ValueError("use 1-40 of a-z, 0-9 and '-', starting with a letter or digit")
+        return v
+
+    @field_validator("scratch")
+    @classmethod
+    def _scratch(cls, v: Path) -> Path:
+        if not v.is_absolute():
+            raise ValueError("must be an absolute path")
+        if len(str(v)) > MAX_SCRATCH_LEN:
+            raise ValueError(
+                f"{str(v)!r} is {len(str(v))} characters; keep it <= {MAX_SCRATCH_LEN} "
+                "(Ray's Unix socket paths below it must fit in 107 bytes)"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _scratch_below_base(self) -> NodeSettings:
+        if self.scratch_base is not None and self.scratch_base not in self.scratch.parents:
+            raise ValueError(
+                f"SYNDEO_SCRATCH_BASE {str(self.scratch_base)!r} is not a parent directory "
+                f"of SYNDEO_SCRATCH {str(self.scratch)!r}"
+            )
+        return self
+
+    @property
+    def is_head(self) -> bool:
+        return self.rank == 0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> NodeSettings:
+        env = os.environ if env is None else env
+        values = {
+            name: env[PREFIX + name.upper()]
+            for name in cls.model_fields
+            if env.get(PREFIX + name.upper(), "") != "" or (name == "run" and PREFIX + "RUN" in env)
+        }
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise ConfigError(_one_line(exc)) from None
+
+    def to_env(self) -> dict[str, str]:
+        out = {}
+        for name, value in self.model_dump().items():
+            if value is None or value is False:
+                continue  # the default; absent reads back the same (and VMs' env files stay short)
+            out[PREFIX + name.upper()] = str(value)
+        return out
+
+
+def _one_line(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        msg = "is required" if err["type"] == "missing" else err["msg"]
+        if not err["loc"]:  # a rule across fields names them itself
+            parts.append(msg.removeprefix("Value error, "))
+            continue
+        parts.append(f"{PREFIX}{str(err['loc'][0]).upper()} {msg}")
+    return "invalid node environment: " + "; ".join(parts)

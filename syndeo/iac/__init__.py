@@ -1,1 +1,0 @@
-"""Infrastructure as code: the Terraform adapter VM targets are built on."""

@@ -1,0 +1,209 @@
+"""User-facing configuration: a TOML file, overridden by command-line options.
+
+``DeployConfig`` is what a user controls; :class:`syndeo.spec.ClusterSpec` is what
+a target needs, derived from it.  Validation errors become one line naming the
+offending setting (``nodes: must be >= 1``), never a pydantic dump.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from syndeo.compare.settings import CostSettings
+from syndeo.core.errors import ConfigError
+from syndeo.core.groups import GroupConfig, Layout, build_layout
+from syndeo.core.nodeconfig import CLUSTER_ID_RE
+
+TargetName = Literal["local", "slurm", "ssh", "aws", "gcp", "azure"]
+CLOUDS = ("aws", "gcp", "azure")
+RENDEZVOUS_RE = re.compile(r"^(file|s3|gs|az)://[^\r\n]+$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class BenchSettings(_Strict):
+    """The built-in workload: the paper's rollout benchmark (see ``syndeo.bench``)."""
+
+    envs: list[str] = ["CartPole-v1"]
+    mode: Literal["count", "collect"] = "count"
+    protocol: Literal["paper", "steady"] = "paper"
+    samples_per_cpu: int = Field(default=1000, ge=1)
+    repeats: int = Field(default=4, ge=1)
+
+    def argv(self) -> list[str]:
+        # One builder of the benchmark's command line, shared with `invoke bench`.
+        from syndeo.bench.argv import bench_argv
+
+        return bench_argv(
+            env=",".join(self.envs), mode=self.mode, protocol=self.protocol,
+            samples_per_cpu=self.samples_per_cpu, repeats=self.repeats,
+        )  # fmt: skip
+
+
+class DeployConfig(_Strict):
+    target: TargetName = "local"
+    nodes: int = Field(default=2, ge=1, le=4096)
+    cpus_per_node: int = Field(default=1, ge=1, le=1024)
+    gpus_per_node: int = Field(default=0, ge=0, le=64)
+    memory_mb_per_node: int | None = Field(default=None, ge=256)
+    object_store_mb_per_node: int | None = Field(default=None, ge=80)
+    cluster_id: str | None = None
+    rendezvous: str | None = None
+    join_timeout_s: float = Field(default=300.0, gt=0, le=86400)
+    dashboard: bool = False  # Ray's dashboard (127.0.0.1 of the head); `up` turns it on
+    run: str | None = None  # None = the built-in benchmark
+    workdir: Path | None = None
+    container: Path | None = None
+    results_dir: Path = Path("results")
+    bench: BenchSettings = BenchSettings()
+    cost: CostSettings = CostSettings()  # [cost.onprem], read by `invoke compare`
+    # Target-specific sections are validated by the target that reads them.
+    slurm: dict[str, Any] = {}
+    ssh: dict[str, Any] = {}
+    aws: dict[str, Any] = {}
+    gcp: dict[str, Any] = {}
+    azure: dict[str, Any] = {}
+    # Node groups (see syndeo/core/groups.py for the head rule); none = one group of `nodes`.
+    head: Literal["own", "first"] = "own"  # own: a 1-node group `head`; first: rank 0 of groups[0]
+    groups: list[GroupConfig] = []
+    _layout: Layout | None = PrivateAttr(default=None)
+
+    @field_validator("groups")
+    @classmethod
+    def _group_list(cls, v: list[GroupConfig], info: ValidationInfo) -> list[GroupConfig]:
+        # Cross-group rules (duplicates, head first, min_nodes) here, so the error
+        # names `groups`; the shape is resolved once the top level is known.
+        if v:
+            build_layout(v, head=info.data.get("head", "own"), cpus=1, gpus=0, memory_mb=None,
+                         container=None)  # fmt: skip
+        return v
+
+    @model_validator(mode="after")
+    def _groups(self) -> DeployConfig:
+        if not self.groups:
+            self._layout = None
+            return self
+        layout = build_layout(
+            self.groups, head=self.head, cpus=self.cpus_per_node, gpus=self.gpus_per_node,
+            memory_mb=self.memory_mb_per_node, container=self.container,
+        )  # fmt: skip
+        if "nodes" in self.model_fields_set and self.nodes != layout.nodes:
+            raise ValueError(
+                f"nodes = {self.nodes} but the groups add up to {layout.nodes} nodes "
+                "(with groups, leave nodes out)"
+            )
+        if layout.nodes > 4096:
+            raise ValueError(f"the groups add up to {layout.nodes} nodes; at most 4096")
+        # Bypass assignment validation (it would run this validator again).
+        self.__dict__["nodes"] = layout.nodes
+        self._layout = layout
+        return self
+
+    @property
+    def layout(self) -> Layout | None:
+        """The resolved node groups, or None for a config without ``[[groups]]``."""
+        return self._layout
+
+    @field_validator("cluster_id")
+    @classmethod
+    def _cluster_id(cls, v: str | None) -> str | None:
+        if v is not None and not CLUSTER_ID_RE.match(v):
+            raise ValueError("use 1-40 of a-z, 0-9 and '-', starting with a letter or digit")
+        return v
+
+    @field_validator("rendezvous")
+    @classmethod
+    def _rendezvous(cls, v: str | None) -> str | None:
+        # The same rule as terraform/modules/node (tests/iac/test_node_module.py).
+        if v is not None and not RENDEZVOUS_RE.match(v):
+            raise ValueError(
+                "use file:///dir, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix"
+            )
+        return v
+
+    @field_validator("run")
+    @classmethod
+    def _run(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                if not shlex.split(v):
+                    raise ValueError("is empty")
+            except ValueError as exc:
+                raise ValueError(f"is not a valid command line ({exc})") from None
+        return v
+
+    def workload_command(self) -> str:
+        return self.run if self.run is not None else shlex.join(self.bench.argv())
+
+
+def one_line(exc: ValidationError, source: str, prefix: str = "") -> str:
+    """A validation error as one line naming each offending setting (``nodes: …``)."""
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "") or "config"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "is not a known setting"
+        elif err["type"] == "missing":
+            msg = "is required"
+        parts.append(f"{where}: {msg}")
+    return f"invalid {source}: " + "; ".join(parts)
+
+
+def load_config(path: Path | None = None, **overrides: Any) -> DeployConfig:
+    """The file's settings (if any) with every non-None override applied on top."""
+    data: dict[str, Any] = {}
+    source = "settings"
+    if path is not None:
+        source = f"config {path}"
+        try:
+            data = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {path}") from None
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key.startswith("bench_"):
+            data.setdefault("bench", {})[key.removeprefix("bench_")] = value
+        elif key.startswith("ssh_"):
+            data.setdefault("ssh", {})[key.removeprefix("ssh_")] = value
+        elif key.startswith("vm_"):
+            # Machine options (--instance-type, --region, …) belong to the chosen
+            # cloud's section; which one is known only once the target is.
+            target = str(overrides.get("target") or data.get("target") or "local")
+            name = key.removeprefix("vm_")
+            if target not in CLOUDS:
+                flag = "--" + name.replace("_", "-")
+                raise ConfigError(f"{flag} applies to --target {'|'.join(CLOUDS)}, not {target}")
+            data.setdefault(target, {})[name] = value
+        else:
+            data[key] = value
+    ssh_hosts = data.get("ssh", {}).get("hosts") if isinstance(data.get("ssh"), dict) else None
+    if data.get("target") == "ssh" and "nodes" not in data and ssh_hosts and not data.get("groups"):
+        # One node per host: the host list says how many.
+        data["nodes"] = len(ssh_hosts.split(",") if isinstance(ssh_hosts, str) else ssh_hosts)
+    try:
+        return DeployConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(one_line(exc, source)) from None

@@ -1,0 +1,408 @@
+"""The verbs users call -- ``deploy``, ``up``, ``down`` -- identical for every target.
+
+A target only makes machines appear (``launch``) and reports on them (``poll``,
+``stop``); following progress, collecting results and teardown happen here, once,
+through the rendezvous every target shares.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from syndeo.core.errors import RendezvousError, TargetError, WorkloadError
+from syndeo.launcher.config import DeployConfig
+from syndeo.launcher.preflight import check_workload
+from syndeo.launcher.spec import ClusterSpec, Launched
+from syndeo.launcher.state import cluster_dir, forget, load_launched, save_launched, write_atomic
+from syndeo.launcher.targets import Target, get_target
+from syndeo.launcher.targets.base import new_cluster_id
+from syndeo.launcher.ui import Ui
+from syndeo.rendezvous import ClaimRecord, DoneRecord, Rendezvous, StatusRecord, open_rendezvous
+from syndeo.rendezvous.tolerant import Tolerant, retry_until
+
+# Following polls the target and the rendezvous (for Slurm: scontrol, which every
+# user of a shared controller pays for): 1 s after a change, backing off while
+# nothing happens.
+FOLLOW_EVERY_S = 1.0
+FOLLOW_MAX_S = 5.0
+# After the head reports done, how long its process may take to tear Ray down.
+EXIT_GRACE_S = 60.0
+
+
+@dataclass
+class Outcome:
+    cluster_id: str
+    exit_code: int
+    message: str
+    result_path: Path | None = None
+    lost_ranks: list[int] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a closed terminal or SSH session) end a launcher like
+    Ctrl-C does: through every ``finally``, so the cluster is torn down."""
+
+    def _raise(signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+    old = {s: signal.signal(s, _raise) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+
+
+def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous]:
+    target = get_target(cfg, echo=ui.echo)
+    cluster_id = cfg.cluster_id or new_cluster_id(cfg.target)
+    uri = cfg.rendezvous or target.default_rendezvous()
+    spec = ClusterSpec.from_config(cfg, uri, cluster_id)
+    target.check(spec)
+    rdv = open_rendezvous(uri, cluster_id)
+    if target.creates_rendezvous(uri):
+        # A bucket the launch creates, fresh and private: nothing to check or claim yet.
+        return target, spec, rdv
+    rdv.check()
+    # Atomic: of two launchers given the same id, exactly one gets past this line
+    # (a check-then-publish let both launch and the loser's workers join the winner).
+    rdv.claim(
+        ClaimRecord(
+            cluster_id=cluster_id, hostname=socket.gethostname(), pid=os.getpid(),
+            claimed_at=time.time(),
+        )
+    )  # fmt: skip
+    if rdv.read_head() is not None:
+        # A cluster started without a claim (by hand, or by an older syndeo).
+        rdv.release_claim()
+        raise RendezvousError(
+            f"cluster id {cluster_id!r} is in use at {uri} (a head is published): pick another id "
+            "or run `invoke down` for it"
+        )
+    return target, spec, rdv
+
+
+def plan(cfg: DeployConfig) -> str:
+    """The script a deploy would launch, without starting or writing anything."""
+    target = get_target(cfg)
+    cluster_id = cfg.cluster_id or new_cluster_id(cfg.target)
+    uri = cfg.rendezvous or target.default_rendezvous()
+    return target.script(ClusterSpec.from_config(cfg, uri, cluster_id))
+
+
+def _follow(
+    target: Target, launched: Launched, rdv: Rendezvous, spec: ClusterSpec, ui: Ui,
+    until_phase: str | None = None,
+) -> tuple[int | None, DoneRecord | None, dict[str, float], Rendezvous]:  # fmt: skip
+    """Watch until the head ends (or reaches ``until_phase``).
+
+    Returns (rc, done, timings, the rendezvous of the attempt that ended).
+    """
+    t0 = time.monotonic()
+    timings: dict[str, float] = {}
+    done_seen: float | None = None
+    # The target, not the store, says whether the cluster runs: while it does, a
+    # failed read of the rendezvous is reported once and retried, never fatal.
+    store = Tolerant(lambda msg: ui.info(f"syndeo: {msg}"))
+    st: StatusRecord | None = None
+    done: DoneRecord | None = None
+    delay, seen = FOLLOW_EVERY_S, None
+    while True:
+        attempt = int(launched.data.get("attempt", 0))
+        if attempt != rdv.attempt:
+            # The target restarted the cluster (a requeued Slurm job): follow the new
+            # attempt's records; the old ones are stale by design.
+            rdv = open_rendezvous(rdv.uri, rdv.cluster_id, attempt)
+            timings.pop("all_joined_s", None)
+            done_seen, st, done = None, None, None
+        st = store.call(rdv.read_status, st)
+        ui.status(spec.cluster_id, st)
+        if st is not None:
+            if "all_joined_s" not in timings and len(st.nodes_joined) >= spec.nodes:
+                timings["all_joined_s"] = round(time.monotonic() - t0, 3)
+            if until_phase is not None and st.phase == until_phase:
+                return None, None, timings, rdv
+        done = store.call(rdv.read_done, done)
+        if done is not None and done_seen is None:
+            done_seen = time.monotonic()
+            timings["workload_done_s"] = round(done_seen - t0, 3)
+        rc = target.poll(launched)
+        if rc is not None:
+            timings["head_exit_s"] = round(time.monotonic() - t0, 3)
+            final = retry_until(rdv.read_done, EXIT_GRACE_S, store.log, "read the done record")
+            return rc, final, timings, rdv
+        if done_seen is not None and time.monotonic() - done_seen > EXIT_GRACE_S:
+            return done.exit_code if done else 1, done, timings, rdv
+        now_seen = (attempt, st.phase if st else None, len(st.nodes_joined) if st else 0, done)
+        delay = FOLLOW_EVERY_S if now_seen != seen else min(delay * 1.5, FOLLOW_MAX_S)
+        seen = now_seen
+        target.wait(launched, delay)
+
+
+def _read_timelines(rdv: Rendezvous) -> dict[int, Any]:
+    """Every node's bring-up timeline (diagnostics: a store that cannot give them costs
+    the run nothing)."""
+    try:
+        return dict(rdv.read_timelines())
+    except Exception:  # best effort by design
+        return {}
+
+
+# A bucket destroyed with the cluster is read before the destroy: the nodes leave
+# their timelines on their way out, within seconds of the head's end.
+TIMELINES_WAIT_S = 30.0
+
+
+def _await_timelines(rdv: Rendezvous, nodes: int) -> dict[int, Any]:
+    """Every node's timeline, waiting (bounded) for the nodes still leaving."""
+    deadline = time.monotonic() + TIMELINES_WAIT_S
+    found = _read_timelines(rdv)
+    while len(found) < nodes and time.monotonic() < deadline:
+        time.sleep(0.5)
+        found = _read_timelines(rdv)
+    return found
+
+
+def _write_timeline(
+    cfg: DeployConfig, cluster_id: str, nodes: dict[int, Any], launcher: dict[str, float]
+) -> None:
+    """The nodes' timelines and the launcher's marks, one file."""
+    data = {"cluster_id": cluster_id, "launcher": launcher, "nodes": nodes}
+    write_atomic(
+        cfg.results_dir / cluster_id / "timeline.json",
+        json.dumps(data, indent=2, sort_keys=True).encode(),
+        mode=0o644,
+    )
+
+
+def _collect(cfg: DeployConfig, rdv: Rendezvous, cluster_id: str) -> Path | None:
+    data = rdv.get_result()
+    if data is None:
+        return None
+    path = cfg.results_dir / cluster_id / "result.json"
+    write_atomic(path, data, mode=0o644)
+    return path
+
+
+def deploy(cfg: DeployConfig, ui: Ui | None = None, keep: bool = False) -> Outcome:
+    """Bring a cluster up, run its workload to the end, collect the result, tear down.
+
+    ``keep``: leave the machines up afterwards (``invoke down`` removes them).
+    """
+    ui = ui or Ui()
+    with _signals_interrupt():
+        return _deploy(cfg, ui, keep)
+
+
+def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
+    check_workload(cfg)  # a bad setting costs no start-up (or queue wait) to find
+    target, spec, rdv = _prepare(cfg, ui)
+    # A bucket the launch creates is destroyed with the cluster: nothing to clean after.
+    owned = target.creates_rendezvous(spec.rendezvous)
+    t0, wall0 = time.monotonic(), time.time()
+    launched: Launched | None = None
+    finished = False
+    result_path: Path | None = None
+    nodes_timeline: dict[int, Any] = {}
+    with ui:
+        try:
+            launched = target.launch(spec)
+            if keep:
+                save_launched(launched)
+            if owned:
+                rdv.check()  # it exists only now
+            launch_s = round(time.monotonic() - t0, 3)
+            rc, done, timings, rdv = _follow(target, launched, rdv, spec, ui)
+            # Following starts once launch returns (for VM targets: after apply).
+            timings["launch_s"] = launch_s
+            if "all_joined_s" in timings:
+                timings["launch_to_joined_s"] = round(launch_s + timings["all_joined_s"], 3)
+            finished = True
+            # Before the teardown: a VM target's destroy takes the bucket with it.  A
+            # store that fails now costs the result, never the teardown or the cleanup.
+            try:
+                result_path = _collect(cfg, rdv, spec.cluster_id)
+            except RendezvousError as exc:
+                ui.info(f"syndeo: the result could not be collected: {exc}")
+            if owned:
+                nodes_timeline = _await_timelines(rdv, spec.nodes)
+        except KeyboardInterrupt:
+            with contextlib.suppress(Exception):
+                rdv.request_stop("interrupted")
+            raise
+        finally:
+            if launched is not None and not keep:
+                target.stop(launched)
+                forget(spec.cluster_id)  # nothing of it is up any more
+            left_running = launched is not None and launched.data.get("unobserved")
+            gone = owned and not keep  # never made, or destroyed with the cluster
+            if not finished and not keep and not left_running and not gone:
+                # Records of a cluster that never finished: the id is free again.
+                # (Not those of a job we lost sight of: it still runs and uses them.)
+                with contextlib.suppress(Exception):
+                    rdv.cleanup(all_attempts=True)
+    timings["teardown_done_s"] = round(time.monotonic() - t0, 3)
+    assert rc is not None
+    if not owned:
+        # Nodes leave their timelines on their way out: after the teardown, all are in.
+        nodes_timeline = _read_timelines(rdv)
+    # The launcher's marks on the nodes' clock (wall time), for syndeo.core.timeline.
+    marks = {"launch_start": 0.0, **{k.removesuffix("_s"): v for k, v in timings.items()}}
+    marks.pop("launch_to_joined", None)
+    if done is not None:
+        marks["head_done"] = done.finished_at - wall0  # the head's clock: when it recorded done
+    _write_timeline(
+        cfg, spec.cluster_id, nodes_timeline, {k: round(wall0 + v, 3) for k, v in marks.items()}
+    )
+    message = (
+        done.message
+        if done is not None
+        else f"the head ended before its workload finished (exit {rc})"
+    )
+    exit_code = done.exit_code if done is not None else (rc or 1)
+    if exit_code != 0 and launched is not None:
+        # The target knows what the rendezvous cannot: cancelled, time limit, logs.
+        where = target.describe(launched)
+        message = f"{message}; {where}" if where else message
+    outcome = Outcome(
+        cluster_id=spec.cluster_id,
+        exit_code=exit_code,
+        message=message,
+        result_path=result_path,
+        lost_ranks=list(done.lost_ranks) if done else [],
+        timings=timings,
+    )
+    _write_summary(cfg, spec, outcome, target.summary(launched) if launched else {})
+    if keep:
+        ui.info(f"cluster {spec.cluster_id} kept up: `invoke down --cluster-id {spec.cluster_id}`")
+    elif not owned:
+        rdv.cleanup(all_attempts=True)
+    # One shape for every failure, whatever its timing: a head that died before it
+    # could record "done" and one that recorded it on its way down both come back as
+    # an Outcome whose message carries what the target knows (raise_for_outcome).
+    return outcome
+
+
+def _write_summary(
+    cfg: DeployConfig, spec: ClusterSpec, outcome: Outcome, extra: dict[str, Any]
+) -> None:
+    summary: dict[str, Any] = {
+        "cluster_id": spec.cluster_id, "target": spec.target, "nodes": spec.nodes,
+        "cpus_per_node": spec.cpus, "workload": spec.run, "exit_code": outcome.exit_code,
+        "message": outcome.message, "lost_ranks": outcome.lost_ranks, "timings_s": outcome.timings,
+        "result": str(outcome.result_path) if outcome.result_path else None,
+    }  # fmt: skip
+    if spec.image is not None:
+        summary["image"] = {"sif": str(spec.image), "digest": spec.image_digest}
+    summary.update(extra)  # e.g. the machines a VM target ran (cost comparison input)
+    write_atomic(
+        cfg.results_dir / spec.cluster_id / "deploy.json",
+        json.dumps(summary, indent=2).encode(),
+        # A command of the user's own (--run) may carry what only they should read.
+        mode=0o600 if cfg.run is not None else 0o644,
+    )
+
+
+# ---------------------------------------------------------------------- long-lived clusters
+@dataclass
+class UpInfo:
+    cluster_id: str
+    address: str
+    token_path: Path
+    dashboard_url: str
+    nodes: int
+
+
+def up(cfg: DeployConfig, ui: Ui | None = None) -> UpInfo:
+    """Start a cluster that serves until ``down``; returns how to connect to it."""
+    ui = ui or Ui()
+    with _signals_interrupt():
+        return _up(cfg, ui)
+
+
+def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
+    # A long-lived cluster is where the dashboard earns its start-up cost.
+    dashboard = cfg.dashboard if "dashboard" in cfg.model_fields_set else True
+    cfg = cfg.model_copy(update={"run": None, "dashboard": dashboard})
+    target, spec, rdv = _prepare(cfg, ui)
+    spec = spec.model_copy(update={"run": ""})
+    launched: Launched | None = None
+    with ui:
+        try:
+            launched = target.launch(spec, detach=True)
+            save_launched(launched)
+            rc, done, _, rdv = _follow(target, launched, rdv, spec, ui, until_phase="serving")
+        except BaseException:
+            if launched is not None:
+                target.stop(launched)
+            forget(spec.cluster_id)
+            if not (launched is not None and launched.data.get("unobserved")):
+                with contextlib.suppress(Exception):
+                    rdv.cleanup(all_attempts=True)  # the id's claim too: free again
+            raise
+    if rc is not None:
+        target.stop(launched)
+        forget(spec.cluster_id)
+        with contextlib.suppress(Exception):
+            rdv.cleanup(all_attempts=True)
+        why = done.message if done else "its head exited"
+        raise TargetError(
+            f"cluster {spec.cluster_id} did not come up: {why}; {target.describe(launched)}"
+        )
+    head, token, st = rdv.read_head(), rdv.get_secret("token"), rdv.read_status()
+    assert head is not None and token is not None
+    token_path = cluster_dir(spec.cluster_id) / "token"
+    write_atomic(token_path, token)
+    return UpInfo(
+        spec.cluster_id, head.address, token_path, st.dashboard_url if st else "", spec.nodes
+    )
+
+
+def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) -> str:
+    """Stop a cluster started by ``up``: ask its head through the rendezvous, then make sure.
+
+    Needs nothing but the state ``up`` saved (and the cloud's credentials in the
+    environment): it works from a new shell.
+    """
+    ui = ui or Ui()
+    launched = load_launched(cluster_id)
+    rdv = open_rendezvous(launched.rendezvous, launched.cluster_id)
+    from syndeo.launcher.config import load_config
+
+    target = get_target(load_config(target=launched.target))
+    try:
+        rdv.request_stop("down")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and target.poll(launched) is None:
+            time.sleep(0.2)
+    except RendezvousError:
+        pass  # its store is gone or never came up (a launch killed early): stop all the same
+    target.stop(launched)
+    if not launched.data.get("owns_rendezvous"):
+        rdv.cleanup(all_attempts=True)  # (a bucket made with the cluster went with it)
+    forget(launched.cluster_id)
+    (cluster_dir(launched.cluster_id) / "token").unlink(missing_ok=True)
+    return launched.cluster_id
+
+
+def raise_for_outcome(outcome: Outcome) -> None:
+    if outcome.exit_code != 0:
+        raise WorkloadError(
+            f"cluster {outcome.cluster_id}: {outcome.message}", exit_code=outcome.exit_code
+        )

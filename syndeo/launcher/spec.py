@@ -1,0 +1,138 @@
+"""The launcher's data types: a cluster's spec (what every node shares) and a launched
+cluster as its target knows it (saved by ``up`` for ``down``, ``grow``, ``shrink``).
+
+Below the targets and the state store, so both can use them without importing each other.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from syndeo.core.errors import ConfigError
+from syndeo.core.groups import Group, Layout
+from syndeo.core.nodeconfig import NodeSettings
+from syndeo.launcher.config import DeployConfig
+
+
+@functools.cache
+def _digest(image: Path | None) -> str | None:
+    if image is None:
+        return None
+    from syndeo.image.manifest import image_digest  # only when an image is used
+
+    return image_digest(image)
+
+
+class ClusterSpec(BaseModel):
+    """Everything about one cluster that does not depend on which machine a node is."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target: str
+    cluster_id: str
+    rendezvous: str
+    nodes: int
+    cpus: int
+    gpus: int
+    memory_mb: int | None
+    object_store_mb: int | None
+    join_timeout: float
+    run: str
+    workdir: Path | None
+    image: Path | None
+    image_digest: str | None = None
+    not_before: float
+    dashboard: bool = False
+    layout: Layout | None = None  # node groups; None = every node shaped as above
+
+    def group_of(self, rank: int) -> Group | None:
+        """The group of ``rank`` (ranks past the layout, added by grow, must name theirs)."""
+        return None if self.layout is None else self.layout.group_of(rank)
+
+    def image_for(self, group: Group | None) -> Path | None:
+        return self.image if group is None else group.container
+
+    @classmethod
+    def from_config(cls, cfg: DeployConfig, rendezvous: str, cluster_id: str) -> ClusterSpec:
+        return cls(
+            target=cfg.target, cluster_id=cluster_id, rendezvous=rendezvous, nodes=cfg.nodes,
+            cpus=cfg.cpus_per_node, gpus=cfg.gpus_per_node, memory_mb=cfg.memory_mb_per_node,
+            object_store_mb=cfg.object_store_mb_per_node, join_timeout=cfg.join_timeout_s,
+            run=cfg.workload_command(), workdir=(cfg.workdir or Path.cwd()).resolve(),
+            image=cfg.container, image_digest=_digest(cfg.container), not_before=time.time(),
+            layout=cfg.layout, dashboard=cfg.dashboard,
+        )  # fmt: skip
+
+    def node_env(
+        self, rank: int, scratch: Path, node_ip: str | None = None, group: Group | None = None
+    ) -> dict[str, str]:
+        """The whole environment of ``syndeo node`` on one machine, for every launcher.
+
+        Its SYNDEO_* settings plus what the rendezvous backend needs to be reached
+        (credentials, endpoints): a node may start with a clean environment
+        (``apptainer --cleanenv``, a fresh VM).  Scripts a person reads must not show
+        the forwarded values (see :meth:`passthrough_names`).
+        """
+        from syndeo.rendezvous import passthrough_env
+
+        return {
+            **passthrough_env(self.rendezvous),
+            **self.node_settings(rank, scratch, node_ip, group).to_env(),
+        }
+
+    def passthrough_names(self) -> list[str]:
+        """Names of the forwarded (non-SYNDEO_*) variables :meth:`node_env` includes."""
+        from syndeo.rendezvous import passthrough_env
+
+        return sorted(passthrough_env(self.rendezvous))
+
+    def node_settings(
+        self, rank: int, scratch: Path, node_ip: str | None = None, group: Group | None = None
+    ) -> NodeSettings:
+        """``group``: the node's group (default: the layout's group of ``rank``)."""
+        if group is None and self.layout is not None:
+            group = self.layout.group_of(rank)
+        cpus, gpus, memory_mb, digest = self.cpus, self.gpus, self.memory_mb, self.image_digest
+        if group is not None:
+            cpus, gpus, memory_mb = group.cpus, group.gpus, group.memory_mb
+            if group.container != self.image:
+                digest = _digest(group.container)
+        return NodeSettings(
+            cluster_id=self.cluster_id, rank=rank, nodes=self.nodes, rendezvous=self.rendezvous,
+            scratch=scratch, cpus=cpus, gpus=gpus, memory_mb=memory_mb,
+            object_store_mb=self.object_store_mb, node_ip=node_ip, join_timeout=self.join_timeout,
+            run=self.run if rank == 0 else "", workdir=self.workdir, target=self.target,
+            not_before=self.not_before, image_digest=digest, dashboard=self.dashboard and rank == 0,
+            group=group.name if group is not None else None,
+            groups=self.layout.expected() if self.layout is not None else None,
+        )  # fmt: skip
+
+
+class Launched(BaseModel):
+    """A running cluster as its target knows it; saved to disk by ``up`` for ``down``."""
+
+    target: str
+    cluster_id: str
+    rendezvous: str
+    started_at: float
+    data: dict[str, Any] = {}
+
+
+def saved_group(launched: Launched, group: str) -> tuple[ClusterSpec, Group]:
+    """The spec an `up` saved and one of its groups, for grow/shrink (one line if unknown)."""
+    if "spec" not in launched.data:
+        raise ConfigError(
+            f"cluster {launched.cluster_id} has no node groups: grow/shrink work on "
+            "clusters started with [[groups]]"
+        )
+    spec = ClusterSpec.model_validate(launched.data["spec"])
+    assert spec.layout is not None
+    try:
+        return spec, spec.layout.group(group)
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0])) from None

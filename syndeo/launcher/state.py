@@ -1,0 +1,80 @@
+"""Where the launcher keeps what outlives one command: logs and ``up`` clusters.
+
+``$SYNDEO_HOME`` (default ``~/.syndeo``), owner-only, so node logs and the local
+rendezvous (which holds auth tokens) are never readable by other users.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from syndeo.core.errors import ConfigError, TargetError
+from syndeo.launcher.spec import Launched
+
+
+def home() -> Path:
+    return Path(os.environ.get("SYNDEO_HOME") or Path.home() / ".syndeo").expanduser()
+
+
+def cluster_dir(cluster_id: str) -> Path:
+    """``home()/clusters/<id>`` (or ``home()`` itself for an empty id), created 0700."""
+    path = home() / "clusters" / cluster_id if cluster_id else home()
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(home(), 0o700)
+    except OSError as exc:
+        raise ConfigError(f"cannot create {path} (set SYNDEO_HOME?): {exc.strerror}") from None
+    return path
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Readers see the old file or the whole new one, never a prefix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_launched(launched: Launched) -> Path:
+    path = cluster_dir(launched.cluster_id) / "launched.json"
+    write_atomic(path, launched.model_dump_json(indent=2).encode())
+    return path
+
+
+def load_launched(cluster_id: str | None) -> Launched:
+    root = home() / "clusters"
+    if cluster_id is None:
+        running = sorted(p.parent.name for p in root.glob("*/launched.json"))
+        if not running:
+            raise TargetError("no cluster is up (start one with `invoke up`)")
+        if len(running) > 1:
+            raise TargetError(f"several clusters are up ({', '.join(running)}): name one")
+        cluster_id = running[0]
+    path = root / cluster_id / "launched.json"
+    try:
+        launched = Launched.model_validate(json.loads(path.read_text()))
+    except FileNotFoundError:
+        raise TargetError(f"no cluster {cluster_id!r} is up") from None
+    except ValueError as exc:
+        raise TargetError(f"state file {path} is corrupt: {exc}") from None
+    # Where the launch found its store (names, never secrets: e.g. the Azure storage
+    # account it chose), so that a new shell reaches the same one.  The shell's own
+    # settings win.
+    for name, value in dict(launched.data.get("rendezvous_env", {})).items():
+        os.environ.setdefault(str(name), str(value))
+    return launched
+
+
+def forget(cluster_id: str) -> None:
+    (home() / "clusters" / cluster_id / "launched.json").unlink(missing_ok=True)

@@ -1,0 +1,37 @@
+"""Deployment targets by name, imported lazily (a target may pull in heavy modules)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from syndeo.core.errors import TargetError
+from syndeo.launcher.config import DeployConfig
+from syndeo.launcher.targets.base import Target
+
+# name -> (module, class)
+TARGETS: dict[str, tuple[str, str]] = {
+    "local": ("syndeo.launcher.targets.local", "LocalTarget"),
+    "slurm": ("syndeo.launcher.targets.slurm.target", "SlurmTarget"),
+    "ssh": ("syndeo.launcher.targets.ssh", "SshTarget"),
+    "aws": ("syndeo.launcher.targets.aws", "AwsTarget"),
+    "gcp": ("syndeo.launcher.targets.gcp", "GcpTarget"),
+    "azure": ("syndeo.launcher.targets.azure", "AzureTarget"),
+}
+
+
+def get_target(cfg: DeployConfig, **kwargs: Any) -> Target:
+    if cfg.target not in TARGETS:
+        raise TargetError(f"unknown target {cfg.target!r}; available: {', '.join(TARGETS)}")
+    module_name, class_name = TARGETS[cfg.target]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            raise TargetError(f"target {cfg.target!r} is not installed in this build") from None
+        raise
+    cls: type[Target] = getattr(module, class_name)
+    return cls(cfg, **kwargs)
+
+
+__all__ = ["TARGETS", "Target", "get_target"]

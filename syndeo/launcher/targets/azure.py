@@ -1,0 +1,50 @@
+"""Azure: ``terraform/azure`` (private VNet, blob container, container-scoped identity)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from pathlib import Path
+from typing import Any
+
+from syndeo.core.errors import ConfigError
+from syndeo.launcher.spec import ClusterSpec
+from syndeo.launcher.targets.cloud import CloudTarget
+
+# Terraform's azurerm provider authenticates from these, or from an `az login` session.
+_ENV_LOGINS = ("ARM_CLIENT_ID", "ARM_USE_MSI", "ARM_USE_OIDC", "AZURE_CLIENT_ID")
+
+
+class AzureTarget(CloudTarget):
+    name = "azure"
+    module = "azure"
+    scheme = "az"
+    own = ("storage_account",)
+
+    def default_rendezvous(self) -> str:
+        # The launcher follows the cluster in the container it creates, so it must
+        # know the storage account: choose its name here (3-24 lowercase letters and
+        # digits, globally unique) where the az:// backend looks for it.
+        account = self.settings.storage_account or f"syndeo{secrets.token_hex(8)}"
+        os.environ.setdefault("AZURE_STORAGE_ACCOUNT", account)
+        return super().default_rendezvous()
+
+    def cloud_vars(self, spec: ClusterSpec) -> dict[str, Any]:
+        account = self.settings.storage_account or os.environ.get("AZURE_STORAGE_ACCOUNT")
+        if not account:
+            raise ConfigError("azure: name the storage account ([azure] storage_account)")
+        return {"storage_account": account}
+
+    def rendezvous_env(self, spec: ClusterSpec) -> dict[str, str]:
+        # Chosen in default_rendezvous, in this process only: `down` from a new shell
+        # could not open the container without it.
+        return {"AZURE_STORAGE_ACCOUNT": str(self.cloud_vars(spec)["storage_account"])}
+
+    def check_credentials(self) -> None:
+        logged_in = (Path.home() / ".azure" / "azureProfile.json").is_file() and shutil.which("az")
+        if not logged_in and not any(os.environ.get(v) for v in _ENV_LOGINS):
+            raise ConfigError(
+                "azure: no Azure login found (az login, or ARM_CLIENT_ID/ARM_CLIENT_SECRET/"
+                "ARM_TENANT_ID/ARM_SUBSCRIPTION_ID for a service principal)"
+            )

@@ -1,0 +1,108 @@
+"""What a deployment target is: how machines appear and how node variables get set.
+
+A target implements the same verbs everywhere -- ``script`` (dry run), ``launch``,
+``poll``, ``stop`` -- plus ``default_rendezvous``.  It never starts Ray itself:
+each machine it provides runs ``syndeo node`` with :meth:`ClusterSpec.node_env`.
+``tests/test_targets.py`` checks that every target module keeps this shape.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+import zlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from syndeo.core.errors import TargetError
+from syndeo.launcher.config import DeployConfig
+from syndeo.launcher.spec import ClusterSpec, Launched
+
+
+def new_cluster_id(target: str) -> str:
+    return f"{target[:5]}-{secrets.token_hex(4)}"
+
+
+# Below this (sticky, world-writable) directory every level of a scratch path is
+# checked by syndeo.core.securedir.secure_dir: the path is predictable.
+SCRATCH_BASE = Path("/tmp")
+
+
+def short_scratch(spec: ClusterSpec, rank: int | str) -> Path:
+    """A scratch dir short enough for Ray's Unix sockets, unique per user, cluster and rank.
+
+    Keyed by rendezvous *and* cluster id: two launchers that happen to reuse an id
+    with different rendezvous locations must still not share Ray temp dirs.
+    """
+    key = zlib.crc32(f"{spec.rendezvous}|{spec.cluster_id}".encode())
+    return SCRATCH_BASE / f"syndeo-{os.getuid()}" / f"{key:08x}" / str(rank)
+
+
+class Target(ABC):
+    name: ClassVar[str]
+
+    def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
+        self.cfg = cfg
+        self.echo = echo  # where the head's output goes when a target can stream it
+
+    @abstractmethod
+    def default_rendezvous(self) -> str:
+        """Where nodes meet when the user names no rendezvous."""
+
+    def check(self, spec: ClusterSpec) -> None:
+        """Every local check of ``spec`` against this target's settings (one line each),
+        run before the rendezvous is touched or anything is written."""
+        return None  # the config's own rules were all there is to check
+
+    @abstractmethod
+    def script(self, spec: ClusterSpec) -> str:
+        """What ``launch`` would start, as a script a person can read (``--dry-run``)."""
+
+    @abstractmethod
+    def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
+        """Make machines appear, each running ``syndeo node`` with its settings."""
+
+    @abstractmethod
+    def poll(self, launched: Launched) -> int | None:
+        """The cluster's exit status once its head has ended, else None."""
+
+    @abstractmethod
+    def stop(self, launched: Launched) -> None:
+        """Stop every process/machine of this cluster (idempotent, only ours)."""
+
+    def wait(self, launched: Launched, timeout_s: float) -> None:
+        """Sleep up to ``timeout_s``, returning early if the target can see the head end."""
+        time.sleep(timeout_s)
+
+    def describe(self, launched: Launched) -> str:
+        """Where to find logs etc.; shown when something fails."""
+        return ""
+
+    def summary(self, launched: Launched) -> dict[str, Any]:
+        """What deploy.json records about the machines beyond the common fields."""
+        return {}
+
+    def grow(
+        self, launched: Launched, group: str, nodes: int, hosts: list[str] | None = None
+    ) -> str:
+        """Add ``nodes`` nodes of ``group`` that join the running head; what was started.
+
+        ``hosts``: the machines for them, for targets that cannot find their own (ssh);
+        ``grow`` refuses it for the others."""
+        raise TargetError(
+            f"the {self.name} target cannot grow a running cluster (local, slurm and ssh can)"
+        )
+
+    def shrink(self, launched: Launched, group: str, nodes: int | None = None) -> list[str]:
+        """Remove nodes of ``group`` (not the head) from the running cluster; what was stopped."""
+        raise TargetError(
+            f"the {self.name} target cannot shrink a running cluster (local, slurm and ssh can)"
+        )
+
+    def creates_rendezvous(self, uri: str) -> bool:
+        """True if ``launch`` creates the rendezvous location itself (a cloud bucket):
+        then it can be checked only once the machines exist."""
+        return False

@@ -1,0 +1,182 @@
+"""What the aws, gcp and azure targets share: settings, the rendezvous bucket, checks.
+
+Each cloud is a module under ``terraform/<cloud>`` with the same variable names
+(tests/iac/test_interface.py) and a few lines in ``syndeo/launcher/targets/<cloud>.py``:
+its URI scheme, its credential check and its cloud-only variables.  The bucket
+is created with the cluster (a random name, so nothing can be claimed before it
+exists) unless ``--rendezvous`` names an existing one.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+from abc import abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar
+from urllib.parse import urlparse
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from syndeo.core.errors import ConfigError
+from syndeo.core.groups import Layout
+from syndeo.launcher.config import DeployConfig, one_line
+from syndeo.launcher.spec import ClusterSpec, Launched
+from syndeo.launcher.targets.terraform import TerraformTarget, group_vars
+
+PREFIX = "syndeo"  # the key prefix below which every cluster's records live
+# What a group may set in its [groups.<cloud>] section.  Only the VM type: everything
+# else (region, image, spot, disk, network) is one per cluster in terraform/<cloud>.
+GROUP_SETTINGS = ("instance_type",)
+
+
+class CloudSettings(BaseModel):
+    """The ``[aws]`` / ``[gcp]`` / ``[azure]`` section (``--instance-type`` etc. set it too)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    instance_type: str | None = None
+    region: str | None = None
+    image: str | None = None  # the Packer-baked VM image (packer/cloud)
+    zone: str | None = None
+    spot: bool = False
+    disk_size_gb: int = Field(default=30, ge=20, le=16384)
+    labels: dict[str, str] = {}
+    admin_cidrs: list[str] = []
+    record_expiry_days: int = Field(default=7, ge=1, le=3650)
+    project: str | None = None  # gcp only
+    storage_account: str | None = None  # azure only
+
+
+class CloudTarget(TerraformTarget):
+    scheme: ClassVar[str]
+    # terraform/aws|gcp|azure take var.grown: a grown node is a VM of its group's type,
+    # keyed by its rank (grow/shrink create or destroy only those VMs).
+    grows = True
+    # Cloud-only settings this cloud accepts (others must stay unset).
+    own: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
+        super().__init__(cfg, echo)
+        if cfg.container is not None:
+            raise ConfigError(
+                f"{self.name}: nodes run the SIF baked into the VM image (--image); "
+                "--container is for local, slurm and ssh"
+            )
+        self._group_types(cfg.layout)  # bad [groups.<cloud>] input: one line, first
+
+    def _group_types(self, layout: Layout | None) -> dict[str, str | None]:
+        """Each group's own instance type from its ``[groups.<this cloud>]`` section (None:
+        the top-level one).  Other clouds' sections are ignored: one config may carry
+        the types for every cloud it is deployed to."""
+        types: dict[str, str | None] = {}
+        for g in layout.groups if layout is not None else []:
+            section: dict[str, Any] = getattr(g, self.name)
+            unknown = sorted(set(section) - set(GROUP_SETTINGS))
+            if unknown:
+                raise ConfigError(
+                    f"group {g.name!r}: [groups.{self.name}] {unknown[0]} is not a per-group "
+                    f"setting (only {', '.join(GROUP_SETTINGS)}; the rest is [{self.name}])"
+                )
+            value = section.get("instance_type")
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ConfigError(
+                    f"group {g.name!r}: [groups.{self.name}] instance_type must be a "
+                    f"non-empty string, got {value!r}"
+                )
+            types[g.name] = value
+        return types
+
+    @functools.cached_property
+    def settings(self) -> CloudSettings:
+        section = getattr(self.cfg, self.name)
+        try:
+            s = CloudSettings.model_validate(section)
+        except ValidationError as exc:
+            raise ConfigError(one_line(exc, "settings", prefix=self.name)) from None
+        for foreign in ("project", "storage_account"):
+            if foreign not in self.own and getattr(s, foreign) is not None:
+                raise ConfigError(f"{self.name}.{foreign} is not a {self.name} setting")
+        return s
+
+    # ------------------------------------------------------------------ the bucket
+    def default_rendezvous(self) -> str:
+        # A fresh, private bucket per cluster (names are global on S3 and GCS).
+        return f"{self.scheme}://syndeo-{secrets.token_hex(6)}/{PREFIX}"
+
+    def creates_rendezvous(self, uri: str) -> bool:
+        return self.cfg.rendezvous is None
+
+    def _bucket(self, uri: str) -> tuple[str, str]:
+        parsed = urlparse(uri)
+        if parsed.scheme != self.scheme:
+            raise ConfigError(
+                f"the {self.name} target meets in {self.scheme}:// buckets; got {uri!r}"
+            )
+        return parsed.netloc, parsed.path.strip("/")
+
+    # ------------------------------------------------------------------ variables
+    def machine_vars(self, spec: ClusterSpec) -> dict[str, Any]:
+        s = self.settings
+        hint = f"--{{}} or [{self.name}] {{}} in the config"
+        missing = [k for k in ("instance_type", "region", "image") if not getattr(s, k)]
+        if missing:
+            flags = ", ".join(hint.format(k.replace("_", "-"), k) for k in missing)
+            raise ConfigError(f"{self.name}: {flags} required")
+        bucket, prefix = self._bucket(spec.rendezvous)
+        values: dict[str, Any] = {
+            "instance_type": s.instance_type, "region": s.region, "image": s.image,
+            "zone": s.zone, "spot": s.spot, "disk_size_gb": s.disk_size_gb,
+            "labels": {"syndeo-cluster": spec.cluster_id, **s.labels},
+            "admin_cidrs": s.admin_cidrs, "record_expiry_days": s.record_expiry_days,
+            "bucket_name": bucket, "rendezvous_prefix": prefix,
+            "create_bucket": self.creates_rendezvous(spec.rendezvous),
+        }  # fmt: skip
+        values.update({k: getattr(s, k) for k in self.own})
+        if self.baked_digest is not None:
+            # The SIF the image carries: nodes record it in every result's manifest.
+            values["image_digest"] = self.baked_digest
+        if spec.layout is not None:
+            # The module's groups carry each group's type; its node module gets them without.
+            types = self._group_types(spec.layout)
+            values["groups"] = [
+                {**g, "instance_type": types[g["name"]]} for g in group_vars(spec.layout)
+            ]
+        return {**values, **self.cloud_vars(spec)}
+
+    def cloud_vars(self, spec: ClusterSpec) -> dict[str, Any]:
+        """Variables only this cloud has."""
+        return {}
+
+    def machine_summary(self, spec: ClusterSpec) -> dict[str, Any]:
+        s = self.settings
+        summary: dict[str, Any] = {
+            "provider": self.name, "region": s.region, "instance_type": s.instance_type,
+            "count": spec.nodes, "spot": s.spot,
+        }  # fmt: skip
+        if spec.layout is not None:
+            # What was billed per group (`invoke compare` prices each type): the type
+            # resolved as terraform/<cloud> resolves it.
+            types = self._group_types(spec.layout)
+            summary["groups"] = [
+                {"name": g.name, "instance_type": types[g.name] or s.instance_type,
+                 "count": g.nodes}
+                for g in spec.layout.groups
+            ]  # fmt: skip
+        return summary
+
+    # The digest of the SIF baked into the VM image, where the cloud's image metadata
+    # says it (set by check_credentials; None: not known).
+    baked_digest: str | None = None
+
+    def prepare(self, spec: ClusterSpec) -> None:
+        self.check_credentials()
+
+    def summary(self, launched: Launched) -> dict[str, Any]:
+        # deploy.json: which image ran (the cloud's id and the SIF digest it carries).
+        image = {"id": self.settings.image, "digest": self.baked_digest}
+        return {**super().summary(launched), "image": image}
+
+    @abstractmethod
+    def check_credentials(self) -> None:
+        """One clear line if this machine cannot act on the cloud (before anything exists)."""

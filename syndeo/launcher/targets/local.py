@@ -1,0 +1,272 @@
+"""The local target: N nodes as subprocesses of this machine.
+
+Each node is a separate ``syndeo node`` process tree with its own raylet and its
+own loopback address (127.0.0.10+rank), so a laptop cluster behaves like hosts on
+a network while no packet leaves the machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+import psutil
+
+from syndeo.core import gpus
+from syndeo.core.errors import ConfigError, TargetError
+from syndeo.core.groups import Group
+from syndeo.core.processes import wait_gone
+from syndeo.core.securedir import secure_dir
+from syndeo.launcher import command
+from syndeo.launcher.config import DeployConfig
+from syndeo.launcher.spec import ClusterSpec, Launched, saved_group  # fmt: skip
+from syndeo.launcher.state import cluster_dir, home
+from syndeo.launcher.targets.base import SCRATCH_BASE, Target, short_scratch
+from syndeo.rendezvous.file import parse_file_uri
+
+MAX_LOCAL_NODES = 64
+# What a dry run prints of a node's environment (never forwarded credentials).
+_SHOWN = ("SYNDEO_", "APPTAINERENV_SYNDEO_", "APPTAINERENV_CUDA_VISIBLE_DEVICES")
+STOP_GRACE_S = 30.0
+
+
+class LocalTarget(Target):
+    name = "local"
+
+    def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
+        super().__init__(cfg, echo)
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._threads: list[threading.Thread] = []
+
+    def default_rendezvous(self) -> str:
+        return (home() / "rendezvous").resolve().as_uri()
+
+    def _binds(self, spec: ClusterSpec, logs: Path) -> list[Path]:
+        binds: list[Path] = [logs]
+        if spec.rendezvous.startswith("file:"):
+            binds.append(parse_file_uri(spec.rendezvous))
+        if spec.workdir is not None:
+            binds.append(spec.workdir)
+        return binds
+
+    def _node(
+        self, spec: ClusterSpec, rank: int, binds: list[Path], visible: str | None,
+        group: Group | None = None,
+    ) -> tuple[list[str], dict[str, str], Path]:  # fmt: skip
+        """``visible``: the node's CUDA_VISIBLE_DEVICES; ``group``: for ranks added by grow."""
+        scratch = short_scratch(spec, rank)
+        # Credentials/endpoints of a cloud rendezvous included: they must survive
+        # `apptainer --cleanenv`.
+        node_env = spec.node_env(rank, scratch, node_ip=f"127.0.0.{10 + rank}", group=group)
+        if visible is not None:
+            node_env[gpus.VISIBLE] = visible  # this node's GPUs only (syndeo/core/gpus.py)
+        image = spec.image_for(group or spec.group_of(rank))
+        argv, env = command.node_command(image, node_env, [scratch, *binds])
+        return argv, env, scratch
+
+    def _devices(self, spec: ClusterSpec) -> list[str] | None:
+        """Each rank's CUDA_VISIBLE_DEVICES (the machine's GPUs split), or None without GPUs."""
+        per_node = [spec.node_settings(r, SCRATCH_BASE).gpus for r in range(spec.nodes)]
+        if not any(per_node):
+            return None
+        return gpus.split_devices(per_node, gpus.host_devices(os.environ))
+
+    def script(self, spec: ClusterSpec) -> str:
+        logs = home() / "clusters" / spec.cluster_id  # named, not created: a dry run writes nothing
+        lines = ["#!/bin/sh", f"# syndeo local cluster {spec.cluster_id}: {spec.nodes} node(s)"]
+        devices = self._devices(spec)
+        for rank in range(spec.nodes):
+            visible = devices[rank] if devices is not None else None
+            argv, env, _ = self._node(spec, rank, self._binds(spec, logs), visible)
+            # Only our own variables: forwarded credentials are never printed.
+            ours = {k: v for k, v in env.items() if k.startswith(_SHOWN)}
+            if devices is not None and "APPTAINERENV_" + gpus.VISIBLE not in env:
+                ours[gpus.VISIBLE] = devices[rank]  # bare node: in its own environment
+            assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(ours.items()))
+            lines.append(f"env {assigns} {shlex.join(argv)} > {logs}/node-{rank}.log 2>&1 &")
+        lines.append("wait")
+        return "\n".join(lines) + "\n"
+
+    def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
+        if spec.nodes > MAX_LOCAL_NODES:
+            raise ConfigError(f"the local target runs at most {MAX_LOCAL_NODES} nodes")
+        devices = self._devices(spec)  # before anything starts: too few GPUs is bad input
+        logs = cluster_dir(spec.cluster_id)
+        binds = self._binds(spec, logs)
+        launched = Launched(
+            target=self.name, cluster_id=spec.cluster_id, rendezvous=spec.rendezvous,
+            started_at=spec.not_before, data={"pids": [], "create_times": [], "logs": []},
+        )  # fmt: skip
+        if spec.layout is not None:
+            # What `grow` needs to add nodes later (the launcher is gone by then).
+            launched.data.update(
+                spec=spec.model_dump(mode="json"), next_rank=spec.nodes, devices=devices, grown=[]
+            )
+        try:
+            for rank in range(spec.nodes):
+                visible = devices[rank] if devices is not None else None
+                self._start_node(spec, rank, logs, binds, visible, launched, not detach)
+        except BaseException:
+            self.stop(launched)
+            raise
+        return launched
+
+    def _start_node(
+        self, spec: ClusterSpec, rank: int, logs: Path, binds: list[Path],
+        visible: str | None, launched: Launched, foreground: bool, group: Group | None = None,
+    ) -> None:  # fmt: skip
+        argv, env, scratch = self._node(spec, rank, binds, visible, group)
+        secure_dir(scratch, base=SCRATCH_BASE)  # every level ours and private, or refused
+        log_path = logs / f"node-{rank}.log"
+        log = open(log_path, "ab")  # noqa: SIM115 - owned by the child / reader thread
+        pipe = foreground and rank == 0 and self.echo is not None
+        try:
+            proc = subprocess.Popen(
+                argv, env=env, cwd=spec.workdir, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if pipe else log, stderr=subprocess.STDOUT,
+                # Own session: a terminal Ctrl-C reaches only the launcher, which then
+                # tears nodes down in order instead of every process dying at once.
+                start_new_session=True,
+            )  # fmt: skip
+        except OSError as exc:
+            log.close()
+            raise TargetError(f"cannot start local node {rank}: {exc}") from exc
+        if pipe:
+            assert proc.stdout is not None
+            t = threading.Thread(target=self._relay, args=(proc.stdout, log), daemon=True)
+            t.start()
+            self._threads.append(t)
+        else:
+            log.close()
+        self._procs[proc.pid] = proc
+        launched.data["pids"].append(proc.pid)
+        launched.data["create_times"].append(psutil.Process(proc.pid).create_time())
+        launched.data["logs"].append(str(log_path))
+        launched.data.setdefault("scratch", []).append(str(scratch))
+
+    def _relay(self, stream: IO[bytes], log: IO[bytes]) -> None:
+        with log:
+            for line in iter(stream.readline, b""):
+                log.write(line)
+                log.flush()
+                if self.echo is not None:
+                    self.echo(line.decode(errors="replace").rstrip("\n"))
+
+    def _ours(self, launched: Launched) -> list[psutil.Process]:
+        procs = []
+        for pid, ctime in zip(launched.data["pids"], launched.data["create_times"], strict=True):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p = psutil.Process(pid)
+                # A recycled PID belongs to someone else: leave it alone.
+                if abs(p.create_time() - ctime) < 0.01:
+                    procs.append(p)
+        return procs
+
+    # ------------------------------------------------------------------ growing
+    def grow(
+        self, launched: Launched, group: str, nodes: int, hosts: list[str] | None = None
+    ) -> str:
+        spec, g = saved_group(launched, group)
+        base = int(launched.data["next_rank"])
+        if base + nodes > MAX_LOCAL_NODES:
+            raise ConfigError(f"the local target runs at most {MAX_LOCAL_NODES} nodes")
+        used = launched.data["devices"]
+        visible: list[str | None] = [None] * nodes
+        if g.gpus:
+            taken = {d for v in used or [] for d in v.split(",") if d}
+            free = [d for d in gpus.host_devices(os.environ) or [] if d not in taken]
+            visible = list(gpus.split_devices([g.gpus] * nodes, free))
+        elif used is not None:
+            visible = [""] * nodes  # the cluster has GPUs; these nodes see none
+        logs = cluster_dir(spec.cluster_id)
+        binds = self._binds(spec, logs)
+        for i in range(nodes):
+            rank = base + i
+            self._start_node(spec, rank, logs, binds, visible[i], launched, False, group=g)
+            if used is not None:
+                used.append(visible[i] or "")
+            launched.data["grown"].append({"group": g.name, "rank": rank})
+            launched.data["next_rank"] = rank + 1
+        return f"ranks {base}-{base + nodes - 1}"
+
+    def shrink(self, launched: Launched, group: str, nodes: int | None = None) -> list[str]:
+        saved_group(launched, group)
+        grown = [
+            e for e in reversed(launched.data["grown"]) if e["group"] == group and "gone" not in e
+        ]
+        if nodes is not None:
+            grown = grown[:nodes]
+        if not grown:
+            raise ConfigError(f"group {group!r} has no added node to remove (grow adds them)")
+        procs = []
+        for e in grown:
+            pid, ctime = launched.data["pids"][e["rank"]], launched.data["create_times"][e["rank"]]
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p = psutil.Process(pid)
+                if abs(p.create_time() - ctime) < 0.01:
+                    procs.append(p)
+                    p.send_signal(signal.SIGTERM)  # the node stops its own Ray
+            e["gone"] = True
+        for p in wait_gone(procs, STOP_GRACE_S):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
+        return [f"rank {e['rank']}" for e in grown]
+
+    def poll(self, launched: Launched) -> int | None:
+        head_pid = launched.data["pids"][0]
+        proc = self._procs.get(head_pid)
+        if proc is not None:
+            return proc.poll()
+        return None if any(p.pid == head_pid for p in self._ours(launched)) else 0
+
+    def wait(self, launched: Launched, timeout_s: float) -> None:
+        head = self._procs.get(launched.data["pids"][0])
+        if head is None:
+            super().wait(launched, timeout_s)
+            return
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            head.wait(timeout=timeout_s)  # the head's exit ends the wait at once
+
+    def stop(self, launched: Launched) -> None:
+        nodes = self._ours(launched)
+        family: list[psutil.Process] = list(nodes)
+        for p in nodes:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                family += p.children(recursive=True)
+        for p in nodes:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.send_signal(signal.SIGTERM)
+        # Nodes stop their own Ray on TERM; give them the time that takes.
+        alive = wait_gone(nodes, STOP_GRACE_S)
+        leftovers = [p for p in family if p.is_running()]
+        for p in leftovers:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
+        wait_gone(leftovers, 5)
+        for proc in self._procs.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=1)
+        for t in self._threads:
+            t.join(timeout=2)
+        if not os.environ.get("SYNDEO_KEEP_SCRATCH"):
+            # Ray's session files (sockets, spilled objects) are dead weight now;
+            # the node logs stay in the cluster dir.
+            for scratch in launched.data.get("scratch", []):
+                shutil.rmtree(scratch, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    Path(scratch).parent.rmdir()  # the cluster's dir, once all ranks are gone
+        if alive:
+            pids = ", ".join(str(p.pid) for p in alive)
+            sys.stderr.write(f"syndeo: killed unresponsive local nodes {pids}\n")
+
+    def describe(self, launched: Launched) -> str:
+        return f"node logs: {cluster_dir(launched.cluster_id)}"

@@ -1,0 +1,1 @@
+"""The Slurm target: typed settings, the sbatch script, and submit/follow/collect/cancel."""

@@ -1,0 +1,151 @@
+"""Render the sbatch script from typed settings (Jinja2 template ``templates/job.sbatch.j2``).
+
+The per-node command comes from :func:`syndeo.launcher.command.node_command`, the same
+function every target uses.  Values only known on the node at run time (rank, IP,
+scratch, attempt) are passed to it as placeholders and rendered as shell variable
+references, so the container launch line is exactly what the other targets run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from pydantic import BaseModel, ConfigDict
+
+from syndeo import __version__
+from syndeo.launcher import command
+from syndeo.launcher.targets.slurm.settings import JobShape, SlurmSettings, check_job_dir
+
+# Set per node by the script; everything else is the same on every node.
+RUNTIME_VARS = ("SYNDEO_RANK", "SYNDEO_NODE_IP", "SYNDEO_SCRATCH", "SYNDEO_ATTEMPT")
+_SENTINEL = "@@{}@@"
+_SENTINEL_RE = re.compile(r"@@([A-Z_][A-Z0-9_]*)@@")
+
+
+class SlurmJob(BaseModel):
+    """Everything the template needs; built by the target from the deploy config."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cluster_id: str
+    settings: SlurmSettings
+    shape: JobShape
+    node_env: dict[str, str]  # static SYNDEO_* variables (same on every node)
+    image: Path | None = None
+    job_dir: Path  # shared: script, log, rank-0 exit status
+    binds: list[Path] = []
+    # Node groups: one job per group; the first group's job holds rank 0 (the head).
+    group: str | None = None
+    rank_base: int = 0  # the rank of this job's first task
+    head_job: bool = True
+
+
+def shell_word(value: str) -> str:
+    """Quote ``value`` for bash; ``@@NAME@@`` placeholders become ``${NAME}`` references."""
+    if not _SENTINEL_RE.search(value):
+        return shlex.quote(value)
+    out = []
+    pos = 0
+    for m in _SENTINEL_RE.finditer(value):
+        out.append(_dq(value[pos : m.start()]))
+        out.append("${" + m.group(1) + "}")
+        pos = m.end()
+    out.append(_dq(value[pos:]))
+    return '"' + "".join(out) + '"'
+
+
+def _dq(text: str) -> str:
+    # Inside double quotes only these four are special.
+    for ch in ("\\", '"', "$", "`"):
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+def node_command_line(job: SlurmJob) -> tuple[str, list[tuple[str, str]]]:
+    """(the shell line that runs ``syndeo node``, extra exports the launch method needs)."""
+    env = {**job.node_env, **{k: _SENTINEL.format(k) for k in RUNTIME_VARS}}
+    binds = [job.settings.scratch_dir, job.job_dir, *job.binds]
+    argv, proc_env = command.node_command(job.image, env, binds)
+    if job.image is None and job.settings.python:
+        argv = [job.settings.python, *argv[1:]]
+    extra = [
+        (k, shell_word(v))
+        for k, v in sorted(proc_env.items())
+        if _exported_by_launcher(k, v, env) and k.isidentifier()
+    ]
+    return " ".join(shell_word(a) for a in argv), extra
+
+
+def _exported_by_launcher(key: str, value: str, env: Mapping[str, str]) -> bool:
+    """True for variables the launch method adds (e.g. APPTAINERENV_*), not inherited ones."""
+    if env.get(key) == value:
+        return False  # already exported by the script under the same name
+    return os.environ.get(key) != value
+
+
+def _gpu_args(job: SlurmJob) -> list[str]:
+    g = job.shape.gpus_per_node
+    if not g:
+        return []
+    if job.settings.gpu_request == "gres":
+        return [f"--gres={job.settings.gres_name}:{g}"]
+    return [f"--gpus-per-task={g}"]
+
+
+def templates() -> Environment:
+    """The job script's Jinja2 template: undefined names are errors."""
+    return Environment(
+        loader=PackageLoader("syndeo.launcher.targets.slurm", "templates"),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,  # a shell script, not HTML; values are shell-quoted explicitly
+    )
+
+
+def render(job: SlurmJob) -> str:
+    # The configured job dir was checked with the settings; this one may come from
+    # SYNDEO_HOME.  Checked here too, so no job dir reaches an #SBATCH line unchecked.
+    check_job_dir(job.job_dir)
+    line, task_env = node_command_line(job)
+    gpu = _gpu_args(job)
+    srun_extra = "".join(f" {a}" for a in gpu)
+    if job.settings.tolerate_node_loss:
+        srun_extra += " --no-kill"
+    static_env = [(k, shell_word(v)) for k, v in sorted(job.node_env.items())]
+    return (
+        templates()
+        .get_template("job.sbatch.j2")
+        .render(
+            version=__version__,
+            cluster_id=job.cluster_id,
+            s=job.settings,
+            shape=job.shape,
+            gpu_args=gpu,
+            job_dir=job.job_dir,
+            job_dir_q=shell_word(str(job.job_dir)),
+            # One shell word with Slurm's per-task values spliced in as references.
+            scratch_word=shell_word(
+                f"{job.settings.scratch_dir}/sy-@@SLURM_JOB_ID@@-@@SLURM_PROCID@@"
+            ),
+            static_env=static_env,
+            task_env=task_env,
+            node_argv=line,
+            srun_extra=srun_extra,
+            group=job.group,
+            rank_base=job.rank_base,
+            head_job=job.head_job,
+            pass_cuda=job.image is not None and job.shape.gpus_per_node > 0,
+        )
+    )
+
+
+def default_python() -> str:
+    return sys.executable

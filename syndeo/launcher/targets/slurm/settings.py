@@ -1,0 +1,143 @@
+"""Typed settings of a Slurm job: the ``[slurm]`` section of the config plus the cluster shape.
+
+Everything is checked here, before anything is submitted, so a bad value is one
+clear line instead of a job that fails in the queue minutes later.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from syndeo.core.errors import ConfigError
+from syndeo.launcher.config import one_line
+
+# SYNDEO_SCRATCH is <scratch_dir>/sy-<job id>-<rank>; node settings cap it at 40
+# characters (Ray's Unix sockets live below it), so the base must stay short.
+MAX_SCRATCH_DIR_LEN = 20
+_TIME_RE = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^\d+-\d+$|^(UNLIMITED|INFINITE)$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.+-]{1,64}$")
+# The scratch dir is part of a shell word in the script, of apptainer's --bind src:dst
+# and of Ray's socket paths: the same characters as terraform/modules/node's scratch_dir.
+_SCRATCH_RE = re.compile(r"^/[A-Za-z0-9._/-]*$")
+# sbatch itself (not bash) reads the #SBATCH lines the job dir appears in: it splits at
+# whitespace, reads quotes and backslashes its own way, stops at '#', expands '%'
+# patterns; a line break (or any control character) would end the line and start code.
+_SBATCH_UNSAFE_RE = re.compile(r"[\x00-\x20\x7f\"'\\#%]")
+
+
+def check_job_dir(path: Path, what: str = "slurm.job_dir") -> None:
+    """Refuse (one line) a job dir the script's ``#SBATCH --output`` line cannot hold."""
+    m = _SBATCH_UNSAFE_RE.search(str(path))
+    if m:
+        raise ConfigError(
+            f"{what}: {str(path)!r} holds {m.group()!r}; use a path without whitespace, "
+            "control characters, quotes, backslashes, '#' or '%' (sbatch reads it from "
+            "an #SBATCH line)"
+        )
+
+
+class SlurmSettings(BaseModel):
+    """The ``[slurm]`` config section (site and queue choices; shape comes from the top level)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    partition: str | None = None  # None = the cluster's default partition
+    time: str = "00:30:00"
+    account: str | None = None
+    qos: str | None = None
+    # How GPUs are requested: a generic resource per node, or Slurm's --gpus-per-task.
+    gpu_request: Literal["gres", "gpus-per-task"] = "gres"
+    gres_name: str = "gpu"
+    # Node-local base dir for Ray's temp files (short: Unix socket path limit).
+    scratch_dir: Path = Path("/tmp")
+    # Shared filesystem dir for job scripts, logs, rank-0 exit status.
+    job_dir: Path | None = None  # None = $SYNDEO_HOME/slurm
+    requeue: bool = False
+    # Keep the job running when a worker node fails (Ray recreates lost work).
+    tolerate_node_loss: bool = True
+    # Interface whose IPv4 address Ray uses (e.g. ib0); None = the route to the batch node.
+    interface: str | None = None
+    # Bare mode: the interpreter on the compute nodes (None = this one, shared FS assumed).
+    python: str | None = None
+    # Extra directories bound into the container (besides scratch, job dir, rendezvous, workdir).
+    binds: list[Path] = []
+    extra_sbatch: list[str] = []
+    job_name: str | None = None  # None = the cluster id (what `invoke slurm.cancel` matches)
+
+    @field_validator("partition", "account", "qos", "gres_name", "job_name")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        if v is not None and not _NAME_RE.match(v):
+            raise ValueError(f"{v!r} is not a valid Slurm name")
+        return v
+
+    @field_validator("time")
+    @classmethod
+    def _time(cls, v: str) -> str:
+        if not _TIME_RE.match(v):
+            raise ValueError(f"{v!r} is not a Slurm time limit (e.g. 30, 01:00:00, 1-12:00:00)")
+        return v
+
+    @field_validator("scratch_dir")
+    @classmethod
+    def _scratch(cls, v: Path) -> Path:
+        if not _SCRATCH_RE.match(str(v)):
+            raise ValueError(
+                f"{str(v)!r}: use an absolute path of letters, digits and . _ - / only "
+                "(it is part of a shell word, an apptainer bind and Ray's socket paths)"
+            )
+        if len(str(v)) > MAX_SCRATCH_DIR_LEN:
+            raise ValueError(
+                f"{str(v)!r} is too long: keep it <= {MAX_SCRATCH_DIR_LEN} characters "
+                "(Ray's Unix socket paths below it must fit in 107 bytes)"
+            )
+        return v
+
+    @field_validator("job_dir")
+    @classmethod
+    def _job_dir(cls, v: Path | None) -> Path | None:
+        if v is not None and not v.is_absolute():
+            raise ValueError("must be an absolute path")
+        if v is not None:
+            try:
+                check_job_dir(v, "it")
+            except ConfigError as exc:
+                raise ValueError(str(exc).removeprefix("it: ")) from None
+        return v
+
+    @field_validator("interface")
+    @classmethod
+    def _iface(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^[A-Za-z0-9_.:-]{1,15}$", v):
+            raise ValueError(f"{v!r} is not a network interface name")
+        return v
+
+    @field_validator("extra_sbatch")
+    @classmethod
+    def _extra(cls, v: list[str]) -> list[str]:
+        for arg in v:
+            if not arg.startswith("--") or "\n" in arg:
+                raise ValueError(f"{arg!r}: give long options like '--mail-type=END'")
+        return v
+
+    @classmethod
+    def parse(cls, data: dict[str, object], prefix: str = "slurm") -> SlurmSettings:
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(one_line(exc, "settings", prefix=prefix)) from None
+
+
+class JobShape(BaseModel):
+    """Size of the job, from the top-level config."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    nodes: int = Field(ge=1, le=4096)
+    cpus_per_node: int = Field(ge=1, le=1024)
+    gpus_per_node: int = Field(default=0, ge=0, le=64)
+    memory_mb_per_node: int | None = Field(default=None, ge=256)

@@ -1,0 +1,394 @@
+"""The Slurm target: render the job, ``sbatch --parsable`` it, report on it, cancel it.
+
+Every node runs the one per-node command built by ``syndeo.launcher.command.node_command``
+(see :mod:`syndeo.launcher.targets.slurm.render`).  Progress (nodes joining, running, done) and the
+result come through the rendezvous like on every target; this module adds what only
+Slurm knows: the queue state (pending and why), the job log, and why a job ended early.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from syndeo.core.errors import ClusterLeftRunning, ConfigError, ImageError, TargetError
+from syndeo.core.groups import Group
+from syndeo.launcher.config import DeployConfig
+from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
+from syndeo.launcher.state import home
+from syndeo.launcher.targets.base import Target
+from syndeo.launcher.targets.slurm import jobs
+from syndeo.launcher.targets.slurm.render import RUNTIME_VARS, SlurmJob, render
+from syndeo.launcher.targets.slurm.settings import JobShape, SlurmSettings
+from syndeo.rendezvous.file import parse_file_uri
+
+CANCEL_WAIT_S = 90.0
+_EXIT_BY_STATE = {"CANCELLED": 143, "TIMEOUT": 124, "NODE_FAIL": 1, "PREEMPTED": 143}
+_WHY = {
+    "CANCELLED": "was cancelled (scancel, or by an administrator)",
+    "TIMEOUT": "hit its time limit (raise slurm.time)",
+    "NODE_FAIL": "lost a node (the head's node failed)",
+    "PREEMPTED": "was preempted by a higher-priority job",
+    "BOOT_FAIL": "could not boot its nodes",
+    "OUT_OF_MEMORY": "ran out of memory",
+    "DEADLINE": "missed its deadline",
+}
+
+
+class SlurmTarget(Target):
+    name = "slurm"
+
+    def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
+        super().__init__(cfg, echo)
+        self.settings = SlurmSettings.parse(cfg.slurm)
+        self.group_settings = _group_settings(cfg, self.settings)
+        self._log_pos = 0
+        self._last_state = ""
+        self._head_lost = ""
+        self._group_states: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ building the job
+    def _base_dir(self) -> Path:
+        return self.settings.job_dir or home() / "slurm"
+
+    def default_rendezvous(self) -> str:
+        # On the shared filesystem every node and the login node see.
+        return (self._base_dir() / "rendezvous").as_uri()
+
+    def _job(
+        self, spec: ClusterSpec, group: Group | None = None, rank_base: int | None = None,
+        nodes: int | None = None,
+    ) -> SlurmJob:  # fmt: skip
+        """The job of the whole cluster, or (node groups) of one group's nodes."""
+        settings = self.settings if group is None else self._settings_of(group.name)
+        base = rank_base if rank_base is not None else (group.first_rank if group else 0)
+        placeholder = settings.scratch_dir / "x"
+        env = spec.node_env(base, placeholder, group=group)
+        env = {k: v for k, v in env.items() if k not in RUNTIME_VARS}
+        # Rendezvous credentials by reference, never by value: the job inherits them
+        # from the submitting environment (sbatch's default --export=ALL), and the
+        # script (on disk, in Slurm's state, in --dry-run) names them only.
+        env.update({k: f"@@{k}@@" for k in spec.passthrough_names()})
+        env["SYNDEO_TARGET"] = "slurm"
+        binds: list[Path] = [*settings.binds]
+        if spec.rendezvous.startswith("file:"):
+            binds.append(parse_file_uri(spec.rendezvous))
+        if spec.workdir is not None:
+            binds.append(spec.workdir)
+        shape = JobShape(
+            nodes=spec.nodes, cpus_per_node=spec.cpus, gpus_per_node=spec.gpus,
+            memory_mb_per_node=spec.memory_mb,
+        )  # fmt: skip
+        if group is not None:
+            shape = JobShape(
+                nodes=nodes or group.nodes, cpus_per_node=group.cpus, gpus_per_node=group.gpus,
+                memory_mb_per_node=group.memory_mb,
+            )  # fmt: skip
+        return SlurmJob(
+            cluster_id=spec.cluster_id,
+            settings=settings,
+            shape=shape,
+            node_env=env,
+            image=spec.image_for(group),
+            job_dir=self._base_dir() / "jobs" / spec.cluster_id,
+            binds=binds,
+            group=group.name if group is not None else None,
+            rank_base=base,
+            head_job=base == 0,
+        )
+
+    def _settings_of(self, group: str) -> SlurmSettings:
+        return self.group_settings.get(group, self.settings)
+
+    def _jobs(self, spec: ClusterSpec) -> list[SlurmJob]:
+        """One job per node group (the head's first), or the one job of a cluster without."""
+        if spec.layout is None:
+            return [self._job(spec)]
+        return [self._job(spec, g) for g in spec.layout.groups if g.nodes > 0]
+
+    def script(self, spec: ClusterSpec) -> str:
+        """The sbatch script(s) (what ``--dry-run`` prints)."""
+        batch = self._jobs(spec)
+        if len(batch) == 1:
+            return render(batch[0])
+        parts = []
+        for i, job in enumerate(batch, 1):
+            parts.append(
+                f"# ==== job {i} of {len(batch)}: group {job.group}, submitted as "
+                f"{job.job_dir / _script_name(job)}\n" + render(job)
+            )
+        return "\n".join(parts)
+
+    def check(self, spec: ClusterSpec) -> None:
+        """Everything that can be known to fail (image, partition, GPUs), checked before
+        the rendezvous is touched or anything is submitted."""
+        if spec.layout is None:
+            _check_image(spec.image)
+            jobs.check_partition(self.settings.partition, spec.nodes)
+            return
+        for g in spec.layout.groups:
+            if g.nodes > 0:
+                self._check_group(g, g.nodes)
+
+    def _check_group(self, g: Group, nodes: int) -> None:
+        _check_image(g.container)
+        settings = self._settings_of(g.name)
+        try:
+            jobs.check_partition(settings.partition, nodes)
+        except ConfigError as exc:
+            raise ConfigError(f"group {g.name!r}: {exc}") from None
+        if g.gpus:
+            jobs.check_partition_gpus(
+                settings.partition, settings.gres_name, g.gpus, nodes, f"group {g.name!r}"
+            )
+
+    # ------------------------------------------------------------------ the Target verbs
+    def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
+        batch = self._jobs(spec)
+        job = batch[0]
+        try:
+            job.job_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise TargetError(f"cannot create job dir {job.job_dir}: {exc.strerror}") from None
+        submitted: list[dict[str, Any]] = []
+        try:
+            for j in batch:
+                submitted.append(self._submit(j))
+        except BaseException:
+            for entry in submitted:  # all groups or none
+                with contextlib.suppress(TargetError):
+                    jobs.cancel(entry["job_id"])
+            raise
+        job_id = submitted[0]["job_id"]
+        log = job.job_dir / f"slurm-{job_id}.out"
+        data: dict[str, Any] = {"job_id": job_id, "job_dir": str(job.job_dir), "log": str(log)}
+        if spec.layout is not None:
+            # What `grow` needs to add a group's nodes later, and `stop` to end them all.
+            data.update(
+                groups=submitted, spec=spec.model_dump(mode="json"), next_rank=spec.nodes,
+                slurm=self.cfg.slurm, group_slurm={g.name: g.slurm for g in spec.layout.groups},
+            )  # fmt: skip
+        return Launched(
+            target=self.name, cluster_id=spec.cluster_id, rendezvous=spec.rendezvous,
+            started_at=spec.not_before, data=data,
+        )  # fmt: skip
+
+    def _submit(self, job: SlurmJob) -> dict[str, Any]:
+        script = job.job_dir / _script_name(job)
+        script.write_text(render(job))
+        job_id = jobs.submit(script)
+        if self.echo is not None:
+            what = f" (group {job.group}, {job.shape.nodes} node(s))" if job.group else ""
+            self.echo(
+                f"slurm: submitted job {job_id}{what}; log {job.job_dir / f'slurm-{job_id}.out'}"
+            )
+        return {
+            "group": job.group, "job_id": job_id, "rank_base": job.rank_base,
+            "nodes": job.shape.nodes,
+        }  # fmt: skip
+
+    # ------------------------------------------------------------------ growing
+    def grow(
+        self, launched: Launched, group: str, nodes: int, hosts: list[str] | None = None
+    ) -> str:
+        """Submit ``nodes`` more nodes of ``group`` that join the running head; the job id."""
+        spec, g = self._saved_group(launched, group)
+        base = int(launched.data["next_rank"])
+        self._check_group(g, nodes)
+        entry = self._submit(self._job(spec, g, rank_base=base, nodes=nodes))
+        launched.data["groups"].append(entry)
+        launched.data["next_rank"] = base + nodes
+        return str(entry["job_id"])
+
+    def shrink(self, launched: Launched, group: str, nodes: int | None = None) -> list[str]:
+        """Cancel whole jobs of ``group`` (newest first, never the head's) until ``nodes``
+        nodes are gone (default: every job of the group); the cancelled job ids."""
+        self._saved_group(launched, group)
+        entries = [
+            e for e in launched.data["groups"]
+            if e["group"] == group and e["rank_base"] != 0
+            and not jobs.job_info(e["job_id"]).finished
+        ]  # fmt: skip
+        if not entries:
+            raise ConfigError(f"group {group!r} has no running job to remove (the head stays)")
+        cancelled, removed = [], 0
+        for e in sorted(entries, key=lambda e: -int(e["rank_base"])):
+            if nodes is not None and removed >= nodes:
+                break
+            jobs.cancel(e["job_id"])
+            cancelled.append(str(e["job_id"]))
+            removed += int(e["nodes"])
+        return cancelled
+
+    def _saved_group(self, launched: Launched, group: str) -> tuple[ClusterSpec, Group]:
+        spec, g = saved_group(launched, group)
+        # The group's Slurm settings as they were at `up` (this process has no config).
+        self.settings = SlurmSettings.parse(launched.data["slurm"])
+        self.group_settings[group] = SlurmSettings.parse(
+            {**launched.data["slurm"], **launched.data["group_slurm"].get(group, {})},
+            prefix=f"groups.{group}.slurm",
+        )
+        return spec, g
+
+    def poll(self, launched: Launched) -> int | None:
+        job_id = launched.data["job_id"]
+        try:
+            info = jobs.job_info(job_id, on_retry=self._say)
+        except jobs.SlurmUnreachable as exc:
+            # Not seeing the job says nothing about the job: it keeps running and must
+            # never be cancelled for our blindness.  ``stop`` reads this mark.
+            launched.data["unobserved"] = True
+            raise ClusterLeftRunning(
+                f"lost contact with Slurm ({exc}); job {job_id} was left running: follow it "
+                f"with `squeue -j {job_id}` and its log {launched.data['log']} (results land "
+                f"in the rendezvous {launched.rendezvous}), cancel it with `scancel {job_id}`"
+            ) from None
+        # A requeued job is a new attempt with its own rendezvous scope: tell the follower.
+        launched.data["attempt"] = info.restarts
+        self._report(info, launched)
+        if info.state == "RUNNING" and info.batch_host and jobs.node_down(info.batch_host):
+            # With --no-kill Slurm keeps a job whose batch host (rank 0, the head) died
+            # RUNNING until its time limit: nothing can finish it any more, so end it.
+            self._head_lost = info.batch_host
+            jobs.cancel(info.job_id)
+            return 1
+        if not info.finished:
+            return None
+        return _exit_code(info, Path(launched.data["job_dir"]))
+
+    def stop(self, launched: Launched) -> None:
+        # Node groups: every group's job (grown ones too), the head's first.
+        ids = [str(e["job_id"]) for e in launched.data.get("groups", [])] or [
+            launched.data["job_id"]
+        ]
+        if launched.data.get("unobserved"):
+            listed = " ".join(ids)
+            self._say(f"slurm: job(s) {listed} left running (not cancelled): `scancel {listed}`")
+            return
+        running = [j for j in ids if not jobs.job_info(j, on_retry=self._say).finished]
+        for job_id in running:
+            jobs.cancel(job_id)
+        # proctrack/cgroup ends every process of the job (daemonised ones too);
+        # wait until Slurm says so, so "stopped" means nothing is left.
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        delay = 0.1
+        while running and time.monotonic() < deadline:
+            running = [j for j in running if not jobs.job_info(j).finished]
+            if running:
+                time.sleep(delay)
+                delay = min(delay * 1.5, 1.0)
+
+    def describe(self, launched: Launched) -> str:
+        try:
+            info = jobs.job_info(launched.data["job_id"], deadline_s=30.0)
+        except jobs.SlurmUnreachable as exc:
+            return f"Slurm job {launched.data['job_id']}: {exc}; log: {launched.data['log']}"
+        why = _WHY.get(info.state)
+        if self._head_lost:
+            why = f"lost its head node {self._head_lost} (rank 0) and was cancelled"
+        if why is None:
+            why = f"ended {info.state}" + (
+                f" ({info.reason})" if info.reason not in ("", "None") else ""
+            )
+        tail = _error_tail(Path(launched.data["log"]))
+        return f"Slurm job {info.job_id} {why}; log: {launched.data['log']}" + (
+            f"; last error: {tail}" if tail else ""
+        )
+
+    # ------------------------------------------------------------------ progress
+    def _say(self, line: str) -> None:
+        if self.echo is not None:
+            self.echo(f"slurm: {line}" if not line.startswith("slurm: ") else line)
+
+    def _report(self, info: jobs.JobInfo, launched: Launched) -> None:
+        if self.echo is None:
+            return
+        state = f"{info.state}:{info.reason}:{info.restarts}"
+        if state != self._last_state:
+            self._last_state = state
+            if info.state == "PENDING":
+                why = f" ({info.reason})" if info.reason not in ("", "None") else ""
+                self.echo(f"slurm: job {info.job_id} pending{why}")
+            elif info.state == "RUNNING":
+                self.echo(f"slurm: job {info.job_id} running on {info.nodes}")
+            elif info.restarts and info.state != "COMPLETED":
+                self.echo(f"slurm: job {info.job_id} {info.state} (attempt {info.restarts})")
+        for line in self._new_log_lines(Path(launched.data["log"])):
+            if _relevant(line):
+                self.echo(line)
+        for entry in launched.data.get("groups", [])[1:]:
+            # Other groups' jobs queue on their own: say when each starts or ends.
+            with contextlib.suppress(jobs.SlurmUnreachable):
+                g = jobs.job_info(entry["job_id"], deadline_s=5.0)
+                if self._group_states.get(g.job_id) != g.state:
+                    self._group_states[g.job_id] = g.state
+                    self.echo(f"slurm: group {entry['group']} job {g.job_id} {g.state.lower()}")
+
+    def _new_log_lines(self, log: Path) -> list[str]:
+        try:
+            with log.open("rb") as fh:
+                fh.seek(self._log_pos)
+                chunk = fh.read()
+        except OSError:
+            return []
+        end = chunk.rfind(b"\n") + 1  # only whole lines; the rest next time
+        self._log_pos += end
+        return chunk[:end].decode(errors="replace").splitlines()
+
+
+def _script_name(job: SlurmJob) -> str:
+    if job.group is None:
+        return "job.sbatch"
+    return f"job-{job.group}-r{job.rank_base}.sbatch"
+
+
+def _check_image(image: Path | None) -> None:
+    if image is not None and not image.is_file():
+        raise ImageError(f"container image not found: {image} (build it with `invoke image`)")
+
+
+def _group_settings(cfg: DeployConfig, top: SlurmSettings) -> dict[str, SlurmSettings]:
+    """Each group's [slurm] settings: the section with the group's own keys on top."""
+    if cfg.layout is None:
+        return {}
+    if top.requeue:
+        raise ConfigError(
+            "slurm.requeue cannot be used with [[groups]]: each group is its own job, and a "
+            "requeued head would start an attempt the other groups never join"
+        )
+    out = {}
+    for g in cfg.layout.groups:
+        for key in ("job_dir", "requeue"):
+            if key in g.slurm:
+                raise ConfigError(f"groups.{g.name}.slurm.{key}: set it once, in [slurm]")
+        out[g.name] = SlurmSettings.parse({**cfg.slurm, **g.slurm}, prefix=f"groups.{g.name}.slurm")
+    return out
+
+
+def _relevant(line: str) -> bool:
+    # Rank 0 (head + workload output), and anything that looks like a failure.
+    return line.startswith("0: ") or "syndeo" in line or "rror" in line or "FATAL" in line
+
+
+def _error_tail(log: Path) -> str:
+    with contextlib.suppress(OSError):
+        lines = log.read_text(errors="replace").splitlines()
+        bad = [ln for ln in lines if "rror" in ln or "FATAL" in ln or "syndeo:" in ln]
+        if bad:
+            return bad[-1].strip()[:300]
+    return ""
+
+
+def _exit_code(info: jobs.JobInfo, job_dir: Path) -> int:
+    if info.state == "COMPLETED":
+        return info.exit_code
+    if info.state == "UNKNOWN":
+        # Forgotten by the controller: rank 0's own record still says how it ended.
+        rcs = sorted(job_dir.glob("rank0.a*.rc"))
+        with contextlib.suppress(OSError, ValueError):
+            return int(rcs[-1].read_text().strip()) if rcs else 1
+        return 1
+    return info.exit_code or _EXIT_BY_STATE.get(info.state, 1)

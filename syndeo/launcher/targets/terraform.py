@@ -1,0 +1,360 @@
+"""The one Terraform-backed target: machines come from a Terraform root module.
+
+A VM target (ssh, aws, gcp, azure) is a module under ``terraform/`` plus a subclass
+that names it and adds its machine variables (:meth:`TerraformTarget.machine_vars`).  The
+node environment, cloud-init and start/stop commands are rendered by
+``terraform/modules/node`` -- never here -- from the cluster settings this class
+passes as tfvars; the machines then run the same ``syndeo node`` as every target.
+
+Verbs: ``script`` prints the tfvars and the terraform commands; ``launch`` runs
+init + apply (and destroy if apply fails or is interrupted); ``poll`` reads the
+head's "done" record; ``stop`` destroys.  State stays in the cluster's own dir.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from abc import abstractmethod
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+from syndeo.core.errors import ConfigError, TargetError
+from syndeo.core.groups import Group, Layout
+from syndeo.launcher.config import DeployConfig
+from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
+from syndeo.launcher.state import cluster_dir, save_launched
+from syndeo.launcher.targets.base import Target
+from syndeo.launcher.targets.tfexec import Terraform, TerraformError, Workspace
+from syndeo.rendezvous import Rendezvous, open_rendezvous, passthrough_env
+
+# After launch, how long machines may take to boot before a missing head counts
+# as a failure (added to the join timeout).
+BOOT_GRACE_S = 600.0
+# A head refreshes its status record every 2 s while it lives (syndeo.node.workload); one
+# whose record stands still this long, on the launcher's own clock, has vanished
+# with its machine (terminated, powered off) and will never record "done".
+HEAD_SILENT_S = 45.0
+
+
+def terraform_root() -> Path:
+    """``terraform/`` of this checkout, or ``$SYNDEO_TERRAFORM_DIR``."""
+    env = os.environ.get("SYNDEO_TERRAFORM_DIR")
+    root = Path(env) if env else Path(__file__).resolve().parents[3] / "terraform"
+    if not (root / "modules" / "node").is_dir():
+        raise TargetError(
+            f"Terraform modules not found at {root}: run from a syndeo checkout or set "
+            "SYNDEO_TERRAFORM_DIR to its terraform/ directory"
+        )
+    return root
+
+
+@contextlib.contextmanager
+def signals_ignored() -> Iterator[None]:
+    """Teardown is not interrupted by a second Ctrl-C or a TERM."""
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    for s in old:
+        signal.signal(s, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+class TerraformTarget(Target):
+    """Machines from ``terraform/<module>``; subclasses add their machine variables."""
+
+    module: ClassVar[str]
+    # Whether nodes may receive the launcher's credentials for the rendezvous
+    # (hosts without an instance identity) or only endpoints (clouds).
+    forward_credentials: ClassVar[bool] = False
+
+    def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
+        super().__init__(cfg, echo)
+        if cfg.layout is not None:
+            for g in cfg.layout.groups:
+                if g.container != cfg.container:
+                    # One image per cluster: the ssh module uploads one SIF, a cloud
+                    # image bakes one.
+                    raise ConfigError(
+                        f"group {g.name!r}: a container of its own is not supported on the "
+                        f"{self.name} target (one image per cluster there): remove its "
+                        "container setting"
+                    )
+        self.module_dir = terraform_root() / self.module
+        self._rdv: tuple[tuple[str, str], Rendezvous] | None = None
+
+    # ------------------------------------------------------------------ per target
+    @abstractmethod
+    def machine_vars(self, spec: ClusterSpec) -> dict[str, Any]:
+        """This target's variables (hosts, instance type, region, …), checked locally."""
+
+    def prepare(self, spec: ClusterSpec) -> None:
+        """Write local files the module reads (launch only; a dry run writes nothing)."""
+
+    def rendezvous_env(self, spec: ClusterSpec) -> dict[str, str]:
+        """Settings (no secrets) by which the launcher found the rendezvous, which a new
+        shell may lack (``down``, ``grow``); restored by
+        :func:`syndeo.launcher.state.load_launched`."""
+        return {}
+
+    def machine_summary(self, spec: ClusterSpec) -> dict[str, Any]:
+        """What deploy.json records about the machines (cost comparison input)."""
+        return {"provider": self.name, "count": spec.nodes}
+
+    # ------------------------------------------------------------------ shared
+    def _forwarded(self, spec: ClusterSpec) -> dict[str, str]:
+        env = passthrough_env(spec.rendezvous)
+        if not self.forward_credentials:
+            env = {k: v for k, v in env.items() if "ENDPOINT" in k or k.endswith(("_HOST", "_URL"))}
+        return env
+
+    def tfvars(self, spec: ClusterSpec) -> dict[str, Any]:
+        """The cluster settings as the node module's variables, plus the machines'."""
+        common: dict[str, Any] = {
+            "cluster_name": spec.cluster_id, "node_count": spec.nodes,
+            "rendezvous": spec.rendezvous, "cpus_per_node": spec.cpus,
+            "gpus_per_node": spec.gpus, "memory_mb_per_node": spec.memory_mb,
+            "object_store_mb_per_node": spec.object_store_mb,
+            "join_timeout_s": spec.join_timeout, "run": spec.run,
+            "not_before": spec.not_before, "extra_env": self._forwarded(spec),
+            "groups": group_vars(spec.layout), "dashboard": spec.dashboard,
+        }  # fmt: skip
+        return {**common, **self.machine_vars(spec)}
+
+    def check(self, spec: ClusterSpec) -> None:
+        self.tfvars(spec)
+        self.machine_summary(spec)
+
+    def _workspace(self, cluster_id: str, base: Path | None = None) -> Workspace:
+        return Workspace(self.module_dir, (base or cluster_dir(cluster_id)) / "terraform")
+
+    def script(self, spec: ClusterSpec) -> str:
+        # A dry run writes nothing and needs no credentials: name the files only.
+        ws = self._workspace(spec.cluster_id, base=Path("~/.syndeo/clusters") / spec.cluster_id)
+        tfvars = self.tfvars(spec)
+        shown = {k: ("<forwarded: " + ", ".join(sorted(v)) + ">" if k == "extra_env" and v else v)
+                 for k, v in tfvars.items()}  # fmt: skip
+        tf = Terraform(ws)
+        lines = [
+            f"# syndeo {self.name} cluster {spec.cluster_id}: {spec.nodes} node(s) from "
+            f"{self.module_dir}",
+            f"# {ws.tfvars}:",
+            *("#   " + ln for ln in json.dumps(shown, indent=2, sort_keys=True).splitlines()),
+            *tf.commands(),
+        ]
+        return "\n".join(lines) + "\n"
+
+    def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
+        ws = self._workspace(spec.cluster_id)
+        tf = Terraform(ws, echo=self.echo)
+        launched = Launched(
+            target=self.name, cluster_id=spec.cluster_id, rendezvous=spec.rendezvous,
+            started_at=spec.not_before,
+            data={
+                "module_dir": str(ws.module_dir), "workspace": str(ws.cluster_dir),
+                "join_timeout": spec.join_timeout, "machines": self.machine_summary(spec),
+                "apply_started": time.time(),
+            },
+        )  # fmt: skip
+        if spec.layout is not None:
+            launched.data["spec"] = spec.model_dump(mode="json")  # what grow/shrink need later
+        # `down` from another shell must know that destroy takes the bucket with it,
+        # and how to find the store at all.
+        launched.data["owns_rendezvous"] = self.creates_rendezvous(spec.rendezvous)
+        launched.data["rendezvous_env"] = self.rendezvous_env(spec)
+        self.prepare(spec)  # local files, and what only the cloud can tell (image, types)
+        tfvars = self.tfvars(spec)
+        tf.write_vars(tfvars)
+        # From here on something may exist: a launcher killed now (SIGKILL, a lost
+        # laptop) leaves `invoke down --cluster-id ID` what it needs to remove it.
+        save_launched(launched)
+        try:
+            tf.init()
+            tf.apply()
+            launched.data["outputs"] = tf.output()
+        except BaseException:
+            self._destroy(tf, launched)
+            raise
+        return launched
+
+    def _rendezvous(self, launched: Launched) -> Rendezvous:
+        # One client per cluster: poll runs every second or so.
+        key = (launched.rendezvous, launched.cluster_id)
+        if self._rdv is None or self._rdv[0] != key:
+            self._rdv = (key, open_rendezvous(launched.rendezvous, launched.cluster_id, 0))
+        return self._rdv[1]
+
+    def poll(self, launched: Launched) -> int | None:
+        rdv = self._rendezvous(launched)
+        done = rdv.read_done()
+        if done is not None:
+            return done.exit_code
+        failed = rdv.read_logs()
+        if 0 in failed:
+            launched.data["head_failure"] = failed[0]
+            return 1
+        deadline = launched.started_at + float(launched.data["join_timeout"]) + BOOT_GRACE_S
+        if rdv.read_head() is None:
+            if time.time() > deadline:
+                launched.data["head_failure"] = "no head was published before the deadline"
+                return 1
+            return None
+        return self._head_silent(launched, rdv)
+
+    def _head_silent(self, launched: Launched, rdv: Rendezvous) -> int | None:
+        """1 once a published head's status has stood still for HEAD_SILENT_S (measured
+        on this machine's clock, so no clock skew between it and the head matters)."""
+        st = rdv.read_status()
+        stamp = st.updated_at if st is not None else None
+        seen = launched.data.get("head_seen")
+        now = time.time()
+        if seen is None or seen[0] != stamp:
+            launched.data["head_seen"] = [stamp, now]
+            return None
+        if now - float(seen[1]) < HEAD_SILENT_S:
+            return None
+        launched.data["head_failure"] = (
+            f"the head vanished: no sign of it for {now - float(seen[1]):.0f} s and no "
+            "done record (its machine was stopped, terminated or lost)"
+        )
+        return 1
+
+    def stop(self, launched: Launched) -> None:
+        ws = Workspace(Path(launched.data["module_dir"]), Path(launched.data["workspace"]))
+        self._destroy(Terraform(ws, echo=self.echo), launched)
+
+    def _destroy(self, tf: Terraform, launched: Launched) -> None:
+        if launched.data.get("destroyed"):
+            return
+        if self.echo is not None:
+            self.echo(f"{self.name}: destroying cluster {launched.cluster_id} (terraform destroy)")
+        with signals_ignored():
+            try:
+                tf.destroy()
+            except TerraformError as exc:
+                left = tf.resources()
+                raise TargetError(
+                    f"{exc}; may still exist: {', '.join(left) or 'unknown (see the log)'}; "
+                    f"remove with: invoke down --cluster-id {launched.cluster_id}"
+                ) from None
+        launched.data["destroyed"] = True
+        left = self.leaks(launched)
+        if left:
+            raise TargetError(
+                f"{self.name}: destroy of cluster {launched.cluster_id} left {', '.join(left)}: "
+                "remove them by hand (they may cost money)"
+            )
+        # Nothing left to manage: drop the workspace (its tfvars may hold credentials,
+        # its .terraform a linked provider); the log stays for whoever reads it.
+        tf.ws.forget()
+        started = float(launched.data.get("apply_started", time.time()))
+        machines = launched.data.get("machines", {})
+        # Billing runs from creation to destruction, boot and teardown included.
+        machines["instance_seconds"] = round((time.time() - started) * machines.get("count", 0), 1)
+
+    def leaks(self, launched: Launched) -> list[str]:
+        """What of the cluster still exists after a destroy (asked of the cloud, not of
+        Terraform's state); empty where the target cannot ask."""
+        return []
+
+    # ------------------------------------------------------------------ growing
+    # The cluster's tfvars are the record of what runs: grow adds entries to the
+    # module's `grown` and applies (Terraform creates only those nodes), shrink removes
+    # some and applies (Terraform destroys only those), down destroys them with the rest.
+    grows: ClassVar[bool] = False  # whether terraform/<module> takes var.grown
+
+    def grown_nodes(
+        self, launched: Launched, tfvars: dict[str, Any], group: Group, ranks: list[int],
+        hosts: list[str],
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        """The module's ``grown`` entries for new nodes of ``group`` at ``ranks``."""
+        return [{"rank": rank, "group": group.name} for rank in ranks]
+
+    def _saved_vars(self, launched: Launched) -> tuple[Terraform, dict[str, Any]]:
+        ws = Workspace(Path(launched.data["module_dir"]), Path(launched.data["workspace"]))
+        return Terraform(ws, echo=self.echo), json.loads(ws.tfvars.read_text())
+
+    def grow(
+        self, launched: Launched, group: str, nodes: int, hosts: list[str] | None = None
+    ) -> str:
+        if not self.grows:
+            return super().grow(launched, group, nodes, hosts)
+        spec, g = saved_group(launched, group)
+        tf, tfvars = self._saved_vars(launched)
+        grown = list(tfvars.get("grown", []))
+        # Ranks are never reused: a removed node's records must not be taken for a new one's.
+        first = max([spec.nodes - 1, launched.data.get("last_rank", 0),
+                     *(e["rank"] for e in grown)]) + 1  # fmt: skip
+        added = self.grown_nodes(
+            launched, tfvars, g, list(range(first, first + nodes)), list(hosts or [])
+        )
+        tf.write_vars({**tfvars, "grown": grown + added})
+        try:
+            tf.apply()
+        except BaseException:
+            # Back to what ran before: Terraform removes whatever of the new nodes exists.
+            tf.write_vars(tfvars)
+            with signals_ignored():
+                tf.apply()
+            raise
+        launched.data["last_rank"] = first + nodes - 1
+        return ", ".join(_where(e) for e in added)
+
+    def shrink(self, launched: Launched, group: str, nodes: int | None = None) -> list[str]:
+        if not self.grows:
+            return super().shrink(launched, group, nodes)
+        saved_group(launched, group)
+        tf, tfvars = self._saved_vars(launched)
+        grown = list(tfvars.get("grown", []))
+        going = [e for e in reversed(grown) if e["group"] == group]
+        if nodes is not None:
+            going = going[:nodes]
+        if not going:
+            raise ConfigError(f"group {group!r} has no added node to remove (grow adds them)")
+        ranks = {e["rank"] for e in going}
+        tf.write_vars({**tfvars, "grown": [e for e in grown if e["rank"] not in ranks]})
+        with signals_ignored():
+            tf.apply()  # Terraform destroys exactly those nodes
+        return [_where(e) for e in going]
+
+    def describe(self, launched: Launched) -> str:
+        parts = []
+        if launched.data.get("head_failure"):
+            parts.append(f"head: {launched.data['head_failure']}")
+        with contextlib.suppress(Exception):
+            for rank, tail in sorted(self._rendezvous(launched).read_logs().items()):
+                if rank != 0:
+                    parts.append(f"rank {rank}: {tail}")
+        parts.append(f"terraform log: {launched.data.get('workspace', '?')}/terraform.log")
+        return "; ".join(parts)
+
+    def summary(self, launched: Launched) -> dict[str, Any]:
+        return {"machines": launched.data.get("machines", {})}
+
+
+def _where(entry: dict[str, Any]) -> str:
+    return f"rank {entry['rank']}" + (f" on {entry['host']}" if entry.get("host") else "")
+
+
+def group_vars(layout: Layout | None) -> list[dict[str, Any]]:
+    """The node module's ``groups`` variable: every shape resolved, in rank order."""
+    if layout is None:
+        return []
+    return [
+        {"name": g.name, "nodes": g.nodes, "cpus": g.cpus, "gpus": g.gpus,
+         "memory_mb": g.memory_mb, "min_nodes": g.min_nodes}
+        for g in layout.groups
+    ]  # fmt: skip
+
+
+def require(section: dict[str, Any], key: str, target: str, hint: str) -> Any:
+    value = section.get(key)
+    if value in (None, "", []):
+        raise ConfigError(f"{target}: {key} is required ({hint})")
+    return value

@@ -1,0 +1,261 @@
+"""``syndeo node``: the one command every target ends in.
+
+Rank 0 starts the Ray head, publishes its address and a fresh auth token to the
+rendezvous, waits (with a deadline) until every expected node has joined, runs the
+workload and turns its exit status into the node's.  Other ranks wait for the
+head record, join, and leave when the head says it is done.  Nothing here knows
+which target started it: only :class:`~syndeo.core.nodeconfig.NodeSettings`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
+
+from syndeo import __version__
+from syndeo.core.errors import NodeError, RendezvousDenied, SyndeoError
+from syndeo.core.nodeconfig import NodeSettings
+from syndeo.core.securedir import secure_dir, write_private
+from syndeo.core.timeline import Timeline
+from syndeo.node.leaving import gcs_reachable, wait_until_done
+from syndeo.node.raynode import RayProcess, client_server_port
+from syndeo.node.workload import Monitor, run_workload
+from syndeo.rendezvous import HeadRecord, NodeRecord, Rendezvous, open_rendezvous
+
+RAY_START_TIMEOUT_S = 120.0
+
+
+class Terminated(BaseException):
+    """SIGTERM/SIGINT arrived: unwind through every ``finally`` and tear down."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum: int, _frame: FrameType | None) -> None:
+    # Ignore repeats so that teardown itself is not interrupted.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
+def log(settings: NodeSettings, msg: str) -> None:
+    print(f"[syndeo {settings.cluster_id} r{settings.rank}] {msg}", file=sys.stderr, flush=True)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    # O_NOFOLLOW|O_EXCL: never through a link another user planted (see securedir).
+    write_private(path, data)
+
+
+@contextlib.contextmanager
+def _ray(proc: RayProcess, tl: Timeline) -> Iterator[RayProcess]:
+    tl.mark("ray_start")
+    proc.start()
+    try:
+        yield proc
+    finally:
+        # Already stopping: a TERM now (a launcher stopping every node at once) must
+        # not cut this node's teardown short.
+        old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            proc.stop()
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+
+
+def _leave_timeline(s: NodeSettings, rdv: Rendezvous, tl: Timeline, ray_proc: RayProcess) -> None:
+    # Diagnostics only: a store that cannot take it costs nothing else.
+    tl.update(ray_proc.phases())
+    with contextlib.suppress(Exception):
+        rdv.put_timeline(s.rank, tl.as_dict())
+
+
+def run_head(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
+    token = secrets.token_urlsafe(32)
+    token_path = s.scratch / "token"
+    _write_private(token_path, token.encode())
+    rdv.cleanup_earlier_attempts()
+    t0 = time.monotonic()
+    with _ray(RayProcess(s, token_path, head_address=None), tl) as ray_proc:
+        # Published as soon as the GCS takes connections: workers join while the
+        # head's raylet and agents are still starting.
+        address = ray_proc.wait_gcs_address(RAY_START_TIMEOUT_S)
+        tl.mark("gcs_reachable")
+        ip, port = address.rsplit(":", 1)
+        # Secret first: a worker that sees the head record can fetch the token at once.
+        rdv.put_secret("token", token.encode())
+        rdv.publish_head(
+            HeadRecord(
+                cluster_id=s.cluster_id, attempt=s.attempt, ip=ip, gcs_port=int(port),
+                ray_version=_ray_version(), syndeo_version=__version__,
+                nonce=secrets.token_hex(8), created_at=time.time(), hostname=socket.gethostname(),
+            )
+        )  # fmt: skip
+        tl.mark("published")
+        log(s, f"head GCS up at {address} after {time.monotonic() - t0:.1f} s: published")
+        monitor = Monitor(s, rdv, address, token_path, ray_proc)
+        exit_code, message = 1, "head failed"
+        try:
+            full = ray_proc.wait_head_address(RAY_START_TIMEOUT_S)
+            if full != address:
+                raise NodeError(f"Ray head came up at {full}, not at the published {address}")
+            monitor.connect()
+            tl.mark("driver_connected")
+            log(s, f"head up at {address} after {time.monotonic() - t0:.1f} s")
+            # ray.init installs its own SIGTERM handler; ours must win so that a
+            # scancel/Ctrl-C unwinds through teardown and records why.
+            signal.signal(signal.SIGTERM, _on_signal)
+            signal.signal(signal.SIGINT, _on_signal)
+            monitor.wait_for_nodes(s.join_timeout)
+            tl.mark("all_joined")
+            tl.update({f"joined.{r}": t for r, t in monitor.first_seen.items()})
+            _leave_timeline(s, rdv, tl, ray_proc)
+            log(s, f"all {s.nodes} nodes joined after {time.monotonic() - t0:.1f} s")
+            exit_code, message = run_workload(s, monitor, address, token_path)
+        except Terminated as t:
+            exit_code, message = 128 + t.signum, "terminated by signal"
+            raise
+        except SyndeoError as exc:
+            exit_code, message = exc.exit_code, str(exc)
+            raise
+        finally:
+            monitor.finish(exit_code, message)
+        return exit_code
+
+
+def run_worker(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
+    head = rdv.wait_for_head(s.join_timeout, not_before=s.not_before)
+    tl.mark("head_seen")
+    token = rdv.get_secret("token")
+    if token is None:
+        raise NodeError(f"head of {s.cluster_id!r} published no auth token")
+    token_path = s.scratch / "token"
+    _write_private(token_path, token)
+    with _ray(RayProcess(s, token_path, head_address=head.address), tl) as ray_proc:
+        try:
+            if not ray_proc.wait_started(s.join_timeout, _over(rdv, head.address)):
+                # A short run can end while this node is still starting: Ray would
+                # only give up on the gone head after its own 30 s start-up timeout.
+                log(s, "head is done before this node finished starting; leaving")
+                return 0
+            rdv.register_node(
+                NodeRecord(
+                    cluster_id=s.cluster_id, rank=s.rank, hostname=socket.gethostname(),
+                    ip=s.node_ip or "", pid=os.getpid(), joined_at=time.time(),
+                )
+            )  # fmt: skip
+            tl.mark("registered")
+        finally:
+            # Also when the run ends before this node has seen itself start (the head
+            # counts a node once its raylet registers, a moment before that).
+            _leave_timeline(s, rdv, tl, ray_proc)
+        log(s, f"joined head {head.address}")
+        # Joined: from here on Ray says whether the head is there, and the store is
+        # read rarely (and may be down for minutes without taking this node out).
+        done = wait_until_done(
+            rdv, ray_proc.alive, lambda: gcs_reachable(head.address), lambda m: log(s, m)
+        )
+        if done is not None:
+            log(s, "head is done; leaving")
+            return 0
+        if not ray_proc.alive():
+            raise NodeError(
+                f"Ray on rank {s.rank} exited (head {head.address} gone or refused us): "
+                f"{ray_proc.log_tail()}"
+            )
+        raise NodeError(
+            f"head {head.address} is gone (its GCS refuses connections) and left no done record"
+        )
+
+
+def _over(rdv: Rendezvous, head_address: str) -> Callable[[], bool]:
+    """A check, at most once a second, that the run is over: the head's GCS refuses
+    connections (a TCP connect) and then the done record says so (one store read)."""
+    next_check = time.monotonic() + 1.0
+
+    def over() -> bool:
+        nonlocal next_check
+        if time.monotonic() < next_check:
+            return False
+        next_check = time.monotonic() + 1.0
+        try:
+            return not gcs_reachable(head_address, 1.0) and rdv.read_done() is not None
+        except SyndeoError:  # the store is out: not a reason to stop starting
+            return False
+
+    return over
+
+
+def _ray_version() -> str:
+    from importlib.metadata import version
+
+    return version("ray")
+
+
+def _first_check(rdv: Rendezvous, s: NodeSettings) -> Rendezvous:
+    """The store, reached once before anything else -- waiting out a refusal for up to
+    the join timeout: on a machine that just booted, a cloud role binding (GCP, Azure:
+    effective some time after the apply returns) or the instance credentials (EC2's
+    metadata service at first boot) may not be there yet.  Any other failure (a
+    missing bucket, a bad URI) is final at once."""
+    deadline = time.monotonic() + s.join_timeout
+    delay = 1.0
+    while True:
+        try:
+            rdv.check()
+            return rdv
+        except RendezvousDenied as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            if delay == 1.0:
+                log(s, f"{exc}: retrying for up to {s.join_timeout:.0f} s (new machine)")
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+            # A new client: an SDK resolves its credentials once, when the client is made.
+            rdv = open_rendezvous(s.rendezvous, s.cluster_id, s.attempt)
+
+
+def main(env: dict[str, str] | None = None) -> int:
+    tl = Timeline()
+    tl.mark("main")
+    settings = NodeSettings.from_env(env)
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    # Ours and private, or refused: the token and Ray's sockets go in here.  From the
+    # base the launcher named: a start script's `mkdir -p` may have made the levels
+    # above ours inside a directory another user planted, and only a check of every
+    # level from the base down sees that.
+    secure_dir(settings.scratch, base=settings.scratch_base)
+    rdv = open_rendezvous(settings.rendezvous, settings.cluster_id, settings.attempt)
+    rdv = _first_check(rdv, settings)
+    tl.mark("rendezvous_ok")
+    try:
+        if settings.is_head:
+            return run_head(settings, rdv, tl)
+        return run_worker(settings, rdv, tl)
+    except Terminated as t:
+        log(settings, f"stopped by signal {t.signum}")
+        return 128 + t.signum
+    except Exception as exc:
+        # Never silent: the launcher may have no other way to see this node's log.
+        why = str(exc) if isinstance(exc, SyndeoError) else f"{type(exc).__name__}: {exc}"
+        with contextlib.suppress(Exception):
+            rdv.put_log(settings.rank, f"{socket.gethostname()}: {why}")
+        raise
+    finally:
+        # The token never outlives the node on disk (tokens do not expire).
+        (settings.scratch / "token").unlink(missing_ok=True)
+
+
+__all__ = ["client_server_port", "main"]

@@ -1,0 +1,307 @@
+"""Start and stop this node's Ray processes, and only this node's.
+
+Ray runs as ``ray start --block``, a child of ``syndeo node`` in its own process
+group, because a daemonised Ray does not survive ``apptainer exec`` and because
+it lets teardown find exactly our processes (never ``ray stop``, which kills
+every Ray of every user's job on the machine).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import psutil
+
+from syndeo.core import gpus
+from syndeo.core.errors import NodeError
+from syndeo.core.nodeconfig import NodeSettings
+from syndeo.core.processes import wait_gone
+from syndeo.core.timeline import RAY_STARTED_LINE, ray_phases
+
+# Every port is chosen by the OS (0) except Ray's client server, whose CLI insists
+# on a fixed port: derive it from the cluster id so two clusters on one machine
+# differ (and publish it with the head record).
+CLIENT_PORT_BASE, CLIENT_PORT_SPAN = 20000, 10000
+# A started raylet exits within ~0.2 s of TERM (telling the GCS it leaves); a Ray
+# process still starting up (a node stopped while joining) may sit on TERM for
+# seconds.  What has not exited after this is KILLed: nothing of theirs is worth
+# waiting for at teardown.
+STOP_GRACE_S = 1.0
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+T = TypeVar("T")
+
+
+def client_server_port(cluster_id: str) -> int:
+    return CLIENT_PORT_BASE + zlib.crc32(cluster_id.encode()) % CLIENT_PORT_SPAN
+
+
+def ray_cli() -> list[str]:
+    # The `ray` script next to this interpreter, so a venv/container's Ray is used.
+    cand = Path(sys.executable).with_name("ray")
+    return [str(cand)] if cand.exists() else [sys.executable, "-m", "ray.scripts.scripts"]
+
+
+HEALTH_CHECK = {
+    "RAY_health_check_period_ms": "2000",
+    "RAY_health_check_timeout_ms": "2000",
+    "RAY_health_check_failure_threshold": "5",
+}
+
+
+class RayProcess:
+    """One ``ray start --block`` child and everything it spawns."""
+
+    def __init__(self, settings: NodeSettings, token_path: Path, head_address: str | None) -> None:
+        self.settings = settings
+        self.temp_dir = settings.scratch / "r"
+        self.log_path = settings.scratch / ("ray-head.log" if head_address is None else "ray.log")
+        self.head_address = head_address
+        self.env = {
+            **os.environ,
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": str(token_path),
+            # Ray would otherwise phone home and open a usage-stats prompt.
+            "RAY_USAGE_STATS_ENABLED": "0",
+        }
+        self.env.pop("RAY_AUTH_TOKEN", None)  # the file is the only source of the token
+        # The GCS (on the head) health-checks every node.  Ray's defaults (10 s timeout,
+        # 5 failures) notice a machine that vanished -- powered off, spot-terminated:
+        # no reply, no reset -- only after ~50 s; these within ~20 s.  A user's own
+        # RAY_health_check_* settings win.
+        for name, value in HEALTH_CHECK.items():
+            self.env.setdefault(name, value)
+        visible = gpus.node_devices(settings.gpus, self.env)  # the one GPU rule (gpus.py)
+        if visible is not None:
+            self.env[gpus.VISIBLE] = visible
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started_at = 0.0
+        self._log_offset = 0
+
+    def _args(self) -> list[str]:
+        s = self.settings
+        labels = {"syndeo-cluster": s.cluster_id, "syndeo-rank": str(s.rank)}
+        if s.group is not None:
+            # User code places work with Ray's own API: label_selector={"syndeo-group": …}.
+            labels["syndeo-group"] = s.group
+        args = [
+            *ray_cli(), "start", "--block",
+            f"--temp-dir={self.temp_dir}",
+            f"--num-cpus={s.cpus}", f"--num-gpus={s.gpus}",
+            f"--labels={json.dumps(labels)}",
+            "--dashboard-agent-listen-port=0", "--dashboard-agent-grpc-port=0",
+            "--runtime-env-agent-port=0", "--metrics-export-port=0",
+            "--disable-usage-stats",
+        ]  # fmt: skip
+        if s.memory_mb:
+            args.append(f"--memory={s.memory_mb * 2**20}")
+        if s.object_store_mb:
+            args.append(f"--object-store-memory={s.object_store_mb * 2**20}")
+        if s.node_ip:
+            args.append(f"--node-ip-address={s.node_ip}")
+        if self.head_address is None:
+            args += [
+                "--head", "--port=0",
+                "--dashboard-host=127.0.0.1", "--dashboard-port=0",
+                f"--include-dashboard={'true' if s.dashboard else 'false'}",
+                f"--ray-client-server-port={client_server_port(s.cluster_id)}",
+            ]  # fmt: skip
+        else:
+            args.append(f"--address={self.head_address}")
+        return args
+
+    def start(self) -> None:
+        self.temp_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # A scratch dir can be reused (a requeued job, a repeated cluster id): an old
+        # marker would hand out the address of a Ray that no longer exists.
+        (self.temp_dir / "ray_current_cluster").unlink(missing_ok=True)
+        # Likewise the link to the last session: its GCS port file would be stale.
+        (self.temp_dir / "session_latest").unlink(missing_ok=True)
+        self.started_at = time.time()
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        self._log_offset = log.tell()
+        try:
+            self.proc = subprocess.Popen(
+                self._args(), env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+        except OSError as exc:
+            raise NodeError(f"cannot start Ray: {exc}") from exc
+        finally:
+            log.close()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 3) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        interesting = [ln for ln in text if "Error" in ln or "error" in ln] or text
+        return " | ".join(ln.strip()[:200] for ln in interesting[-lines:])
+
+    def _gcs_address(self) -> str | None:
+        """``ip:port`` of this session's GCS once it has bound its port, else None.
+
+        Ray writes the port the OS gave its GCS to ``gcs_server_port_<node id>``
+        seconds before ``ray start`` has started the rest of the head (raylet,
+        agents); publishing it then lets workers start joining in parallel.
+        """
+        ip = self.settings.node_ip or self._logged_ip()
+        if ip is None:
+            return None
+        for path in (self.temp_dir / "session_latest").glob("gcs_server_port_*"):
+            with contextlib.suppress(OSError, ValueError):
+                if path.stat().st_mtime >= self.started_at - 1:
+                    return f"{ip}:{int(path.read_text().strip())}"
+        return None
+
+    def _new_log(self) -> str:
+        """What this start of Ray has written to the (appended) log so far."""
+        with contextlib.suppress(OSError), self.log_path.open("rb") as f:
+            f.seek(self._log_offset)
+            return f.read().decode(errors="replace")
+        return ""
+
+    def _logged_ip(self) -> str | None:
+        # `ray start` names the IP it chose ("Local node IP: 10.1.2.3", in colour).
+        for line in self._new_log().splitlines():
+            if "Local node IP" in line:
+                return _ANSI.sub("", line).rsplit(":", 1)[-1].strip() or None
+        return None
+
+    def wait_gcs_address(self, timeout_s: float) -> str:
+        """The head's GCS address as soon as the GCS accepts connections."""
+        from syndeo.node.leaving import gcs_reachable
+
+        return self._wait(
+            lambda: a if (a := self._gcs_address()) and gcs_reachable(a, 1.0) else None,
+            timeout_s,
+            "Ray head's GCS",
+        )
+
+    def wait_started(self, timeout_s: float, give_up: Callable[[], bool] = lambda: False) -> bool:
+        """Until ``ray start`` reports this node started (its raylet registered): True;
+        False as soon as ``give_up()`` says there is no point (the run is over)."""
+
+        def probe() -> bool | None:
+            if RAY_STARTED_LINE in self._new_log():
+                return True
+            return False if give_up() else None
+
+        return self._wait(probe, timeout_s, "Ray")
+
+    def phases(self) -> dict[str, float]:
+        """Ray's own start-up phases on this node (from its logs)."""
+        return {
+            k: v for k, v in ray_phases(self.temp_dir, self.log_path).items()
+            if v >= self.started_at - 1
+        }  # fmt: skip
+
+    def _wait(self, probe: Callable[[], T | None], timeout_s: float, what: str) -> T:
+        deadline = time.monotonic() + timeout_s
+        delay = 0.02
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise NodeError(f"{what} exited while starting: {self.log_tail()}")
+            value = probe()
+            if value is not None:
+                return value
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.25)
+        raise NodeError(f"{what} did not come up within {timeout_s:.0f} s: {self.log_tail()}")
+
+    def wait_head_address(self, timeout_s: float) -> str:
+        """The GCS address the head bound (port chosen by the OS), once Ray is up."""
+        marker = self.temp_dir / "ray_current_cluster"
+        deadline = time.monotonic() + timeout_s
+        delay = 0.05
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise NodeError(f"Ray head exited while starting: {self.log_tail()}")
+            with contextlib.suppress(OSError):
+                addr = marker.read_text().strip()
+                if addr:
+                    return addr
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+        raise NodeError(f"Ray head did not come up within {timeout_s:.0f} s: {self.log_tail()}")
+
+    def stop(self) -> None:
+        """TERM every process of this node's Ray at once; KILL what is left after a short grace.
+
+        Not through ``ray start``'s own TERM handler: it drains the node for up to
+        30 s first (moving work off a node that leaves a cluster that goes on) and
+        then stops its processes one after another.  At teardown nothing goes on,
+        and Ray's processes exit within a second of their own TERM, all in parallel.
+        """
+        if self.proc is None:
+            return
+        try:
+            leader = psutil.Process(self.proc.pid)
+            family = [leader, *leader.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            family = []
+        # `ray start` itself only supervises: KILL it first, so that its handler does
+        # not start the drain, then TERM the rest. The group was created for this
+        # node (start_new_session): all of it is ours.
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        for p in family[1:]:  # a child that made its own group is still in the family
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.terminate()
+        alive = wait_gone(family, STOP_GRACE_S)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        for p in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
+        wait_gone(alive, 5)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        _sweep(self.env.get("SYNDEO_SCRATCH") or str(self.settings.scratch), self.proc.pid)
+
+
+def _session(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _sweep(scratch: str, ray_session: int, settle_s: float = 3.0) -> None:
+    """KILL what is left of this node outside our view: a raylet may respawn its
+    dashboard agent while it dies, and the orphan is in no family we listed.  It is
+    ours if it is in the session ``ray start`` began (Ray's agents do not inherit our
+    environment) or carries this node's SYNDEO_SCRATCH; no other node shares either."""
+    me = os.getpid()
+    deadline = time.monotonic() + settle_s
+    while True:
+        left = []
+        for p in psutil.process_iter():
+            if p.pid == me:
+                continue
+            with contextlib.suppress(psutil.Error):
+                if p.uids().real != os.getuid() or p.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                if _session(p.pid) == ray_session or p.environ().get("SYNDEO_SCRATCH") == scratch:
+                    left.append(p)
+        for p in left:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        if not left or time.monotonic() >= deadline:
+            return
+        time.sleep(0.2)

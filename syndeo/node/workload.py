@@ -1,0 +1,339 @@
+"""What the head does once Ray is up: readiness, the workload, status, teardown record.
+
+The :class:`Monitor` is a small Ray driver inside ``syndeo node`` on rank 0.  It
+counts nodes by the labels each node started with (so "missing ranks 2, 3" can be
+named), publishes status for launchers to follow, and notices lost nodes.  The
+workload itself is any command -- the built-in benchmark or the user's script --
+run as a child with ``RAY_ADDRESS`` and the token set, so plain ``ray.init()``
+inside it connects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from syndeo.core.errors import JoinTimeout, NodeError, RendezvousError, WorkloadError
+from syndeo.core.nodeconfig import NodeSettings
+from syndeo.node.groupwatch import GroupWatch
+from syndeo.node.raynode import RayProcess
+from syndeo.rendezvous import DoneRecord, Rendezvous, StatusRecord
+from syndeo.rendezvous.tolerant import Tolerant, retry_until
+
+# While a workload runs the head's loop ticks every TICK_S (the workload's exit is
+# noticed at once), asks Ray about its nodes every HEALTH_EVERY_S and touches the
+# store only for status and the stop flag: ~1 request/s per cluster, not per node.
+TICK_S = 0.25
+HEALTH_EVERY_S = 1.0
+STATUS_EVERY_S = 2.0
+STOP_EVERY_S = 2.0
+GCS_TIMEOUT_S = 10.0
+# A result or done record the store cannot take right now waits on this node's
+# disk and is retried this long (an outage of minutes must not lose hours of work).
+DELIVER_DEADLINE_S = 1800.0
+
+
+def log(s: NodeSettings, msg: str) -> None:
+    print(f"[syndeo {s.cluster_id} r{s.rank}] {msg}", file=sys.stderr, flush=True)
+
+
+def _deliver(fn: Callable[[], None], what: str, deadline_s: float = DELIVER_DEADLINE_S) -> None:
+    """Write what must not be lost, waiting out an outage of up to ``deadline_s``."""
+    retry_until(
+        fn,
+        deadline_s,
+        lambda msg: print(f"[syndeo] {msg}", file=sys.stderr, flush=True),
+        what,
+    )
+
+
+class Monitor:
+    def __init__(
+        self, s: NodeSettings, rdv: Rendezvous, address: str, token_path: Path, ray_proc: RayProcess
+    ) -> None:
+        self.s, self.rdv, self.address = s, rdv, address
+        self.token_path, self.ray_proc = token_path, ray_proc
+        self.ever_joined: set[int] = set()
+        self.first_seen: dict[int, float] = {}
+        self.lost: set[int] = set()
+        self.progress: dict[str, Any] = {}
+        self._connected = False
+        self._gcs: Any = None
+        self._last_status = 0.0
+        self.dashboard_url = ""
+        # Status and the stop flag are not worth a running workload: degrade instead.
+        self.store = Tolerant(lambda msg: log(s, msg))
+        self.workload_started = False
+        # Node groups: what the head waits for and each rank's group (empty: no groups).
+        self.groups = GroupWatch(s.expected_groups())
+
+    # ------------------------------------------------------------------ Ray's GCS
+    def connect(self) -> None:
+        """A GCS client, not a driver: counting nodes needs no worker process, and
+        a driver (``ray.init``) cost the head seconds of CPU -- and made the raylet
+        prestart workers -- while the other nodes were still starting."""
+        os.environ["RAY_AUTH_MODE"] = "token"
+        os.environ["RAY_AUTH_TOKEN_PATH"] = str(self.token_path)
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]
+
+        self._gcs = GcsClient(address=self.address)
+        self._connected = True
+        url = self._gcs.internal_kv_get(b"dashboard", b"dashboard", timeout=GCS_TIMEOUT_S)
+        self.dashboard_url = url.decode() if url and self.s.dashboard else ""
+
+    def joined(self) -> set[int]:
+        from ray.core.generated.gcs_pb2 import GcsNodeInfo  # type: ignore[attr-defined]
+
+        alive = GcsNodeInfo.GcsNodeState.ALIVE
+        ranks: dict[int, str | None] = {}
+        try:
+            nodes = self._gcs.get_all_node_info(timeout=GCS_TIMEOUT_S).values()
+        except Exception as exc:
+            # A busy GCS is not a lost cluster: keep what we knew (a Ray head that
+            # died is caught by check_health through its process).
+            log(self.s, f"asking Ray's GCS for its nodes failed, will retry: {_why(exc)}")
+            return self.ever_joined - self.lost
+        for info in nodes:
+            labels = dict(info.labels)
+            if info.state == alive and labels.get("syndeo-cluster") == self.s.cluster_id:
+                with contextlib.suppress(KeyError, ValueError):
+                    ranks[int(labels["syndeo-rank"])] = labels.get("syndeo-group")
+        self.groups.observe(ranks, lambda msg: log(self.s, msg))
+        return set(ranks)
+
+    # ------------------------------------------------------------------ status
+    def publish(self, phase: str, message: str = "", force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_status < STATUS_EVERY_S:
+            return
+        self._last_status = now
+        record = StatusRecord(
+            phase=phase, nodes_expected=self.s.nodes, nodes_joined=sorted(self.ever_joined),
+            message=message, progress=self.progress, dashboard_url=self.dashboard_url,
+            updated_at=time.time(), groups=self.groups.counts(), nodes_lost=sorted(self.lost),
+        )  # fmt: skip
+        self.store.call(lambda: self.rdv.publish_status(record), None)
+
+    def stop_requested(self) -> bool:
+        """The launcher's stop flag; an unreachable store means "not asked to stop"."""
+        return self.store.call(self.rdv.stop_requested, False)
+
+    def check_health(self) -> None:
+        if not self.ray_proc.alive():
+            raise NodeError(f"the Ray head exited unexpectedly: {self.ray_proc.log_tail()}")
+        now = self.joined()
+        self.lost |= self.ever_joined - now
+        seen = time.time()
+        for rank in now - self.ever_joined:
+            self.first_seen[rank] = seen  # when the head first saw it (bring-up timeline)
+        self.ever_joined |= now
+
+    # ------------------------------------------------------------------ phases
+    def wait_for_nodes(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        self.publish("waiting", force=True)
+        delay, next_stop_check = 0.05, 0.0
+        while True:
+            before = set(self.ever_joined)
+            self.check_health()
+            # With groups: every group complete (ranks may come from grown nodes too).
+            if self.groups.complete() if self.groups else len(self.ever_joined) >= self.s.nodes:
+                return
+            if time.monotonic() >= next_stop_check:
+                # The store, unlike Ray's GCS, is not asked at the join-polling rate.
+                next_stop_check = time.monotonic() + STOP_EVERY_S
+                if self.rdv.stop_requested():
+                    raise NodeError("stop requested while waiting for nodes")
+            if time.monotonic() >= deadline:
+                if self.groups and self.groups.at_least_min():
+                    # min_nodes met: start now; the others join the running cluster.
+                    log(self.s, f"starting with groups {self.groups.text()} (min_nodes met)")
+                    return
+                raise JoinTimeout(self._missing_message(timeout_s))
+            self.publish("waiting", force=self.ever_joined != before)
+            time.sleep(delay)
+            # A GCS query is cheap: a joined node is seen within 0.2 s.
+            delay = min(delay * 1.5, 0.2)
+
+    def _missing_message(self, timeout_s: float) -> str:
+        expected = set(range(self.s.nodes))
+        missing = sorted(expected - self.ever_joined)
+        registered = {n.rank for n in self.rdv.list_nodes()}
+        stuck = [r for r in missing if r in registered]
+        workers = self.s.nodes - 1
+        msg = (
+            f"{len(self.ever_joined - {0})} of {workers} workers joined after {timeout_s:.0f} s: "
+            f"missing ranks {', '.join(map(str, missing))}"
+        )
+        if stuck:
+            msg += (
+                f" (ranks {', '.join(map(str, stuck))} found the head but their Ray never joined)"
+            )
+        if self.groups:
+            msg += f"; groups below min_nodes: {self.groups.short_of_min()}"
+        return msg
+
+    def finish(self, exit_code: int, message: str) -> None:
+        # Best effort (the rendezvous may be what failed), but never silent: whatever
+        # is swallowed here is said in the head's log.
+        try:
+            done = DoneRecord(
+                exit_code=exit_code, message=message, finished_at=time.time(),
+                lost_ranks=sorted(self.lost),
+            )  # fmt: skip
+            # Workers leave and the launcher reports on this record: wait out an outage.
+            # Bring-up failures (no workload yet) still fail fast.
+            _deliver(
+                lambda: self.rdv.mark_done(done), "record that the cluster is done",
+                DELIVER_DEADLINE_S if self.workload_started else 0.0,
+            )  # fmt: skip
+            self.publish("done" if exit_code == 0 else "failed", message, force=True)
+        except Exception as exc:
+            log(self.s, f"could not record the end of the run ({message}): {_why(exc)}")
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".strip()
+
+
+def _workload_env(s: NodeSettings, address: str, token_path: Path) -> dict[str, str]:
+    bindir = str(Path(sys.executable).parent)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_TOKEN"}
+    env.update(
+        RAY_ADDRESS=address,
+        RAY_AUTH_MODE="token",
+        RAY_AUTH_TOKEN_PATH=str(token_path),
+        SYNDEO_RESULT_PATH=str(s.scratch / "result.json"),
+        SYNDEO_PROGRESS_FILE=str(s.scratch / "progress.json"),
+        # `python` in the user's command must be the interpreter that has Ray.
+        PATH=bindir + os.pathsep + env.get("PATH", ""),
+    )
+    return env
+
+
+def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+
+
+class _Every:
+    """True from :meth:`due` at most once per ``period_s`` (the first call is due)."""
+
+    def __init__(self, period_s: float) -> None:
+        self.period_s = period_s
+        self._next = 0.0
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now < self._next:
+            return False
+        self._next = now + self.period_s
+        return True
+
+
+def _serve(monitor: Monitor) -> tuple[int, str]:
+    monitor.workload_started = True
+    monitor.publish("serving", force=True)
+    health, stop = _Every(HEALTH_EVERY_S), _Every(STOP_EVERY_S)
+    while not (stop.due() and monitor.stop_requested()):
+        if health.due():
+            monitor.check_health()
+        monitor.publish("serving")
+        time.sleep(TICK_S)
+    return 0, "stopped on request"
+
+
+def run_workload(
+    s: NodeSettings, monitor: Monitor, address: str, token_path: Path
+) -> tuple[int, str]:
+    if not s.run.strip():
+        return _serve(monitor)
+    argv = shlex.split(s.run)
+    env = _workload_env(s, address, token_path)
+    result_path, progress_path = Path(env["SYNDEO_RESULT_PATH"]), Path(env["SYNDEO_PROGRESS_FILE"])
+    for stale in (result_path, progress_path):
+        stale.unlink(missing_ok=True)
+    monitor.publish("running", force=True)
+    monitor.workload_started = True
+    try:
+        proc = subprocess.Popen(
+            argv, env=env, cwd=s.workdir, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+    except FileNotFoundError:
+        raise WorkloadError(f"workload command not found: {argv[0]!r}", exit_code=127) from None
+    except OSError as exc:
+        raise WorkloadError(f"cannot run workload {argv[0]!r}: {exc.strerror}") from None
+    health, stop = _Every(HEALTH_EVERY_S), _Every(STOP_EVERY_S)
+    try:
+        while proc.poll() is None:
+            if health.due():
+                monitor.check_health()
+                with contextlib.suppress(OSError, ValueError):
+                    monitor.progress = json.loads(progress_path.read_text())
+            if stop.due() and monitor.stop_requested():
+                _kill_group(proc)
+                return 130, "stopped on request"
+            monitor.publish("running")
+            time.sleep(TICK_S)
+    finally:
+        if proc.poll() is None:
+            _kill_group(proc)
+    rc = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+    return _upload_result(monitor.rdv, result_path, rc, s)
+
+
+def _upload_result(
+    rdv: Rendezvous, path: Path, rc: int, s: NodeSettings | None = None
+) -> tuple[int, str]:
+    if not path.exists():
+        return rc, f"workload exited with status {rc}"
+    data = path.read_bytes()
+    try:
+        json.loads(data)
+    except ValueError:
+        where = _keep(path, s)
+        return (rc or 1), (
+            f"workload wrote a result that is not valid JSON (status {rc}); "
+            f"kept on {socket.gethostname()} at {where}"
+        )
+    try:
+        _deliver(lambda: rdv.put_result(data), "upload the result", DELIVER_DEADLINE_S)
+    except RendezvousError as exc:
+        where = _keep(path, s)
+        return (rc or 1), f"result not uploaded ({exc}); kept on {socket.gethostname()} at {where}"
+    return rc, f"workload exited with status {rc}"
+
+
+def _keep(path: Path, s: NodeSettings | None) -> Path:
+    """Move a result the rendezvous did not take out of scratch (teardown deletes scratch).
+
+    Into the work dir, which every target binds and which outlives the node; where
+    that fails the result stays where it is, and its path is still reported.
+    """
+    if s is None or s.workdir is None:
+        return path
+    dest = s.workdir / "syndeo-kept-results" / f"{s.cluster_id}-a{s.attempt}-r{s.rank}-{path.name}"
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(path, dest)
+    except OSError as exc:
+        log(s, f"could not move the result to {dest} ({exc.strerror}); it stays at {path}")
+        return path
+    return dest

@@ -1,0 +1,97 @@
+"""Reading Terraform files for the offline checks (python-hcl2 8.x keeps the quotes of
+string literals and labels; these helpers strip them)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import hcl2
+
+from syndeo.image.inputs import REPO
+
+TERRAFORM = REPO / "terraform"
+CLOUDS = ("aws", "gcp", "azure")
+TF_ENV = {
+    **os.environ,
+    "CHECKPOINT_DISABLE": "1",
+    "TF_IN_AUTOMATION": "1",
+    "TF_CLI_CONFIG_FILE": "/dev/null",  # the machine's env points at a missing file
+    "TF_INPUT": "0",
+}
+
+
+def unquote(value: Any) -> Any:
+    """``'"x"'`` -> ``'x'``; lists and maps element-wise; expressions stay ``${...}``."""
+    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
+        return value[1:-1]
+    if isinstance(value, list):
+        return [unquote(v) for v in value]
+    if isinstance(value, dict):
+        return {unquote(k): unquote(v) for k, v in value.items() if not k.startswith("__")}
+    return value
+
+
+def load(path: Path) -> dict[str, Any]:
+    """Parsed file (cached: python-hcl2 takes ~0.2 s a file; callers must not mutate)."""
+    stat = path.stat()
+    return _load(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=512)
+def _load(path: str, _mtime: int, _size: int) -> dict[str, Any]:
+    with open(path) as f:
+        return dict(hcl2.load(f))
+
+
+def tf_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.tf") if ".terraform" not in p.parts)
+
+
+def resources(path: Path) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(type, name, body) of every resource block in one file."""
+    for block in load(path).get("resource", []):
+        for rtype, named in block.items():
+            for name, body in named.items():
+                yield unquote(rtype), unquote(name), body
+
+
+def variables(module: Path) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for f in tf_files(module):
+        if f.parent != module:
+            continue
+        for block in load(f).get("variable", []):
+            for name, body in block.items():
+                out[unquote(name)] = body
+    return out
+
+
+def outputs(module: Path) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for f in tf_files(module):
+        if f.parent != module:
+            continue
+        for block in load(f).get("output", []):
+            for name, body in block.items():
+                out[unquote(name)] = body
+    return out
+
+
+def terraform() -> str:
+    exe = shutil.which("terraform")
+    assert exe, "terraform is not on PATH (it is part of this machine image; see README)"
+    return exe
+
+
+def run_tf(*args: str, cwd: Path, env: dict[str, str] | None = None,
+           timeout: float = 300) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    return subprocess.run(
+        [terraform(), *args], cwd=cwd, env=env or TF_ENV, capture_output=True, text=True,
+        timeout=timeout,
+    )  # fmt: skip

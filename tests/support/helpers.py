@@ -1,0 +1,99 @@
+"""Helpers for tests that drive real local clusters through the real CLI."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def syndeo(*args: str, cwd: Path, env: dict[str, str] | None = None,
+           timeout: float = 300) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """Run ``python -m syndeo ARGS`` to completion and return its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "syndeo", *args],
+        cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+        timeout=timeout, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def start_syndeo(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "syndeo", *args],
+        cwd=cwd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def processes_of(cluster_id: str) -> list[psutil.Process]:
+    """Every live process started for ``cluster_id``: all inherit SYNDEO_CLUSTER_ID."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("SYNDEO_CLUSTER_ID") == cluster_id and p.status() != "zombie":
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def assert_nothing_left(cluster_id: str, wait_s: float = 10.0) -> None:
+    deadline = time.monotonic() + wait_s
+    left = processes_of(cluster_id)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = processes_of(cluster_id)
+    assert not left, f"processes left for {cluster_id}: " + ", ".join(
+        f"{p.pid} {p.name()}" for p in left
+    )
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
+    """The user-facing error: exit != 0, no traceback, a 'syndeo: error:' line."""
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("syndeo: error:")]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def read_json(path: Path) -> dict[str, object]:
+    data: dict[str, object] = json.loads(path.read_text())
+    return data
+
+
+def reap(cluster_id: str) -> None:
+    """If the run failed or timed out, stop the node processes this test started (by PID)."""
+    procs = processes_of(cluster_id)
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.terminate()
+    _gone, alive = psutil.wait_procs(procs, timeout=60)
+    for p in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+
+
+LOCK_PROBE = (
+    "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR)\n"
+    "try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+    "except BlockingIOError: sys.exit(3)\n"
+)
+
+
+def lock_is_held(path: Path) -> bool:
+    """True if another process holds ``path``'s flock (asked from a fresh process)."""
+    probe = subprocess.run([sys.executable, "-c", LOCK_PROBE, str(path)], timeout=30)
+    return probe.returncode == 3
+
+
+# The small Ray program the local-cluster tests run (spreads tasks over the nodes).
+PROBE = Path(__file__).resolve().parents[1] / "launcher" / "workload_probe.py"
