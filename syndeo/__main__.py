@@ -1,3 +1,5 @@
+"""``python -m syndeo``: the ``syndeo`` command."""
+
 import sys
 
 from syndeo.cli.main import main

@@ -26,6 +26,7 @@ from tests.support.slurm import NODE_IPS, assert_clean, collected_result, job_co
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
+
 def test_three_node_job(slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun) -> None:
     outcome = user_run.deploy(job_config())
     assert outcome["exit_code"] == 0, outcome

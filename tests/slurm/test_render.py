@@ -135,7 +135,7 @@ def test_zero_nodes_rejected() -> None:
 def test_missing_container_rejected_before_submission(tmp_path: Path) -> None:
     target = SlurmTarget(load_config(target="slurm", slurm={"job_dir": str(tmp_path)}))
     with pytest.raises(ImageError, match="container image not found"):
-        target._check(_spec(image=tmp_path / "missing.sif"))
+        target.check(_spec(image=tmp_path / "missing.sif"))
 
 
 def test_settings_defaults_are_safe() -> None:
