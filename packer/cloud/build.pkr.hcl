@@ -14,8 +14,8 @@ build {
 
   provisioner "file" {
     sources = [
-      var.sif_path,
-      "${var.sif_path}.manifest.json",
+      local.sif,
+      "${local.sif}.manifest.json",
       "${path.root}/../../terraform/modules/node/files/syndeo-node",
       "${path.root}/files/syndeo-node.service",
       "${path.root}/files/provision.sh",
@@ -25,11 +25,22 @@ build {
 
   provisioner "shell" {
     environment_vars = [
-      "SIF_NAME=${basename(var.sif_path)}",
+      "SIF_NAME=${basename(local.sif)}",
       "APPTAINER_DEB_URL=${var.apptainer_deb_url}",
+      "APPTAINER_DEB_SHA256=${var.apptainer_deb_sha256}",
+      "DEBIAN_SID_SNAPSHOT=${var.debian_sid_snapshot}",
     ]
     execute_command = "chmod +x {{ .Path }}; sudo -E sh -c '{{ .Vars }} {{ .Path }}'"
     inline          = ["sh /tmp/syndeo-bake/provision.sh"]
+  }
+
+  # Azure captures a generalized VM only: the agent removes the build user, host keys
+  # and its own state first (Azure's documented step for Linux images).
+  provisioner "shell" {
+    only            = ["azure-arm.syndeo"]
+    execute_command = "chmod +x {{ .Path }}; {{ .Vars }} sudo -E sh '{{ .Path }}'"
+    inline          = ["/usr/sbin/waagent -force -deprovision+user", "export HISTSIZE=0", "sync"]
+    skip_clean      = true
   }
 
   post-processor "manifest" {

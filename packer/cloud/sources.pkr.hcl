@@ -8,9 +8,13 @@ locals {
     project = "syndeo"
     built   = local.stamp
   }
+  # The SIF: given, or the one `invoke build` writes in this checkout.  Found from the
+  # template (path.root), not the current directory: the documented command line runs
+  # from the repository root, examples/ from anywhere.
+  sif = var.sif_path != "" ? abspath(var.sif_path) : "${abspath(path.root)}/../../.syndeo/image/syndeo-debootstrap.sif"
   # The sha256 of the SIF this image carries (its manifest, written by `invoke build`):
-  # an AMI tag the aws target reads, records in deploy.json and hands to the nodes.
-  sif_digest = lookup(jsondecode(file("${var.sif_path}.manifest.json")), "sha256", "")
+  # an image tag/label the cloud targets read, record in deploy.json and hand to the nodes.
+  sif_digest = lookup(jsondecode(file("${local.sif}.manifest.json")), "sha256", "")
 }
 
 source "amazon-ebs" "syndeo" {
@@ -56,14 +60,20 @@ source "googlecompute" "syndeo" {
   image_name              = local.name
   image_family            = var.image_name
   image_labels            = local.labels
-  disk_size               = var.disk_size_gb
-  ssh_username            = "packer"
+  # A label value holds at most 63 characters (a sha256 in hex is 64): the digest goes
+  # into the description, where the gcp target reads it.
+  image_description = "syndeo SIF sha256:${local.sif_digest}"
+  disk_size         = var.disk_size_gb
+  ssh_username      = "packer"
 }
 
 source "azure-arm" "syndeo" {
-  subscription_id                   = var.azure_subscription_id
-  client_id                         = var.azure_client_id
-  client_secret                     = var.azure_client_secret
+  subscription_id = var.azure_subscription_id
+  client_id       = var.azure_client_id
+  client_secret   = var.azure_client_secret
+  # No service principal given: sign in as `az login` did (the builder does not do
+  # this by itself for empty credentials).
+  use_azure_cli_auth                = var.azure_client_id == ""
   location                          = var.azure_location
   vm_size                           = var.azure_vm_size
   os_type                           = "Linux"
@@ -73,5 +83,5 @@ source "azure-arm" "syndeo" {
   os_disk_size_gb                   = var.disk_size_gb
   managed_image_name                = local.name
   managed_image_resource_group_name = var.azure_resource_group
-  azure_tags                        = local.labels
+  azure_tags                        = merge(local.labels, { "syndeo-image-digest" = local.sif_digest })
 }

@@ -3,7 +3,8 @@
 
 variable "sif_path" {
   type        = string
-  description = "Path of the Syndeo SIF built by `invoke build` (its <sif>.manifest.json must sit next to it)."
+  default     = ""
+  description = "The Syndeo SIF (its <sif>.manifest.json next to it); empty: the one `invoke build` writes, .syndeo/image/syndeo-debootstrap.sif of this checkout (found from the template, whatever the current directory)."
 }
 
 variable "image_name" {
@@ -15,20 +16,32 @@ variable "image_name" {
 variable "apptainer_deb_url" {
   type        = string
   default     = ""
-  description = "URL of an apptainer .deb to install; empty installs apptainer from Debian sid (the recipe verified with Syndeo)."
+  description = "URL of an apptainer .deb to install instead of Debian sid's (keeps the image's libc on bookworm); needs apptainer_deb_sha256."
+}
+
+variable "apptainer_deb_sha256" {
+  type        = string
+  default     = ""
+  description = "sha256 of the .deb at apptainer_deb_url: provision.sh refuses a URL without it and a file that does not match."
+}
+
+variable "debian_sid_snapshot" {
+  type        = string
+  default     = "20261122T000000Z"
+  description = "snapshot.debian.org timestamp of the sid apptainer (1.4.5-2) and the packages it pulls come from, when no apptainer_deb_url is given; a newer one updates them."
 }
 
 variable "disk_size_gb" {
   type        = number
-  default     = 20
-  description = "Root disk of the build VM and resulting image, GiB."
+  default     = 30
+  description = "Root disk of the build VM and resulting image, GiB (Debian's Azure image is 30 GiB and Azure refuses a smaller OS disk; terraform/<cloud> defaults to 30 too)."
 }
 
 # --- AWS (amazon-ebs) ---
 variable "aws_region" {
   type        = string
   default     = ""
-  description = "AWS region the AMI is built in, e.g. eu-central-1."
+  description = "AWS region the AMI is built in, e.g. us-east-1 (an AMI is regional: copy it to deploy elsewhere, see packer/README.md)."
 }
 
 variable "aws_instance_type" {
@@ -96,7 +109,7 @@ variable "azure_vm_size" {
 variable "azure_client_id" {
   type        = string
   default     = ""
-  description = "Service principal app id; empty with an empty secret uses the Azure CLI login."
+  description = "Service principal app id; empty: the Azure CLI login (`az login`) is used."
 }
 
 variable "azure_client_secret" {
