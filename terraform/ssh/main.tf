@@ -6,12 +6,14 @@
 locals {
   digest_hex   = var.image_digest == null ? null : trimprefix(var.image_digest, "sha256:")
   image_remote = var.image == null ? null : "${var.remote_image_dir}/${local.digest_hex}.sif"
+  # connect_timeout ("30s", "2m") in seconds, as ssh's ConnectTimeout takes it.
+  connect_s = endswith(var.connect_timeout, "m") ? tonumber(trimsuffix(var.connect_timeout, "m")) * 60 : tonumber(trimsuffix(var.connect_timeout, "s"))
   ssh_env = {
     SSH_USER         = var.ssh_user
     SSH_PORT         = tostring(var.ssh_port)
     SSH_KEY          = coalesce(var.ssh_private_key_file, "")
     SSH_KNOWN_HOSTS  = var.known_hosts_file
-    SSH_CONNECT_TIME = trimsuffix(trimsuffix(var.connect_timeout, "s"), "m")
+    SSH_CONNECT_TIME = tostring(local.connect_s)
   }
 }
 
@@ -54,25 +56,21 @@ module "nodes" {
 }
 
 # Every host must answer before any node starts: a host that refuses SSH then
-# leaves nothing running on the others.
+# leaves nothing running on the others.  Every command reaches a host through
+# on-host.sh, never Terraform's remote-exec (why: on-host.sh's header).
 resource "terraform_data" "reach" {
   for_each = local.machines
 
   input = each.value.host
 
-  connection {
-    type        = "ssh"
-    host        = each.value.host
-    port        = var.ssh_port
-    user        = var.ssh_user
-    private_key = var.ssh_private_key_file == null ? null : file(var.ssh_private_key_file)
-    agent       = var.ssh_private_key_file == null
-    host_key    = each.value.host_key
-    timeout     = var.connect_timeout
-  }
-
-  provisioner "remote-exec" {
-    inline = ["true"]
+  provisioner "local-exec" {
+    command = "${path.module}/on-host.sh"
+    environment = merge(local.ssh_env, {
+      HOST     = each.value.host
+      HOST_KEY = each.value.host_key
+      SCRIPT   = "true"
+      RETRY_S  = tostring(local.connect_s)
+    })
   }
 }
 
@@ -105,29 +103,34 @@ resource "terraform_data" "node" {
     user     = var.ssh_user
     key_file = var.ssh_private_key_file
     host_key = each.value.host_key
-    timeout  = var.connect_timeout
+    timeout  = tostring(local.connect_s)
     stop     = each.value.stop_command
     dir      = each.value.host_dir
   }
   triggers_replace = [sha256(each.value.start_command)]
 
-  connection {
-    type        = "ssh"
-    host        = self.input.host
-    port        = self.input.port
-    user        = self.input.user
-    private_key = self.input.key_file == null ? null : file(self.input.key_file)
-    agent       = self.input.key_file == null
-    host_key    = self.input.host_key
-    timeout     = self.input.timeout
+  # The start script holds the node's environment (credentials included): it goes
+  # over ssh's stdin (on-host.sh), never into a file on the host.
+  provisioner "local-exec" {
+    command = "${path.module}/on-host.sh"
+    environment = merge(local.ssh_env, {
+      HOST     = each.value.host
+      HOST_KEY = each.value.host_key
+      SCRIPT   = each.value.start_command
+    })
   }
 
-  provisioner "remote-exec" {
-    inline = [each.value.start_command]
-  }
-
-  provisioner "remote-exec" {
-    when   = destroy
-    inline = [self.input.stop]
+  provisioner "local-exec" {
+    when    = destroy
+    command = "${path.module}/on-host.sh"
+    environment = {
+      HOST             = self.input.host
+      HOST_KEY         = self.input.host_key
+      SSH_USER         = self.input.user
+      SSH_PORT         = tostring(self.input.port)
+      SSH_KEY          = coalesce(self.input.key_file, "")
+      SSH_CONNECT_TIME = self.input.timeout
+      SCRIPT           = self.input.stop
+    }
   }
 }

@@ -1,5 +1,5 @@
 terraform {
   # 1.9: cross-variable validation.  Only Terraform's built-ins (terraform_data,
-  # local-exec/remote-exec provisioners): no provider to download.
+  # local-exec provisioners): no provider to download.
   required_version = ">= 1.9"
 }

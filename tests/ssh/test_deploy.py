@@ -8,6 +8,7 @@ and the Terraform state may hold no resource.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
@@ -375,4 +376,54 @@ def test_grow_and_shrink_an_up_cluster_on_hosts(ssh_hosts: sshhosts.Bed, run: Us
     finally:
         down = _syndeo(run, "down", "--cluster-id", cid)
     assert down.returncode == 0, down.stderr[-3000:]
+    _assert_clean(ssh_hosts, run)
+
+
+# ------------------------------------------------------------- other users of a host
+OTHER_USER = "nobody"  # a second local user of every host (they share this machine's /tmp)
+
+
+def test_a_failing_start_leaves_nothing_another_user_can_read_or_write(
+    ssh_hosts: sshhosts.Bed, bed_s3: Server, run: UserRun
+) -> None:
+    """Issue 22, item 1: the start script carries the node's environment, bucket
+    credentials included.  Terraform's remote-exec left it in /tmp/terraform_<n>.sh,
+    mode 0777, whenever a start failed; the module now pipes it over ssh."""
+    make_bucket(bed_s3, "ssh-other")
+    secret = f"s3cret-{uuid.uuid4().hex}"
+    env = {**run.env, **bed_s3.env, "AWS_SECRET_ACCESS_KEY": secret}  # moto takes any key
+    # A node directory the login cannot create: every start fails at its mkdir.
+    body = _body(run, ssh_hosts, "s3://ssh-other/syndeo").replace(
+        "connect_timeout_s = 20\n", 'connect_timeout_s = 20\nhost_dir = "/proc/syndeo-nope"\n'
+    )
+    started = int(time.time()) - 1
+    proc = subprocess.Popen(
+        as_user([str(CI_PYTHON), str(_deploy_script()), str(run.config(body))], env),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=run.root,
+    )  # fmt: skip
+    outcome = UserRun.finish(proc, timeout=600)
+    assert outcome["exit_code"] != 0 and "terraform apply failed" in outcome["error"], outcome
+    assert secret not in json.dumps(outcome)
+    # What the other user sees of ours, written since the start, where hosts keep
+    # scratch files (the hosts share this machine's /tmp; their home dirs are 0700).
+    dirs = ["/tmp", "/var/tmp", "/dev/shm", str(sshhosts.HOST_DISK), f"/home/{CI_USER}",
+            *(str(ssh_hosts.disk(h)) for h in ssh_hosts.hosts)]  # fmt: skip
+
+    def other_finds(test: str) -> list[str]:
+        found = subprocess.run(
+            ["runuser", "-u", OTHER_USER, "--", "find", *dirs, "-xdev", "-user", CI_USER,
+             "-newermt", f"@{started}", "-type", "f", test],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert found.returncode in (0, 1), found.stderr  # 1: a dir it may not enter
+        assert "-newermt" not in found.stderr, found.stderr
+        return found.stdout.split()
+
+    assert other_finds("-writable") == []
+    for path in other_finds("-readable"):
+        with contextlib.suppress(OSError):
+            assert secret not in Path(path).read_text(errors="replace"), path
+    scripts = [p for p in Path("/tmp").glob("terraform_*.sh")
+               if p.stat().st_mtime >= started]  # fmt: skip
+    assert not scripts, f"remote-exec scripts left in /tmp: {scripts}"
     _assert_clean(ssh_hosts, run)

@@ -260,5 +260,5 @@ def _worth_echoing(line: str) -> bool:
     return bool(
         re.search(r": (Creating|Creation complete|Destroying|Destruction complete|Still)", s)
         or s.startswith(("Error", "Apply complete", "Destroy complete"))
-        or "(remote-exec): syndeo:" in s
+        or "(local-exec): syndeo:" in s
     )
