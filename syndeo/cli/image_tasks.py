@@ -25,6 +25,7 @@ from syndeo.image import manifest as image_manifest
         "extra_ca": "PEM bundle to trust inside the image (TLS-intercepting proxy)",
         "no_packer": "call apptainer directly instead of through Packer",
         "compression": "gzip (default, mounts everywhere) or lz4 (faster build and start, larger)",
+        "base_image": "docker: the base by digest, e.g. python:3.11-slim-bookworm@sha256:…",
     },
 )
 def build(
@@ -35,6 +36,7 @@ def build(
     extra_ca: str = "",
     no_packer: bool = False,
     compression: str = "gzip",
+    base_image: str = "",
 ) -> None:
     """Build the Syndeo Apptainer image (cached: a no-op when nothing changed)."""
     if base not in ("debootstrap", "docker"):
@@ -49,6 +51,7 @@ def build(
             extra_ca=Path(extra_ca) if extra_ca else None,
             compression="lz4" if compression == "lz4" else "gzip",
             use_packer=not no_packer,
+            build_args={"BASE": base_image} if base_image else None,
         )
     except SyndeoError as exc:
         raise Exit(f"syndeo: error: {exc}", code=exc.exit_code) from None

@@ -33,7 +33,9 @@ from syndeo.image.inputs import (
     REPO,
     Base,
     cache_dir,
+    check_base,
     definition_path,
+    hashed_pins,
     inputs_digest,
     pip_argv,
     wheelhouse_argv,
@@ -99,6 +101,7 @@ def build(
     if extra_ca is not None and not extra_ca.is_file():
         raise ImageError(f"extra CA bundle not found: {extra_ca}")
     args = dict(build_args or {})
+    check_base(base, args)  # before anything is downloaded or built
     # gzip adds nothing, so digests of default builds do not depend on this option.
     keyed = args if compression == "gzip" else {**args, " compression": compression}
     wanted = inputs_digest(definition, repo, extra_ca, keyed)
@@ -250,17 +253,32 @@ def _builder() -> str:
     return "packer" if os.environ.get("PACKER_BUILD_NAME") else "apptainer"
 
 
+LOCK_HEADER = (
+    "# Generated from requirements.in by `python -m syndeo.image lock`; do not edit.\n"
+    "# Each pin carries the sha256 of its wheel for the image's platform (CPython 3.11,\n"
+    "# manylinux, glibc 2.36): the wheelhouse download and the install in the image\n"
+    "# both run with --require-hashes.\n"
+)
+
+
 def write_lock(requirements_in: Path, lock: Path) -> int:
-    """Resolve ``requirements.in`` to a full pinned lock (``pip install --report``)."""
+    """Resolve ``requirements.in`` to a full pinned lock (``pip install --report``), then
+    download each pin's wheel for the image's platform and record its sha256."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         pip = pip_argv("install", "--dry-run", "--ignore-installed", "--quiet", "--report")
         subprocess.run([*pip, str(report), "-r", str(requirements_in)], check=True)
         installs = json.loads(report.read_text())["install"]
-    pins = sorted(f"{i['metadata']['name'].lower()}=={i['metadata']['version']}" for i in installs)
-    header = "# Generated from requirements.in by `python -m syndeo.image lock`; do not edit.\n"
-    lock.write_text(header + "\n".join(pins) + "\n")
-    return len(pins)
+        pins = sorted(
+            f"{i['metadata']['name'].lower()}=={i['metadata']['version']}" for i in installs
+        )
+        plain = Path(tmp) / "pins.txt"
+        plain.write_text("\n".join(pins) + "\n")
+        wheels = Path(tmp) / "wheels"
+        subprocess.run(wheelhouse_argv(plain, wheels, require_hashes=False), check=True)
+        lines = hashed_pins(pins, wheels)
+    lock.write_text(LOCK_HEADER + "\n".join(lines) + "\n")
+    return len(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Literal
@@ -25,6 +26,31 @@ def definition_path(base: Base, repo: Path = REPO) -> Path:
     if not path.exists():
         raise ImageError(f"image definition not found: {path} (build from a Syndeo checkout)")
     return path
+
+
+# What debootstrap verifies the mirror's Release file against.  Apptainer runs it with no
+# --keyring (its debootstrap source takes none), so debootstrap's own default for
+# bookworm applies: this file.  Where it is missing, debootstrap says "Cannot check
+# Release signature" and installs unverified packages from a plain-HTTP mirror.
+DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+
+
+def check_base(base: Base, build_args: dict[str, str], keyring: Path = DEBIAN_KEYRING) -> None:
+    """ImageError (one line) unless the base image is verifiable: a debootstrap base
+    needs the Debian archive keyring on this host, a docker base a digest."""
+    if base == "debootstrap" and not keyring.is_file():
+        raise ImageError(
+            f"{keyring} is missing: debootstrap could not verify the Debian mirror's "
+            "signatures (install the debian-archive-keyring package)"
+        )
+    if base == "docker" and not _DIGEST.search(build_args.get("BASE", "")):
+        raise ImageError(
+            "the docker base must be pinned by digest: --base-image "
+            "python:3.11-slim-bookworm@sha256:<64 hex> (find it with `docker buildx "
+            "imagetools inspect python:3.11-slim-bookworm` or `skopeo inspect "
+            "docker://python:3.11-slim-bookworm`); a tag can change under the same name"
+        )
 
 
 def _source_files(repo: Path) -> list[Path]:
@@ -61,13 +87,55 @@ def pip_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "pip", "--disable-pip-version-check", *args]
 
 
-def wheelhouse_argv(lock: Path, dest: Path) -> list[str]:
+def wheelhouse_argv(lock: Path, dest: Path, *, require_hashes: bool | None = None) -> list[str]:
     """pip download of the exact lock for the image's Python and glibc, binary wheels only
-    (no compiler in the image; also independent of the host's Python version)."""
+    (no compiler in the image; also independent of the host's Python version).  When the
+    lock carries hashes (``python -m syndeo.image lock`` writes them) every file must
+    have the sha256 the lock names (``--require-hashes``): a mirror, proxy or index that
+    serves another file for a pinned version fails the download."""
+    if require_hashes is None:
+        require_hashes = lock_has_hashes(lock)
     platforms = [f"manylinux_2_{m}_x86_64" for m in range(5, IMAGE_GLIBC_MINOR + 1)]
     platforms += ["manylinux1_x86_64", "manylinux2010_x86_64", "manylinux2014_x86_64"]
     argv = pip_argv("download", "--no-deps", "--only-binary=:all:", "--dest", str(dest))
+    if require_hashes:
+        argv.append("--require-hashes")
     argv += ["--python-version", IMAGE_PYTHON, "--implementation", "cp", "-r", str(lock)]
     for platform in platforms:
         argv += ["--platform", platform]
     return argv
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def hashed_pins(pins: list[str], wheels: Path) -> list[str]:
+    """``name==version --hash=sha256:…`` for each pin, from the wheel of it in ``wheels``
+    (downloaded for the image's platform: the one file the image installs)."""
+    found: dict[str, str] = {}
+    for whl in sorted(wheels.glob("*.whl")):
+        name, version = whl.name.split("-")[:2]
+        found[f"{_normalized(name)}=={version}"] = hashlib.sha256(whl.read_bytes()).hexdigest()
+    lines = []
+    for pin in pins:
+        name, version = pin.split("==", 1)
+        key = f"{_normalized(name)}=={version}"
+        if key not in found:
+            raise ImageError(f"no wheel of {pin} in {wheels} to take its hash from")
+        lines.append(f"{pin} --hash=sha256:{found[key]}")
+    return lines
+
+
+def lock_has_hashes(lock: Path) -> bool:
+    return "--hash=sha256:" in lock.read_text()
+
+
+def lock_pins(lock: Path) -> list[str]:
+    """The ``name==version`` lines of a lock, without hashes or comments."""
+    pins = []
+    for line in lock.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            pins.append(line.split()[0])
+    return pins
