@@ -20,14 +20,6 @@ locals {
   instance_types = [for i, _ in module.nodes.groups : local.machine_types[tostring(i)]]
 }
 
-# Password login is disabled and Azure insists on an admin key; without
-# admin_ssh_public_key one is generated here and never output.
-resource "tls_private_key" "admin" {
-  count     = var.admin_ssh_public_key == null ? 1 : 0
-  algorithm = "RSA"
-  rsa_bits  = 4096
-}
-
 resource "azurerm_network_interface" "node" {
   for_each            = local.machines
   name                = "${local.name}-${each.key}"
@@ -68,9 +60,13 @@ resource "azurerm_linux_virtual_machine" "node" {
   max_bid_price                   = var.spot ? -1 : null
   tags                            = merge(local.tags, { syndeo-rank = each.key })
 
+  # Password login is disabled and Azure insists on an admin key.  Only its public
+  # half is ever here: a key generated in Terraform (tls_private_key) would keep the
+  # private half in the state.  The launcher passes one whose private half it never
+  # kept (nobody logs in: admin access is through Bastion/the serial console).
   admin_ssh_key {
     username   = "syndeoadmin"
-    public_key = var.admin_ssh_public_key != null ? var.admin_ssh_public_key : tls_private_key.admin[0].public_key_openssh
+    public_key = var.admin_ssh_public_key
   }
 
   identity {

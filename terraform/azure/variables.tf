@@ -333,10 +333,9 @@ variable "storage_account_resource_group" {
 
 variable "admin_ssh_public_key" {
   type        = string
-  default     = null
-  description = "OpenSSH public key of the VMs' admin user (password login is disabled). null generates a key pair that is never output (its private half is only in the Terraform state)."
+  description = "OpenSSH public key of the VMs' admin user (password login is disabled; Azure requires a key). Only the public half enters Terraform: pass yours, or one whose private half was thrown away (`invoke deploy` does that) when nobody needs to log in."
   validation {
-    condition     = var.admin_ssh_public_key == null || can(regex("^(ssh-rsa|ssh-ed25519) [A-Za-z0-9+/=]+", var.admin_ssh_public_key))
+    condition     = can(regex("^(ssh-rsa|ssh-ed25519) [A-Za-z0-9+/=]+", var.admin_ssh_public_key))
     error_message = "admin_ssh_public_key must be an OpenSSH ssh-rsa or ssh-ed25519 public key."
   }
 }

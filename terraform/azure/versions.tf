@@ -9,10 +9,6 @@ terraform {
       # terraform/README.md.  The provider is not downloadable here.
       version = ">= 4.9, < 5.0"
     }
-    tls = {
-      source  = "hashicorp/tls"
-      version = ">= 4.0, < 5.0"
-    }
   }
 }
 

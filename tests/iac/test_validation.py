@@ -26,7 +26,8 @@ BASE: dict[str, dict[str, Any]] = {
             "project": "my-project-123"},
     "azure": {"image": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/"
                        "images/providers/Microsoft.Compute/images/syndeo-20261122",
-              "region": "westeurope", "instance_type": "Standard_D8s_v5"},
+              "region": "westeurope", "instance_type": "Standard_D8s_v5",
+              "admin_ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDqz"},
 }  # fmt: skip
 COMMON = {"cluster_name": "c1", "node_count": 3, "bucket_name": "syndeo-c1-test"}
 

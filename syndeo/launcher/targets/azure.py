@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import shutil
@@ -20,7 +21,7 @@ class AzureTarget(CloudTarget):
     name = "azure"
     module = "azure"
     scheme = "az"
-    own = ("storage_account",)
+    own = ("storage_account", "admin_ssh_public_key")
 
     def default_rendezvous(self) -> str:
         # The launcher follows the cluster in the container it creates, so it must
@@ -34,7 +35,26 @@ class AzureTarget(CloudTarget):
         account = self.settings.storage_account or os.environ.get("AZURE_STORAGE_ACCOUNT")
         if not account:
             raise ConfigError("azure: name the storage account ([azure] storage_account)")
-        return {"storage_account": account}
+        key = self.settings.admin_ssh_public_key or self._throwaway_public_key
+        return {"storage_account": account, "admin_ssh_public_key": key}
+
+    @functools.cached_property
+    def _throwaway_public_key(self) -> str:
+        """The public half of a fresh ed25519 key whose private half is never kept.
+
+        Azure insists on an admin key once passwords are off, but nobody logs in to a
+        node (admin access is through Bastion): a key generated in Terraform would keep
+        its private half in the state, readable by whoever reads the state.  One key
+        per launch, the same for every call of this target (the tfvars are written once
+        and grow reuses them, so no VM is replaced for a new key)."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        public = Ed25519PrivateKey.generate().public_key()
+        raw = public.public_bytes(
+            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+        )
+        return raw.decode()
 
     def rendezvous_env(self, spec: ClusterSpec) -> dict[str, str]:
         # Chosen in default_rendezvous, in this process only: `down` from a new shell

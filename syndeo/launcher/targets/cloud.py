@@ -46,6 +46,7 @@ class CloudSettings(BaseModel):
     record_expiry_days: int = Field(default=7, ge=1, le=3650)
     project: str | None = None  # gcp only
     storage_account: str | None = None  # azure only
+    admin_ssh_public_key: str | None = None  # azure only (None: a key nobody holds)
 
 
 class CloudTarget(TerraformTarget):
@@ -94,7 +95,7 @@ class CloudTarget(TerraformTarget):
             s = CloudSettings.model_validate(section)
         except ValidationError as exc:
             raise ConfigError(one_line(exc, "settings", prefix=self.name)) from None
-        for foreign in ("project", "storage_account"):
+        for foreign in ("project", "storage_account", "admin_ssh_public_key"):
             if foreign not in self.own and getattr(s, foreign) is not None:
                 raise ConfigError(f"{self.name}.{foreign} is not a {self.name} setting")
         return s

@@ -1,6 +1,6 @@
 # Minimal use of terraform/azure: a 4-node on-demand cluster serving until destroyed.
 #   export ARM_SUBSCRIPTION_ID=...   # or `az login` with a default subscription
-#   terraform init && terraform apply -var image=/subscriptions/.../images/... -var bucket_name=...
+#   terraform init && terraform apply -var image=/subscriptions/.../images/... -var bucket_name=... -var admin_ssh_public_key="$(cat ~/.ssh/id_ed25519.pub)"
 # `invoke deploy --target azure ...` writes the same inputs as tfvars for you.
 
 variable "image" {
@@ -13,6 +13,11 @@ variable "bucket_name" {
   description = "Name of the rendezvous blob container."
 }
 
+variable "admin_ssh_public_key" {
+  type        = string
+  description = "OpenSSH public key of the VMs' admin user (e.g. the .pub of `ssh-keygen -t ed25519`; keep or discard the private half)."
+}
+
 module "syndeo" {
   source        = "../.."
   cluster_name  = "demo"
@@ -22,6 +27,8 @@ module "syndeo" {
   region        = "westeurope"
   bucket_name   = var.bucket_name
   cpus_per_node = 8
+
+  admin_ssh_public_key = var.admin_ssh_public_key
 }
 
 output "head_ip" {
