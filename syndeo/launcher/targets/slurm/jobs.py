@@ -12,7 +12,6 @@ import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from tenacity import (
     RetryCallState,
@@ -39,14 +38,18 @@ class SlurmUnreachable(TargetError):
     """scontrol could not get an answer from the controller (may pass)."""
 
 
-def _slurm(argv: Sequence[str], timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+def _slurm(
+    argv: Sequence[str], timeout: float = 30.0, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     if shutil.which(argv[0]) is None:
         raise TargetError(
             f"{argv[0]} not found: run on a Slurm login node (or start the local test "
             "cluster with `invoke slurm.up`)"
         )
     try:
-        return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            list(argv), input=stdin, capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         raise SlurmUnreachable(
             f"`{' '.join(argv)}` did not answer within {timeout:.0f} s"
@@ -140,8 +143,13 @@ def _gres_count(field: str, gres: str) -> int:
     return total
 
 
-def submit(script: Path, cwd: Path | None = None) -> str:
-    proc = _slurm(["sbatch", "--parsable", str(script)], timeout=60)
+def submit(script: str) -> str:
+    """Submit the batch script ``script`` (its text); the job id.
+
+    The text goes to sbatch on its standard input, never as a file sbatch reads back:
+    a job dir on a shared filesystem may be writable by others, and a file written
+    there could be swapped between our write and sbatch's read."""
+    proc = _slurm(["sbatch", "--parsable"], timeout=60, stdin=script)
     if proc.returncode != 0:
         raise TargetError(f"sbatch refused the job: {_last_line(proc).removeprefix('sbatch: ')}")
     # --parsable prints "<id>" or "<id>;<cluster>".

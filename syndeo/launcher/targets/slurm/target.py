@@ -9,6 +9,7 @@ Slurm knows: the queue state (pending and why), the job log, and why a job ended
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -177,9 +178,11 @@ class SlurmTarget(Target):
         )  # fmt: skip
 
     def _submit(self, job: SlurmJob) -> dict[str, Any]:
-        script = job.job_dir / _script_name(job)
-        script.write_text(render(job))
-        job_id = jobs.submit(script)
+        text = render(job)
+        # A copy for the user (what ran), owner-only: it holds --run.  sbatch gets the
+        # text itself on stdin (jobs.submit), so nothing done to this file reaches the job.
+        _write_private(job.job_dir / _script_name(job), text)
+        job_id = jobs.submit(text)
         if self.echo is not None:
             what = f" (group {job.group}, {job.shape.nodes} node(s))" if job.group else ""
             self.echo(
@@ -337,6 +340,15 @@ class SlurmTarget(Target):
         end = chunk.rfind(b"\n") + 1  # only whole lines; the rest next time
         self._log_pos += end
         return chunk[:end].decode(errors="replace").splitlines()
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` (0600), never through a link planted in its place."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # a copy from an earlier submit, or whatever was put in its place
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
 
 
 def _script_name(job: SlurmJob) -> str:
