@@ -152,6 +152,42 @@ def up(
     )  # fmt: skip
 
 
+@task(help=invoke_help("check"), auto_shortflags=False)
+def check(
+    c: Context,
+    config: str | None = None,
+    target: str | None = None,
+    nodes: int | None = None,
+    cpus_per_node: int | None = None,
+    gpus_per_node: int | None = None,
+    memory_mb_per_node: int | None = None,
+    object_store_mb_per_node: int | None = None,
+    cluster_id: str | None = None,
+    rendezvous: str | None = None,
+    join_timeout: float | None = None,
+    container: str | None = None,
+    workdir: str | None = None,
+    hosts: str | None = None,
+    ssh_user: str | None = None,
+    ssh_key: str | None = None,
+    instance_type: str | None = None,
+    region: str | None = None,
+    image: str | None = None,
+    spot: bool = False,
+    dashboard: bool = False,
+) -> None:
+    """Check that a deploy/up with these options can start (settings, credentials, image,
+    instance types, rendezvous); creates nothing."""
+    _call(
+        verbs.run_check, config=config, dashboard=dashboard or None,
+        **_cluster_options(
+            target, nodes, cpus_per_node, gpus_per_node, memory_mb_per_node,
+            object_store_mb_per_node, cluster_id, rendezvous, join_timeout, container, workdir,
+            hosts, ssh_user, ssh_key, instance_type, region, image, spot,
+        ),
+    )  # fmt: skip
+
+
 @task(help=invoke_help("down"), auto_shortflags=False)
 def down(c: Context, cluster_id: str | None = None) -> None:
     """Tear down a cluster started with `invoke up` (the only one up, if no id is given)."""
@@ -219,7 +255,7 @@ def compare(
 
 
 ns = Collection(
-    deploy, up, down, grow, shrink, bench, bench_bringup, report, compare, bench_rendezvous
+    deploy, up, check, down, grow, shrink, bench, bench_bringup, report, compare, bench_rendezvous
 )
 ns.add_task(image_tasks.build, name="build")
 ns.add_collection(Collection("image", image_tasks.build, image_tasks.verify))

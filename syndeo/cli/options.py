@@ -111,6 +111,8 @@ VERBS: dict[str, list[Option]] = {
         ),
     ],
     "up": [CONFIG, *CLUSTER],
+    # What deploy/up would get: checked before anything is created (syndeo.launcher.preflight).
+    "check": [CONFIG, *CLUSTER],
     "down": [CLUSTER_ID],
     "grow": [
         CLUSTER_ID,

@@ -89,6 +89,18 @@ def run_up(ui: Ui | None = None, **options: Any) -> UpInfo:
     return info
 
 
+def run_check(ui: Ui | None = None, **options: Any) -> list[str]:
+    """Whether a deploy/up with these options can start; creates nothing."""
+    from syndeo.launcher.preflight import check_deployment
+
+    ui = ui or Ui()
+    found = check_deployment(config_from(**options))
+    for line in found:
+        # Cloud-provided names (identities, images): text, never markup.
+        ui.out.print(f"ok: {line}", highlight=False, markup=False)
+    return found
+
+
 def run_down(cluster_id: str | None = None, ui: Ui | None = None) -> str:
     ui = ui or Ui()
     cid = down(cluster_id, ui)
@@ -118,6 +130,10 @@ def add_commands(sub: Any) -> None:
     described = {
         "deploy": ("bring a cluster up, run the workload, tear it down", run_deploy),
         "up": ("bring a cluster up and leave it serving", run_up),
+        "check": (
+            "check that deploy/up can start (settings, credentials, image); creates nothing",
+            run_check,
+        ),
         "down": ("tear down a cluster started with `up`", run_down),
         "grow": ("add nodes of a node group to a cluster started with `up`", run_grow),
         "shrink": ("remove a node group's added nodes from an `up` cluster", run_shrink),

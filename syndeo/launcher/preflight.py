@@ -54,3 +54,35 @@ def _check_local_executable(name: str, workdir: Path) -> None:
     search = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     if shutil.which(name, path=search) is None:
         raise WorkloadError(f"workload command not found: {name!r}", exit_code=127)
+
+
+def check_deployment(cfg: DeployConfig) -> list[str]:
+    """``check``: whether a deploy/up of ``cfg`` can start, without creating anything.
+
+    Runs the same hooks a launch runs first -- the target's local checks
+    (:meth:`Target.check`), a cloud's credential, image and instance-type checks
+    (:meth:`CloudTarget.check_credentials`) -- and reaches a rendezvous the user named.
+    Returns one line per passed check; the first failure raises its one-line error.
+    """
+    from syndeo.launcher.spec import ClusterSpec
+    from syndeo.launcher.targets import get_target
+    from syndeo.launcher.targets.base import new_cluster_id
+    from syndeo.launcher.targets.cloud import CloudTarget
+    from syndeo.rendezvous import open_rendezvous
+
+    target = get_target(cfg)
+    cluster_id = cfg.cluster_id or new_cluster_id(cfg.target)
+    uri = cfg.rendezvous or target.default_rendezvous()
+    spec = ClusterSpec.from_config(cfg, uri, cluster_id)
+    target.check(spec)
+    found = [f"{cfg.target}: settings ok ({spec.nodes} node(s), {spec.cpus} CPU(s) each)"]
+    if isinstance(target, CloudTarget):
+        found.append(f"{cfg.target}: {target.check_credentials()}")
+    if target.creates_rendezvous(uri):
+        found.append(f"rendezvous: a new private bucket is made with the cluster ({uri})")
+    elif uri.startswith("file://") and not Path(uri.removeprefix("file://")).exists():
+        found.append(f"rendezvous: {uri} does not exist yet (deploy creates it, 0700)")
+    else:
+        open_rendezvous(uri, cluster_id).check()
+        found.append(f"rendezvous: {uri} reachable")
+    return found

@@ -45,7 +45,7 @@ class AwsTarget(CloudTarget):
 
         return boto3.client(service, region_name=region or self.settings.region)
 
-    def check_credentials(self) -> None:
+    def check_credentials(self) -> str:
         """Before anything is created: who we are, and that the image and the instance
         type exist in the region (a bad one would fail the apply half-way)."""
         import boto3
@@ -58,7 +58,7 @@ class AwsTarget(CloudTarget):
             )
         s = self.settings
         try:
-            self._client("sts").get_caller_identity()
+            who = str(self._client("sts").get_caller_identity().get("Arn", "?"))
         except (BotoCoreError, ClientError) as exc:
             raise ConfigError(f"aws: the credentials found are not accepted: {_why(exc)}") from None
         ec2 = self._client("ec2")
@@ -79,6 +79,7 @@ class AwsTarget(CloudTarget):
                 f"copy it there with `aws ec2 copy-image --source-region <its region> "
                 f"--source-image-id {s.image} --region {s.region} --name syndeo-node`)"
             )
+        offered: list[str] = []
         for itype in sorted(set(self._instance_types())):
             where = {"LocationType": "availability-zone" if s.zone else "region"}
             values = [s.zone or s.region]
@@ -94,6 +95,14 @@ class AwsTarget(CloudTarget):
                     f"aws: instance type {itype} is not offered in {values[0]}: pick another "
                     "type or region (`aws ec2 describe-instance-type-offerings`)"
                 )
+            offered.append(itype)
+        digest = (
+            f"SIF sha256 {self.baked_digest[:12]}" if self.baked_digest else "no SIF digest tag"
+        )
+        return (
+            f"identity {who}; image {s.image} in {s.region} ({digest}); "
+            f"{', '.join(offered)} offered in {s.zone or s.region}"
+        )
 
     def _instance_types(self) -> list[str]:
         types = self._group_types(self.cfg.layout)

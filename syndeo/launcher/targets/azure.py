@@ -6,6 +6,7 @@ import functools
 import os
 import secrets
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -61,10 +62,37 @@ class AzureTarget(CloudTarget):
         # could not open the container without it.
         return {"AZURE_STORAGE_ACCOUNT": str(self.cloud_vars(spec)["storage_account"])}
 
-    def check_credentials(self) -> None:
-        logged_in = (Path.home() / ".azure" / "azureProfile.json").is_file() and shutil.which("az")
+    def check_credentials(self) -> str:
+        az = shutil.which("az")
+        logged_in = (Path.home() / ".azure" / "azureProfile.json").is_file() and az
         if not logged_in and not any(os.environ.get(v) for v in _ENV_LOGINS):
             raise ConfigError(
                 "azure: no Azure login found (az login, or ARM_CLIENT_ID/ARM_CLIENT_SECRET/"
                 "ARM_TENANT_ID/ARM_SUBSCRIPTION_ID for a service principal)"
             )
+        # azurerm 4.x requires the subscription (an `az login` alone no longer names it):
+        # ARM_SUBSCRIPTION_ID, else the CLI's current one (read from its local profile),
+        # handed to Terraform through this process's environment.
+        subscription = os.environ.get("ARM_SUBSCRIPTION_ID") or (
+            _az_subscription(az) if logged_in and az else None
+        )
+        if not subscription:
+            raise ConfigError(
+                "azure: no subscription: set ARM_SUBSCRIPTION_ID, or choose one with "
+                "`az account set --subscription <id>` (azurerm 4.x needs it)"
+            )
+        os.environ["ARM_SUBSCRIPTION_ID"] = subscription
+        return f"subscription {subscription}"
+
+
+def _az_subscription(az: str) -> str | None:
+    """The Azure CLI's current subscription id (``az account show``), or None."""
+    try:
+        out = subprocess.run(
+            [az, "account", "show", "--query", "id", "--output", "tsv"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    value = out.stdout.strip()
+    return value if out.returncode == 0 and value else None

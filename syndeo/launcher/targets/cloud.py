@@ -179,5 +179,6 @@ class CloudTarget(TerraformTarget):
         return {**super().summary(launched), "image": image}
 
     @abstractmethod
-    def check_credentials(self) -> None:
-        """One clear line if this machine cannot act on the cloud (before anything exists)."""
+    def check_credentials(self) -> str:
+        """One clear line if this machine cannot act on the cloud (before anything exists);
+        else what was found (identity, image, …), for `check` to show."""

@@ -1,0 +1,190 @@
+"""`syndeo check` / `invoke check`: whether a deploy can start, before anything exists.
+
+Local and bad input through the real command line; AWS against moto (in-process: EC2,
+STS); Google Cloud's API check against a local fake of the one REST call it makes
+(Service Usage v1 ``services.get``, whose reply is a Service with ``state`` ENABLED or
+DISABLED: https://cloud.google.com/service-usage/docs/reference/rest/v1/services/get),
+with anonymous credentials standing in for application default credentials; Azure's
+subscription rule without any Azure call.  Nothing here reaches a real cloud.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from syndeo.core.errors import ConfigError
+from syndeo.launcher.config import load_config
+from syndeo.launcher.preflight import check_deployment
+
+
+def _syndeo(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    drop = ("AWS_", "GOOGLE_", "AZURE_", "ARM_", "CLOUDSDK_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(HOME=str(home), SYNDEO_HOME=str(home / ".syndeo"))
+    return subprocess.run(
+        [sys.executable, "-m", "syndeo", "check", *args], capture_output=True, text=True,
+        env=env, cwd=home, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_local_check_passes_and_creates_nothing(tmp_path: Path) -> None:
+    out = _syndeo(tmp_path, "--target", "local", "--nodes", "2")
+    assert out.returncode == 0, out.stderr
+    assert "ok: local: settings ok (2 node(s)" in out.stdout
+    assert not (tmp_path / ".syndeo").exists()  # no cluster dir, no rendezvous dir
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--target", "local", "--nodes", "0"], "nodes"),
+        (["--target", "nowhere"], "target"),
+        (["--target", "aws", "--nodes", "2"], "--instance-type"),
+    ],
+)
+def test_bad_input_is_one_line(tmp_path: Path, args: list[str], says: str) -> None:
+    out = _syndeo(tmp_path, *args)
+    assert out.returncode != 0
+    assert out.stderr.startswith("syndeo: error: ") and says in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------ AWS (moto)
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    moto = pytest.importorskip("moto")
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with moto.mock_aws():
+        import boto3
+
+        yield boto3.client("ec2", region_name="us-east-1")
+
+
+def _aws_cfg(image: str, itype: str = "c7i.large") -> Any:
+    return load_config(
+        None, target="aws", nodes=2, vm_instance_type=itype, vm_region="us-east-1",
+        vm_image=image, rendezvous=None,
+    )  # fmt: skip
+
+
+def _ami(ec2: Any, digest: str) -> str:
+    instance = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1)
+    iid = instance["Instances"][0]["InstanceId"]
+    image = ec2.create_image(InstanceId=iid, Name="syndeo-test")["ImageId"]
+    ec2.create_tags(Resources=[image], Tags=[{"Key": "syndeo-image-digest", "Value": digest}])
+    return str(image)
+
+
+def test_aws_check_names_identity_image_digest_and_types(aws: Any) -> None:
+    image = _ami(aws, "d" * 64)
+    found = check_deployment(_aws_cfg(image))
+    text = "\n".join(found)
+    assert "identity arn:aws:" in text
+    assert f"image {image} in us-east-1 (SIF sha256 dddddddddddd)" in text
+    assert "c7i.large offered in us-east-1" in text
+    assert "a new private bucket is made with the cluster" in text
+
+
+def test_aws_check_refuses_a_missing_image(aws: Any) -> None:
+    with pytest.raises(ConfigError, match="does not exist in us-east-1"):
+        check_deployment(_aws_cfg("ami-0123456789abcdef0"))
+
+
+def test_aws_check_refuses_a_type_not_offered(aws: Any) -> None:
+    image = _ami(aws, "e" * 64)
+    with pytest.raises(ConfigError, match="not offered in us-east-1"):
+        check_deployment(_aws_cfg(image, itype="x9z.huge"))
+
+
+# ------------------------------------------------------------------ Google Cloud (fake)
+class _ServiceUsage(BaseHTTPRequestHandler):
+    enabled: ClassVar[set[str]] = set()
+
+    def do_GET(self) -> None:
+        parts = self.path.strip("/").split("/")  # v1/projects/P/services/NAME
+        name = parts[-1]
+        body = json.dumps({
+            "name": f"projects/123/services/{name}", "parent": "projects/123",
+            "state": "ENABLED" if name in self.enabled else "DISABLED",
+        }).encode()  # fmt: skip
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def serviceusage(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_ServiceUsage]]:
+    import google.auth
+    from google.auth.credentials import AnonymousCredentials
+
+    handler = type("Handler", (_ServiceUsage,), {"enabled": set()})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("SYNDEO_GCP_SERVICEUSAGE_URL", f"http://127.0.0.1:{server.server_port}/v1")
+    anonymous = AnonymousCredentials()  # type: ignore[no-untyped-call]
+    monkeypatch.setattr(google.auth, "default", lambda **_: (anonymous, "proj-1"))
+    try:
+        yield handler
+    finally:
+        server.shutdown()
+
+
+def _gcp_cfg() -> Any:
+    return load_config(
+        None, target="gcp", nodes=2, vm_instance_type="c3-standard-8", vm_region="us-central1",
+        vm_image="projects/p/global/images/syndeo", rendezvous=None,
+    )  # fmt: skip
+
+
+def test_gcp_check_names_the_disabled_apis_and_the_command(
+    serviceusage: type[_ServiceUsage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "proj-1")
+    serviceusage.enabled.add("compute.googleapis.com")
+    with pytest.raises(ConfigError) as err:
+        check_deployment(_gcp_cfg())
+    assert str(err.value) == (
+        "gcp: iam.googleapis.com not enabled in project proj-1: "
+        "gcloud services enable iam.googleapis.com --project proj-1"
+    )
+    serviceusage.enabled.add("iam.googleapis.com")
+    assert any("compute.googleapis.com, iam.googleapis.com enabled" in line
+               for line in check_deployment(_gcp_cfg()))  # fmt: skip
+
+
+# ------------------------------------------------------------------ Azure
+def test_azure_needs_a_subscription(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for key in list(os.environ):
+        if key.startswith(("ARM_", "AZURE_")):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no `az login` profile
+    monkeypatch.setenv("ARM_CLIENT_ID", "app")
+    cfg = load_config(
+        None, target="azure", nodes=2, vm_instance_type="Standard_D8s_v5",
+        vm_region="westeurope", vm_image="/subscriptions/s/images/syndeo", rendezvous=None,
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match="no subscription: set ARM_SUBSCRIPTION_ID"):
+        check_deployment(cfg)
+    monkeypatch.setenv("ARM_SUBSCRIPTION_ID", "00000000-0000-0000-0000-000000000001")
+    assert any("subscription 00000000-0000-0000-0000-000000000001" in line
+               for line in check_deployment(cfg))  # fmt: skip
