@@ -85,8 +85,11 @@ def read_pid(path: Path) -> int | None:
 
 
 def terminate(pids: Sequence[int], grace: float = 10.0) -> None:
-    """TERM, wait up to ``grace`` seconds for them to go, then KILL the rest."""
-    live = [p for p in pids if pid_alive(p)]
+    """TERM, wait up to ``grace`` seconds for them to go, then KILL the rest.
+
+    Never pid 1 or below: kill(0) is our own group, kill(-1) every process we may
+    signal, and pids may come from files; such a pid is a bug or a plant, not a target."""
+    live = [p for p in pids if p > 1 and pid_alive(p)]
     for pid in live:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)

@@ -6,8 +6,15 @@ its own UTS/mount namespace (own /etc/hosts).  ``down()`` cancels jobs, kills ev
 process in the node namespaces, stops the daemons and removes namespaces, links,
 cgroups and the state directory, in the order that leaves nothing behind.
 
-Root only.  State lives under ``/var/tmp/syndeo-slurm`` (``state.json`` records
+Root only.  State lives under ``/run/syndeo-slurm`` (``state.json`` records
 what was created so ``down()`` works from any process).
+
+Run as root, so nothing an unprivileged user can touch may steer it: the base must be
+a real directory that root owns and only root can write, below directories of the
+same kind (``/var/tmp/...`` is refused: anyone could have made it, or a link in its
+place); pid files are read without following links and only a live slurmctld, slurmd
+or munged above pid 1 is ever signalled; directories are chowned and chmodded through
+descriptors opened without following links; the munge key is created 0400.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import pwd
 import shutil
 import signal
 import socket
+import stat
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -26,9 +34,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from syndeo.core.errors import TargetError
 from testbeds import netns
-from testbeds.procs import pid_alive, read_pid, run, terminate, wait_until
+from testbeds.procs import pid_alive, run, terminate, wait_until
 
-DEFAULT_BASE = Path("/var/tmp/syndeo-slurm")
+DEFAULT_BASE = Path("/run/syndeo-slurm")
 NETNS_PREFIX = "syndeo-"
 BRIDGE = "sybr0"
 SLURM_CONF_LINK = Path("/etc/slurm/slurm.conf")
@@ -92,9 +100,68 @@ def veth_name(node: str) -> str:
     return f"syv-{node}"[:15]
 
 
-def _chown(path: Path, user: str) -> None:
+def _chown(path: Path, user: str, mode: int | None = None) -> None:
+    """chown (and chmod) the directory ``path`` itself, never what a link there names."""
     pw = pwd.getpwnam(user)
-    os.chown(path, pw.pw_uid, pw.pw_gid)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchown(fd, pw.pw_uid, pw.pw_gid)
+        if mode is not None:
+            os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def check_base(base: Path) -> None:
+    """Refuse (TargetError) a base an unprivileged user could have made or could change.
+
+    Every existing component of ``base`` from / down must be a real directory (no
+    symlink) owned by root and writable by nobody else; what does not exist yet is
+    created by root below such a directory, so it is root's too.
+    """
+    if not base.is_absolute():
+        raise TargetError(f"local Slurm base {base} must be an absolute path")
+    path = Path("/")
+    for part in base.parts[1:]:
+        path = path / part
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            raise TargetError(f"local Slurm base: {path} is not a directory (a link?): refused")
+        if st.st_uid != 0 or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise TargetError(
+                f"local Slurm base: {path} is not root's alone (owner uid {st.st_uid}, mode "
+                f"{stat.S_IMODE(st.st_mode):o}): the cluster runs as root and would trust "
+                "what another user put there; use a base under /run or /var/lib"
+            )
+
+
+# The daemons this bed starts: the only processes down() signals by pid file.
+_DAEMONS = ("slurmctld", "slurmd", "munged")
+
+
+def daemon_pid(path: Path) -> int | None:
+    """The pid in ``path`` (not followed if a link) if it is a live daemon of ours."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd) as fh:
+        try:
+            pid = int(fh.read(32).strip())
+        except ValueError:
+            return None
+    # Never pid 0, 1 or a negative one (kill(-1) is every process), nor anything
+    # that is not one of our daemons.
+    if pid <= 1:
+        return None
+    try:
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+    return pid if comm in _DAEMONS else None
 
 
 def load(base: Path = DEFAULT_BASE) -> LocalCluster | None:
@@ -108,7 +175,7 @@ def load(base: Path = DEFAULT_BASE) -> LocalCluster | None:
 
 
 def is_up(base: Path = DEFAULT_BASE) -> bool:
-    pid = read_pid(base / "run" / "slurmctld.pid")
+    pid = daemon_pid(base / "run" / "slurmctld.pid")
     return load(base) is not None and pid is not None and pid_alive(pid)
 
 
@@ -129,6 +196,7 @@ def up(
     ``gpu:1`` generic resource backed by /dev/null (the default partition is unchanged).
     """
     _require_root()
+    check_base(base)
     if not 1 <= nodes <= 200 or not 0 <= gpu_nodes <= 200 - nodes:
         raise TargetError(f"local cluster size must be 1..200 nodes, got {nodes}+{gpu_nodes}")
     for tool in ("slurmctld", "slurmd", "munged", "ip", "nsenter", "unshare", "sinfo"):
@@ -180,33 +248,45 @@ def up(
 
 
 def _prepare_dirs(c: LocalCluster) -> None:
-    c.base.mkdir(parents=True, exist_ok=True)
-    os.chmod(c.base, 0o755)  # users' Slurm commands read etc/ and the munge socket
+    check_base(c.base)
+    c.base.mkdir(mode=0o755, parents=True, exist_ok=True)
+    check_base(c.base)  # (as made: root's, and nobody slipped a link in meanwhile)
+    _chown(c.base, "root", 0o755)  # users' Slurm commands read etc/ and the munge socket
     for sub in ("etc", "run", "log", "state", "munge", *(f"spool/{n.name}" for n in c.nodes)):
-        (c.base / sub).mkdir(parents=True, exist_ok=True)
+        (c.base / sub).mkdir(mode=0o755, parents=True, exist_ok=True)
     _chown(c.base / "state", "slurm")
     _chown(c.base / "log", "slurm")
-    munge_dir = c.base / "munge"
-    _chown(munge_dir, "munge")
-    os.chmod(munge_dir, 0o755)
+    _chown(c.base / "munge", "munge", 0o755)
     # Jobs write their output and rendezvous under here as the unprivileged user.
     jobs = c.base / "jobs"
     jobs.mkdir(exist_ok=True)
-    os.chmod(jobs, 0o1777)
+    _chown(jobs, "root", 0o1777)
 
 
 def _start_munge(c: LocalCluster) -> None:
     d = c.base / "munge"
     key = d / "munge.key"
-    key.write_bytes(os.urandom(1024))
-    _chown(key, "munge")
-    os.chmod(key, 0o400)
+    new_munge_key(key)
     run([
         "runuser", "-u", "munge", "--", "munged",
         f"--socket={d / 'munge.socket'}", f"--key-file={key}", f"--pid-file={d / 'munged.pid'}",
         f"--log-file={d / 'munged.log'}", f"--seed-file={d / 'munged.seed'}",
     ])  # fmt: skip
     wait_until(lambda: True if (d / "munge.socket").exists() else None, 15, "munged socket")
+
+
+def new_munge_key(key: Path, owner: str = "munge") -> None:
+    """A fresh key at ``key``: created 0400 (never readable by others, not even for an
+    instant), not through a link left in its place, and only then given to ``owner``."""
+    with contextlib.suppress(FileNotFoundError):
+        key.unlink()
+    fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
+    try:
+        os.write(fd, os.urandom(1024))
+        pw = pwd.getpwnam(owner)
+        os.fchown(fd, pw.pw_uid, pw.pw_gid)
+    finally:
+        os.close(fd)
 
 
 def _templates() -> Environment:
@@ -349,8 +429,9 @@ def revive_node(name: str, base: Path = DEFAULT_BASE, timeout: float = 60.0) -> 
 def down(base: Path = DEFAULT_BASE) -> None:
     """Stop everything ``up()`` started and remove what it created.  Safe to repeat."""
     _require_root()
+    check_base(base)
     c = load(base)
-    ctld = read_pid(base / "run" / "slurmctld.pid")
+    ctld = daemon_pid(base / "run" / "slurmctld.pid")
     if c is not None and ctld is not None and pid_alive(ctld):
         with contextlib.suppress(TargetError):
             jobs = run(["squeue", "-h", "-o", "%i"], check=False, env=c.env).split()
@@ -361,7 +442,7 @@ def down(base: Path = DEFAULT_BASE) -> None:
     terminate([p for ns in spaces for p in netns.netns_pids(ns)])
     pid_files = sorted((base / "run").glob("slurmd-*.pid")) if (base / "run").is_dir() else []
     pid_files += [base / "run" / "slurmctld.pid", base / "munge" / "munged.pid"]
-    terminate([p for f in pid_files if (p := read_pid(f)) is not None])
+    terminate([p for f in pid_files if (p := daemon_pid(f)) is not None])
     _remove_cgroups([n.name for n in c.nodes] if c else [])
     for ns in spaces:
         netns.node_down(ns, veth_name(ns.removeprefix(NETNS_PREFIX)))
