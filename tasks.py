@@ -17,7 +17,7 @@ from invoke.exceptions import Exit
 from invoke.tasks import task
 
 from benchmarks.tasks import bench_bringup, bench_rendezvous
-from syndeo.cli import image_tasks, slurm_tasks, verbs
+from syndeo.cli import image_tasks, job_tasks, slurm_tasks, verbs
 from syndeo.cli.bench_tasks import bench, report
 from syndeo.cli.options import invoke_help
 from syndeo.core.errors import SyndeoError
@@ -258,6 +258,14 @@ ns = Collection(
     deploy, up, check, down, grow, shrink, bench, bench_bringup, report, compare, bench_rendezvous
 )
 ns.add_task(image_tasks.build, name="build")
+for _job_task in (
+    job_tasks.submit,
+    job_tasks.jobs,
+    job_tasks.logs,
+    job_tasks.cancel,
+    job_tasks.fetch,
+):
+    ns.add_task(_job_task)
 ns.add_collection(Collection("image", image_tasks.build, image_tasks.verify))
 _slurm = Collection("slurm")
 _slurm.add_task(slurm_tasks.slurm_cancel, name="cancel")  # type: ignore[arg-type]

@@ -27,6 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     from syndeo.cli import verbs
 
     verbs.add_commands(sub)
+    from syndeo.cli import jobverbs
+
+    jobverbs.add_commands(sub)
     from syndeo.cli import compare as compare_cli
 
     compare_cli.add_command(sub)

@@ -39,7 +39,9 @@ class Option:
 
 
 CONFIG = Option("config", "TOML file with settings; options override it")
-CLUSTER_ID = Option("cluster_id", "the cluster's id (default: generated; down: the one up)")
+CLUSTER_ID = Option(
+    "cluster_id", "the cluster's id (deploy, up: default generated; others: the one that is up)"
+)
 CLUSTER = [
     Option("target", "local | slurm | ssh | aws | gcp | azure (default: local, or the config's)"),
     Option("nodes", "number of nodes (default 2)", int),
@@ -127,6 +129,30 @@ VERBS: dict[str, list[Option]] = {
         Option("nodes", "at least this many nodes (default: all added ones)", int),
     ],
 }
+
+
+# Jobs on an `up` cluster, through its rendezvous (the command follows `--`).
+JOB = Option("job", "the job id `submit` printed (see `jobs`)", required=True)
+FOLLOW = Option("follow", "keep showing the output until the job ends", switch=True, default=False)
+VERBS.update(
+    {
+        "submit": [
+            CLUSTER_ID,
+            Option("workdir", "directory to upload and run in (default: here)", Path),
+            Option("env", "NAME=VALUE for the job (repeatable)", repeat=True),
+            Option("exclude", ".gitignore-style pattern not to upload (repeatable)", repeat=True),
+            FOLLOW,
+        ],
+        "jobs": [CLUSTER_ID],
+        "logs": [JOB, CLUSTER_ID, FOLLOW],
+        "cancel": [JOB, CLUSTER_ID],
+        "fetch": [
+            JOB,
+            CLUSTER_ID,
+            Option("out", "where to put its outputs/ (default results/<cluster>/jobs/<job>)", Path),
+        ],
+    }
+)
 
 
 def invoke_help(verb: str) -> dict[str, str]:

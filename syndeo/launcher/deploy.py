@@ -16,12 +16,14 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from syndeo.core.errors import RendezvousError, TargetError, WorkloadError
 from syndeo.launcher.config import DeployConfig
+from syndeo.launcher.output import WorkloadLog
 from syndeo.launcher.preflight import check_workload
 from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.state import cluster_dir, forget, load_launched, save_launched, write_atomic
@@ -108,7 +110,7 @@ def plan(cfg: DeployConfig) -> str:
 
 def _follow(
     target: Target, launched: Launched, rdv: Rendezvous, spec: ClusterSpec, ui: Ui,
-    until_phase: str | None = None,
+    until_phase: str | None = None, output: WorkloadLog | None = None,
 ) -> tuple[int | None, DoneRecord | None, dict[str, float], Rendezvous]:  # fmt: skip
     """Watch until the head ends (or reaches ``until_phase``).
 
@@ -133,6 +135,7 @@ def _follow(
             done_seen, st, done = None, None, None
         st = store.call(rdv.read_status, st)
         ui.status(spec.cluster_id, st)
+        fresh_output = output is not None and store.call(partial(output.poll, rdv), False)
         if st is not None:
             if "all_joined_s" not in timings and len(st.nodes_joined) >= spec.nodes:
                 timings["all_joined_s"] = round(time.monotonic() - t0, 3)
@@ -151,8 +154,14 @@ def _follow(
             return done.exit_code if done else 1, done, timings, rdv
         now_seen = (attempt, st.phase if st else None, len(st.nodes_joined) if st else 0, done)
         delay = FOLLOW_EVERY_S if now_seen != seen else min(delay * 1.5, FOLLOW_MAX_S)
+        if output is not None and output.show is not None and (fresh_output or _running(st)):
+            delay = FOLLOW_EVERY_S  # live output within a second or two
         seen = now_seen
         target.wait(launched, delay)
+
+
+def _running(st: StatusRecord | None) -> bool:
+    return st is not None and st.phase == "running"
 
 
 def _read_timelines(rdv: Rendezvous) -> dict[int, Any]:
@@ -220,6 +229,10 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
     finished = False
     result_path: Path | None = None
     nodes_timeline: dict[int, Any] = {}
+    output = WorkloadLog(
+        cfg.results_dir / spec.cluster_id / "workload.log",
+        None if target.shows_head_output else ui.echo,
+    )
     with ui:
         try:
             launched = target.launch(spec)
@@ -228,7 +241,7 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
             if owned:
                 rdv.check()  # it exists only now
             launch_s = round(time.monotonic() - t0, 3)
-            rc, done, timings, rdv = _follow(target, launched, rdv, spec, ui)
+            rc, done, timings, rdv = _follow(target, launched, rdv, spec, ui, output=output)
             # Following starts once launch returns (for VM targets: after apply).
             timings["launch_s"] = launch_s
             if "all_joined_s" in timings:
@@ -237,6 +250,7 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
             # Before the teardown: a VM target's destroy takes the bucket with it.  A
             # store that fails now costs the result, never the teardown or the cleanup.
             try:
+                output.poll(rdv)  # the head delivers all of it before it records done
                 result_path = _collect(cfg, rdv, spec.cluster_id)
             except RendezvousError as exc:
                 ui.info(f"syndeo: the result could not be collected: {exc}")
@@ -247,6 +261,7 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
                 rdv.request_stop("interrupted")
             raise
         finally:
+            output.close()
             if launched is not None and not keep:
                 target.stop(launched)
                 forget(spec.cluster_id)  # nothing of it is up any more

@@ -27,8 +27,10 @@ from typing import Any
 from syndeo.core.errors import JoinTimeout, NodeError, RendezvousError, WorkloadError
 from syndeo.core.nodeconfig import NodeSettings
 from syndeo.node.groupwatch import GroupWatch
+from syndeo.node.jobs import JobAgent
+from syndeo.node.output import OutputStream
 from syndeo.node.raynode import RayProcess
-from syndeo.rendezvous import DoneRecord, Rendezvous, StatusRecord
+from syndeo.rendezvous import Control, DoneRecord, Rendezvous, StatusRecord
 from syndeo.rendezvous.tolerant import Tolerant, retry_until
 
 # While a workload runs the head's loop ticks every TICK_S (the workload's exit is
@@ -75,6 +77,7 @@ class Monitor:
         # Status and the stop flag are not worth a running workload: degrade instead.
         self.store = Tolerant(lambda msg: log(s, msg))
         self.workload_started = False
+        self.stopped = False  # the launcher asked the workload to stop
         # Node groups: what the head waits for and each rank's group (empty: no groups).
         self.groups = GroupWatch(s.expected_groups())
 
@@ -128,6 +131,10 @@ class Monitor:
     def stop_requested(self) -> bool:
         """The launcher's stop flag; an unreachable store means "not asked to stop"."""
         return self.store.call(self.rdv.stop_requested, False)
+
+    def control(self) -> Control:
+        """Stop flag, jobs and cancellations (one list); unreachable: nothing asked."""
+        return self.store.call(self.rdv.control, Control())
 
     def check_health(self) -> None:
         if not self.ray_proc.alive():
@@ -216,6 +223,9 @@ def _workload_env(s: NodeSettings, address: str, token_path: Path) -> dict[str, 
         RAY_AUTH_TOKEN_PATH=str(token_path),
         SYNDEO_RESULT_PATH=str(s.scratch / "result.json"),
         SYNDEO_PROGRESS_FILE=str(s.scratch / "progress.json"),
+        # Its output goes through a pipe: line by line, not in 8 KiB blocks, so it
+        # shows live.
+        PYTHONUNBUFFERED="1",
         # `python` in the user's command must be the interpreter that has Ray.
         PATH=bindir + os.pathsep + env.get("PATH", ""),
     )
@@ -249,14 +259,28 @@ class _Every:
 
 
 def _serve(monitor: Monitor) -> tuple[int, str]:
+    """An ``up`` cluster: serve until asked to stop, running submitted jobs meanwhile."""
     monitor.workload_started = True
     monitor.publish("serving", force=True)
-    health, stop = _Every(HEALTH_EVERY_S), _Every(STOP_EVERY_S)
-    while not (stop.due() and monitor.stop_requested()):
-        if health.due():
-            monitor.check_health()
-        monitor.publish("serving")
-        time.sleep(TICK_S)
+    agent = JobAgent(
+        monitor.rdv, monitor.dashboard_url, monitor.ray_proc.temp_dir, monitor.s.scratch,
+        lambda msg: log(monitor.s, msg),
+    )  # fmt: skip
+    health, control = _Every(HEALTH_EVERY_S), _Every(STOP_EVERY_S)
+    try:
+        while True:
+            if control.due():
+                asked = monitor.control()
+                if asked.stop:
+                    break
+                agent.on_control(asked)
+            if health.due():
+                monitor.check_health()
+                agent.tick()
+            monitor.publish("serving")
+            time.sleep(TICK_S)
+    finally:
+        agent.stop_all()
     return 0, "stopped on request"
 
 
@@ -273,30 +297,49 @@ def run_workload(
     monitor.publish("running", force=True)
     monitor.workload_started = True
     try:
+        # Output through a pipe: echoed to this node's log as before, and streamed into
+        # the rendezvous so a launcher anywhere shows it live and keeps it.
         proc = subprocess.Popen(
-            argv, env=env, cwd=s.workdir, stdin=subprocess.DEVNULL, start_new_session=True
-        )
+            argv, env=env, cwd=s.workdir, stdin=subprocess.DEVNULL, start_new_session=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )  # fmt: skip
     except FileNotFoundError:
         raise WorkloadError(f"workload command not found: {argv[0]!r}", exit_code=127) from None
     except OSError as exc:
         raise WorkloadError(f"cannot run workload {argv[0]!r}: {exc.strerror}") from None
-    health, stop = _Every(HEALTH_EVERY_S), _Every(STOP_EVERY_S)
+    stream = OutputStream(
+        monitor.rdv.put_output, echo=sys.stdout.buffer, on_error=lambda msg: log(s, msg)
+    )
+    assert proc.stdout is not None
+    pump = stream.pump(proc.stdout)
     try:
-        while proc.poll() is None:
-            if health.due():
-                monitor.check_health()
-                with contextlib.suppress(OSError, ValueError):
-                    monitor.progress = json.loads(progress_path.read_text())
-            if stop.due() and monitor.stop_requested():
-                _kill_group(proc)
-                return 130, "stopped on request"
-            monitor.publish("running")
-            time.sleep(TICK_S)
+        _watch(proc, monitor, progress_path)
     finally:
         if proc.poll() is None:
             _kill_group(proc)
+        pump.join(timeout=30)
+        if not stream.close():
+            log(s, "the workload's output did not all reach the rendezvous (kept in this log)")
+    if monitor.stopped:
+        return 130, "stopped on request"
     rc = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
     return _upload_result(monitor.rdv, result_path, rc, s)
+
+
+def _watch(proc: subprocess.Popen[bytes], monitor: Monitor, progress_path: Path) -> None:
+    """Until the workload exits (or the launcher asks to stop: then it is ended)."""
+    health, stop = _Every(HEALTH_EVERY_S), _Every(STOP_EVERY_S)
+    while proc.poll() is None:
+        if health.due():
+            monitor.check_health()
+            with contextlib.suppress(OSError, ValueError):
+                monitor.progress = json.loads(progress_path.read_text())
+        if stop.due() and monitor.stop_requested():
+            monitor.stopped = True
+            _kill_group(proc)
+            return
+        monitor.publish("running")
+        time.sleep(TICK_S)
 
 
 def _upload_result(

@@ -14,8 +14,11 @@ from urllib.parse import urlparse
 from syndeo.core.errors import RendezvousError
 from syndeo.rendezvous.base import (
     ClaimRecord,
+    Control,
     DoneRecord,
     HeadRecord,
+    JobSpec,
+    JobState,
     NodeRecord,
     Poller,
     Rendezvous,
@@ -66,8 +69,11 @@ def passthrough_env(uri: str, environ: Mapping[str, str] | None = None) -> dict[
 __all__ = [
     "BACKENDS",
     "ClaimRecord",
+    "Control",
     "DoneRecord",
     "HeadRecord",
+    "JobSpec",
+    "JobState",
     "NodeRecord",
     "Poller",
     "Rendezvous",

@@ -16,7 +16,19 @@ launcher that owns the id (atomic create, before anything starts; removed by
     status.json          progress published by the head (replaced in place)
     result.json          the workload's result (replaced atomically)
     done.json            final exit status, written by the head at teardown
-    stop                 a request from the launcher to tear the cluster down
+    output/<seq>         what the workload printed, in chunks, as it ran
+    ctl/stop             a request from the launcher to tear the cluster down
+    ctl/job-<id>         a doorbell: a job was submitted (``up`` clusters)
+    ctl/cancel-<id>      a request to cancel a job
+    jobs/<id>/spec.json  a submitted job (created once by ``submit``)
+    jobs/<id>/claim      taken by the head's job agent (atomic create: runs once)
+    jobs/<id>/state.json pending | running | succeeded | failed | cancelled | rejected
+    jobs/<id>/log/<seq>  the job's output, in chunks
+    jobs/<id>/outputs.tar.gz  the files the job left in its outputs/ directory
+    workdirs/<sha256>    a submitted working directory (.tar.gz), by content
+
+The head reads the whole ``ctl/`` prefix with one list request per poll: the stop flag,
+new jobs and cancellations cost no more than the stop flag alone did.
 
 Attempts scope a requeued Slurm job (``SLURM_RESTART_COUNT``): records of
 attempt 0 are never read by attempt 1, so stale head addresses cannot be used.
@@ -29,6 +41,7 @@ import json
 import random
 import re
 import time
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
@@ -99,6 +112,42 @@ class DoneRecord(_Record):
     message: str = ""
     finished_at: float
     lost_ranks: list[int] = []
+
+
+# Job ids are made by `submit` (j<5 digits>-<6 hex>); anything else in a key is not ours.
+JOB_ID_RE = re.compile(r"^j[0-9]{5}-[0-9a-f]{6}$")
+TERMINAL = ("succeeded", "failed", "cancelled", "rejected")
+MAX_JOB_ARCHIVE = 100 * 1024 * 1024  # a submitted work dir, packed (the launcher refuses more)
+
+
+class JobSpec(_Record):
+    job_id: str
+    cluster_id: str
+    attempt: int
+    command: list[str]
+    env: dict[str, str] = {}
+    workdir_digest: str | None = None
+    submitted_at: float
+    submitted_by: str = ""
+
+
+class JobState(_Record):
+    job_id: str
+    state: str  # pending | running | succeeded | failed | cancelled | rejected
+    message: str = ""
+    started_at: float | None = None
+    ended_at: float | None = None
+    exit_code: int | None = None
+    log_bytes: int = 0
+    outputs: bool = False
+
+
+class Control(_Record):
+    """What the launcher asked of the head, from one list of ``ctl/``."""
+
+    stop: bool = False
+    jobs: list[str] = []
+    cancels: list[str] = []
 
 
 class Poller:
@@ -318,10 +367,103 @@ class Rendezvous(ABC):
         return self._read_model(self._key("done.json"), DoneRecord)
 
     def request_stop(self, reason: str = "") -> None:
-        self._write(self._key("stop"), reason.encode())
+        self._write(self._key("ctl/stop"), reason.encode())
 
     def stop_requested(self) -> bool:
-        return self._read(self._key("stop")) is not None
+        return self._read(self._key("ctl/stop")) is not None
+
+    def control(self) -> Control:
+        """Stop flag, job doorbells and cancellations: one list request."""
+        prefix = self._key("ctl/")
+        names = [k.removeprefix(prefix) for k in self._list(prefix)]
+        jobs = [n.removeprefix("job-") for n in names if n.startswith("job-")]
+        cancels = [n.removeprefix("cancel-") for n in names if n.startswith("cancel-")]
+        return Control(
+            stop="stop" in names,
+            jobs=sorted(j for j in jobs if JOB_ID_RE.match(j)),
+            cancels=sorted(j for j in cancels if JOB_ID_RE.match(j)),
+        )
+
+    # ------------------------------------------------------------------ output
+    def put_output(self, seq: int, data: bytes) -> None:
+        """Chunk ``seq`` of what the workload printed (written once, in order)."""
+        self._write(self._key(f"output/{seq:08d}"), data)
+
+    def read_output(self, start: int, emit: Callable[[bytes], None]) -> int:
+        """Emit the workload's chunks from ``start`` on that exist now; the next number."""
+        return self._read_chunks("output/", start, emit)
+
+    def _read_chunks(self, prefix: str, start: int, emit: Callable[[bytes], None]) -> int:
+        seq = start
+        while (data := self._read(self._key(f"{prefix}{seq:08d}"))) is not None:
+            emit(data)
+            seq += 1
+        return seq
+
+    # ------------------------------------------------------------------ jobs
+    def put_workdir(self, digest: str, archive: bytes) -> None:
+        """A submitted work dir by its sha256; not uploaded again when already there."""
+        key = self._key(f"workdirs/{digest}.tar.gz")
+        if not self._list(key):
+            self._create(key, archive)  # identical bytes from a racing submit: both fine
+
+    def get_workdir(self, digest: str) -> bytes | None:
+        return self._read(self._key(f"workdirs/{digest}.tar.gz"))
+
+    def submit_job(self, spec: JobSpec) -> None:
+        if spec.cluster_id != self.cluster_id or spec.attempt != self.attempt:
+            raise RendezvousError("job does not belong to this cluster/attempt")
+        if not JOB_ID_RE.match(spec.job_id):
+            raise RendezvousError(f"invalid job id {spec.job_id!r}")
+        if not self._create(self._key(f"jobs/{spec.job_id}/spec.json"), self._dump(spec)):
+            raise RendezvousError(f"job {spec.job_id} exists already")
+        # The doorbell last: a head that sees it finds the whole spec.
+        self._write(self._key(f"ctl/job-{spec.job_id}"), b"")
+
+    def read_job_spec(self, job_id: str) -> JobSpec | None:
+        spec = self._read_model(self._key(f"jobs/{job_id}/spec.json"), JobSpec)
+        if spec is None or spec.job_id != job_id or spec.cluster_id != self.cluster_id:
+            return None
+        return spec if spec.attempt == self.attempt else None
+
+    def list_jobs(self) -> list[JobSpec]:
+        prefix = self._key("jobs/")
+        ids = {k.removeprefix(prefix).split("/", 1)[0] for k in self._list(prefix)}
+        specs = [self.read_job_spec(i) for i in sorted(ids) if JOB_ID_RE.match(i)]
+        return [s for s in specs if s is not None]
+
+    def claim_job(self, job_id: str) -> bool:
+        """True for exactly one caller: the agent that runs the job.  (A nonce: a cloud
+        backend takes identical bytes for its own retried create.)"""
+        return self._create(self._key(f"jobs/{job_id}/claim"), uuid.uuid4().hex.encode())
+
+    def clear_doorbell(self, job_id: str) -> None:
+        self._delete_prefix(self._key(f"ctl/job-{job_id}"))
+
+    def put_job_state(self, state: JobState) -> None:
+        self._write(self._key(f"jobs/{state.job_id}/state.json"), self._dump(state))
+
+    def read_job_state(self, job_id: str) -> JobState | None:
+        state = self._read_model(self._key(f"jobs/{job_id}/state.json"), JobState)
+        return state if state is not None and state.job_id == job_id else None
+
+    def put_job_output(self, job_id: str, seq: int, data: bytes) -> None:
+        self._write(self._key(f"jobs/{job_id}/log/{seq:08d}"), data)
+
+    def read_job_output(self, job_id: str, start: int, emit: Callable[[bytes], None]) -> int:
+        return self._read_chunks(f"jobs/{job_id}/log/", start, emit)
+
+    def request_cancel(self, job_id: str) -> None:
+        self._write(self._key(f"ctl/cancel-{job_id}"), b"")
+
+    def clear_cancel(self, job_id: str) -> None:
+        self._delete_prefix(self._key(f"ctl/cancel-{job_id}"))
+
+    def put_job_outputs(self, job_id: str, archive: bytes) -> None:
+        self._write(self._key(f"jobs/{job_id}/outputs.tar.gz"), archive)
+
+    def get_job_outputs(self, job_id: str) -> bytes | None:
+        return self._read(self._key(f"jobs/{job_id}/outputs.tar.gz"))
 
     # ------------------------------------------------------------------ cleanup
     def cleanup(self, all_attempts: bool = False) -> None:

@@ -140,7 +140,12 @@ class FileRendezvous(Rendezvous):
             raise RendezvousError(f"cannot list {self.root}: {exc.strerror}") from exc
 
         keys = []
-        for dirpath, _dirs, files in os.walk(self.root, onerror=fail):
+        # Walk only below the prefix's directory: the head lists ctl/ every few seconds
+        # while job logs pile up elsewhere in the cluster's dir.
+        start = self.root / prefix.rpartition("/")[0] if "/" in prefix else self.root
+        if not start.is_dir():
+            return []
+        for dirpath, _dirs, files in os.walk(start, onerror=fail):
             rel_dir = os.path.relpath(dirpath, self.root)
             for name in files:
                 if name.startswith(".tmp-"):

@@ -16,8 +16,11 @@ import pytest
 from syndeo.core.errors import RendezvousError, RendezvousTimeout
 from syndeo.rendezvous import (
     ClaimRecord,
+    Control,
     DoneRecord,
     HeadRecord,
+    JobSpec,
+    JobState,
     NodeRecord,
     Rendezvous,
     StatusRecord,
@@ -300,3 +303,90 @@ def test_wait_for_head_times_out_clearly(backend: Backend) -> None:
     assert "\n" not in str(info.value)
     # Deadline respected (generous slack for a loaded 2-core CI box).
     assert 1.5 <= elapsed < 6.5
+
+
+# ---------------------------------------------------------------------- jobs and output
+def job(job_id: str = "j00001-abcdef", cluster: str = "c1", attempt: int = 0) -> JobSpec:
+    return JobSpec(
+        job_id=job_id, cluster_id=cluster, attempt=attempt, command=["python", "x.py"],
+        env={"A": "1"}, workdir_digest=None, submitted_at=time.time(),
+    )  # fmt: skip
+
+
+def test_control_is_one_list_of_stop_jobs_and_cancels(backend: Backend) -> None:
+    rv = backend.open()
+    assert rv.control() == Control()
+    backend.open().submit_job(job("j00001-abcdef"))
+    backend.open().submit_job(job("j00002-abcdef"))
+    backend.open().request_cancel("j00001-abcdef")
+    rv._write(rv._key("ctl/job-not-a-job-id"), b"")  # never reported
+    ctl = rv.control()
+    assert ctl == Control(jobs=["j00001-abcdef", "j00002-abcdef"], cancels=["j00001-abcdef"])
+    rv.clear_doorbell("j00001-abcdef")
+    rv.clear_cancel("j00001-abcdef")
+    backend.open().request_stop("down")
+    assert rv.control() == Control(stop=True, jobs=["j00002-abcdef"])
+    assert rv.stop_requested()
+
+
+def test_a_job_is_claimed_exactly_once(backend: Backend) -> None:
+    backend.open().submit_job(job())
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        wins = list(pool.map(lambda _: backend.open().claim_job("j00001-abcdef"), range(16)))
+    assert wins.count(True) == 1
+    with pytest.raises(RendezvousError, match="exists already"):
+        backend.open().submit_job(job())
+
+
+def test_job_records_of_another_cluster_or_attempt_are_never_read(backend: Backend) -> None:
+    rv = backend.open("c1")
+    with pytest.raises(RendezvousError, match="does not belong"):
+        rv.submit_job(job(cluster="c2"))
+    with pytest.raises(RendezvousError, match="does not belong"):
+        rv.submit_job(job(attempt=1))
+    # A record planted under this cluster's key that names another cluster: invisible.
+    rv._write(
+        rv._key("jobs/j00003-abcdef/spec.json"),
+        job("j00003-abcdef", "c2").model_dump_json().encode(),
+    )
+    rv._write(rv._key("jobs/j00004-abcdef/spec.json"), b"{not json")
+    assert rv.read_job_spec("j00003-abcdef") is None
+    assert rv.read_job_spec("j00004-abcdef") is None
+    rv.submit_job(job("j00005-abcdef"))
+    assert [s.job_id for s in rv.list_jobs()] == ["j00005-abcdef"]
+    assert backend.open("c1", attempt=1).list_jobs() == []
+
+
+def test_job_state_output_and_outputs_round_trip(backend: Backend) -> None:
+    rv = backend.open()
+    rv.submit_job(job())
+    assert rv.read_job_state("j00001-abcdef") is None
+    rv.put_job_state(JobState(job_id="j00001-abcdef", state="running", started_at=1.0))
+    got: list[bytes] = []
+    assert backend.open().read_job_output("j00001-abcdef", 0, got.append) == 0
+    for seq, data in enumerate([b"line 1\n", b"line 2\n", b"\xff binary"]):
+        rv.put_job_output("j00001-abcdef", seq, data)
+    assert backend.open().read_job_output("j00001-abcdef", 1, got.append) == 3
+    assert got == [b"line 2\n", b"\xff binary"]
+    rv.put_job_outputs("j00001-abcdef", b"tar")
+    rv.put_job_state(JobState(job_id="j00001-abcdef", state="succeeded", exit_code=0))
+    reader = backend.open()
+    assert reader.read_job_state("j00001-abcdef").state == "succeeded"  # type: ignore[union-attr]
+    assert reader.get_job_outputs("j00001-abcdef") == b"tar"
+
+
+def test_workload_output_chunks_in_order(backend: Backend) -> None:
+    rv = backend.open()
+    for seq in range(12):  # past 9: the keys sort as numbers
+        rv.put_output(seq, f"{seq}\n".encode())
+    got: list[bytes] = []
+    assert backend.open().read_output(0, got.append) == 12
+    assert b"".join(got) == b"".join(f"{i}\n".encode() for i in range(12))
+
+
+def test_a_work_dir_is_stored_once_by_its_digest(backend: Backend) -> None:
+    rv = backend.open()
+    rv.put_workdir("d" * 64, b"archive")
+    rv.put_workdir("d" * 64, b"another")  # same digest: nothing is written again
+    assert backend.open().get_workdir("d" * 64) == b"archive"
+    assert rv.get_workdir("e" * 64) is None

@@ -2,7 +2,8 @@
 
 While a cluster serves, each worker learns from Ray whether the head is there
 (the head's GCS accepts connections, its own raylet runs) and reads ``done``
-only with backoff to 30 s; the head reads the stop flag every 2 s.  Before, each
+only with backoff to 30 s; the head lists its control prefix every 2 s (one request
+that carries the stop flag and the job agent's doorbells: an idle agent adds nothing).  Before, each
 worker read ``done`` every second and the head read ``stop`` four times a second
 for the whole run -- 3,600 requests per worker-hour.  The counts come from
 moto's access log (one line per request), over 40 s of an idle ``up`` cluster,
@@ -30,6 +31,12 @@ def _gets(log: str, bucket: str, cid: str, name: str) -> int:
     return sum(1 for line in log.splitlines() if pattern.search(line))
 
 
+def _lists(log: str, bucket: str, cid: str, prefix: str) -> int:
+    """LIST requests (``GET /bucket?list-type=2&prefix=…``) of ``a0/<prefix>``."""
+    wanted = f"/{cid}/a0/{prefix}&"
+    return sum(1 for line in log.splitlines() if f"GET /{bucket}?" in line and wanted in line)
+
+
 @pytest.mark.objectstore
 @pytest.mark.slow
 def test_a_serving_cluster_barely_polls_the_store(
@@ -53,11 +60,13 @@ def test_a_serving_cluster_barely_polls_the_store(
         time.sleep(WINDOW_S)
         window = server.log.read_text(errors="replace")[start:]
         done_gets = _gets(window, bucket, cid, "done.json")
-        stop_gets = _gets(window, bucket, cid, "stop")
+        control_lists = _lists(window, bucket, cid, "ctl/")
+        other = [line for line in window.splitlines() if f"{cid}/a0/jobs" in line]
         # One worker: reads at ~1, 3, 7, 15, 31 s (backoff with jitter) -- not 40.
         assert 1 <= done_gets <= 8, window[-3000:]
-        # The head: every 2 s -- not 160.
-        assert 5 <= stop_gets <= 25, window[-3000:]
+        # The head: every 2 s -- not 160; its job agent, idle, adds no request at all.
+        assert 5 <= control_lists <= 25, window[-3000:]
+        assert _gets(window, bucket, cid, "ctl/stop") == 0 and other == []
         down = syndeo("down", "--cluster-id", cid, cwd=tmp_path, env=backend.env)
         assert down.returncode == 0, down.stderr[-3000:]
         assert_nothing_left(cid)

@@ -43,6 +43,9 @@ def short_scratch(spec: ClusterSpec, rank: int | str) -> Path:
 
 class Target(ABC):
     name: ClassVar[str]
+    # True if the head's own output reaches the launcher through the target (a local
+    # pipe, Slurm's output file): the workload's output is then not shown twice.
+    shows_head_output: ClassVar[bool] = False
 
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         self.cfg = cfg

@@ -41,6 +41,7 @@ STOP_GRACE_S = 30.0
 
 class LocalTarget(Target):
     name = "local"
+    shows_head_output = True
 
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         super().__init__(cfg, echo)

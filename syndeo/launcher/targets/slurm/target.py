@@ -41,6 +41,7 @@ _WHY = {
 
 class SlurmTarget(Target):
     name = "slurm"
+    shows_head_output = True
 
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         super().__init__(cfg, echo)

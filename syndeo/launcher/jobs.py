@@ -1,0 +1,204 @@
+"""Jobs on a long-lived (``up``) cluster, carried by the rendezvous: no inbound port.
+
+``submit`` packs the working directory (``.gitignore``-style excludes, a size cap, a
+content digest so an unchanged directory is uploaded once), records the job and rings
+the head's doorbell; the head's job agent (:mod:`syndeo.node.jobs`) claims it, runs it
+through Ray's Job API on the head itself and streams its output back.  ``logs``,
+``jobs``, ``cancel`` and ``fetch`` read and write the same records.  Only someone who
+can write the cluster's prefix can submit: the store's own access control is the gate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import hashlib
+import io
+import os
+import re
+import secrets
+import socket
+import stat
+import tarfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pathspec
+
+from syndeo.core.errors import ConfigError, TargetError
+from syndeo.launcher.state import load_launched
+from syndeo.rendezvous import JobSpec, JobState, Rendezvous, open_rendezvous
+from syndeo.rendezvous.base import JOB_ID_RE, MAX_JOB_ARCHIVE, TERMINAL
+
+# Never packed, whatever the ignore files say: version control, caches, environments.
+ALWAYS_EXCLUDED = [".git/", "__pycache__/", "*.pyc", ".venv/", "venv/", ".syndeo/", "results/"]
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+FOLLOW_POLL_S = 0.5
+
+
+def open_cluster(cluster_id: str | None) -> Rendezvous:
+    """The rendezvous of a cluster ``up`` started (the only one up when no id is given)."""
+    launched = load_launched(cluster_id)
+    attempt = int(launched.data.get("attempt", 0))
+    return open_rendezvous(launched.rendezvous, launched.cluster_id, attempt)
+
+
+# ---------------------------------------------------------------------- the work dir
+def _excludes(root: Path, extra: list[str]) -> pathspec.GitIgnoreSpec:
+    lines = list(ALWAYS_EXCLUDED)
+    for name in (".gitignore", ".syndeoignore"):
+        with contextlib.suppress(FileNotFoundError):
+            lines += (root / name).read_text().splitlines()
+    return pathspec.GitIgnoreSpec.from_lines([*lines, *extra])
+
+
+def _files(root: Path, spec: pathspec.GitIgnoreSpec) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        rel_dir = here.relative_to(root)
+        # Prune excluded directories before descending (a 10 GB venv is never walked).
+        dirnames[:] = sorted(
+            d for d in dirnames if not spec.match_file(f"{(rel_dir / d).as_posix()}/")
+        )
+        for name in sorted(filenames):
+            rel = rel_dir / name
+            path = here / name
+            if spec.match_file(rel.as_posix()) or not stat.S_ISREG(path.lstat().st_mode):
+                continue  # symlinks and special files are not packed
+            yield rel
+
+
+def pack_workdir(root: Path, extra_excludes: list[str], max_bytes: int = MAX_JOB_ARCHIVE) -> bytes:
+    """A reproducible .tar.gz of ``root`` (same files, same bytes: same digest)."""
+    if not root.is_dir():
+        raise ConfigError(f"--workdir {root}: not a directory")
+    spec = _excludes(root, extra_excludes)
+    buf = io.BytesIO()
+    total = 0
+    # mtime 0 in the gzip header and in every member: the digest depends on content only.
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6, format=tarfile.PAX_FORMAT) as tar:
+        for rel in _files(root, spec):
+            path = root / rel
+            size = path.stat().st_size
+            total += size
+            if total > max_bytes:
+                raise ConfigError(
+                    f"--workdir {root} is larger than {max_bytes // (1024 * 1024)} MiB after "
+                    "excludes: add patterns to .syndeoignore (or --exclude), or put data in a "
+                    "bucket the job reads"
+                )
+            info = tarfile.TarInfo(rel.as_posix())
+            info.size, info.mtime = size, 0
+            info.mode = 0o755 if os.access(path, os.X_OK) else 0o644
+            with path.open("rb") as fh:
+                tar.addfile(info, fh)
+    data = buf.getvalue()
+    # gzip stores a timestamp at bytes 4..8: zero it for reproducibility.
+    return data[:4] + b"\0\0\0\0" + data[8:]
+
+
+def _env(pairs: list[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not ENV_NAME_RE.match(name):
+            raise ConfigError(f"--env {pair!r}: use NAME=VALUE (NAME: letters, digits, _)")
+        env[name] = value
+    return env
+
+
+# ---------------------------------------------------------------------- the verbs
+def submit(
+    command: list[str],
+    *,
+    cluster_id: str | None = None,
+    workdir: Path | None = None,
+    env: list[str] | None = None,
+    excludes: list[str] | None = None,
+) -> tuple[Rendezvous, JobSpec]:
+    """Record a job for the cluster's head and ring its doorbell; the job's spec."""
+    if not command or not "".join(command).strip():
+        raise ConfigError("nothing to run: give the command after `--`, e.g. -- python train.py")
+    variables = _env(env or [])
+    archive = pack_workdir((workdir or Path.cwd()).resolve(), excludes or [])
+    rdv = open_cluster(cluster_id)
+    if rdv.read_head() is None:
+        raise TargetError(f"cluster {rdv.cluster_id} has no head at {rdv.uri} (is it up?)")
+    digest = hashlib.sha256(archive).hexdigest()
+    rdv.put_workdir(digest, archive)  # a no-op when this exact directory is there already
+    spec = JobSpec(
+        job_id=f"j{int(time.time()) % 100000:05d}-{secrets.token_hex(3)}",
+        cluster_id=rdv.cluster_id, attempt=rdv.attempt, command=command, env=variables,
+        workdir_digest=digest, submitted_at=time.time(),
+        submitted_by=f"{getpass.getuser()}@{socket.gethostname()}",
+    )  # fmt: skip
+    rdv.submit_job(spec)
+    return rdv, spec
+
+
+def _job(rdv: Rendezvous, job_id: str) -> JobSpec:
+    if not JOB_ID_RE.match(job_id):
+        raise ConfigError(f"{job_id!r} is not a job id (see `invoke jobs`)")
+    spec = rdv.read_job_spec(job_id)
+    if spec is None:
+        raise ConfigError(f"no job {job_id} on cluster {rdv.cluster_id} (see `invoke jobs`)")
+    return spec
+
+
+def list_jobs(cluster_id: str | None = None) -> tuple[Rendezvous, list[tuple[JobSpec, JobState]]]:
+    rdv = open_cluster(cluster_id)
+    out = []
+    for spec in rdv.list_jobs():
+        state = rdv.read_job_state(spec.job_id) or JobState(job_id=spec.job_id, state="pending")
+        out.append((spec, state))
+    return rdv, sorted(out, key=lambda pair: pair[0].submitted_at)
+
+
+def logs(
+    job_id: str,
+    emit: Callable[[bytes], None],
+    *,
+    cluster_id: str | None = None,
+    follow: bool = False,
+    rdv: Rendezvous | None = None,
+) -> JobState | None:
+    """Emit the job's output from the start; with ``follow`` until it ends.  Its state."""
+    rdv = rdv or open_cluster(cluster_id)
+    _job(rdv, job_id)
+    seq = 0
+    while True:
+        # The state first: output written before a terminal state is then all there.
+        state = rdv.read_job_state(job_id)
+        seq = rdv.read_job_output(job_id, seq, emit)
+        if not follow or (state is not None and state.state in TERMINAL):
+            return state
+        time.sleep(FOLLOW_POLL_S)
+
+
+def cancel(job_id: str, cluster_id: str | None = None) -> JobState | None:
+    rdv = open_cluster(cluster_id)
+    _job(rdv, job_id)
+    state = rdv.read_job_state(job_id)
+    if state is not None and state.state in TERMINAL:
+        return state
+    rdv.request_cancel(job_id)
+    return state
+
+
+def fetch(job_id: str, dest: Path, cluster_id: str | None = None) -> list[Path]:
+    """Unpack the files the job left in its ``outputs/`` into ``dest``; their paths."""
+    rdv = open_cluster(cluster_id)
+    _job(rdv, job_id)
+    state = rdv.read_job_state(job_id)
+    if state is None or state.state not in TERMINAL:
+        raise ConfigError(f"job {job_id} has not ended yet ({state.state if state else 'pending'})")
+    data = rdv.get_job_outputs(job_id)
+    if data is None:
+        raise ConfigError(f"job {job_id} left no files in its outputs/ directory")
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        # The "data" filter refuses absolute paths, .., links out and device files.
+        tar.extractall(dest, filter="data")
+        names = [m.name for m in tar.getmembers() if m.isfile()]
+    return [dest / n for n in names]

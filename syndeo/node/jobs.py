@@ -1,0 +1,262 @@
+"""The head's job agent (``up`` clusters): runs what ``submit`` put in the rendezvous.
+
+It sees jobs in the same list of ``ctl/`` by which the head already learns of a stop
+request, so an idle agent adds no request to the store.  A job is run only if its
+record is well formed, names this cluster and attempt, and this agent wins its claim
+(an atomic create): then it runs through Ray's Job API on the head itself, so the
+cluster's token never leaves the cluster.  Its output (Ray's driver log, tailed) goes
+back in chunks; the files it leaves under ``outputs/`` are uploaded when it ends.
+
+Limits, so that a flood of jobs or a huge log cannot fill the node's disk or the
+bucket: :data:`MAX_RUNNING` jobs at once (more are rejected, not queued here: Ray
+queues what it is given), work dirs of at most ``MAX_JOB_ARCHIVE`` packed and
+:data:`MAX_UNPACKED` unpacked, :data:`MAX_OUTPUTS` of outputs, and the output cap of
+:mod:`syndeo.node.output`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import shlex
+import shutil
+import sys
+import tarfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from syndeo.core.errors import RendezvousError
+from syndeo.node.output import OutputStream
+from syndeo.rendezvous import Control, JobSpec, JobState, Rendezvous
+from syndeo.rendezvous.base import MAX_JOB_ARCHIVE
+
+MAX_RUNNING = 8
+MAX_UNPACKED = 4 * MAX_JOB_ARCHIVE
+MAX_OUTPUTS = 256 * 1024 * 1024
+TAIL_S = 0.25
+
+
+@dataclass
+class _Job:
+    spec: JobSpec
+    submission_id: str
+    work: Path
+    stream: OutputStream
+    started_at: float
+    cancelled: bool = False
+    stop_tail: threading.Event = field(default_factory=threading.Event)
+    tail: threading.Thread | None = None
+
+
+def _unpack(archive: bytes, dest: Path) -> None:
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        members = tar.getmembers()
+        if sum(m.size for m in members) > MAX_UNPACKED:
+            raise ValueError(f"the work dir unpacks to more than {MAX_UNPACKED >> 20} MiB")
+        # "data": no absolute paths, no "..", no links out of dest, no device files.
+        tar.extractall(dest, filter="data")
+
+
+def _pack_outputs(outputs: Path) -> bytes | None:
+    if not outputs.is_dir():
+        return None
+    files = [p for p in sorted(outputs.rglob("*")) if p.is_file() and not p.is_symlink()]
+    if not files:
+        return None
+    if sum(p.stat().st_size for p in files) > MAX_OUTPUTS:
+        raise ValueError(f"outputs/ holds more than {MAX_OUTPUTS >> 20} MiB: not uploaded")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for p in files:
+            tar.add(p, arcname=p.relative_to(outputs).as_posix(), recursive=False)
+    return buf.getvalue()
+
+
+class JobAgent:
+    def __init__(
+        self,
+        rdv: Rendezvous,
+        dashboard: str,
+        ray_temp_dir: Path,
+        scratch: Path,
+        log: Callable[[str], None],
+    ) -> None:
+        self.rdv, self.log = rdv, log
+        # Ray's dashboard on the head's own 127.0.0.1 ("" = started without it).
+        self.dashboard = dashboard.split("//")[-1]
+        self.ray_temp_dir, self.jobs_dir = ray_temp_dir, scratch / "jobs"
+        self.running: dict[str, _Job] = {}
+        self.seen: set[str] = set()
+        self._client: Any = None
+
+    # ------------------------------------------------------------------ Ray's Job API
+    def client(self) -> Any:
+        if self._client is None:
+            # Imported here: the agent runs only on the head of an `up` cluster.  The
+            # client adds the cluster's token from RAY_AUTH_* (set by the head).
+            from ray.job_submission import JobSubmissionClient
+
+            self._client = JobSubmissionClient(f"http://{self.dashboard}")
+        return self._client
+
+    # ------------------------------------------------------------------ the loop
+    def on_control(self, ctl: Control) -> None:
+        for job_id in ctl.jobs:
+            if job_id not in self.seen:
+                self.seen.add(job_id)
+                self._safely(job_id, lambda j=job_id: self._start(j))  # type: ignore[misc]
+        for job_id in ctl.cancels:
+            job = self.running.get(job_id)
+            if job is not None and not job.cancelled:
+                job.cancelled = True
+                self._safely(job_id, lambda j=job: self.client().stop_job(j.submission_id))  # type: ignore[misc]
+            with contextlib.suppress(RendezvousError):
+                self.rdv.clear_cancel(job_id)
+
+    def tick(self) -> None:
+        """Notice jobs that ended (called about once a second)."""
+        for job_id, job in list(self.running.items()):
+            self._safely(job_id, lambda j=job: self._check(j))  # type: ignore[misc]
+
+    def stop_all(self) -> None:
+        """The cluster is stopping: its jobs end with it (and say so)."""
+        for job in list(self.running.values()):
+            job.cancelled = True
+            with contextlib.suppress(Exception):
+                self.client().stop_job(job.submission_id)
+            self._finish(job, "cancelled", None, "the cluster was stopped")
+
+    def _safely(self, job_id: str, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except Exception as exc:  # one job's trouble never ends the cluster
+            self.log(f"job {job_id}: {type(exc).__name__}: {exc}")
+            job = self.running.get(job_id)
+            if job is not None:
+                self._finish(job, "failed", None, f"{type(exc).__name__}: {exc}")
+
+    # ------------------------------------------------------------------ one job
+    def _start(self, job_id: str) -> None:
+        spec = self.rdv.read_job_spec(job_id)
+        if spec is None:
+            # Not a well-formed job of this cluster and attempt: never run, never claimed.
+            self.log(f"ignoring doorbell {job_id}: no valid job record for this cluster/attempt")
+            self.rdv.clear_doorbell(job_id)
+            return
+        if not self.rdv.claim_job(job_id):
+            self.rdv.clear_doorbell(job_id)
+            return  # already taken (an earlier head of this attempt ran it)
+        self.rdv.clear_doorbell(job_id)
+        if not self.dashboard:
+            self._reject(spec, "this cluster runs without Ray's dashboard (`up --no-dashboard`)"
+                         ", which Ray's Job API needs")  # fmt: skip
+            return
+        if len(self.running) >= MAX_RUNNING:
+            self._reject(spec, f"{MAX_RUNNING} jobs are running already; submit it again later")
+            return
+        work = self.jobs_dir / job_id / "work"
+        work.mkdir(parents=True, mode=0o700)
+        if spec.workdir_digest is not None:
+            archive = self.rdv.get_workdir(spec.workdir_digest)
+            if archive is None or hashlib.sha256(archive).hexdigest() != spec.workdir_digest:
+                self._reject(spec, "its work dir is missing or does not match its digest")
+                return
+            try:
+                _unpack(archive, work)
+            except (ValueError, tarfile.TarError) as exc:
+                self._reject(spec, f"its work dir cannot be unpacked: {exc}")
+                return
+        submission_id = f"syndeo-{job_id}"
+        stream = OutputStream(
+            lambda seq, data: self.rdv.put_job_output(job_id, seq, data),
+            on_error=lambda msg: self.log(f"job {job_id}: {msg}"),
+        )
+        job = _Job(spec, submission_id, work, stream, time.time())
+        self.running[job_id] = job
+        # The driver runs in the unpacked dir (so outputs/ is where we look); Ray also
+        # ships it to the workers as their working dir, so the job's modules import there.
+        # `python` in the command must be the interpreter that has Ray (as for --run).
+        bindir = shlex.quote(str(Path(sys.executable).parent))
+        entrypoint = (
+            f'cd {shlex.quote(str(work))} && export PATH={bindir}:"$PATH" '
+            f"&& exec {shlex.join(spec.command)}"
+        )
+        self.client().submit_job(
+            entrypoint=entrypoint, submission_id=submission_id,
+            runtime_env={"working_dir": str(work), "env_vars": dict(spec.env)},
+        )  # fmt: skip
+        self.rdv.put_job_state(JobState(job_id=job_id, state="running", started_at=job.started_at))
+        job.tail = threading.Thread(target=self._tail, args=(job,), daemon=True)
+        job.tail.start()
+        self.log(f"job {job_id} started: {shlex.join(spec.command)}")
+
+    def _tail(self, job: _Job) -> None:
+        """Ray's driver log of the job, as it grows (the head's own file: no API calls)."""
+        path = self.ray_temp_dir / "session_latest" / "logs" / f"job-driver-{job.submission_id}.log"
+        fh = None
+        try:
+            while True:
+                stopping = job.stop_tail.is_set()
+                if fh is None and path.exists():
+                    fh = path.open("rb")
+                if fh is not None:
+                    while chunk := fh.read(65536):
+                        job.stream.feed(chunk)
+                if stopping:
+                    return
+                job.stop_tail.wait(TAIL_S)
+        finally:
+            if fh is not None:
+                fh.close()
+
+    def _check(self, job: _Job) -> None:
+        from ray.job_submission import JobStatus
+
+        info = self.client().get_job_info(job.submission_id)
+        if not JobStatus(info.status).is_terminal():
+            return
+        exit_code = getattr(info, "driver_exit_code", None)
+        if job.cancelled or info.status == JobStatus.STOPPED:
+            self._finish(job, "cancelled", exit_code, "")
+        elif info.status == JobStatus.SUCCEEDED:
+            self._finish(job, "succeeded", 0 if exit_code is None else exit_code, "")
+        else:
+            # Ray's message repeats the log's tail: its first line says what happened.
+            self._finish(job, "failed", exit_code, (info.message or "").split(",")[0][:300])
+
+    def _finish(self, job: _Job, state: str, exit_code: int | None, message: str) -> None:
+        job_id = job.spec.job_id
+        if self.running.pop(job_id, None) is None:
+            return
+        job.stop_tail.set()
+        if job.tail is not None:
+            job.tail.join(timeout=10)
+        job.stream.close()
+        outputs = False
+        try:
+            archive = _pack_outputs(job.work / "outputs")
+            if archive is not None:
+                self.rdv.put_job_outputs(job_id, archive)
+                outputs = True
+        except (OSError, ValueError) as exc:
+            message = f"{message}; {exc}".strip("; ")
+        self.rdv.put_job_state(JobState(
+            job_id=job_id, state=state, message=message, started_at=job.started_at,
+            ended_at=time.time(), exit_code=exit_code, log_bytes=job.stream.bytes_taken,
+            outputs=outputs,
+        ))  # fmt: skip
+        shutil.rmtree(job.work.parent, ignore_errors=True)
+        self.log(
+            f"job {job_id} {state}" + (f" (exit {exit_code})" if exit_code is not None else "")
+        )
+
+    def _reject(self, spec: JobSpec, why: str) -> None:
+        self.rdv.put_job_state(JobState(
+            job_id=spec.job_id, state="rejected", message=why, ended_at=time.time(),
+        ))  # fmt: skip
+        self.log(f"job {spec.job_id} rejected: {why}")
