@@ -135,7 +135,8 @@ REQUIRED: dict[str, dict[str, Any]] = {
             "instance_type": "c3-standard-4", "project": "my-project-123"},
     "azure": {"image": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/"
                        "i/providers/Microsoft.Compute/images/syndeo",
-              "region": "westeurope", "instance_type": "Standard_D2s_v5"},
+              "region": "westeurope", "instance_type": "Standard_D2s_v5",
+              "admin_ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDqz"},
 }  # fmt: skip
 GROUP_TYPES = {
     "aws": ("c7i.2xlarge", "g5.xlarge"),
