@@ -4,6 +4,8 @@
 resource "aws_iam_role" "nodes" {
   name_prefix = "syndeo-${substr(var.cluster_name, 0, 24)}-"
   description = "Syndeo ${var.cluster_name} nodes: rendezvous prefix only"
+  # Caps whatever the role is ever given (deployer-policy.json creates roles only with it).
+  permissions_boundary = var.permissions_boundary
   assume_role_policy = jsonencode({
     Version = "2012-10-17"
     Statement = [{

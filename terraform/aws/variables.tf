@@ -311,6 +311,16 @@ variable "grown" {
 
 # --- AWS only ---
 
+variable "permissions_boundary" {
+  type        = string
+  default     = null
+  description = "ARN of the managed policy set as the nodes' role's permissions boundary (deployer-policy.json lets a deployer create roles only with arn:aws:iam::<account>:policy/syndeo-node-boundary, made once from node-boundary-policy.json). null: no boundary (needs IAM rights beyond the deployer policy)."
+  validation {
+    condition     = var.permissions_boundary == null || can(regex("^arn:aws[a-z-]*:iam::[0-9]{12}:policy/[A-Za-z0-9+=,.@_/-]+$", var.permissions_boundary))
+    error_message = "permissions_boundary: the ARN of a managed IAM policy (arn:aws:iam::<account>:policy/<name>)."
+  }
+}
+
 variable "ssm_endpoints" {
   type        = bool
   default     = false

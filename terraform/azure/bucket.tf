@@ -7,8 +7,8 @@
 resource "azurerm_storage_account" "rendezvous" {
   count                             = var.create_bucket ? 1 : 0
   name                              = local.storage_account
-  resource_group_name               = azurerm_resource_group.this.name
-  location                          = azurerm_resource_group.this.location
+  resource_group_name               = local.rg_name
+  location                          = local.rg_location
   account_kind                      = "StorageV2"
   account_tier                      = "Standard"
   account_replication_type          = "LRS"

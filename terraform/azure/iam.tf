@@ -5,8 +5,8 @@
 
 resource "azurerm_user_assigned_identity" "nodes" {
   name                = "${local.name}-nodes"
-  resource_group_name = azurerm_resource_group.this.name
-  location            = azurerm_resource_group.this.location
+  resource_group_name = local.rg_name
+  location            = local.rg_location
   tags                = local.tags
 }
 

@@ -23,8 +23,8 @@ locals {
 resource "azurerm_network_interface" "node" {
   for_each            = local.machines
   name                = "${local.name}-${each.key}"
-  resource_group_name = azurerm_resource_group.this.name
-  location            = azurerm_resource_group.this.location
+  resource_group_name = local.rg_name
+  location            = local.rg_location
   tags                = local.tags
   ip_configuration {
     name                          = "private"
@@ -44,8 +44,8 @@ resource "azurerm_linux_virtual_machine" "node" {
   for_each                        = local.machines
   name                            = "${local.name}-${each.key}"
   computer_name                   = "syndeo-${each.key}"
-  resource_group_name             = azurerm_resource_group.this.name
-  location                        = azurerm_resource_group.this.location
+  resource_group_name             = local.rg_name
+  location                        = local.rg_location
   size                            = local.machine_types[each.key]
   zone                            = var.zone
   source_image_id                 = var.image

@@ -18,10 +18,29 @@ locals {
   })
 }
 
+# The cluster's own resource group, unless resource_group names an existing one: a
+# deployer with deployer-role.json holds its rights (role assignments included) on that
+# group only, so it cannot create one.
 resource "azurerm_resource_group" "this" {
+  count    = var.resource_group == null ? 1 : 0
   name     = local.name
   location = var.region
   tags     = local.tags
+}
+
+data "azurerm_resource_group" "given" {
+  count = var.resource_group == null ? 0 : 1
+  name  = var.resource_group
+}
+
+locals {
+  rg_name     = var.resource_group == null ? azurerm_resource_group.this[0].name : data.azurerm_resource_group.given[0].name
+  rg_location = var.resource_group == null ? azurerm_resource_group.this[0].location : data.azurerm_resource_group.given[0].location
+}
+
+moved {
+  from = azurerm_resource_group.this
+  to   = azurerm_resource_group.this[0]
 }
 
 module "nodes" {

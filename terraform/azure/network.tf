@@ -5,15 +5,15 @@
 
 resource "azurerm_virtual_network" "this" {
   name                = local.name
-  resource_group_name = azurerm_resource_group.this.name
-  location            = azurerm_resource_group.this.location
+  resource_group_name = local.rg_name
+  location            = local.rg_location
   address_space       = [var.network_cidr]
   tags                = local.tags
 }
 
 resource "azurerm_subnet" "nodes" {
   name                            = "nodes"
-  resource_group_name             = azurerm_resource_group.this.name
+  resource_group_name             = local.rg_name
   virtual_network_name            = azurerm_virtual_network.this.name
   address_prefixes                = [cidrsubnet(var.network_cidr, 20 - tonumber(split("/", var.network_cidr)[1]), 0)]
   service_endpoints               = ["Microsoft.Storage"]
@@ -22,15 +22,15 @@ resource "azurerm_subnet" "nodes" {
 
 resource "azurerm_application_security_group" "nodes" {
   name                = "${local.name}-nodes"
-  resource_group_name = azurerm_resource_group.this.name
-  location            = azurerm_resource_group.this.location
+  resource_group_name = local.rg_name
+  location            = local.rg_location
   tags                = local.tags
 }
 
 resource "azurerm_network_security_group" "nodes" {
   name                = "${local.name}-nodes"
-  resource_group_name = azurerm_resource_group.this.name
-  location            = azurerm_resource_group.this.location
+  resource_group_name = local.rg_name
+  location            = local.rg_location
   tags                = local.tags
   # Rules are separate resources below.
 }
@@ -44,7 +44,7 @@ resource "azurerm_subnet_network_security_group_association" "nodes" {
 # every unprivileged TCP port, from members of the cluster's ASG to members.
 resource "azurerm_network_security_rule" "ray_in" {
   name                                       = "ray-from-cluster"
-  resource_group_name                        = azurerm_resource_group.this.name
+  resource_group_name                        = local.rg_name
   network_security_group_name                = azurerm_network_security_group.nodes.name
   priority                                   = 100
   direction                                  = "Inbound"
@@ -60,7 +60,7 @@ resource "azurerm_network_security_rule" "ray_in" {
 resource "azurerm_network_security_rule" "admin_ssh" {
   count                                      = length(var.admin_cidrs) > 0 ? 1 : 0
   name                                       = "ssh-from-admin-cidrs"
-  resource_group_name                        = azurerm_resource_group.this.name
+  resource_group_name                        = local.rg_name
   network_security_group_name                = azurerm_network_security_group.nodes.name
   priority                                   = 110
   direction                                  = "Inbound"
@@ -77,7 +77,7 @@ resource "azurerm_network_security_rule" "admin_ssh" {
 # the cluster's ASG reaches the nodes.
 resource "azurerm_network_security_rule" "deny_vnet_in" {
   name                        = "deny-other-vnet-inbound"
-  resource_group_name         = azurerm_resource_group.this.name
+  resource_group_name         = local.rg_name
   network_security_group_name = azurerm_network_security_group.nodes.name
   priority                    = 4000
   direction                   = "Inbound"
@@ -92,7 +92,7 @@ resource "azurerm_network_security_rule" "deny_vnet_in" {
 
 resource "azurerm_network_security_rule" "ray_out" {
   name                                       = "ray-to-cluster"
-  resource_group_name                        = azurerm_resource_group.this.name
+  resource_group_name                        = local.rg_name
   network_security_group_name                = azurerm_network_security_group.nodes.name
   priority                                   = 100
   direction                                  = "Outbound"
@@ -107,7 +107,7 @@ resource "azurerm_network_security_rule" "ray_out" {
 
 resource "azurerm_network_security_rule" "storage_out" {
   name                        = "https-to-storage"
-  resource_group_name         = azurerm_resource_group.this.name
+  resource_group_name         = local.rg_name
   network_security_group_name = azurerm_network_security_group.nodes.name
   priority                    = 110
   direction                   = "Outbound"
@@ -122,7 +122,7 @@ resource "azurerm_network_security_rule" "storage_out" {
 
 resource "azurerm_network_security_rule" "deny_internet_out" {
   name                        = "deny-internet-outbound"
-  resource_group_name         = azurerm_resource_group.this.name
+  resource_group_name         = local.rg_name
   network_security_group_name = azurerm_network_security_group.nodes.name
   priority                    = 4000
   direction                   = "Outbound"

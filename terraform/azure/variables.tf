@@ -345,3 +345,13 @@ variable "encryption_at_host" {
   default     = false
   description = "Also encrypt temp disks and caches on the host (needs the EncryptionAtHost feature registered in the subscription). Managed disks are always encrypted at rest."
 }
+
+variable "resource_group" {
+  type        = string
+  default     = null
+  description = "An existing resource group to create the cluster in (its region must be `region`); what a deployer with deployer-role.json, assigned on that group only, needs. null: create a group of the cluster's own (needs subscription-wide rights)."
+  validation {
+    condition     = var.resource_group == null || can(regex("^[-\\w._()]{1,90}$", var.resource_group))
+    error_message = "resource_group: 1-90 letters, digits, '-', '_', '.', '(', ')'."
+  }
+}

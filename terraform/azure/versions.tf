@@ -18,4 +18,8 @@ terraform {
 provider "azurerm" {
   features {}
   storage_use_azuread = true
+  # Registering resource providers is a subscription-wide right a deployer holding
+  # deployer-role.json on one resource group does not have: an admin registers
+  # Microsoft.Compute, .Network, .Storage and .ManagedIdentity once (terraform/azure/README.md).
+  resource_provider_registrations = "none"
 }

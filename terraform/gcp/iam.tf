@@ -3,7 +3,10 @@
 # else (one bucket-level binding with an IAM condition; the bucket must use uniform
 # bucket-level access, which a created bucket does).
 
+# One per cluster, unless node_service_account names an existing one: a deployer with
+# deployer-role.yaml may attach (actAs) that one account only, so cannot create its own.
 resource "google_service_account" "nodes" {
+  count = var.node_service_account == null ? 1 : 0
   # account_id allows 6-30 characters; the cluster name is in the display name.
   account_id   = "syndeo-${substr(sha256(var.cluster_name), 0, 16)}"
   display_name = "Syndeo ${var.cluster_name} nodes"
@@ -13,7 +16,7 @@ resource "google_service_account" "nodes" {
 resource "google_storage_bucket_iam_member" "rendezvous" {
   bucket = local.bucket
   role   = "roles/storage.objectUser"
-  member = "serviceAccount:${google_service_account.nodes.email}"
+  member = "serviceAccount:${local.node_sa}"
   condition {
     title       = "syndeo-${var.cluster_name}-prefix"
     description = "Objects under ${local.cluster_prefix} only; listing only with that prefix"
@@ -22,4 +25,13 @@ resource "google_storage_bucket_iam_member" "rendezvous" {
       "(resource.type == \"storage.googleapis.com/Bucket\" && api.getAttribute(\"storage.googleapis.com/objectListPrefix\", \"\").startsWith(\"${local.cluster_prefix}\"))",
     ])
   }
+}
+
+locals {
+  node_sa = var.node_service_account != null ? var.node_service_account : google_service_account.nodes[0].email
+}
+
+moved {
+  from = google_service_account.nodes
+  to   = google_service_account.nodes[0]
 }

@@ -55,7 +55,7 @@ resource "google_compute_instance" "node" {
   }
 
   service_account {
-    email  = google_service_account.nodes.email
+    email  = local.node_sa
     scopes = ["cloud-platform"] # access is decided by IAM (the prefix-scoped binding)
   }
 

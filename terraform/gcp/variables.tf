@@ -319,3 +319,13 @@ variable "project" {
     error_message = "project must be a project id such as my-project-123."
   }
 }
+
+variable "node_service_account" {
+  type        = string
+  default     = null
+  description = "Email of an existing service account for the nodes (a deployer with deployer-role.yaml may act as that one only: roles/iam.serviceAccountUser on it). The module still grants it only this cluster's prefix of the bucket. null: create one per cluster (needs iam.serviceAccounts.create/actAs beyond the deployer role)."
+  validation {
+    condition     = var.node_service_account == null || can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.-]+\\.iam\\.gserviceaccount\\.com$", var.node_service_account))
+    error_message = "node_service_account: a service account email (name@project.iam.gserviceaccount.com)."
+  }
+}

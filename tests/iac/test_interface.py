@@ -176,4 +176,7 @@ def test_deployer_permissions_have_no_wildcard_actions() -> None:
     assert gcp["includedPermissions"] and all("*" not in p for p in gcp["includedPermissions"])
     azure = json.loads((hcl.TERRAFORM / "azure" / "deployer-role.json").read_text())
     assert azure["Actions"] and all("*" not in a for a in azure["Actions"])
-    assert azure["AssignableScopes"] == ["/subscriptions/SUBSCRIPTION_ID"]
+    # One resource group, never the subscription (tests/iac/test_deployer_policies.py).
+    assert azure["AssignableScopes"] == [
+        "/subscriptions/SUBSCRIPTION_ID/resourceGroups/RESOURCE_GROUP"
+    ]

@@ -110,6 +110,8 @@ SHARED_CASES: list[tuple[Any, ...]] = [
 ]
 CLOUD_CASES: dict[str, list[tuple[Any, ...]]] = {
     "aws": [
+        ("permissions_boundary", "arn:aws:iam::123456789012:policy/syndeo-node-boundary", True),
+        ("permissions_boundary", "syndeo-node-boundary", False),
         ("image", "ami-xyz", False),
         ("region", "eu-central-1", True),
         ("region", "westeurope", False),
@@ -120,6 +122,8 @@ CLOUD_CASES: dict[str, list[tuple[Any, ...]]] = {
         ("groups", _groups((1, 0), (2, 1), instance_type="g2-standard-4"), False),
     ],
     "gcp": [
+        ("node_service_account", "syndeo-nodes@my-project-123.iam.gserviceaccount.com", True),
+        ("node_service_account", "syndeo-nodes", False),
         ("image", "projects/debian-cloud/global/images/debian-12-bookworm-v20261101", True),
         ("image", "https://www.googleapis.com/compute/v1/projects/p-1/global/images/syndeo", True),
         ("image", "debian-12", False),
@@ -135,6 +139,8 @@ CLOUD_CASES: dict[str, list[tuple[Any, ...]]] = {
         ("project", "My_Project", False),
     ],
     "azure": [
+        ("resource_group", "syndeo-rg", True),
+        ("resource_group", "bad/name", False),
         ("image", "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/"
                   "providers/Microsoft.Compute/galleries/g/images/syndeo/versions/1.0.0", True),
         ("image", "ami-0123456789abcdef0", False),

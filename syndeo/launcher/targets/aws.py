@@ -30,6 +30,7 @@ class AwsTarget(CloudTarget):
     name = "aws"
     module = "aws"
     scheme = "s3"
+    own = ("permissions_boundary",)
 
     def machine_summary(self, spec: ClusterSpec) -> dict[str, Any]:
         summary = super().machine_summary(spec)

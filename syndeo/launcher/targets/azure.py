@@ -22,7 +22,7 @@ class AzureTarget(CloudTarget):
     name = "azure"
     module = "azure"
     scheme = "az"
-    own = ("storage_account", "admin_ssh_public_key")
+    own = ("storage_account", "admin_ssh_public_key", "resource_group")
 
     def default_rendezvous(self) -> str:
         # The launcher follows the cluster in the container it creates, so it must

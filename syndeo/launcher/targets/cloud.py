@@ -47,6 +47,9 @@ class CloudSettings(BaseModel):
     project: str | None = None  # gcp only
     storage_account: str | None = None  # azure only
     admin_ssh_public_key: str | None = None  # azure only (None: a key nobody holds)
+    permissions_boundary: str | None = None  # aws only: the node role's boundary (ARN)
+    node_service_account: str | None = None  # gcp only: an existing SA for the nodes
+    resource_group: str | None = None  # azure only: an existing group to deploy into
 
 
 class CloudTarget(TerraformTarget):
@@ -95,7 +98,10 @@ class CloudTarget(TerraformTarget):
             s = CloudSettings.model_validate(section)
         except ValidationError as exc:
             raise ConfigError(one_line(exc, "settings", prefix=self.name)) from None
-        for foreign in ("project", "storage_account", "admin_ssh_public_key"):
+        for foreign in (
+            "project", "storage_account", "admin_ssh_public_key", "permissions_boundary",
+            "node_service_account", "resource_group",
+        ):  # fmt: skip
             if foreign not in self.own and getattr(s, foreign) is not None:
                 raise ConfigError(f"{self.name}.{foreign} is not a {self.name} setting")
         return s

@@ -22,7 +22,7 @@ class GcpTarget(CloudTarget):
     name = "gcp"
     module = "gcp"
     scheme = "gs"
-    own = ("project",)
+    own = ("project", "node_service_account")
 
     def cloud_vars(self, spec: ClusterSpec) -> dict[str, Any]:
         project = self.settings.project or os.environ.get("GOOGLE_CLOUD_PROJECT")
