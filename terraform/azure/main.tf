@@ -13,6 +13,11 @@ locals {
   storage_account_id = (var.create_bucket ? azurerm_storage_account.rendezvous[0].id :
   data.azurerm_storage_account.existing[0].id)
   container_scope = "${local.storage_account_id}/blobServices/default/containers/${var.bucket_name}"
+  # The same id spelled out, not read from the account: the account's network rules
+  # name the subnet, and the subnet's endpoint policy names the account (a cycle).
+  storage_account_arm_id = (var.create_bucket
+    ? "/subscriptions/${data.azurerm_client_config.current.subscription_id}/resourceGroups/${local.rg_name}/providers/Microsoft.Storage/storageAccounts/${local.storage_account}"
+  : data.azurerm_storage_account.existing[0].id)
   tags = merge(var.labels, {
     syndeo-cluster = var.cluster_name
   })

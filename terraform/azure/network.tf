@@ -1,6 +1,8 @@
 # A VNet of its own with one subnet.  No public IPs, no NAT gateway, and the subnet's
 # default outbound access is off: the image is baked, and the only service the nodes
-# use is Blob Storage, reached through the subnet's Microsoft.Storage service endpoint.
+# use is Blob Storage, reached through the subnet's Microsoft.Storage service endpoint,
+# whose service endpoint policy admits the cluster's storage account only (the NSG's
+# `Storage` service tag alone would let a node reach every account in the region).
 # Instance metadata (identity tokens) and Azure DNS are platform addresses no NSG blocks.
 
 resource "azurerm_virtual_network" "this" {
@@ -17,7 +19,22 @@ resource "azurerm_subnet" "nodes" {
   virtual_network_name            = azurerm_virtual_network.this.name
   address_prefixes                = [cidrsubnet(var.network_cidr, 20 - tonumber(split("/", var.network_cidr)[1]), 0)]
   service_endpoints               = ["Microsoft.Storage"]
+  service_endpoint_policy_ids     = [azurerm_subnet_service_endpoint_storage_policy.nodes.id]
   default_outbound_access_enabled = false
+}
+
+# Egress over the service endpoint to this storage account only: a node (or code run on
+# it) cannot write the cluster's data to another account, whatever credentials it holds.
+resource "azurerm_subnet_service_endpoint_storage_policy" "nodes" {
+  name                = "${local.name}-storage"
+  resource_group_name = local.rg_name
+  location            = local.rg_location
+  tags                = local.tags
+  definition {
+    name              = "rendezvous-account"
+    description       = "The cluster's rendezvous storage account only"
+    service_resources = [local.storage_account_arm_id]
+  }
 }
 
 resource "azurerm_application_security_group" "nodes" {

@@ -264,3 +264,28 @@ def test_the_evaluator_follows_iams_documented_rules() -> None:
         == "ImplicitDeny"  # fmt: skip
     # A boundary caps the identity policy.
     assert not allowed(pol(allow), req, boundary=pol({**allow, "Resource": "arn:aws:s3:::c/*"}))
+
+
+# ------------------------------------------------------------------ egress (item 14)
+def test_egress_to_the_object_store_reaches_the_clusters_bucket_only_where_it_can() -> None:
+    # AWS: the S3 gateway endpoint's policy names the rendezvous bucket only.
+    aws_net = (TF / "aws" / "network.tf").read_text()
+    assert 'Resource  = ["arn:aws:s3:::${local.bucket}", "arn:aws:s3:::${local.bucket}/*"]' \
+        in aws_net  # fmt: skip
+    # Azure: the subnet's service endpoint carries a policy naming the cluster's account
+    # (the NSG's Storage tag alone is every account in the region).
+    net = (TF / "azure" / "network.tf").read_text()
+    assert re.search(
+        r"service_endpoint_policy_ids\s*=\s*\[azurerm_subnet_service_endpoint_storage_policy"
+        r"\.nodes\.id\]", net
+    )  # fmt: skip
+    assert re.search(r"service_resources\s*=\s*\[local\.storage_account_arm_id\]", net)
+    main = (TF / "azure" / "main.tf").read_text()
+    assert "providers/Microsoft.Storage/storageAccounts/${local.storage_account}" in main
+    role = json.loads((TF / "azure" / "deployer-role.json").read_text())
+    assert "Microsoft.Network/serviceEndpointPolicies/join/action" in role["Actions"]
+    # Google Cloud: no per-bucket egress control without VPC Service Controls; the gap
+    # is stated where the network is described.
+    gcp = (TF / "gcp" / "README.md").read_text()
+    assert "**Gap:** Private Google Access reaches every Google API and every bucket" in gcp
+    assert "VPC Service Controls" in gcp
