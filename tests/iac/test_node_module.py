@@ -23,37 +23,17 @@ from syndeo.launcher.spec import ClusterSpec
 from syndeo.rendezvous import backend_class
 from tests.support import hcl
 
-NODE = hcl.TERRAFORM / "modules" / "node"
+NODE = hcl.NODE_MODULE
 # Everything a shell or systemd might interpret, in the one free-text setting.
 TRICKY_RUN = 'python -c \'print("a b")\' $HOME `id` c=d \\ "q" --x=1,2 ;&|'
 
 
-RENDERED = ("env", "env_files", "user_data", "scratch_dirs", "machines")
+RENDERED = hcl.NODE_OUTPUTS
+_render = hcl.render_node_module  # apply a root that calls the node module; its outputs
 
 
-def _render(
-    root: Path, inputs: dict[str, Any], names: tuple[str, ...] = RENDERED
-) -> dict[str, Any]:
-    """Apply a root that calls the node module with ``inputs``; its outputs ``names``."""
-    shutil.copytree(NODE, root / "node", dirs_exist_ok=True)
-    (root / "main.tf.json").write_text(
-        json.dumps(
-            {
-                "module": {"n": {"source": "./node", **inputs}},
-                "output": {k: {"value": f"${{module.n.{k}}}"} for k in names},
-            }
-        )
-    )
-    env = {**hcl.TF_ENV, "TF_DATA_DIR": str(root / ".terraform")}
-    for args in (("init", "-backend=false"), ("apply", "-auto-approve", "-no-color")):
-        out = hcl.run_tf(*args, cwd=root, env=env)
-        assert out.returncode == 0, out.stdout + out.stderr
-    out = hcl.run_tf("output", "-json", cwd=root, env=env)
-    assert out.returncode == 0, out.stderr
-    return {k: v["value"] for k, v in json.loads(out.stdout).items()}
-
-
-def _plan_ok(root: Path, inputs: dict[str, Any]) -> bool:
+def _plan_error(root: Path, inputs: dict[str, Any]) -> str | None:
+    """The validation errors ``terraform plan`` gives for ``inputs`` (one line), or None."""
     shutil.copytree(NODE, root / "node", dirs_exist_ok=True)
     (root / "main.tf.json").write_text(
         json.dumps({"module": {"n": {"source": "./node", **inputs}}})
@@ -62,8 +42,14 @@ def _plan_ok(root: Path, inputs: dict[str, Any]) -> bool:
     if not (root / ".terraform").exists():
         assert hcl.run_tf("init", "-backend=false", cwd=root, env=env).returncode == 0
     out = hcl.run_tf("plan", "-no-color", cwd=root, env=env)
-    assert out.returncode == 0 or "Invalid value for" in out.stderr, out.stderr
-    return out.returncode == 0
+    if out.returncode == 0:
+        return None
+    assert "Invalid value for" in out.stderr, out.stderr
+    return " ".join(out.stderr.split())  # error_message lines are wrapped
+
+
+def _plan_ok(root: Path, inputs: dict[str, Any]) -> bool:
+    return _plan_error(root, inputs) is None
 
 
 def test_module_own_terraform_tests(tmp_path: Path) -> None:
@@ -312,30 +298,40 @@ def test_without_groups_nothing_changes(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("groups", "why"),
+    ("groups", "python_why", "terraform_why"),
     [
-        ([{"name": "a", "nodes": 2}, {"name": "a", "nodes": 1}], "defined twice"),
-        ([{"name": "a", "nodes": 0}, {"name": "b", "nodes": 3}], "holds the head"),
-        ([{"name": "a", "nodes": 1, "min_nodes": 2}, {"name": "b", "nodes": 2}], "min_nodes"),
-        ([{"name": "A", "nodes": 3}], "group name"),
+        ([{"name": "a", "nodes": 2}, {"name": "a", "nodes": 1}],
+         "group 'a' is defined twice", "groups: a name is used twice."),
+        ([{"name": "a", "nodes": 0}, {"name": "b", "nodes": 3}],
+         "group 'a' holds the head (rank 0): it needs nodes >= 1",
+         "groups: the first group holds the head (nodes >= 1)"),
+        ([{"name": "a", "nodes": 1, "min_nodes": 2}, {"name": "b", "nodes": 2}],
+         "group 'a': min_nodes 2 is more than its 1 nodes", "min_nodes null or 0..nodes"),
+        ([{"name": "A", "nodes": 3}],
+         "'A': use 1-31 of a-z, 0-9 and '-', starting with a letter",
+         "groups: names are 1-31 of a-z, 0-9 and '-', starting with a letter."),
     ],
-)
+)  # fmt: skip
 def test_python_and_terraform_refuse_the_same_groups(
-    groups: list[dict[str, Any]], why: str, tmp_path: Path
+    groups: list[dict[str, Any]], python_why: str, terraform_why: str, tmp_path: Path
 ) -> None:
+    """Each side refuses for the stated reason, not for any other."""
     from syndeo.core.groups import GroupConfig, build_layout
 
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError) as refused:
         build_layout(
             [GroupConfig(**g) for g in groups], head="first", cpus=1, gpus=0, memory_mb=None,
             container=None,
         )  # fmt: skip
+    assert python_why in str(refused.value)
     tf_groups = [{"cpus": 1, "gpus": 0, "memory_mb": None, "min_nodes": None, **g} for g in groups]
     base = {"cluster_id": "ok", "node_count": 3, "rendezvous": "file:///x", "target": "ssh"}
-    assert not _plan_ok(tmp_path, {**base, "groups": tf_groups}), why
+    error = _plan_error(tmp_path, {**base, "groups": tf_groups})
+    assert error is not None and terraform_why in error, error
     # And the groups' nodes must add up to the cluster's (TerraformTarget passes both).
     ok = [{"name": n, "nodes": 1, "cpus": 1, "gpus": 0} for n in ("a", "b")]
-    assert not _plan_ok(tmp_path, {**base, "groups": ok})
+    error = _plan_error(tmp_path, {**base, "groups": ok})
+    assert error is not None and "groups' nodes add up to node_count" in error, error
     assert _plan_ok(tmp_path, {**base, "node_count": 2, "groups": ok})
 
 

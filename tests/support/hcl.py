@@ -4,7 +4,9 @@ string literals and labels; these helpers strip them)."""
 from __future__ import annotations
 
 import functools
+import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -95,3 +97,58 @@ def run_tf(*args: str, cwd: Path, env: dict[str, str] | None = None,
         [terraform(), *args], cwd=cwd, env=env or TF_ENV, capture_output=True, text=True,
         timeout=timeout,
     )  # fmt: skip
+
+
+NODE_MODULE = TERRAFORM / "modules" / "node"
+NODE_OUTPUTS = ("env", "env_files", "user_data", "scratch_dirs", "machines")
+
+
+def render_node_module(
+    root: Path, inputs: dict[str, Any], names: tuple[str, ...] = NODE_OUTPUTS
+) -> dict[str, Any]:
+    """Apply a root that calls terraform/modules/node with ``inputs``; its outputs ``names``."""
+    shutil.copytree(NODE_MODULE, root / "node", dirs_exist_ok=True)
+    (root / "main.tf.json").write_text(
+        json.dumps(
+            {
+                "module": {"n": {"source": "./node", **inputs}},
+                "output": {k: {"value": f"${{module.n.{k}}}"} for k in names},
+            }
+        )
+    )
+    env = {**TF_ENV, "TF_DATA_DIR": str(root / ".terraform")}
+    for args in (("init", "-backend=false"), ("apply", "-auto-approve", "-no-color")):
+        out = run_tf(*args, cwd=root, env=env)
+        assert out.returncode == 0, out.stdout + out.stderr
+    out = run_tf("output", "-json", cwd=root, env=env)
+    assert out.returncode == 0, out.stderr
+    return {k: v["value"] for k, v in json.loads(out.stdout).items()}
+
+
+_VAR_REF = re.compile(r"^\$\{(?:nonsensitive\()?var\.(\w+)\)?\}$")
+
+
+def node_module_inputs(module: str, tfvars: dict[str, Any]) -> dict[str, Any]:
+    """What terraform/<module> passes to the node module for ``tfvars``: each argument of
+    its ``module "nodes"`` block that is a literal or a plain ``var.X`` (the variable's
+    default when tfvars lacks it); computed arguments (for-expressions, locals) are left
+    to the caller, but the rendezvous, which every root passes on unchanged."""
+    root = TERRAFORM / module
+    defaults = {k: unquote(v.get("default")) for k, v in variables(root).items()}
+    block: dict[str, Any] = {}
+    for f in tf_files(root):
+        if f.parent == root:
+            for mod in load(f).get("module", []):
+                block.update(mod.get("nodes", mod.get('"nodes"', {})))
+    assert unquote(block.get("source")) == "../modules/node", f"terraform/{module}: no node module"
+    inputs: dict[str, Any] = {"rendezvous": tfvars["rendezvous"]}
+    for key, raw in block.items():
+        value = unquote(raw)
+        if key.startswith("__") or key == "source":
+            continue
+        ref = _VAR_REF.match(value) if isinstance(value, str) else None
+        if ref:
+            inputs[key] = tfvars.get(ref.group(1), defaults.get(ref.group(1)))
+        elif not (isinstance(value, str) and "${" in value):
+            inputs[key] = value
+    return inputs
