@@ -57,7 +57,22 @@ def node(rank: int, cluster: str = "c1") -> NodeRecord:
 
 # ---------------------------------------------------------------------- head
 def test_check_accepts_a_usable_location(backend: Backend) -> None:
-    backend.open().check()
+    """check() passes on a usable location, writes nothing a cluster would read, and the
+    location it passed is then usable by every client (refusals: test_failures.py)."""
+    if backend.kind == "file":
+        # The cluster's dir made by the user, open to others: accepted, and tightened.
+        root = os.path.join(backend.uri.removeprefix("file://"), "c1")
+        os.makedirs(root, mode=0o755)
+        os.chmod(root, 0o755)
+    rv = backend.open()
+    rv.check()
+    if backend.kind == "file":
+        assert os.stat(root).st_mode & 0o777 == 0o700
+    assert (rv.read_claim(), rv.read_head(), rv.list_nodes()) == (None, None, [])
+    assert (rv.read_status(), rv.read_done(), rv.stop_requested()) == (None, None, False)
+    rec = head()
+    backend.open().publish_head(rec)
+    assert rv.read_head() == rec
 
 
 def test_worker_waiting_sees_head_published_later(backend: Backend) -> None:
