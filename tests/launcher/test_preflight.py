@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.support.helpers import ROOT
@@ -16,24 +16,54 @@ from tests.support.helpers import ROOT
 INVOKE = Path(sys.executable).with_name("invoke")
 
 
-def _run_watching(argv: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    """Run ``argv`` to the end; also every ``syndeo node`` process it spawned meanwhile."""
-    proc = subprocess.Popen(
-        argv, cwd=cwd, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, stdin=subprocess.DEVNULL,
+# Loaded by every Python process of the run (PYTHONPATH): logs each process it starts,
+# at the moment it starts it, from Python's own audit events.  Nothing is sampled, so
+# a node that lives for a millisecond is seen as surely as one that stays.
+SPAWN_LOG = """\
+import json, os, sys
+_log = os.environ["SYNDEO_TEST_SPAWN_LOG"]
+_EVENTS = ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn", "os.system")
+
+def _hook(event, args):
+    if event in _EVENTS:
+        argv = args[0] if event == "os.system" else args[1]
+        words = [argv] if isinstance(argv, (str, bytes)) else list(argv or [])
+        with open(_log, "a") as fh:
+            fh.write(json.dumps([os.fsdecode(w) for w in words]) + "\\n")
+
+sys.addaudithook(_hook)
+"""
+
+
+def _run_watching(
+    argv: list[str], cwd: Path, tmp_path: Path
+) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
+    """Run ``argv`` to the end; also the argv of every process started on the way that
+    runs ``syndeo node`` (in any form: ``-m syndeo node``, the ``syndeo`` script)."""
+    hook = tmp_path / "spawn-hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SPAWN_LOG)
+    log = tmp_path / "spawned.jsonl"
+    env = {**os.environ, "SYNDEO_TEST_SPAWN_LOG": str(log)}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hook), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        timeout=120,
     )  # fmt: skip
-    nodes: set[str] = set()
-    launcher = psutil.Process(proc.pid)
-    while proc.poll() is None:
-        try:
-            for child in launcher.children(recursive=True):
-                cmd = " ".join(child.cmdline())
-                if "syndeo" in cmd and cmd.endswith(" node"):
-                    nodes.add(f"{child.pid} {cmd}")
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            pass
-    out, err = proc.communicate(timeout=120)
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err), nodes
+    spawned = [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []
+    nodes = [a for a in spawned if "node" in a and any("syndeo" in w for w in a)]
+    return proc, nodes
+
+
+def test_spawn_log_sees_every_node_a_deploy_starts(syndeo_home: Path, tmp_path: Path) -> None:
+    """The watch itself: a deploy that does start a node shows it."""
+    proc, nodes = _run_watching(
+        [sys.executable, "-m", "syndeo", "deploy", "--target", "local", "--nodes", "1",
+         "--cluster-id", "tspawn", "--run", "python -c pass", "--join-timeout", "120"],
+        cwd=tmp_path, tmp_path=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert nodes == [[sys.executable, "-m", "syndeo", "node"]], nodes
 
 
 def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
@@ -63,6 +93,7 @@ def test_invoke_deploy_refuses_bad_workload_settings_before_any_node(
     proc, nodes = _run_watching(
         [str(INVOKE), "-r", str(ROOT), "deploy", "--target", "local", "--nodes", "2", *args],
         cwd=tmp_path,
+        tmp_path=tmp_path,
     )
     assert message in _one_line(proc)
     assert not nodes, f"nodes were started: {nodes}"
