@@ -3,6 +3,8 @@
 Node bring-up, Ray start, readiness, auth and teardown live in the node runtime
 (``syndeo.node``); a target whose code or templates mention them has grown its own copy.
 That no target imports the node runtime is the layer contract's (``test_layout.py``).
+What a target would run is checked by running it: every node of every target starts
+the one node command with the node settings the launcher meant, and nothing else starts.
 """
 
 from __future__ import annotations
@@ -10,15 +12,27 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import json
+import os
+import re
+import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-from syndeo.launcher.targets import TARGETS, Target
+from syndeo.core.nodeconfig import NodeSettings
+from syndeo.launcher.command import node_command
+from syndeo.launcher.config import DeployConfig, load_config
+from syndeo.launcher.spec import ClusterSpec
+from syndeo.launcher.targets import TARGETS, Target, get_target
 from syndeo.launcher.targets.cloud import CloudTarget
 from syndeo.launcher.targets.terraform import TerraformTarget, terraform_root
+from tests.support import hcl
 
 VERBS = ("default_rendezvous", "script", "launch", "poll", "stop")
 # What only the per-node command may do.
@@ -125,3 +139,189 @@ def test_importing_a_target_loads_no_node_runtime() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------------------- behaviour
+# What a target renders is run (Slurm's job script, a VM's start command) or read
+# word by word (the local dry run), with stand-ins that record how they were started.
+# Every node must start the one node command, once, and nothing else may start: a
+# template that ran `ray start` or a Python of its own would be recorded too.
+RECORDER = f"""#!{sys.executable}
+import json, os, sys
+path = os.path.join(os.environ["SYNDEO_TEST_RECORD"], f"{{os.getpid()}}.json")
+with open(path + ".tmp", "w") as fh:
+    json.dump({{"argv": sys.argv, "env": dict(os.environ)}}, fh)
+os.replace(path + ".tmp", path)
+"""
+STANDINS = ("node-python", "python", "python3", "ray", "apptainer", "singularity")
+SRUN = """#!/bin/bash
+# srun as the job script calls it: --ntasks=N ... COMMAND; each task in turn.
+n=1
+while [ $# -gt 0 ]; do
+  case "$1" in --ntasks=*) n=${1#--ntasks=}; shift ;; --*) shift ;; *) break ;; esac
+done
+i=0
+while [ "$i" -lt "$n" ]; do SLURM_PROCID=$i "$@" || exit $?; i=$((i + 1)); done
+"""
+NODES = 3
+RUN = "python work.py --x=1,2"
+SIF_IN_IMAGE = "/opt/syndeo/syndeo.sif"  # the VM images' SIF (terraform/<cloud> image_path)
+CLOUD_MACHINE = {
+    "aws": {"instance_type": "c7i.2xlarge", "region": "us-east-1", "image": "ami-0abc"},
+    "gcp": {"instance_type": "c3-standard-8", "region": "us-central1", "project": "p",
+            "image": "projects/p/global/images/syndeo"},
+    "azure": {"instance_type": "Standard_D8s_v5", "region": "westeurope",
+              "image": "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/images/x"},
+}  # fmt: skip
+
+
+def _standins(tmp_path: Path) -> tuple[Path, Path]:
+    bindir, record = tmp_path / "bin", tmp_path / "record"
+    bindir.mkdir()
+    record.mkdir()
+    for name in (*STANDINS, "srun"):
+        (bindir / name).write_text(SRUN if name == "srun" else RECORDER)
+        (bindir / name).chmod(0o755)
+    return bindir, record
+
+
+def _records(record: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(record.glob("*.json"))]
+
+
+def _wait_gone(pid_file: Path) -> None:
+    """A detached node (its own process group, pid file by its start command) has ended."""
+    pgid = int(pid_file.read_text())
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        assert time.monotonic() < deadline, f"process group {pgid} still runs"
+        time.sleep(0.05)
+
+
+def _config(name: str, tmp_path: Path, bindir: Path) -> DeployConfig:
+    common: dict[str, Any] = {"target": name, "nodes": NODES, "run": RUN}
+    if name == "slurm":
+        common["slurm"] = {"python": str(bindir / "node-python")}
+    elif name == "ssh":
+        hosts = [f"10.77.0.{i}" for i in range(1, NODES + 1)]
+        key = tmp_path / "hostkey"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        pub = " ".join(key.with_suffix(".pub").read_text().split()[:2])
+        known = tmp_path / "known_hosts"
+        known.write_text("".join(f"{h} {pub}\n" for h in hosts))
+        common["ssh"] = {"hosts": hosts, "known_hosts": str(known), "python": "python3"}
+    elif name in CLOUD_MACHINE:
+        common[name] = CLOUD_MACHINE[name]
+    return load_config(**common)
+
+
+def _node_env(record: dict[str, Any]) -> dict[str, str]:
+    """The node's own variables: as set, or as apptainer would pass them into the container."""
+    env: dict[str, str] = record["env"]
+    if Path(record["argv"][0]).name == "apptainer":
+        return {k.removeprefix("APPTAINERENV_"): v for k, v in env.items()
+                if k.startswith("APPTAINERENV_")}  # fmt: skip
+    return env
+
+
+def _started(
+    name: str, tmp_path: Path, bindir: Path, record: Path
+) -> tuple[ClusterSpec, list[dict[str, Any]]]:
+    """Render what ``name`` would run for a 3-node cluster and run it with the stand-ins;
+    returns the cluster's spec and what was started (argv and environment of each)."""
+    cfg = _config(name, tmp_path, bindir)
+    target = get_target(cfg)
+    # A cloud meets in the bucket it creates; the others in a directory.
+    uri = target.default_rendezvous() if name in CLOUD_MACHINE else (tmp_path / "rdv").as_uri()
+    spec = ClusterSpec.from_config(cfg, uri, "onecmd")
+    path = f"{bindir}:/usr/bin:/bin"
+    if name == "local":
+        # Its dry run is the script it runs (argv and environment, word by word).
+        started = []
+        for line in target.script(spec).splitlines():
+            if line.startswith("#") or line == "wait":
+                continue
+            words = shlex.split(line)
+            assert words[0] == "env" and words[-2:] == ["2>&1", "&"], line
+            words = words[1 : words.index(">")]
+            env = dict(w.split("=", 1) for w in words if re.match(r"^[A-Z_][A-Z0-9_]*=", w))
+            started.append({"argv": words[len(env) :], "env": env})
+        return spec, started
+    if name == "slurm":
+        (Path(os.environ["SYNDEO_HOME"]) / "slurm" / "jobs" / "onecmd").mkdir(parents=True)
+        job = tmp_path / "job.sbatch"
+        job.write_text(target.script(spec))
+        env = {"PATH": path, "SYNDEO_TEST_RECORD": str(record), "SLURM_JOB_ID": "77",
+               "SLURM_JOB_NODELIST": "n[1-3]", "SLURM_LAUNCH_NODE_IPADDR": "127.0.0.1"}  # fmt: skip
+        out = subprocess.run(["bash", str(job)], env=env, capture_output=True, text=True,
+                             timeout=120)  # fmt: skip
+        assert out.returncode == 0, out.stdout + out.stderr
+        return spec, _records(record)  # srun ran every task to its end
+    assert isinstance(target, TerraformTarget)
+    tfvars = target.tfvars(spec)
+    inputs = hcl.node_module_inputs(target.module, tfvars)
+    if name == "ssh":  # on this machine: the host's interpreter and dir are stand-ins
+        assert tfvars["image"] is None  # terraform/ssh: image_path null, a bare node
+        inputs.update(python=str(bindir / "node-python"), host_dir=str(tmp_path / "host"),
+                      image_path=None)  # fmt: skip
+    else:
+        assert inputs["image_path"] == SIF_IN_IMAGE
+        inputs["host_dir"] = str(tmp_path / "host")
+    names = ("env", "env_files", "user_data", "start_commands")
+    out = hcl.render_node_module(tmp_path / "tf", inputs, names)
+    assert len(out["start_commands"]) == NODES
+    for rank, command in enumerate(out["start_commands"]):
+        if name != "ssh":
+            # A cloud machine: cloud-init writes the same environment file and starts the
+            # image's unit, which runs the same start script (terraform/modules/node/files).
+            doc = yaml.safe_load(out["user_data"][rank])
+            assert [f["content"] for f in doc["write_files"]] == [out["env_files"][rank]]
+            assert doc["runcmd"] == [["systemctl", "start", "--no-block", "syndeo-node"]]
+            assert set(doc) == {"write_files", "runcmd"}
+        env = {"PATH": path, "SYNDEO_TEST_RECORD": str(record), "HOME": str(tmp_path)}
+        res = subprocess.run(["dash", "-c", command], env=env, capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
+        assert res.returncode == 0, res.stdout + res.stderr
+        _wait_gone(tmp_path / "host" / "clusters" / "onecmd" / str(rank) / "node.pid")
+    return spec, _records(record)
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_every_node_runs_the_one_node_command_and_nothing_else(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SYNDEO_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    bindir, record = _standins(tmp_path)
+    spec, started = _started(name, tmp_path, bindir, record)
+    assert len(started) == NODES, [s["argv"] for s in started]
+    one, _ = node_command(None, {}, [])  # [python, -m, syndeo, node]
+    by_rank: dict[int, list[str]] = {}
+    for node in started:
+        argv = node["argv"]
+        if name == "local":
+            assert argv == one
+        elif name in CLOUD_MACHINE:  # nodes run the SIF baked into the VM image
+            assert Path(argv[0]).name == "apptainer" and argv[1] == "exec"
+            assert {"--containall", "--cleanenv"} <= set(argv)
+            assert argv[-3:] == [SIF_IN_IMAGE, "syndeo", "node"]
+        else:  # bare, with the configured interpreter
+            assert argv == [str(bindir / "node-python"), *one[1:]], argv
+        got = NodeSettings.from_env(_node_env(node))
+        # Set per machine by the target (its own address, scratch under its base).
+        want = spec.node_settings(got.rank, got.scratch, got.node_ip)
+        update: dict[str, Any] = {"scratch_base": got.scratch_base, "target": got.target}
+        if name not in ("local", "slurm"):
+            update["workdir"] = None  # a machine elsewhere: not the launcher's directory
+        if name == "slurm" and got.rank != 0:
+            # One job environment for all its tasks: workers carry the command; only
+            # the head runs a workload (syndeo/node/main.py).
+            update["run"] = spec.run
+        want = want.model_copy(update=update)
+        assert got.model_dump() == want.model_dump()
+        by_rank[got.rank] = argv
+    assert sorted(by_rank) == list(range(NODES))
