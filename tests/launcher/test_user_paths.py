@@ -22,7 +22,12 @@ from pathlib import Path
 import psutil
 import pytest
 
+from syndeo.compare.catalog import load_catalog
+from syndeo.compare.report import build_rows
+from syndeo.compare.runs import find_runs
+from syndeo.launcher.config import load_config
 from syndeo.rendezvous import open_rendezvous
+from tests.support.bench import assert_bench_result
 from tests.support.helpers import (
     ROOT,
     assert_nothing_left,
@@ -56,6 +61,14 @@ def _wait_phase(uri: str, cid: str, phase: str, proc: subprocess.Popen[str]) -> 
         time.sleep(0.5)
 
 
+def _wait_file(path: Path, proc: subprocess.Popen[str], timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.2)
+
+
 def _crash_rank(cid: str, rank: int) -> int:
     """SIGKILL every process of one node (its `syndeo node` and its Ray): a machine crash."""
     procs = [p for p in processes_of(cid) if p.environ().get("SYNDEO_RANK") == str(rank)]
@@ -75,39 +88,73 @@ def _reap(cid: str) -> None:
     psutil.wait_procs(procs, timeout=10)
 
 
+# [cost.onprem] with a round CPU-hour: (8760 / (1 x 8760 x 1) + 1000 / 1000 x 0.1) / 2
+# = 0.55 $ (the compare tests' worked example).
+ONPREM = """[cost.onprem]
+capex_usd_per_node = 8760
+amortisation_years = 1
+utilisation = 1.0
+power_w_per_node = 1000
+usd_per_kwh = 0.1
+admin_share = 0
+cores_per_node = 2
+"""
+
+
 def test_readme_first_command_runs_the_builtin_benchmark(syndeo_home: Path, tmp_path: Path) -> None:
     cid = "treadme"
+    res = tmp_path / "res"
     proc = invoke(
-        "deploy", "--target", "local", "--cluster-id", cid, "--results-dir", str(tmp_path / "res"),
-        "--env", "CartPole-v1", "--repeats", "1", "--samples-per-cpu", "200",
+        "deploy", "--target", "local", "--cluster-id", cid, "--results-dir", str(res),
+        "--env", "CartPole-v1", "--repeats", "2", "--samples-per-cpu", "200",
         cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = read_json(tmp_path / "res" / cid / "deploy.json")
+    summary = read_json(res / cid / "deploy.json")
     assert summary["exit_code"] == 0 and summary["nodes"] == 2
     assert "syndeo.bench run" in str(summary["workload"])  # no --run: the benchmark ran
     # Only our own benchmark command in it: readable as the results beside it.
-    assert (tmp_path / "res" / cid / "deploy.json").stat().st_mode & 0o777 == 0o644
-    result = read_json(tmp_path / "res" / cid / "result.json")
-    text = str(result)
-    assert "CartPole-v1" in text
+    assert (res / cid / "deploy.json").stat().st_mode & 0o777 == 0o644
+    cpus = 2 * int(str(summary["cpus_per_node"]))
+    result = assert_bench_result(
+        res / cid / "result.json", env="CartPole-v1", samples_per_cpu=200, repeats=2, cpus=cpus
+    )
     assert "CartPole-v1" in proc.stdout  # the results table
     assert_nothing_left(cid)
     # …and `invoke report` renders what deploy collected.
-    rep = invoke("report", "--results-dir", str(tmp_path / "res"), "--out", str(tmp_path / "rep"),
+    rep = invoke("report", "--results-dir", str(res), "--out", str(tmp_path / "rep"),
                  cwd=tmp_path)  # fmt: skip
     assert rep.returncode == 0, rep.stderr[-3000:]
     assert "CartPole" in (tmp_path / "rep" / "report.md").read_text()
+    # …and `invoke compare` prices what this deploy wrote (not a hand-written summary):
+    # its measured rate at 2 nodes x cpus_per_node CPUs of 0.55 $/CPU-hour.
+    config = tmp_path / "onprem.toml"
+    config.write_text(ONPREM)
+    out = tmp_path / "cmp"
+    cmp = invoke("compare", "--results", str(res), "--config", str(config), "--out", str(out),
+                 cwd=tmp_path)  # fmt: skip
+    assert cmp.returncode == 0, cmp.stderr[-3000:]
+    assert "not compared" not in cmp.stdout, cmp.stdout
+    found = find_runs(res)
+    assert not found.skipped, found.skipped
+    (row,) = build_rows(found.runs, load_catalog(None), load_config(config).cost.onprem)
+    assert (row.target, row.nodes, row.cpus) == ("local", 2, cpus)
+    measured = result.results[0].syndeo
+    assert row.rates == [r.steps_per_s for r in measured.repeats]
+    assert row.price.usd_per_h == pytest.approx(0.55 * cpus)
+    assert row.usd_per_m == pytest.approx(0.55 * cpus / (measured.mean * 3600) * 1e6)
+    assert (out / "report.md").is_file() and (out / "report.html").is_file()
 
 
 def test_invoke_bench_standalone(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = invoke(
-        "bench", "--env", "CartPole-v1", "--repeats", "1", "--samples-per-cpu", "100",
+        "bench", "--env", "CartPole-v1", "--repeats", "2", "--samples-per-cpu", "100",
         "--no-local-limit", "--out", str(out), cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "CartPole-v1" in out.read_text()
+    # A local Ray of this machine's CPUs (as Ray counts them).
+    assert_bench_result(out, env="CartPole-v1", samples_per_cpu=100, repeats=2)
 
 
 def test_invoke_up_and_down(syndeo_home: Path, tmp_path: Path) -> None:
@@ -153,14 +200,17 @@ def test_losing_a_worker_is_reported_and_the_run_completes(
 ) -> None:
     cid = "tlostw"
     uri = (syndeo_home / "rendezvous").resolve().as_uri()
+    ready = tmp_path / "pinned-tasks-ran"
     proc = start_syndeo(
         "deploy", "--target", "local", "--nodes", "2", "--cluster-id", cid,
         "--results-dir", str(tmp_path / "res"), "--join-timeout", "240",
-        "--run", f"python {PROBE} 0 20", cwd=tmp_path,
+        "--run", f"python {PROBE} 0 20 {ready}", cwd=tmp_path,
     )  # fmt: skip
     try:
         _wait_phase(uri, cid, "running", proc)
-        time.sleep(3)  # the probe's pinned tasks ran on both nodes; it is sleeping now
+        # The probe's pinned tasks ran on both nodes; it is sleeping now.
+        _wait_file(ready, proc)
+        assert ready.read_text() == "2\n"
         _crash_rank(cid, 1)
         _out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err[-3000:]

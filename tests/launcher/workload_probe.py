@@ -1,6 +1,9 @@
 """A user's Ray program, as a test workload: plain ray.init(), no syndeo imports.
 
-Usage: python workload_probe.py [EXIT_CODE] [SLEEP_S]
+Usage: python workload_probe.py [EXIT_CODE] [SLEEP_S] [READY_FILE]
+
+READY_FILE is created once the pinned tasks have run on every node (before the sleep):
+what a test waits for before it takes a node away.
 """
 
 import json
@@ -13,6 +16,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 exit_code = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 sleep_s = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
+ready = sys.argv[3] if len(sys.argv) > 3 else None
 
 ray.init()
 alive = [n for n in ray.nodes() if n["Alive"]]
@@ -31,6 +35,10 @@ pinned = [
     for n in alive
 ]
 task_nodes = set(ray.get(pinned))
+if ready:
+    with open(ready + ".tmp", "w") as fh:
+        fh.write(f"{len(task_nodes)}\n")
+    os.replace(ready + ".tmp", ready)
 time.sleep(sleep_s)
 out = {
     "nodes": len(alive),
