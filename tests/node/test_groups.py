@@ -21,7 +21,7 @@ from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.targets.slurm.target import SlurmTarget
 from syndeo.node.groupwatch import GroupWatch
 from syndeo.node.raynode import RayProcess
-from tests.support.helpers import syndeo
+from tests.support.helpers import no_gpu_path, syndeo
 
 GROUPS = [
     {"name": "cpu", "nodes": 2, "cpus_per_node": 4},
@@ -200,10 +200,10 @@ def test_bad_groups_are_one_line_before_anything_starts(
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     cfg = tmp_path / "bad.toml"
     cfg.write_text(body)
-    # No nvidia-smi here (and no CUDA_VISIBLE_DEVICES); terraform for the ssh target.
+    # No GPU here (nvidia-smi shadowed, no CUDA_VISIBLE_DEVICES); terraform for ssh.
     tf = shutil.which("terraform")
     assert tf, "terraform missing: run scripts/setup"
-    env = {"PATH": f"{Path(tf).parent}:/usr/bin:/bin"}
+    env = {"PATH": no_gpu_path(tmp_path / "nogpu", str(Path(tf).parent), "/usr/bin", "/bin")}
     proc = syndeo("deploy", "--config", str(cfg), cwd=tmp_path, env=env)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode != 0
@@ -255,5 +255,5 @@ def test_a_node_alone_on_a_machine_keeps_only_its_gpus(
     s = NodeSettings(cluster_id="g", rank=1, nodes=2, rendezvous="file:///x",
                      scratch=Path("/tmp/sy-gputest"), gpus=2)  # fmt: skip
     assert RayProcess(s, tmp_path / "t", "10.0.0.1:6379").env["CUDA_VISIBLE_DEVICES"] == "0,1"
-    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no nvidia-smi: left to Ray, as before
+    monkeypatch.setenv("PATH", no_gpu_path(tmp_path / "nogpu"))  # no GPU seen: left to Ray
     assert "CUDA_VISIBLE_DEVICES" not in RayProcess(s, tmp_path / "t", "10.0.0.1:6379").env

@@ -97,3 +97,20 @@ def lock_is_held(path: Path) -> bool:
 
 # The small Ray program the local-cluster tests run (spreads tasks over the nodes).
 PROBE = Path(__file__).resolve().parents[1] / "launcher" / "workload_probe.py"
+
+
+# What nvidia-smi says on a machine without a working driver (exit 9).
+_NO_DRIVER = (
+    "#!/bin/sh\necho \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
+    'driver."\nexit 9\n'
+)
+
+
+def no_gpu_path(bindir: Path, *rest: str) -> str:
+    """A PATH on which nvidia-smi finds no GPU, whatever this machine has: a stand-in
+    that fails as it does without a driver, ahead of ``rest`` (default /usr/bin:/bin).
+    A plain ``PATH=/usr/bin:/bin`` would still find a real /usr/bin/nvidia-smi."""
+    bindir.mkdir(parents=True, exist_ok=True)
+    (bindir / "nvidia-smi").write_text(_NO_DRIVER)
+    (bindir / "nvidia-smi").chmod(0o755)
+    return os.pathsep.join([str(bindir), *(rest or ("/usr/bin", "/bin"))])
