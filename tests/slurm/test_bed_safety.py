@@ -23,7 +23,11 @@ from syndeo.core.errors import TargetError
 from testbeds import slurmcluster
 from testbeds.procs import pid_alive, terminate
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the bed runs as root")
+
+@pytest.fixture(autouse=True)
+def _as_root() -> None:
+    # Never skipped: a run that is not root must fail, not drop these checks.
+    assert os.geteuid() == 0, "the Slurm bed runs as root: run these tests as root"
 
 
 @pytest.fixture
