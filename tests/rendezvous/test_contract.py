@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -75,14 +76,33 @@ def test_check_accepts_a_usable_location(backend: Backend) -> None:
     assert rv.read_head() == rec
 
 
-def test_worker_waiting_sees_head_published_later(backend: Backend) -> None:
+def test_worker_waiting_sees_head_published_later(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rec = head()
-    publisher = threading.Timer(0.5, lambda: backend.open().publish_head(rec))
+    waiter = backend.open()
+    looked = threading.Event()  # the waiter has looked and found no head: it is waiting
+    read_head = waiter.read_head
+
+    def probe(not_before: float | None = None) -> HeadRecord | None:
+        found = read_head(not_before)
+        if found is None:
+            looked.set()
+        return found
+
+    monkeypatch.setattr(waiter, "read_head", probe)
+
+    def publish() -> None:
+        assert looked.wait(30)
+        backend.open().publish_head(rec)
+
+    publisher = threading.Thread(target=publish)
     publisher.start()
     try:
-        seen = backend.open().wait_for_head(timeout_s=30, not_before=time.time())
+        seen = waiter.wait_for_head(timeout_s=30, not_before=time.time())
     finally:
         publisher.join()
+    assert looked.is_set()  # published while the waiter waited, not before
     assert seen == rec
     assert seen.address == "10.0.0.1:6379"
 
@@ -308,16 +328,33 @@ def test_cleanup_removes_every_key_of_this_cluster_only(backend: Backend) -> Non
 
 
 # ---------------------------------------------------------------------- deadlines
-def test_wait_for_head_times_out_clearly(backend: Backend) -> None:
+def test_wait_for_head_times_out_clearly(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not early, and not late by events rather than by a wall-clock bound (which a
+    loaded machine stretches): no look at the store after the deadline but the last."""
     rv = backend.open("lonely")
+    deadlines: list[float] = []
+    looks: list[float] = []
+    wait, read_head = rv.poller.wait, rv.read_head
+
+    def watched_wait(probe: Any, deadline: float, on_timeout: Any) -> Any:
+        deadlines.append(deadline)
+        return wait(probe, deadline, on_timeout)
+
+    def look(not_before: float | None = None) -> HeadRecord | None:
+        looks.append(time.monotonic())
+        return read_head(not_before)
+
+    monkeypatch.setattr(rv.poller, "wait", watched_wait)
+    monkeypatch.setattr(rv, "read_head", look)
     start = time.monotonic()
     with pytest.raises(RendezvousTimeout) as info:
         rv.wait_for_head(timeout_s=1.5)
-    elapsed = time.monotonic() - start
+    raised = time.monotonic()
     assert "lonely" in str(info.value) and backend.uri in str(info.value)
     assert "\n" not in str(info.value)
-    # Deadline respected (generous slack for a loaded 2-core CI box).
-    assert 1.5 <= elapsed < 6.5
+    (deadline,) = deadlines
+    assert start + 1.5 <= deadline <= raised  # the whole timeout, never less
+    assert looks and all(t < deadline for t in looks[:-1]), (deadline, looks)
 
 
 # ---------------------------------------------------------------------- jobs and output
