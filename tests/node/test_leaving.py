@@ -14,21 +14,33 @@ from syndeo.rendezvous import DoneRecord, open_rendezvous
 
 
 def test_a_worker_leaves_soon_after_the_head_with_its_done_record(tmp_path: Path) -> None:
+    """The head finishes while the worker waits, right after one of the worker's regular
+    looks for the done record (ordered by that event, not by sleeps): the worker's first
+    look at the gone head reads the record and leaves -- it does not wait for its next
+    regular look (backing off), nor for the head to stay gone a while, nor for Ray."""
     rdv = open_rendezvous(f"file://{tmp_path}/rv", "c1")
     rdv.check()
-    head_up = threading.Event()
-    head_up.set()
+    head_up = True
+    looks_after_head_left = 0
+    read_done = rdv.read_done
 
-    def head_finishes() -> None:
-        time.sleep(2)
-        rdv.mark_done(DoneRecord(exit_code=0, message="ok", finished_at=time.time()))
-        head_up.clear()  # the head stops its Ray right after writing done
+    def worker_reads_done() -> DoneRecord | None:
+        nonlocal head_up
+        found = read_done()
+        if head_up:  # the head ends just after this regular look found nothing
+            rdv.mark_done(DoneRecord(exit_code=0, message="ok", finished_at=time.time()))
+            head_up = False
+        return found
 
-    threading.Thread(target=head_finishes).start()
-    t0 = time.monotonic()
-    done = wait_until_done(rdv, lambda: True, head_up.is_set, lambda _m: None)
+    def head_alive() -> bool:
+        nonlocal looks_after_head_left
+        looks_after_head_left += not head_up
+        return head_up
+
+    rdv.read_done = worker_reads_done  # type: ignore[method-assign]
+    done = wait_until_done(rdv, lambda: True, head_alive, lambda _m: None)
     assert done is not None and done.message == "ok"
-    assert time.monotonic() - t0 < 10  # not the 30 s backoff, not Ray's 60 s
+    assert looks_after_head_left == 1
 
 
 def test_the_store_being_unreadable_does_not_end_the_wait(tmp_path: Path) -> None:
@@ -39,15 +51,24 @@ def test_the_store_being_unreadable_does_not_end_the_wait(tmp_path: Path) -> Non
     head_up = threading.Event()
     head_up.set()
     logs: list[str] = []
+    met_outage = threading.Event()
+
+    def log(message: str) -> None:
+        logs.append(message)
+        if "rendezvous unreachable" in message:
+            met_outage.set()
 
     def store_returns_then_head_finishes() -> None:
-        time.sleep(4)
+        # Once the worker has met the unreadable store and kept waiting.
+        assert met_outage.wait(60)
         broken.rmdir()
         rdv.mark_done(DoneRecord(exit_code=0, message="ok", finished_at=time.time()))
         head_up.clear()
 
-    threading.Thread(target=store_returns_then_head_finishes).start()
-    done = wait_until_done(rdv, lambda: True, head_up.is_set, logs.append)
+    head = threading.Thread(target=store_returns_then_head_finishes)
+    head.start()
+    done = wait_until_done(rdv, lambda: True, head_up.is_set, log)
+    head.join()
     assert done is not None and done.message == "ok"
     assert any("rendezvous unreachable" in m for m in logs)
 

@@ -2,8 +2,8 @@
 
 The cluster: partition ``debug`` (node1-3) and partition ``gpu`` (node4, gres gpu:1 whose
 "device" is /dev/null, so Ray sees one logical GPU there).  The CI user runs ``syndeo up``
-with three groups -- the head, ``cpu`` and ``gpu`` (``min_nodes = 0``; its job may start
-only 60 s later, after the head's join deadline) -- each its own job, then drives the
+with three groups -- the head, ``cpu`` and ``gpu`` (``min_nodes = 0``; its job submitted
+held, and released only once the head has started without it) -- each its own job, then drives the
 cluster from a job step in the head's allocation (a Ray driver must run on a node of the
 cluster), grows it, cancels a group's job, and takes it down.
 """
@@ -30,7 +30,6 @@ from tests.slurm.conftest import local_slurm, user_procs_on_nodes
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 PROBE = Path(__file__).resolve().parents[1] / "groups_probe.py"
-LATE_S = 60  # the gpu group's job may start only this long after submission
 JOIN_S = 35  # the head's deadline: then it starts with every group at its min_nodes
 
 
@@ -147,7 +146,8 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
         '[[groups]]\nname = "head"\nslurm = { extra_sbatch = ["--exclusive"] }\n'
         '[[groups]]\nname = "cpu"\nslurm = { extra_sbatch = ["--exclusive"] }\n'
         '[[groups]]\nname = "gpu"\ngpus_per_node = 1\nmin_nodes = 0\n'
-        f'slurm = {{ partition = "gpu", extra_sbatch = ["--begin=now+{LATE_S}"] }}\n'
+        # Held until this test releases it: late by an event, not by a clock.
+        'slurm = { partition = "gpu", extra_sbatch = ["--hold"] }\n'
     )
     cid = f"grp-{uuid.uuid4().hex[:6]}"
     cfg = _config(run, groups, join_s=JOIN_S)
@@ -170,14 +170,18 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
         assert "starting with groups head 1/1, cpu 1/1, gpu 0/1 (min_nodes met)" in (
             head_log.read_text()
         )
-        # ...and the late group then joins the running head.
+        assert _show(gpu_job)["Reason"] == "JobHeldUser"
+        # ...and the late group, released now, then joins the running head.
+        released = time.time()
+        subprocess.run(["scontrol", "release", gpu_job], check=True)
         _wait(
             lambda: _status(run, cid)["groups"] == {"head": [1, 1], "cpu": [1, 1], "gpu": [1, 1]},
-            LATE_S + 120, "the late gpu group to join",
+            180, "the late gpu group to join",
         )  # fmt: skip
         head_start = _epoch(_show(head_job)["StartTime"])
         gpu_start = _epoch(_show(gpu_job)["StartTime"])
-        assert gpu_start - head_start >= LATE_S - 10, (head_start, gpu_start)
+        # StartTime has whole seconds: the gpu job started after its release, after the head.
+        assert head_start <= int(released) <= gpu_start, (head_start, released, gpu_start)
 
         # Placement with Ray's own API: num_gpus lands on the gpu node only; label
         # selectors land in their group.
