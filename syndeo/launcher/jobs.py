@@ -26,10 +26,11 @@ from pathlib import Path
 
 import pathspec
 
+from syndeo.core.archive import UnsafeArchive, safe_extract
 from syndeo.core.errors import ConfigError, TargetError
 from syndeo.launcher.state import load_launched
 from syndeo.rendezvous import JobSpec, JobState, Rendezvous, open_rendezvous
-from syndeo.rendezvous.base import JOB_ID_RE, MAX_JOB_ARCHIVE, TERMINAL
+from syndeo.rendezvous.base import JOB_ID_RE, MAX_JOB_ARCHIVE, MAX_OUTPUTS, TERMINAL
 
 # Never packed, whatever the ignore files say: version control, caches, environments.
 ALWAYS_EXCLUDED = [".git/", "__pycache__/", "*.pyc", ".venv/", "venv/", ".syndeo/", "results/"]
@@ -121,8 +122,8 @@ def submit(
     if not command or not "".join(command).strip():
         raise ConfigError("nothing to run: give the command after `--`, e.g. -- python train.py")
     variables = _env(env or [])
-    archive = pack_workdir((workdir or Path.cwd()).resolve(), excludes or [])
     rdv = open_cluster(cluster_id)
+    archive = pack_workdir((workdir or Path.cwd()).resolve(), excludes or [])
     if rdv.read_head() is None:
         raise TargetError(f"cluster {rdv.cluster_id} has no head at {rdv.uri} (is it up?)")
     digest = hashlib.sha256(archive).hexdigest()
@@ -166,13 +167,17 @@ def logs(
     """Emit the job's output from the start; with ``follow`` until it ends.  Its state."""
     rdv = rdv or open_cluster(cluster_id)
     _job(rdv, job_id)
-    seq = 0
+    seq, polls = 0, 0
     while True:
         # The state first: output written before a terminal state is then all there.
         state = rdv.read_job_state(job_id)
         seq = rdv.read_job_output(job_id, seq, emit)
         if not follow or (state is not None and state.state in TERMINAL):
             return state
+        polls += 1
+        if polls % 20 == 0 and rdv.read_done() is not None:
+            # The cluster ended under the job (its head is gone): nothing more will come.
+            raise TargetError(f"cluster {rdv.cluster_id} has ended; job {job_id} with it")
         time.sleep(FOLLOW_POLL_S)
 
 
@@ -197,8 +202,8 @@ def fetch(job_id: str, dest: Path, cluster_id: str | None = None) -> list[Path]:
     if data is None:
         raise ConfigError(f"job {job_id} left no files in its outputs/ directory")
     dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        # The "data" filter refuses absolute paths, .., links out and device files.
-        tar.extractall(dest, filter="data")
-        names = [m.name for m in tar.getmembers() if m.isfile()]
+    try:
+        names = safe_extract(data, dest, MAX_OUTPUTS)
+    except (UnsafeArchive, tarfile.TarError) as exc:
+        raise TargetError(f"the outputs of job {job_id} cannot be unpacked: {exc}") from None
     return [dest / n for n in names]

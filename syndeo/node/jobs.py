@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from syndeo.core.archive import safe_extract
 from syndeo.core.errors import RendezvousError
 from syndeo.node.output import OutputStream
 from syndeo.rendezvous import Control, JobSpec, JobState, Rendezvous
-from syndeo.rendezvous.base import MAX_JOB_ARCHIVE
+from syndeo.rendezvous.base import MAX_JOB_ARCHIVE, MAX_OUTPUTS
 
 MAX_RUNNING = 8
 MAX_UNPACKED = 4 * MAX_JOB_ARCHIVE
-MAX_OUTPUTS = 256 * 1024 * 1024
 TAIL_S = 0.25
 
 
@@ -51,15 +51,6 @@ class _Job:
     cancelled: bool = False
     stop_tail: threading.Event = field(default_factory=threading.Event)
     tail: threading.Thread | None = None
-
-
-def _unpack(archive: bytes, dest: Path) -> None:
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        members = tar.getmembers()
-        if sum(m.size for m in members) > MAX_UNPACKED:
-            raise ValueError(f"the work dir unpacks to more than {MAX_UNPACKED >> 20} MiB")
-        # "data": no absolute paths, no "..", no links out of dest, no device files.
-        tar.extractall(dest, filter="data")
 
 
 def _pack_outputs(outputs: Path) -> bytes | None:
@@ -135,10 +126,16 @@ class JobAgent:
         try:
             fn()
         except Exception as exc:  # one job's trouble never ends the cluster
-            self.log(f"job {job_id}: {type(exc).__name__}: {exc}")
+            why = f"{type(exc).__name__}: {exc}"
+            self.log(f"job {job_id}: {why}")
             job = self.running.get(job_id)
             if job is not None:
-                self._finish(job, "failed", None, f"{type(exc).__name__}: {exc}")
+                self._finish(job, "failed", None, why)
+            else:  # it never started: say so, or its followers wait forever
+                with contextlib.suppress(Exception):
+                    self.rdv.put_job_state(
+                        JobState(job_id=job_id, state="failed", message=why, ended_at=time.time())
+                    )
 
     # ------------------------------------------------------------------ one job
     def _start(self, job_id: str) -> None:
@@ -167,7 +164,7 @@ class JobAgent:
                 self._reject(spec, "its work dir is missing or does not match its digest")
                 return
             try:
-                _unpack(archive, work)
+                safe_extract(archive, work, MAX_UNPACKED)
             except (ValueError, tarfile.TarError) as exc:
                 self._reject(spec, f"its work dir cannot be unpacked: {exc}")
                 return

@@ -118,6 +118,7 @@ class DoneRecord(_Record):
 JOB_ID_RE = re.compile(r"^j[0-9]{5}-[0-9a-f]{6}$")
 TERMINAL = ("succeeded", "failed", "cancelled", "rejected")
 MAX_JOB_ARCHIVE = 100 * 1024 * 1024  # a submitted work dir, packed (the launcher refuses more)
+MAX_OUTPUTS = 256 * 1024 * 1024  # what a job leaves in outputs/ (the agent uploads no more)
 
 
 class JobSpec(_Record):

@@ -267,12 +267,64 @@ def test_up_then_down(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
     cluster_id = up.stdout.split("Cluster ", 1)[1].split(" ", 1)[0]
     running_nodes = [sshhosts.host_processes(ssh_hosts, h, CI_USER) for h in ssh_hosts.hosts]
     assert all(any("syndeo node" in p for p in procs) for procs in running_nodes)
+    # A job through the rendezvous: the launcher never connects to the head.
+    (run.root / "job").mkdir()
+    (run.root / "job" / "printer.py").write_text(PRINTER.replace("range(8)", "range(2)"))
+    give_to_ci_user(run.root / "job")
+    give_to_ci_user(run.root / "job" / "printer.py")
+    job = subprocess.run(
+        as_user([str(CI_PYTHON), "-m", "syndeo", "submit", "--cluster-id", cluster_id,
+                 "--workdir", str(run.root / "job"), "--follow", "--", "python", "printer.py"],
+                run.env),
+        capture_output=True, text=True, cwd=run.root, timeout=300, check=False,
+    )  # fmt: skip
+    assert job.returncode == 0, job.stderr[-3000:]
+    assert "line 1 " in job.stdout and "succeeded" in job.stderr
     down = subprocess.run(
         as_user([str(CI_PYTHON), "-m", "syndeo", "down", "--cluster-id", cluster_id], run.env),
         capture_output=True, text=True, cwd=run.root, timeout=600, check=False,
     )  # fmt: skip
     assert down.returncode == 0, down.stderr[-3000:]
     assert f"cluster {cluster_id} is down" in down.stderr + down.stdout
+    _assert_clean(ssh_hosts, run)
+
+
+PRINTER = (
+    "import time\n"
+    "for i in range(8):\n"
+    "    print(f'line {i} {time.time():.3f}', flush=True)\n"
+    "    time.sleep(1)\n"
+)
+
+
+def test_deploy_run_output_is_shown_live_and_kept(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
+    """On a VM-like target the head's log goes with its machine: the program's output
+    comes through the rendezvous, shown while it runs and kept in workload.log."""
+    (run.root / "printer.py").write_text(PRINTER)
+    give_to_ci_user(run.root / "printer.py")
+    cfg = run.config(_body(run, ssh_hosts))
+    proc = subprocess.Popen(
+        as_user([str(CI_PYTHON), "-m", "syndeo", "deploy", "--config", str(cfg),
+                 "--run", "python printer.py"], run.env),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=run.root,
+    )  # fmt: skip
+    arrived: dict[int, tuple[float, float]] = {}
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("line "):
+            _, i, stamp = line.split()
+            arrived[int(i)] = (float(stamp), time.time())
+    stderr = proc.stderr.read() if proc.stderr else ""
+    assert proc.wait(timeout=420) == 0, stderr[-3000:]
+    assert sorted(arrived) == list(range(8)), stderr[-3000:]
+    # Live: the first line was shown before the program printed its last one.
+    assert arrived[0][1] < arrived[7][0]
+    lags = [round(seen - printed, 2) for printed, seen in arrived.values()]
+    print("print -> shown at the launcher, s:", lags)
+    [kept] = list(run.results.glob("*/workload.log"))
+    assert [ln.split()[1] for ln in kept.read_text().splitlines() if ln.startswith("line ")] == [
+        str(i) for i in range(8)
+    ]
     _assert_clean(ssh_hosts, run)
 
 

@@ -1,0 +1,186 @@
+"""Jobs on an ``up`` cluster through the rendezvous: submit, follow, list, cancel, fetch.
+
+A real 3-node local cluster (file rendezvous), driven only through the ``syndeo`` CLI,
+as a user would: the job's own module is imported by Ray tasks on the workers (the
+work dir is shipped), its output comes back, its outputs/ files are fetched, a
+cancelled job stops, and ``down`` stops a job still running.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tarfile
+from pathlib import Path
+
+import psutil
+import pytest
+
+from syndeo.core.errors import ConfigError
+from syndeo.launcher.jobs import pack_workdir
+from tests.support.helpers import assert_nothing_left, one_line_error, reap, start_syndeo, syndeo
+
+PROGRAM = """\
+import os, sys, time, ray
+import helper  # from the uploaded work dir, on the head and (below) on the workers
+
+ray.init()
+print("hello", os.environ.get("GREETING"), flush=True)
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as On
+ids = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+where = ray.get([helper.where.options(scheduling_strategy=On(i, soft=False)).remote() for i in ids])
+print("nodes used", len(set(where)), flush=True)
+os.makedirs("outputs/sub", exist_ok=True)
+with open("outputs/sub/answer.txt", "w") as fh:
+    fh.write("42\\n")
+sys.exit(int(os.environ.get("RC", "0")))
+"""
+HELPER = """\
+import ray
+
+@ray.remote(num_cpus=0.1)
+def where():
+    return ray.get_runtime_context().get_node_id()
+"""
+SLOW = "import time\nfor i in range(600):\n    print('tick', i, flush=True); time.sleep(0.5)\n"
+
+
+def _workdir(tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "prog.py").write_text(PROGRAM)
+    (work / "helper.py").write_text(HELPER)
+    (work / "slow.py").write_text(SLOW)
+    (work / ".gitignore").write_text("data/\n*.log\n")
+    (work / "data").mkdir()
+    (work / "data" / "big.bin").write_bytes(b"\0" * 1000)
+    (work / "run.log").write_text("not uploaded")
+    return work
+
+
+def _members(archive: bytes) -> list[str]:
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        return sorted(m.name for m in tar.getmembers())
+
+
+def test_the_work_dir_is_packed_by_its_ignore_files_and_by_content(tmp_path: Path) -> None:
+    work = _workdir(tmp_path)
+    (work / ".git").mkdir()
+    (work / ".git" / "HEAD").write_text("ref")
+    (work / "link.py").symlink_to(work / "prog.py")
+    one = pack_workdir(work, [])
+    assert _members(one) == [".gitignore", "helper.py", "prog.py", "slow.py"]
+    assert _members(pack_workdir(work, ["slow.py"])) == [".gitignore", "helper.py", "prog.py"]
+    os.utime(work / "prog.py", (1, 1))  # a touched file: same content, same digest
+    assert hashlib.sha256(pack_workdir(work, [])).digest() == hashlib.sha256(one).digest()
+    (work / "prog.py").write_text(PROGRAM + "# changed\n")
+    assert pack_workdir(work, []) != one
+
+
+def test_a_work_dir_over_the_limit_is_refused_in_one_line(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    work.mkdir()
+    with (work / "huge.bin").open("wb") as fh:  # sparse: costs no disk
+        fh.truncate(101 * 1024 * 1024)
+    with pytest.raises(ConfigError, match=r"larger than 100 MiB .*\.syndeoignore") as exc:
+        pack_workdir(work, [])
+    assert "\n" not in str(exc.value)
+
+
+def test_bad_input_is_one_line_before_anything_is_sent(tmp_path: Path, syndeo_home: Path) -> None:
+    assert "no cluster is up" in one_line_error(syndeo("submit", "--", "true", cwd=tmp_path))
+    err = one_line_error(syndeo("submit", "--cluster-id", "nope", "--", "true", cwd=tmp_path))
+    assert "no cluster 'nope' is up" in err
+    assert "nothing to run" in one_line_error(syndeo("submit", cwd=tmp_path))
+    bad_env = syndeo("submit", "--env", "1X=2", "--", "true", cwd=tmp_path)
+    assert "NAME=VALUE" in one_line_error(bad_env)
+    assert "no cluster is up" in one_line_error(syndeo("jobs", cwd=tmp_path))
+
+
+@pytest.mark.slow
+def test_jobs_run_on_an_up_cluster_through_the_rendezvous(
+    tmp_path: Path, syndeo_home: Path
+) -> None:
+    cid = "jobs-local"
+    work = _workdir(tmp_path)
+    try:
+        up = syndeo("up", "--nodes", "3", "--cluster-id", cid, "--join-timeout", "240",
+                    cwd=tmp_path, timeout=400)  # fmt: skip
+        assert up.returncode == 0, up.stderr[-3000:]
+
+        # A job that succeeds: output followed to its end, exit status 0.
+        done = syndeo("submit", "--workdir", str(work), "--env", "GREETING=hi there",
+                      "--follow", "--", "python", "prog.py", cwd=tmp_path, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        job = done.stdout.splitlines()[0]
+        assert "hello hi there" in done.stdout
+        assert "nodes used 3" in done.stdout  # helper.py was shipped to every node
+        assert f"job {job} succeeded (exit 0)" in done.stderr
+
+        # The same directory again: uploaded once (its digest is the key).
+        workdirs = list(syndeo_home.rglob(f"{cid}/a0/workdirs/*.tar.gz"))
+        assert len(workdirs) == 1
+        fails = syndeo("submit", "--workdir", str(work), "--env", "RC=3", "--follow", "--",
+                       "python", "prog.py", cwd=tmp_path, timeout=300)  # fmt: skip
+        assert fails.returncode == 3, fails.stderr[-2000:]
+        assert len(list(syndeo_home.rglob(f"{cid}/a0/workdirs/*.tar.gz"))) == 1
+
+        # Its output again, from the start; its files.
+        logs = syndeo("logs", "--job", job, cwd=tmp_path)
+        assert logs.returncode == 0 and "nodes used 3" in logs.stdout
+        fetched = syndeo("fetch", "--job", job, "--out", str(tmp_path / "got"), cwd=tmp_path)
+        assert fetched.returncode == 0, fetched.stderr
+        assert (tmp_path / "got" / "sub" / "answer.txt").read_text() == "42\n"
+
+        # Cancel a running job: it stops, its state and exit status say so.
+        slow = syndeo("submit", "--workdir", str(work), "--", "python", "slow.py", cwd=tmp_path)
+        assert slow.returncode == 0, slow.stderr
+        slow_id = slow.stdout.strip()
+        follower = start_syndeo("logs", "--job", slow_id, "--follow", cwd=tmp_path)
+        assert follower.stdout is not None
+        for line in follower.stdout:  # wait until it really runs
+            if line.startswith("tick 2"):
+                break
+        cancel = syndeo("cancel", "--job", slow_id, cwd=tmp_path)
+        assert cancel.returncode == 0, cancel.stderr
+        assert follower.wait(timeout=60) == 130
+
+        listing = syndeo("jobs", cwd=tmp_path)
+        assert listing.returncode == 0, listing.stderr
+        rows = {ln.split("│")[1].strip(): ln for ln in listing.stdout.splitlines() if "│ j" in ln}
+        assert "succeeded" in rows[job] and "cancelled" in rows[slow_id]
+        assert "failed" in next(r for k, r in rows.items() if k not in (job, slow_id))
+        unknown = syndeo("logs", "--job", "j00000-000000", cwd=tmp_path)
+        assert "no job j00000-000000" in one_line_error(unknown)
+        assert "not a job id" in one_line_error(syndeo("cancel", "--job", "x;rm", cwd=tmp_path))
+
+        # A job still running at `down` is stopped with the cluster.
+        last = syndeo("submit", "--workdir", str(work), "--", "python", "slow.py", cwd=tmp_path)
+        assert last.returncode == 0, last.stderr
+        _wait_for_output(tmp_path, last.stdout.strip())
+        drivers = [
+            p for p in psutil.process_iter(["cmdline"]) if "slow.py" in (p.info["cmdline"] or [])
+        ]
+        assert drivers, "the job's driver is not running"
+        down = syndeo("down", "--cluster-id", cid, cwd=tmp_path)
+        assert down.returncode == 0, down.stderr
+        _gone, alive = psutil.wait_procs(drivers, timeout=30)
+        assert not alive, "the job outlived down"
+        assert_nothing_left(cid)
+    finally:
+        syndeo("down", "--cluster-id", cid, cwd=tmp_path)
+        reap(cid)
+
+
+def _wait_for_output(cwd: Path, job: str) -> None:
+    follower = start_syndeo("logs", "--job", job, "--follow", cwd=cwd)
+    assert follower.stdout is not None
+    try:
+        for line in follower.stdout:
+            if line.startswith("tick 1"):
+                return
+        raise AssertionError(f"job {job} never printed")
+    finally:
+        follower.kill()
+        follower.wait()
