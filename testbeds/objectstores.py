@@ -38,9 +38,28 @@ class ServerMissing(RuntimeError):
 
 
 def free_port(host: str = "127.0.0.1") -> int:
+    """A port free now; another process may take it before a server binds it (callers
+    check that their own process listens there: :func:`listens`)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def listens(pid: int, port: int) -> bool:
+    """True if process ``pid`` or one of its descendants listens on TCP ``port``."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        family = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return False
+    for p in family:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            for c in p.net_connections(kind="tcp"):
+                if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port:
+                    return True
+    return False
 
 
 @dataclass
@@ -184,7 +203,9 @@ def start_server(
         server.env = _client_env(kind, server.endpoint)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and proc.poll() is None:
-            if _ready(server.endpoint + _READY_PATH[kind]):
+            # Ready, and it is ours that answers: not another process that took the port
+            # between free_port() and our server's bind (which then exits and is retried).
+            if _ready(server.endpoint + _READY_PATH[kind]) and listens(proc.pid, port):
                 return server
             time.sleep(0.1)
         server.stop()
