@@ -78,8 +78,10 @@ def run_up(ui: Ui | None = None, **options: Any) -> UpInfo:
         f"  Connect (plain ray.init() then works):\n"
         f"    export RAY_ADDRESS={info.address} RAY_AUTH_MODE=token "
         f"RAY_AUTH_TOKEN_PATH={info.token_path}\n"
-        f"  Submit a job:  ray job submit --address http://{dash or '127.0.0.1:<port>'} "
-        f"-- python my_script.py   (with the same RAY_AUTH_* variables)\n"
+        f"  Submit a job (from anywhere that can reach the rendezvous):\n"
+        f"    invoke submit --cluster-id {info.cluster_id} --follow -- python my_script.py\n"
+        f"    then: invoke jobs | invoke logs JOB --follow | invoke cancel JOB | "
+        f"invoke fetch JOB\n"
         f"  Dashboard (bound to the head's 127.0.0.1 only): "
         f"ssh -N -L 8265:127.0.0.1:{port} <head host>, then http://127.0.0.1:8265\n"
         f"  Stop it:  invoke down --cluster-id {info.cluster_id}",

@@ -22,7 +22,7 @@ import pytest
 
 from syndeo.rendezvous import Rendezvous, StatusRecord, open_rendezvous
 from testbeds import awsemu
-from testbeds.users import CI_PYTHON
+from testbeds.users import CI_PYTHON, give_to_ci_user
 from tests.aws.conftest import AwsUser, failed
 from tests.aws.leaks import assert_nothing_left, everything
 
@@ -181,6 +181,20 @@ def _up_grow_shrink_down(
     assert res.returncode == 0, failed(res)
     assert sorted(_instances(admin, cid)) == [0, 1, 2]
     _wait_status(rdv, lambda st: len(st.nodes_joined) == 3, "3 nodes joined", timeout=60)
+    # A job through the rendezvous: the head has no public address and no open port.
+    job_dir = aws_user.root / "job"
+    job_dir.mkdir()
+    (job_dir / "printer.py").write_text(
+        "import ray\nray.init()\nprint('cluster cpus', int(ray.cluster_resources()['CPU']))\n"
+    )
+    give_to_ci_user(job_dir)
+    give_to_ci_user(job_dir / "printer.py")
+    res = aws_user.invoke(
+        "submit", "--cluster-id", cid, "--workdir", str(job_dir), "--follow",
+        "--", "python", "printer.py",
+    )  # fmt: skip
+    assert res.returncode == 0, failed(res)
+    assert "cluster cpus 3" in res.stdout and "succeeded" in res.stderr
     kept = {r: ranks[r] for r in (0, 1)}
     res = aws_user.invoke("shrink", "--cluster-id", cid, "--group", "cpu")
     assert res.returncode == 0, failed(res)

@@ -206,6 +206,20 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
         assert out["groups"]["cpu"] == [1, 3]
         assert (out["by_rank"]["3"]["group"], out["by_rank"]["3"]["rank"]) == ("cpu", "3")
 
+        # A job through the rendezvous: no job step and no route to the head needed.
+        (run.root / "job").mkdir()
+        (run.root / "job" / "printer.py").write_text(
+            "import ray\nray.init()\nprint('cluster cpus', int(ray.cluster_resources()['CPU']))\n"
+        )
+        give_to_ci_user(run.root / "job")
+        give_to_ci_user(run.root / "job" / "printer.py")
+        job = _syndeo(
+            run, "submit", "--cluster-id", cid, "--workdir", str(run.root / "job"), "--follow",
+            "--", "python", "printer.py",
+        )  # fmt: skip
+        assert job.returncode == 0, job.stdout[-2000:] + job.stderr[-2000:]
+        assert "cluster cpus 4" in job.stdout and "succeeded" in job.stderr
+
         # Cancelling one group's job (the gpu group) leaves the rest running; shrink
         # removes the grown node the same way.  The head notices and keeps serving.
         jobs.cancel(gpu_job)
