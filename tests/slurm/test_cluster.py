@@ -121,7 +121,7 @@ def test_worker_node_killed(slurm_cluster: slurmcluster.LocalCluster, user_run: 
     task on the surviving nodes and reports the lost rank."""
     proc = user_run.start(job_config(tasks=60, seconds=1.0))
     try:
-        wait_running(user_run, tasks_done=1)
+        job = wait_running(user_run, tasks_done=1)
         slurmcluster.kill_node("node3")
         outcome = UserRun.finish(proc, timeout=600)
     finally:
@@ -129,7 +129,9 @@ def test_worker_node_killed(slurm_cluster: slurmcluster.LocalCluster, user_run: 
     assert outcome["exit_code"] == 0, outcome["_stdout"][-6000:]
     assert outcome["lost_ranks"] == [2], outcome
     assert collected_result(outcome)["tasks_done"] == 60
-    assert_clean(slurm_cluster, crashed="sy-*-2")
+    assert job
+    # Only the killed node's own scratch dir (rank 2 of this job) may remain.
+    assert_clean(slurm_cluster, crashed=f"sy-{job}-2")
 
 
 def test_requeued_job_starts_clean(
@@ -169,7 +171,7 @@ def test_head_node_lost(slurm_cluster: slurmcluster.LocalCluster, user_run: User
     keeps no half-written result, and nothing is left on the surviving nodes."""
     proc = user_run.start(job_config(tasks=400, seconds=1.0))
     try:
-        wait_running(user_run)
+        job = wait_running(user_run)
         slurmcluster.kill_node("node1")
         outcome = UserRun.finish(proc, timeout=600)
     finally:
@@ -181,9 +183,11 @@ def test_head_node_lost(slurm_cluster: slurmcluster.LocalCluster, user_run: User
     assert "lost its head node node1" in outcome["message"], outcome
     assert "Traceback" not in outcome["_stderr"]
     assert not list(user_run.results.glob("*/result.json"))
-    # No process survives; scratch dirs of an aborted job may (known gap: the workers
-    # are killed after KillWait while their Ray still waits for the dead head).
-    assert_clean(slurm_cluster, crashed="sy-*")
+    # No process survives; scratch dirs of this aborted job may (known gap: the workers
+    # are killed after KillWait while their Ray still waits for the dead head), and
+    # none of any other job.
+    assert job
+    assert_clean(slurm_cluster, crashed=f"sy-{job}-[012]")
 
 
 def _wait_phase(status: Path, phase: str, timeout: float = 300) -> None:
