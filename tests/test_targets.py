@@ -72,7 +72,16 @@ def test_target_has_the_common_verbs_and_no_node_logic(name: str) -> None:
     public = {n for n, v in vars(cls).items() if callable(v) and not n.startswith("_")}
     assert set(VERBS) <= public | {n for n in VERBS if hasattr(cls, n)}
     # grow/shrink: declared on Target (refusing); a target that can resize overrides them.
-    optional = {"describe", "summary", "creates_rendezvous", "grow", "shrink", "wait", "check"}
+    optional = {
+        "describe",
+        "summary",
+        "creates_rendezvous",
+        "grow",
+        "shrink",
+        "wait",
+        "check",
+        "replace",
+    }
     if issubclass(cls, TerraformTarget):
         optional |= VM_HOOKS  # what a Terraform-backed target may add, and nothing else
     if issubclass(cls, CloudTarget):

@@ -83,8 +83,12 @@ class ActorGroup:
         from syndeo.bench.actor import RolloutActor
 
         t0 = time.perf_counter()
+        # A node lost mid-run takes its actors along: Ray restarts them (on the node's
+        # replacement, or wherever a CPU frees up) and re-runs the lost sample tasks, so
+        # the count stays exact and only the throughput dips.
+        restartable = RolloutActor.options(max_restarts=-1, max_task_retries=-1)  # type: ignore[attr-defined]
         self.actors = [
-            RolloutActor.remote(env_id, cfg.envs_per_actor, cfg.hidden, cfg.seed + i)  # type: ignore[attr-defined]
+            restartable.remote(env_id, cfg.envs_per_actor, cfg.hidden, cfg.seed + i)
             for i in range(workers)
         ]
         self.nice = max(ray.get([a.ready.remote() for a in self.actors]))
@@ -121,7 +125,8 @@ class ActorGroup:
                 if on_samples is not None:
                     on_samples(n)
         dt = time.perf_counter() - t0
-        cpu = sum(ray.get([a.cpu_time.remote() for a in self.actors])) - sum(cpu0)
+        # (a restarted actor's clock starts again: never negative)
+        cpu = max(0.0, sum(ray.get([a.cpu_time.remote() for a in self.actors])) - sum(cpu0))
         rep = Repeat(samples=total, seconds=dt, steps_per_s=total / dt, actor_cpu_seconds=cpu)
         return rep, counted
 

@@ -57,6 +57,13 @@ class BenchSettings(_Strict):
         )  # fmt: skip
 
 
+class RecoverySettings(_Strict):
+    """``[recovery]``: what the launcher does when a worker's node is lost mid-run."""
+
+    replace_lost: bool = False  # start a replacement for that rank, which joins the head
+    max_replacements: int = Field(default=3, ge=0, le=1000)  # per run, over all ranks
+
+
 class DeployConfig(_Strict):
     target: TargetName = "local"
     nodes: int = Field(default=2, ge=1, le=4096)
@@ -74,6 +81,7 @@ class DeployConfig(_Strict):
     results_dir: Path = Path("results")
     bench: BenchSettings = BenchSettings()
     cost: CostSettings = CostSettings()  # [cost.onprem], read by `invoke compare`
+    recovery: RecoverySettings = RecoverySettings()
     # Target-specific sections are validated by the target that reads them.
     slurm: dict[str, Any] = {}
     ssh: dict[str, Any] = {}

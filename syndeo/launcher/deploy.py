@@ -21,10 +21,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from syndeo.core.errors import RendezvousError, TargetError, WorkloadError
+from syndeo.core.errors import ConfigError, RendezvousError, TargetError, WorkloadError
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.output import WorkloadLog
 from syndeo.launcher.preflight import check_workload
+from syndeo.launcher.recovery import Recovery
 from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.state import cluster_dir, forget, load_launched, save_launched, write_atomic
 from syndeo.launcher.targets import Target, get_target
@@ -73,6 +74,11 @@ def _signals_interrupt() -> Iterator[None]:
 
 def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous]:
     target = get_target(cfg, echo=ui.echo)
+    if cfg.recovery.replace_lost and not target.replaces_lost:
+        raise ConfigError(
+            f"[recovery] replace_lost: the {cfg.target} target cannot replace a lost node "
+            "yet (local can); turn it off for this target"
+        )
     cluster_id = cfg.cluster_id or new_cluster_id(cfg.target)
     uri = cfg.rendezvous or target.default_rendezvous()
     spec = ClusterSpec.from_config(cfg, uri, cluster_id)
@@ -111,6 +117,7 @@ def plan(cfg: DeployConfig) -> str:
 def _follow(
     target: Target, launched: Launched, rdv: Rendezvous, spec: ClusterSpec, ui: Ui,
     until_phase: str | None = None, output: WorkloadLog | None = None,
+    recovery: Recovery | None = None,
 ) -> tuple[int | None, DoneRecord | None, dict[str, float], Rendezvous]:  # fmt: skip
     """Watch until the head ends (or reaches ``until_phase``).
 
@@ -135,6 +142,8 @@ def _follow(
             done_seen, st, done = None, None, None
         st = store.call(rdv.read_status, st)
         ui.status(spec.cluster_id, st)
+        if recovery is not None and done is None:
+            recovery.observe(launched, st)
         fresh_output = output is not None and store.call(partial(output.poll, rdv), False)
         if st is not None:
             if "all_joined_s" not in timings and len(st.nodes_joined) >= spec.nodes:
@@ -233,6 +242,7 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
         cfg.results_dir / spec.cluster_id / "workload.log",
         None if target.shows_head_output else ui.echo,
     )
+    recovery = Recovery(target, spec, cfg.recovery, ui)
     with ui:
         try:
             launched = target.launch(spec)
@@ -241,7 +251,9 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
             if owned:
                 rdv.check()  # it exists only now
             launch_s = round(time.monotonic() - t0, 3)
-            rc, done, timings, rdv = _follow(target, launched, rdv, spec, ui, output=output)
+            rc, done, timings, rdv = _follow(
+                target, launched, rdv, spec, ui, output=output, recovery=recovery
+            )
             # Following starts once launch returns (for VM targets: after apply).
             timings["launch_s"] = launch_s
             if "all_joined_s" in timings:
@@ -303,7 +315,10 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
         lost_ranks=list(done.lost_ranks) if done else [],
         timings=timings,
     )
-    _write_summary(cfg, spec, outcome, target.summary(launched) if launched else {})
+    extra = target.summary(launched) if launched else {}
+    if recovery.events:
+        extra["recovery"] = recovery.events
+    _write_summary(cfg, spec, outcome, extra)
     if keep:
         ui.info(f"cluster {spec.cluster_id} kept up: `invoke down --cluster-id {spec.cluster_id}`")
     elif not owned:

@@ -68,7 +68,8 @@ class Monitor:
         self.token_path, self.ray_proc = token_path, ray_proc
         self.ever_joined: set[int] = set()
         self.first_seen: dict[int, float] = {}
-        self.lost: set[int] = set()
+        self.lost: set[int] = set()  # joined, and gone now (a replacement clears it)
+        self.lost_ever: set[int] = set()  # every rank lost during the run
         self.progress: dict[str, Any] = {}
         self._connected = False
         self._gcs: Any = None
@@ -140,7 +141,8 @@ class Monitor:
         if not self.ray_proc.alive():
             raise NodeError(f"the Ray head exited unexpectedly: {self.ray_proc.log_tail()}")
         now = self.joined()
-        self.lost |= self.ever_joined - now
+        self.lost = self.ever_joined - now  # a replaced rank is back in `now`
+        self.lost_ever |= self.lost
         seen = time.time()
         for rank in now - self.ever_joined:
             self.first_seen[rank] = seen  # when the head first saw it (bring-up timeline)
@@ -197,7 +199,7 @@ class Monitor:
         try:
             done = DoneRecord(
                 exit_code=exit_code, message=message, finished_at=time.time(),
-                lost_ranks=sorted(self.lost),
+                lost_ranks=sorted(self.lost_ever),
             )  # fmt: skip
             # Workers leave and the launcher reports on this record: wait out an outage.
             # Bring-up failures (no workload yet) still fail fast.

@@ -105,6 +105,14 @@ class Target(ABC):
             f"the {self.name} target cannot shrink a running cluster (local, slurm and ssh can)"
         )
 
+    # True if :meth:`replace` can start a lost worker's node again.
+    replaces_lost: ClassVar[bool] = False
+
+    def replace(self, launched: Launched, spec: ClusterSpec, rank: int) -> str:
+        """Start a new node for ``rank`` (a lost worker), which joins the running head;
+        what was started."""
+        raise TargetError(f"the {self.name} target cannot replace a lost node (local can)")
+
     def creates_rendezvous(self, uri: str) -> bool:
         """True if ``launch`` creates the rendezvous location itself (a cloud bucket):
         then it can be checked only once the machines exist."""

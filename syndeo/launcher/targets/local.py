@@ -42,6 +42,7 @@ STOP_GRACE_S = 30.0
 class LocalTarget(Target):
     name = "local"
     shows_head_output = True
+    replaces_lost = True
 
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         super().__init__(cfg, echo)
@@ -107,6 +108,7 @@ class LocalTarget(Target):
             target=self.name, cluster_id=spec.cluster_id, rendezvous=spec.rendezvous,
             started_at=spec.not_before, data={"pids": [], "create_times": [], "logs": []},
         )  # fmt: skip
+        launched.data["devices"] = devices  # a replaced rank sees the same GPUs
         if spec.layout is not None:
             # What `grow` needs to add nodes later (the launcher is gone by then).
             launched.data.update(
@@ -171,6 +173,30 @@ class LocalTarget(Target):
                 if abs(p.create_time() - ctime) < 0.01:
                     procs.append(p)
         return procs
+
+    # ------------------------------------------------------------------ recovery
+    def replace(self, launched: Launched, spec: ClusterSpec, rank: int) -> str:
+        if rank == 0 or rank >= len(launched.data["pids"]):
+            raise TargetError(f"rank {rank} is not a worker of {spec.cluster_id}")
+        # Whatever is left of the lost node goes first (its Ray may linger half-dead).
+        pid, ctime = launched.data["pids"][rank], launched.data["create_times"][rank]
+        with contextlib.suppress(psutil.NoSuchProcess):
+            old = psutil.Process(pid)
+            if abs(old.create_time() - ctime) < 0.01:
+                for p in [*old.children(recursive=True), old]:
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        p.kill()
+        logs = cluster_dir(spec.cluster_id)
+        devices = launched.data.get("devices")
+        visible = devices[rank] if devices else None
+        self._start_node(spec, rank, logs, self._binds(spec, logs), visible, launched, False,
+                         group=spec.group_of(rank))  # fmt: skip
+        # _start_node appended the new process: it takes the lost one's place.
+        for key in ("pids", "create_times", "logs", "scratch"):
+            entries = launched.data.get(key)
+            if entries is not None and len(entries) > rank + 1:
+                entries[rank] = entries.pop()
+        return f"rank {rank} (pid {launched.data['pids'][rank]})"
 
     # ------------------------------------------------------------------ growing
     def grow(
