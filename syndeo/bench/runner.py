@@ -74,6 +74,10 @@ def _summary(
     )
 
 
+# No sample task finishing for this long ends the run (see _Pool.repeat).
+STALL_S = 300.0
+
+
 class ActorGroup:
     """W RolloutActors of one env; runs exact-count repeats through the object store."""
 
@@ -113,7 +117,14 @@ class ActorGroup:
             for _ in range(IN_FLIGHT):
                 submit(i)
         while inflight:
-            ready, _ = ray.wait(list(inflight), num_returns=1)
+            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=STALL_S)
+            if not ready:
+                # Restartable actors wait for a CPU: a node lost and never replaced
+                # would otherwise hang the run instead of ending it.
+                raise BenchError(
+                    f"no sample task finished in {STALL_S:.0f} s: a node was lost and "
+                    "not replaced? ([recovery] replace_lost)"
+                )
             for ref in ready:
                 i = inflight.pop(ref)
                 submit(i)
