@@ -74,7 +74,7 @@ def _summary(
     )
 
 
-# No sample task finishing for this long ends the run (see _Pool.repeat).
+# No sample task finishing for this long ends the run (see ActorGroup.run).
 STALL_S = 300.0
 
 
