@@ -39,9 +39,9 @@ class Option:
 
 
 CONFIG = Option("config", "TOML file with settings; options override it")
-CLUSTER_ID = Option(
-    "cluster_id", "the cluster's id (deploy, up: default generated; others: the one that is up)"
-)
+NEW_CLUSTER_ID = Option("cluster_id", "the new cluster's id (default: generated)")
+# down, grow, jobs, …: a cluster `up` started
+CLUSTER_ID = Option("cluster_id", "the cluster's id (default: the only one up)")
 CLUSTER = [
     Option("target", "local | slurm | ssh | aws | gcp | azure (default: local, or the config's)"),
     Option("nodes", "number of nodes (default 2)", int),
@@ -49,7 +49,7 @@ CLUSTER = [
     Option("gpus_per_node", "GPUs each node offers to Ray (default 0)", int),
     Option("memory_mb_per_node", "memory each node offers to Ray, MiB (default: Ray's)", int),
     Option("object_store_mb_per_node", "object store per node, MiB (default: Ray's)", int),
-    CLUSTER_ID,
+    NEW_CLUSTER_ID,
     Option("rendezvous", "file:///dir, s3://bucket/prefix, gs://…, az://… (default per target)"),
     Option("join_timeout_s", "deadline for all nodes to join, seconds", float, name="join_timeout"),
     Option("container", "run every node in this Apptainer image (.sif)", Path),
