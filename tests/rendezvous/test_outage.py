@@ -5,11 +5,12 @@ the stop flag, the result and the done record: the workload goes on through an
 outage of minutes, the result waits on the head's disk and is uploaded when the
 store returns, and the launcher keeps following (the target says the cluster runs).
 The outage is real: the S3 server process (moto) is frozen with SIGSTOP, so
-requests hang exactly as they do when a store stops answering.  It lasts 75 s
-because a frozen server costs one call ~50 s (the SDK's read timeout times its
-retries) before that call fails: a shorter freeze is absorbed inside the SDK.
-The workload outlives the first failed calls and ends while the store is still
-down, so its result has to wait on the head's disk.
+requests hang exactly as they do when a store stops answering.  It lasts until
+the head has logged the store unreachable and the workload has ended (events in the
+head's log, not a fixed time): a frozen server costs one call ~50 s (the SDK's read
+timeout times its retries) before that call fails, so the workload sleeps 65 s to
+outlive the first failed calls, and it ends while the store is still down, so its
+result has to wait on the head's disk.
 """
 
 from __future__ import annotations
@@ -29,7 +30,13 @@ from testbeds.objectstores import Server
 from tests.rendezvous.conftest import cloud_backend
 from tests.support.helpers import PROBE, assert_nothing_left, read_json, reap, start_syndeo
 
-OUTAGE_S = 75.0
+OUTAGE_LIMIT_S = 600.0  # only a bound on a broken run: the outage ends on events
+
+
+def _words(log: Path) -> set[str]:
+    """Which of the events this test waits for the head's log shows so far."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return {w for w in ("rendezvous unreachable", "PROBE ") if w in text}
 
 
 def test_file_backend_turns_raw_os_errors_into_rendezvous_errors(tmp_path: Path) -> None:
@@ -54,26 +61,33 @@ def test_running_workload_survives_a_store_outage(
     cid = "toutage-s3"
     proc: subprocess.Popen[str] | None = None
     stopped = False
+    ready = tmp_path / "pinned-tasks-ran"
+    head_log_path = syndeo_home / "clusters" / cid / "node-0.log"
     try:
         proc = start_syndeo(
             "deploy", "--target", "local", "--nodes", "2", "--cluster-id", cid,
             "--rendezvous", backend.uri, "--results-dir", str(tmp_path / "res"),
-            "--join-timeout", "240", "--run", f"python {PROBE} 0 65",
+            "--join-timeout", "240", "--run", f"python {PROBE} 0 65 {ready}",
             cwd=tmp_path, env=backend.env,
         )  # fmt: skip
         watcher = backend.open(cid)
         deadline = time.monotonic() + 300
         while True:
             st = watcher.read_status()
-            if st is not None and st.phase == "running":
-                break
+            if st is not None and st.phase == "running" and ready.exists():
+                break  # the workload is under way: its Ray tasks ran on both nodes
             assert proc.poll() is None, proc.communicate()[1][-3000:]
             assert time.monotonic() < deadline, "the workload never started"
             time.sleep(0.5)
-        time.sleep(2)  # the workload is under way: its Ray tasks are running
         os.kill(server.pid, signal.SIGSTOP)
         stopped = True
-        time.sleep(OUTAGE_S)
+        # Down until the head said the store is unreachable and the workload ended
+        # (the probe prints its PROBE line last): its result now waits on the head's disk.
+        deadline = time.monotonic() + OUTAGE_LIMIT_S
+        while not {"rendezvous unreachable", "PROBE "} <= _words(head_log_path):
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, head_log_path.read_text()[-3000:]
+            time.sleep(1)
         os.kill(server.pid, signal.SIGCONT)
         stopped = False
         _out, err = proc.communicate(timeout=600)
@@ -81,7 +95,7 @@ def test_running_workload_survives_a_store_outage(
         result = read_json(tmp_path / "res" / cid / "result.json")
         assert result["nodes"] == 2 and result["task_nodes"] == 2
         assert read_json(tmp_path / "res" / cid / "deploy.json")["exit_code"] == 0
-        head_log = (syndeo_home / "clusters" / cid / "node-0.log").read_text()
+        head_log = head_log_path.read_text()
         # The outage really reached the head, and the head said so instead of dying.
         assert "rendezvous unreachable" in head_log, head_log[-3000:]
         assert_nothing_left(cid)
