@@ -39,7 +39,10 @@ def test_three_containerised_nodes_form_a_cluster(
     result = json.loads((work / "res" / cid / "result.json").read_text())
     assert result["nodes"] == 3
     assert result["node_ips"] == ["127.0.0.10", "127.0.0.11", "127.0.0.12"]
-    assert result["task_nodes"] >= 2
+    # Tasks ran, in a container, on each of the three nodes (each its own address).
+    assert result["task_nodes"] == 3
+    assert result["task_ips"] == result["node_ips"]
+    assert len(result["tasks"]) == 6
     for seen in [result["driver"], *result["tasks"]]:
         assert seen["uid"] == run_uid != 0
         assert seen["in_container"] is True
