@@ -16,7 +16,19 @@ terraform {
 # other Azure tool.  Shared keys are disabled on the storage account, so the provider
 # must use Entra ID for storage too.
 provider "azurerm" {
-  features {}
+  features {
+    # Without this the provider reads the account's queue and static-website
+    # properties from the storage data plane on create and on every read: with
+    # Entra-only storage (below) that is 403 for a deployer holding Owner or
+    # deployer-role.json but no data role, and the apply fails.  Off, it manages the
+    # account, container and lifecycle policy through ARM only (the module sets no
+    # queue_properties/static_website, which this setting forbids).  In the schema
+    # (internal/provider/features.go) since v4.9.0; 5.0 drops those data-plane calls
+    # altogether (the provider's own comment: the flag becomes redundant).
+    storage {
+      data_plane_available = false
+    }
+  }
   storage_use_azuread = true
   # Registering resource providers is a subscription-wide right a deployer holding
   # deployer-role.json on one resource group does not have: an admin registers
