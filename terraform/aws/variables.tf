@@ -50,7 +50,7 @@ variable "region" {
 variable "zone" {
   type        = string
   default     = null
-  description = "Availability zone of the subnet (e.g. us-east-1a); null lets AWS choose."
+  description = "Availability zone of the subnet (e.g. us-east-1a); null: the first zone by name that offers every instance type of the cluster. Kept once the subnet exists (changing it later moves nothing)."
   validation {
     condition     = var.zone == null || can(regex("^[a-z]{2}(-[a-z]+)+-[0-9]+[a-z]$", var.zone))
     error_message = "zone must be an availability zone such as us-east-1a (or null)."
@@ -66,10 +66,10 @@ variable "spot" {
 variable "disk_size_gb" {
   type        = number
   default     = 30
-  description = "Root volume per node, GiB (the baked image needs 20)."
+  description = "Root volume per node, GiB: at least the baked image's 30 (packer/cloud disk_size_gb; Azure refuses an OS disk smaller than its image, and so do EC2 and GCE)."
   validation {
-    condition     = var.disk_size_gb >= 20 && var.disk_size_gb <= 16384 && floor(var.disk_size_gb) == var.disk_size_gb
-    error_message = "disk_size_gb must be a whole number from 20 to 16384."
+    condition     = var.disk_size_gb >= 30 && var.disk_size_gb <= 16384 && floor(var.disk_size_gb) == var.disk_size_gb
+    error_message = "disk_size_gb must be a whole number from 30 to 16384 (the baked image is 30 GiB)."
   }
 }
 

@@ -76,7 +76,7 @@ resource "azurerm_linux_virtual_machine" "node" {
 
   os_disk {
     caching              = "ReadWrite"
-    storage_account_type = "Premium_LRS"
+    storage_account_type = local.os_disk_type[local.machine_types[each.key]] # disk.tf
     disk_size_gb         = var.disk_size_gb
   }
 

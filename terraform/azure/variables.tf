@@ -24,7 +24,7 @@ variable "instance_type" {
   type        = string
   description = "Azure VM size of every node, e.g. Standard_D8s_v5."
   validation {
-    condition     = can(regex("^Standard_[A-Za-z0-9_]+$", var.instance_type))
+    condition     = can(regex("^Standard_[A-Za-z0-9_-]+$", var.instance_type))
     error_message = "instance_type must be a VM size such as Standard_D8s_v5."
   }
 }
@@ -66,10 +66,10 @@ variable "spot" {
 variable "disk_size_gb" {
   type        = number
   default     = 30
-  description = "OS disk per node, GiB (the baked image needs 20)."
+  description = "OS disk per node, GiB: at least the baked image's 30 (packer/cloud disk_size_gb; Azure refuses an OS disk smaller than its image, and so do EC2 and GCE)."
   validation {
-    condition     = var.disk_size_gb >= 20 && var.disk_size_gb <= 16384 && floor(var.disk_size_gb) == var.disk_size_gb
-    error_message = "disk_size_gb must be a whole number from 20 to 16384."
+    condition     = var.disk_size_gb >= 30 && var.disk_size_gb <= 16384 && floor(var.disk_size_gb) == var.disk_size_gb
+    error_message = "disk_size_gb must be a whole number from 30 to 16384 (the baked image is 30 GiB)."
   }
 }
 
@@ -281,7 +281,7 @@ variable "groups" {
   }
   # The same pattern as instance_type's (the cloud's own format).
   validation {
-    condition     = alltrue([for g in var.groups : g.instance_type == null || can(regex("^Standard_[A-Za-z0-9_]+$", g.instance_type))])
+    condition     = alltrue([for g in var.groups : g.instance_type == null || can(regex("^Standard_[A-Za-z0-9_-]+$", g.instance_type))])
     error_message = "groups: an instance_type must look like Standard_D8s_v5 (or be null: instance_type)."
   }
 }
@@ -353,5 +353,16 @@ variable "resource_group" {
   validation {
     condition     = var.resource_group == null || can(regex("^[-\\w._()]{1,90}$", var.resource_group))
     error_message = "resource_group: 1-90 letters, digits, '-', '_', '.', '(', ')'."
+  }
+}
+
+variable "disk_type" {
+  type        = string
+  default     = null
+  description = "OS disk storage type of every node; null chooses from the VM size: Premium_LRS on premium-storage-capable sizes (an s among the feature letters, e.g. Standard_D8s_v5), StandardSSD_LRS elsewhere (disk.tf)."
+  validation {
+    # azurerm_linux_virtual_machine os_disk.storage_account_type's values.
+    condition     = var.disk_type == null || contains(["Standard_LRS", "StandardSSD_LRS", "Premium_LRS", "StandardSSD_ZRS", "Premium_ZRS"], coalesce(var.disk_type, "-"))
+    error_message = "disk_type must be Standard_LRS, StandardSSD_LRS, Premium_LRS, StandardSSD_ZRS or Premium_ZRS (or null: chosen from the VM size)."
   }
 }

@@ -37,7 +37,7 @@ resource "google_compute_instance" "node" {
     initialize_params {
       image  = var.image
       size   = var.disk_size_gb
-      type   = "pd-balanced"
+      type   = local.boot_disk_type[local.machine_types[each.key]] # disk.tf
       labels = local.labels
     }
   }

@@ -66,10 +66,10 @@ variable "spot" {
 variable "disk_size_gb" {
   type        = number
   default     = 30
-  description = "Boot disk per node, GiB (the baked image needs 20)."
+  description = "Boot disk per node, GiB: at least the baked image's 30 (packer/cloud disk_size_gb; Azure refuses an OS disk smaller than its image, and so do EC2 and GCE)."
   validation {
-    condition     = var.disk_size_gb >= 20 && var.disk_size_gb <= 16384 && floor(var.disk_size_gb) == var.disk_size_gb
-    error_message = "disk_size_gb must be a whole number from 20 to 16384."
+    condition     = var.disk_size_gb >= 30 && var.disk_size_gb <= 16384 && floor(var.disk_size_gb) == var.disk_size_gb
+    error_message = "disk_size_gb must be a whole number from 30 to 16384 (the baked image is 30 GiB)."
   }
 }
 
@@ -327,5 +327,16 @@ variable "node_service_account" {
   validation {
     condition     = var.node_service_account == null || can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.-]+\\.iam\\.gserviceaccount\\.com$", var.node_service_account))
     error_message = "node_service_account: a service account email (name@project.iam.gserviceaccount.com)."
+  }
+}
+
+variable "disk_type" {
+  type        = string
+  default     = null
+  description = "Boot disk type of every node; null chooses from the machine type: hyperdisk-balanced on series that take Hyperdisk only (C4, C4A, C4D, N4, N4A, N4D, H4D, X4, M4, A4, A4X, A3 Ultra, G4), pd-balanced elsewhere (disk.tf)."
+  validation {
+    # The types a boot disk may be (Hyperdisk Extreme/Throughput/ML cannot boot).
+    condition     = var.disk_type == null || contains(["pd-balanced", "pd-ssd", "pd-standard", "hyperdisk-balanced"], coalesce(var.disk_type, "-"))
+    error_message = "disk_type must be pd-balanced, pd-ssd, pd-standard or hyperdisk-balanced (or null: chosen from the machine type)."
   }
 }

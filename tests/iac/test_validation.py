@@ -65,7 +65,8 @@ SHARED_CASES: list[tuple[Any, ...]] = [
     ("labels", {"Team": "ml"}, False),
     ("network_cidr", "10.42.0.0/16", True),
     ("network_cidr", "10.42.0.0/24", False),
-    ("disk_size_gb", 19, False),
+    ("disk_size_gb", 29, False),  # the baked image is 30 GiB: no cloud takes a smaller disk
+    ("disk_size_gb", 30, True),
     ("record_expiry_days", 0, False),
     ("cpus_per_node", 0, False),
     ("gpus_per_node", 65, False),
@@ -137,6 +138,8 @@ CLOUD_CASES: dict[str, list[tuple[Any, ...]]] = {
         ("groups", _groups((1, 0), (2, 1), instance_type="g2-standard-4"), True),
         ("groups", _groups((1, 0), (2, 1), instance_type="Standard_NC4as_T4_v3"), False),
         ("project", "My_Project", False),
+        ("disk_type", "hyperdisk-balanced", True),
+        ("disk_type", "hyperdisk-extreme", False),  # cannot be a boot disk
     ],
     "azure": [
         ("resource_group", "syndeo-rg", True),
@@ -149,6 +152,9 @@ CLOUD_CASES: dict[str, list[tuple[Any, ...]]] = {
         ("zone", "3", True),
         ("zone", "4", False),
         ("instance_type", "c7i.2xlarge", False),
+        ("instance_type", "Standard_E8-4ds_v5", True),  # constrained vCPUs: a hyphen
+        ("disk_type", "StandardSSD_LRS", True),
+        ("disk_type", "UltraSSD_LRS", False),  # not an OS disk type
         ("groups", _groups((1, 0), (2, 1), instance_type="Standard_NC4as_T4_v3"), True),
         ("groups", _groups((1, 0), (2, 1), instance_type="g5.xlarge"), False),
         ("storage_account", "syndeo0123", True),

@@ -40,7 +40,7 @@ class CloudSettings(BaseModel):
     image: str | None = None  # the Packer-baked VM image (packer/cloud)
     zone: str | None = None
     spot: bool = False
-    disk_size_gb: int = Field(default=30, ge=20, le=16384)
+    disk_size_gb: int = Field(default=30, ge=30, le=16384)  # the baked image is 30 GiB
     labels: dict[str, str] = {}
     admin_cidrs: list[str] = []
     record_expiry_days: int = Field(default=7, ge=1, le=3650)
