@@ -18,12 +18,47 @@ resource "aws_default_security_group" "this" {
   tags   = { Name = "${local.name}-default-unused" }
 }
 
+# zone = null: not whatever zone AWS would pick for the subnet (it may not offer the
+# instance type, and one "Unsupported" error ends the whole apply) but the first zone,
+# by name, that offers every instance type the cluster uses (DescribeInstanceTypeOfferings).
+data "aws_ec2_instance_type_offerings" "zones" {
+  count         = var.zone == null ? 1 : 0
+  location_type = "availability-zone"
+  filter {
+    name   = "instance-type"
+    values = local.cluster_instance_types
+  }
+}
+
+locals {
+  # Every type a node may get: each group's (else instance_type), or instance_type.
+  cluster_instance_types = distinct(length(var.groups) == 0 ? [var.instance_type] :
+  [for g in var.groups : coalesce(g.instance_type, var.instance_type)])
+  # The reply is one (location, type) pair per offering, as parallel lists.
+  offerings = var.zone != null ? [] : [for i, z in data.aws_ec2_instance_type_offerings.zones[0].locations :
+  { zone = z, type = data.aws_ec2_instance_type_offerings.zones[0].instance_types[i] }]
+  zones_offering_all = sort([for z in distinct([for o in local.offerings : o.zone]) : z
+    if length(setsubtract(local.cluster_instance_types, [for o in local.offerings : o.type if o.zone == z])) == 0
+  ])
+  zone = var.zone != null ? var.zone : try(local.zones_offering_all[0], null)
+}
+
 resource "aws_subnet" "nodes" {
   vpc_id                  = aws_vpc.this.id
   cidr_block              = cidrsubnet(var.network_cidr, 20 - tonumber(split("/", var.network_cidr)[1]), 0)
-  availability_zone       = var.zone
+  availability_zone       = local.zone
   map_public_ip_on_launch = false
   tags                    = { Name = "${local.name}-nodes" }
+
+  lifecycle {
+    precondition {
+      condition     = local.zone != null
+      error_message = "No availability zone of ${var.region} offers all of ${join(", ", local.cluster_instance_types)}: pick other instance types or another region (aws ec2 describe-instance-type-offerings --location-type availability-zone)."
+    }
+    # A zone chosen at creation stays: offerings that change later (a grow, a new
+    # type in a group) must not move the subnet, which would replace every node.
+    ignore_changes = [availability_zone]
+  }
 }
 
 resource "aws_route_table" "nodes" {

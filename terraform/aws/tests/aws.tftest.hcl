@@ -2,7 +2,18 @@
 # real provider schema.  Run by tests/iac/test_aws.py with the provider from
 # /opt/tf-plugins.
 
-mock_provider "aws" {}
+mock_provider "aws" {
+  # DescribeInstanceTypeOfferings by zone, one (location, type) pair per offering:
+  # c7i.2xlarge everywhere, m7i.large in a and c, g5.xlarge in c only, so a cluster of
+  # all three fits in eu-central-1c alone.  (A mock ignores the request's filter, so
+  # the module must not rely on it.)
+  mock_data "aws_ec2_instance_type_offerings" {
+    defaults = {
+      locations      = ["eu-central-1b", "eu-central-1a", "eu-central-1c", "eu-central-1a", "eu-central-1c", "eu-central-1c"]
+      instance_types = ["c7i.2xlarge", "c7i.2xlarge", "c7i.2xlarge", "m7i.large", "m7i.large", "g5.xlarge"]
+    }
+  }
+}
 
 variables {
   cluster_name  = "c1"
@@ -37,6 +48,52 @@ run "node_module" {
     image_digest             = null
     extra_env                = { AWS_REGION = "eu-central-1", AWS_DEFAULT_REGION = "eu-central-1", AWS_METADATA_SERVICE_TIMEOUT = "5", AWS_METADATA_SERVICE_NUM_ATTEMPTS = "3" }
   }
+}
+
+# zone = null: the subnet goes to the first zone (by name) that offers every type.
+# These plan on an empty state, before the first apply below: once the subnet exists,
+# its zone is kept (run "zone_kept_once_created").
+run "zone_offering_the_type" {
+  command = plan
+  assert {
+    condition     = aws_subnet.nodes.availability_zone == "eu-central-1a"
+    error_message = "c7i.2xlarge alone: the first zone by name offering it"
+  }
+}
+
+run "zone_offering_every_group_type" {
+  command = plan
+  variables {
+    instance_type = "m7i.large"
+    node_count    = 4
+    groups = [
+      { name = "head", nodes = 1, cpus = 2, gpus = 0 },
+      { name = "gpu", nodes = 3, cpus = 4, gpus = 1, instance_type = "g5.xlarge" },
+    ]
+  }
+  assert {
+    condition     = aws_subnet.nodes.availability_zone == "eu-central-1c"
+    error_message = "m7i.large and g5.xlarge: only eu-central-1c offers both"
+  }
+}
+
+run "zone_given" {
+  command = plan
+  variables {
+    zone = "eu-central-1b"
+  }
+  assert {
+    condition     = aws_subnet.nodes.availability_zone == "eu-central-1b" && length(data.aws_ec2_instance_type_offerings.zones) == 0
+    error_message = "a given zone is used as is, without asking for offerings"
+  }
+}
+
+run "refuses_type_no_zone_offers" {
+  command = plan
+  variables {
+    instance_type = "x2iedn.32xlarge"
+  }
+  expect_failures = [aws_subnet.nodes]
 }
 
 run "cluster" {
@@ -482,4 +539,18 @@ run "refuses_multiline_run" {
     run = "echo a\necho b"
   }
   expect_failures = [var.run]
+}
+
+
+# After the applies above the subnet exists in eu-central-1a: a later zone (given, or a
+# changed offering) does not move it, which would replace every node.
+run "zone_kept_once_created" {
+  command = plan
+  variables {
+    zone = "eu-central-1b"
+  }
+  assert {
+    condition     = aws_subnet.nodes.availability_zone == "eu-central-1a"
+    error_message = "the subnet keeps the zone it was created in"
+  }
 }
