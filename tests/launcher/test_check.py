@@ -1,11 +1,13 @@
 """`syndeo check` / `invoke check`: whether a deploy can start, before anything exists.
 
 Local and bad input through the real command line; AWS against moto (in-process: EC2,
-STS); Google Cloud's API check against a local fake of the one REST call it makes
+STS); Google Cloud's check against a local fake of the two REST calls it makes
 (Service Usage v1 ``services.get``, whose reply is a Service with ``state`` ENABLED or
-DISABLED: https://cloud.google.com/service-usage/docs/reference/rest/v1/services/get),
-with anonymous credentials standing in for application default credentials; Azure's
-subscription rule without any Azure call.  Nothing here reaches a real cloud.
+DISABLED: https://cloud.google.com/service-usage/docs/reference/rest/v1/services/get;
+Compute v1 ``images.get``/``getFromFamily``, an Image with a ``description``), with
+anonymous credentials standing in for application default credentials; Azure's
+subscription rule without any Azure call, and its image tag through a stand-in ``az``.
+Nothing here reaches a real cloud.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import pytest
 
@@ -115,14 +117,29 @@ def test_aws_check_refuses_a_type_not_offered(aws: Any) -> None:
 # ------------------------------------------------------------------ Google Cloud (fake)
 class _ServiceUsage(BaseHTTPRequestHandler):
     enabled: ClassVar[set[str]] = set()
+    # Compute v1 images by their path (projects/P/global/images/[family/]NAME) -> the
+    # Image's description (images.get / getFromFamily reply: an Image resource,
+    # https://cloud.google.com/compute/docs/reference/rest/v1/images/get).
+    images: ClassVar[dict[str, str]] = {}
 
     def do_GET(self) -> None:
+        if self.path.startswith("/compute/v1/"):
+            found = self.images.get(self.path.removeprefix("/compute/v1/"))
+            if found is None:
+                self.send_error(404)
+                return
+            image = {"kind": "compute#image", "name": self.path.rsplit("/", 1)[-1],
+                     "status": "READY", "description": found}  # fmt: skip
+            return self._reply(json.dumps(image).encode())
         parts = self.path.strip("/").split("/")  # v1/projects/P/services/NAME
         name = parts[-1]
         body = json.dumps({
             "name": f"projects/123/services/{name}", "parent": "projects/123",
             "state": "ENABLED" if name in self.enabled else "DISABLED",
         }).encode()  # fmt: skip
+        self._reply(body)
+
+    def _reply(self, body: bytes) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -138,10 +155,13 @@ def serviceusage(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_ServiceUsage
     import google.auth
     from google.auth.credentials import AnonymousCredentials
 
-    handler = type("Handler", (_ServiceUsage,), {"enabled": set()})
+    handler = type("Handler", (_ServiceUsage,), {"enabled": set(), "images": {}})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     monkeypatch.setenv("SYNDEO_GCP_SERVICEUSAGE_URL", f"http://127.0.0.1:{server.server_port}/v1")
+    monkeypatch.setenv(
+        "SYNDEO_GCP_COMPUTE_URL", f"http://127.0.0.1:{server.server_port}/compute/v1"
+    )
     anonymous = AnonymousCredentials()  # type: ignore[no-untyped-call]
     monkeypatch.setattr(google.auth, "default", lambda **_: (anonymous, "proj-1"))
     try:
@@ -169,8 +189,74 @@ def test_gcp_check_names_the_disabled_apis_and_the_command(
         "gcloud services enable iam.googleapis.com --project proj-1"
     )
     serviceusage.enabled.add("iam.googleapis.com")
+    serviceusage.images["projects/p/global/images/syndeo"] = "built by hand"
     assert any("compute.googleapis.com, iam.googleapis.com enabled" in line
                for line in check_deployment(_gcp_cfg()))  # fmt: skip
+
+
+def test_gcp_check_reads_the_image_digest(
+    serviceusage: type[_ServiceUsage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SIF digest packer/cloud writes into the image description is what the target
+    records (deploy.json) and passes to the nodes, as on AWS; a missing image is one line."""
+    from syndeo.launcher.targets import get_target
+    from syndeo.launcher.targets.cloud import CloudTarget
+
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "proj-1")
+    serviceusage.enabled.update({"compute.googleapis.com", "iam.googleapis.com"})
+    with pytest.raises(ConfigError, match="image projects/p/global/images/syndeo does not exist"):
+        check_deployment(_gcp_cfg())
+    serviceusage.images["projects/p/global/images/syndeo"] = "syndeo SIF sha256:" + "c" * 64
+    target = cast(CloudTarget, get_target(_gcp_cfg()))
+    line = target.check_credentials()
+    assert target.baked_digest == "c" * 64 and "SIF sha256 cccccccccccc" in line
+
+
+def test_azure_check_reads_the_image_digest_tag(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With an `az login`, the image's syndeo-image-digest tag (packer/cloud's) is read with
+    `az resource show` (here a stand-in az that answers as the CLI's JSON output does)."""
+    from syndeo.launcher.targets import get_target
+    from syndeo.launcher.targets.cloud import CloudTarget
+
+    for key in list(os.environ):
+        if key.startswith(("ARM_", "AZURE_")):
+            monkeypatch.delenv(key)
+    (tmp_path / ".azure").mkdir()
+    (tmp_path / ".azure" / "azureProfile.json").write_text("{}")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    image = ("/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/images/"
+             "providers/Microsoft.Compute/images/syndeo-1")  # fmt: skip
+    tags = {image: {"syndeo-image-digest": "d" * 64}}
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "az").write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys\n"
+        f"tags = {tags!r}\n"
+        "a = sys.argv[1:]\n"
+        "if a[:2] == ['account', 'show']:\n"
+        "    print('00000000-0000-0000-0000-000000000001')\n"
+        "elif a[:2] == ['resource', 'show'] and a[a.index('--ids') + 1] in tags:\n"
+        "    print(json.dumps(tags[a[a.index('--ids') + 1]]))\n"
+        "else:\n"
+        "    sys.exit('ERROR: (ResourceNotFound) The Resource was not found.')\n"
+    )
+    (bin_dir / "az").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+    def cfg(img: str) -> Any:
+        return load_config(
+            None, target="azure", nodes=2, vm_instance_type="Standard_D8s_v5",
+            vm_region="westeurope", vm_image=img, rendezvous=None,
+        )  # fmt: skip
+
+    target = cast(CloudTarget, get_target(cfg(image)))
+    line = target.check_credentials()
+    assert target.baked_digest == "d" * 64 and "SIF sha256 dddddddddddd" in line
+    with pytest.raises(ConfigError, match=r"cannot read image .*ResourceNotFound"):
+        cast(CloudTarget, get_target(cfg(image + "-gone"))).check_credentials()
 
 
 # ------------------------------------------------------------------ Azure

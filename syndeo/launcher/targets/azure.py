@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import secrets
 import shutil
@@ -14,6 +15,8 @@ from syndeo.core.errors import ConfigError
 from syndeo.launcher.spec import ClusterSpec
 from syndeo.launcher.targets.cloud import CloudTarget
 
+# The tag packer/cloud gives the managed image: the sha256 of the SIF baked into it.
+DIGEST_TAG = "syndeo-image-digest"
 # Terraform's azurerm provider authenticates from these, or from an `az login` session.
 _ENV_LOGINS = ("ARM_CLIENT_ID", "ARM_USE_MSI", "ARM_USE_OIDC", "AZURE_CLIENT_ID")
 
@@ -82,7 +85,37 @@ class AzureTarget(CloudTarget):
                 "`az account set --subscription <id>` (azurerm 4.x needs it)"
             )
         os.environ["ARM_SUBSCRIPTION_ID"] = subscription
-        return f"subscription {subscription}"
+        if not (logged_in and az):
+            # A service principal without a CLI login: nothing here reads ARM, so the
+            # image and its digest are first seen by Terraform.
+            return f"subscription {subscription}; image not looked up (no az login)"
+        self.baked_digest = _image_digest(az, str(self.settings.image))
+        digest = (
+            f"SIF sha256 {self.baked_digest[:12]}" if self.baked_digest else "no SIF digest tag"
+        )
+        return f"subscription {subscription}; image {self.settings.image} ({digest})"
+
+
+def _image_digest(az: str, image: str) -> str | None:
+    """The SIF digest packer/cloud tags the image with (``syndeo-image-digest``), read
+    with ``az resource show`` (any resource id: a managed image or a gallery version);
+    one line when the image cannot be read."""
+    try:
+        out = subprocess.run(
+            [az, "resource", "show", "--ids", image, "--query", "tags", "--output", "json"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfigError(f"azure: cannot look up image {image}: {exc}") from None
+    if out.returncode != 0:
+        why = next((ln for ln in out.stderr.splitlines() if ln.strip()), "az failed")
+        raise ConfigError(f"azure: cannot read image {image}: {why.strip()}")
+    try:
+        tags = json.loads(out.stdout or "null") or {}
+    except ValueError:
+        tags = {}
+    value = tags.get(DIGEST_TAG) if isinstance(tags, dict) else None
+    return str(value) if value else None
 
 
 def _az_subscription(az: str) -> str | None:

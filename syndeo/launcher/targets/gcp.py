@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 from syndeo.core.errors import ConfigError
@@ -16,6 +17,12 @@ REQUIRED_APIS = ("compute.googleapis.com", "iam.googleapis.com")
 # Service Usage API (v1, services.get: a Service with "state": "ENABLED" | "DISABLED");
 # SYNDEO_GCP_SERVICEUSAGE_URL points the check at a local fake in tests.
 SERVICEUSAGE_URL = "https://serviceusage.googleapis.com/v1"
+# Compute Engine API v1: images.get (.../global/images/NAME) and images.getFromFamily
+# (.../global/images/family/FAMILY) are both the image variable's own path; the reply
+# is an Image whose description packer/cloud sets to "syndeo SIF sha256:<digest>".
+# SYNDEO_GCP_COMPUTE_URL points the check at a local fake in tests.
+COMPUTE_URL = "https://compute.googleapis.com/compute/v1"
+_DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
 
 
 class GcpTarget(CloudTarget):
@@ -48,8 +55,45 @@ class GcpTarget(CloudTarget):
         if not project:
             raise ConfigError("gcp: name the project ([gcp] project, or GOOGLE_CLOUD_PROJECT)")
         self._check_apis(credentials, project)
+        self._read_digest(credentials)
         who = getattr(credentials, "service_account_email", None) or type(credentials).__name__
-        return f"credentials {who}; project {project}: {', '.join(REQUIRED_APIS)} enabled"
+        digest = f"SIF sha256 {self.baked_digest[:12]}" if self.baked_digest else "no SIF digest"
+        return (
+            f"credentials {who}; project {project}: {', '.join(REQUIRED_APIS)} enabled; "
+            f"image {self.settings.image} ({digest})"
+        )
+
+    def _read_digest(self, credentials: Any) -> None:
+        """The image exists, and the SIF digest packer/cloud wrote into its description
+        (recorded in deploy.json and passed to the nodes, as on AWS)."""
+        from google.auth.exceptions import GoogleAuthError
+        from google.auth.transport.requests import AuthorizedSession
+        from requests import RequestException
+
+        image = str(self.settings.image)
+        path = image[image.index("projects/") :] if "projects/" in image else image
+        base = os.environ.get("SYNDEO_GCP_COMPUTE_URL", COMPUTE_URL).rstrip("/")
+        session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
+        try:
+            reply = session.get(f"{base}/{path}", timeout=30)
+        except (GoogleAuthError, RequestException) as exc:
+            raise ConfigError(f"gcp: cannot look up image {image}: {exc}") from None
+        if reply.status_code == 404:
+            raise ConfigError(
+                f"gcp: image {image} does not exist (or is not shared with you): build it "
+                "with packer/cloud (packer/README.md) or name another"
+            )
+        if reply.status_code != 200:
+            raise ConfigError(
+                f"gcp: cannot look up image {image} (HTTP {reply.status_code}; the caller "
+                "needs compute.images.get)"
+            )
+        try:
+            description = str(json.loads(reply.text).get("description") or "")
+        except ValueError:
+            description = ""
+        found = _DIGEST.search(description)
+        self.baked_digest = found.group(1) if found else None
 
     def _check_apis(self, credentials: Any, project: str) -> None:
         """The APIs the module needs are enabled (Service Usage ``services.get``)."""
