@@ -143,12 +143,16 @@ class JobAgent:
         if spec is None:
             # Not a well-formed job of this cluster and attempt: never run, never claimed.
             self.log(f"ignoring doorbell {job_id}: no valid job record for this cluster/attempt")
-            self.rdv.clear_doorbell(job_id)
+            with contextlib.suppress(RendezvousError):
+                self.rdv.clear_doorbell(job_id)
             return
-        if not self.rdv.claim_job(job_id):
+        claimed = self.rdv.claim_job(job_id)
+        # Best effort: the claim, not the doorbell, makes a job run once (and this agent
+        # remembers what it has seen), so a doorbell that stays costs nothing.
+        with contextlib.suppress(RendezvousError):
             self.rdv.clear_doorbell(job_id)
+        if not claimed:
             return  # already taken (an earlier head of this attempt ran it)
-        self.rdv.clear_doorbell(job_id)
         if not self.dashboard:
             self._reject(spec, "this cluster runs without Ray's dashboard (`up --no-dashboard`)"
                          ", which Ray's Job API needs")  # fmt: skip
