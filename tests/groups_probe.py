@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import sys
+import time
 
 import ray
 
@@ -22,8 +23,7 @@ nodes = [n for n in ray.nodes() if n["Alive"]]
 labels = {n["NodeID"]: n.get("Labels") or {} for n in nodes}
 
 
-@ray.remote(num_cpus=0)
-def where() -> dict:
+def here() -> dict:
     ctx = ray.get_runtime_context()
     lab = labels[ctx.get_node_id()]
     return {
@@ -35,6 +35,36 @@ def where() -> dict:
     }
 
 
+where = ray.remote(num_cpus=0)(here)
+
+
+@ray.remote(num_cpus=0)
+class Barrier:
+    """Lets tasks wait until all of them run: then they hold their GPUs at once."""
+
+    def __init__(self) -> None:
+        self.arrived = 0
+
+    def arrive(self) -> int:
+        self.arrived += 1
+        return self.arrived
+
+    def count(self) -> int:
+        return self.arrived
+
+
+@ray.remote(num_cpus=0)
+def where_together(barrier, parties: int) -> dict:
+    # Each task keeps its GPU until every one has started: with one GPU per node they
+    # must run on different nodes (a fast first task can no longer free its GPU for the
+    # second on a loaded machine).
+    ray.get(barrier.arrive.remote())
+    deadline = time.monotonic() + 120
+    while ray.get(barrier.count.remote()) < parties and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return here()
+
+
 def per_group(resource: str, group: str) -> float:
     return sum(
         n["Resources"].get(resource, 0)
@@ -44,6 +74,7 @@ def per_group(resource: str, group: str) -> float:
 
 
 gpus = int(sum(n["Resources"].get("GPU", 0) for n in nodes))
+barrier = Barrier.remote()
 groups = sorted({lab.get("syndeo-group", "") for lab in labels.values()})
 out = {
     "groups": {
@@ -55,7 +86,9 @@ out = {
     "cpu_per_group": {g: per_group("CPU", g) for g in groups},
     "gpu_per_group": {g: per_group("GPU", g) for g in groups},
     # As many one-GPU tasks as the cluster has GPUs, all at once.
-    "gpu_tasks": ray.get([where.options(num_gpus=1).remote() for _ in range(gpus)]),
+    "gpu_tasks": ray.get(
+        [where_together.options(num_gpus=1).remote(barrier, gpus) for _ in range(gpus)]
+    ),
     "by_label": {
         g: ray.get(where.options(label_selector={"syndeo-group": g}).remote()) for g in groups
     },

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.iac.test_validation import BASE, COMMON
 from tests.support import hcl
+from tests.support.tfvars import BASE, COMMON
 
 # (instance_type, the disk type the module must choose)
 CHOICES: dict[str, list[tuple[str, str]]] = {

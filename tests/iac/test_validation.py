@@ -17,19 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support import hcl
-
-BASE: dict[str, dict[str, Any]] = {
-    "aws": {"image": "ami-0123456789abcdef0", "region": "us-east-1",
-            "instance_type": "c7i.2xlarge"},
-    "gcp": {"image": "projects/my-project/global/images/family/syndeo",
-            "region": "us-central1", "instance_type": "c3-standard-8",
-            "project": "my-project-123"},
-    "azure": {"image": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/"
-                       "images/providers/Microsoft.Compute/images/syndeo-20261122",
-              "region": "westeurope", "instance_type": "Standard_D8s_v5",
-              "admin_ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDqz"},
-}  # fmt: skip
-COMMON = {"cluster_name": "c1", "node_count": 3, "bucket_name": "syndeo-c1-test"}
+from tests.support.tfvars import BASE, COMMON
 
 
 def _groups(*shapes: tuple[int, int], instance_type: str | None = None) -> list[dict[str, Any]]:
