@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,19 @@ def test_image_is_lean(sif: Path, run_user: str | None) -> None:
     assert facts["apt_lists"] == 0
     assert facts["build_ctx"] is False
     assert facts["ray_pyc"] > 10
+
+
+def test_invoke_build_again_is_a_noop_and_image_verify_passes(
+    built_image: manifest.ImageManifest, sif: Path
+) -> None:
+    """The README's `invoke build` (cached) and `invoke image.verify`, as a user runs them."""
+    invoke = [sys.executable, "-m", "invoke", "-r", str(inputs.REPO)]
+    mtime = sif.stat().st_mtime_ns
+    again = subprocess.run([*invoke, "build", "--output", str(sif)], capture_output=True,
+                           text=True, timeout=900, check=False)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout.strip().endswith(sif.name) and sif.stat().st_mtime_ns == mtime
+    verify = subprocess.run([*invoke, "image.verify", "--sif", str(sif)], capture_output=True,
+                            text=True, timeout=300, check=False)  # fmt: skip
+    assert verify.returncode == 0, verify.stderr[-2000:]
+    assert f"sha256:{built_image.sha256}" in verify.stdout

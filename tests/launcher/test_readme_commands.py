@@ -1,0 +1,68 @@
+"""README commands not covered elsewhere, run as the README shows them (``invoke …``):
+an option overriding the config file, ``deploy --keep`` then ``down`` without an id,
+``down`` when several clusters are up, and ``invoke bench-rendezvous``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.helpers import ROOT, assert_nothing_left, one_line_error, reap
+
+INVOKE = [sys.executable, "-m", "invoke", "-r", str(ROOT)]
+
+
+def invoke(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*INVOKE, *args], cwd=cwd, env=dict(os.environ), capture_output=True, text=True,
+        timeout=timeout, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def test_an_option_overrides_the_config_file(tmp_path: Path, syndeo_home: Path) -> None:
+    cfg = tmp_path / "syndeo.toml"
+    cfg.write_text('target = "local"\nnodes = 2\ncpus_per_node = 3\n')
+    plan = invoke("deploy", "--config", str(cfg), "--nodes", "4", "--dry-run", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    # One node command per rank, 4 of them (the option), each with the file's CPUs.
+    nodes = [ln for ln in plan.stdout.splitlines() if ln.rstrip(" &").count("-m syndeo node")]
+    assert len(nodes) == 4
+    assert all("SYNDEO_NODES=4" in ln and "SYNDEO_CPUS=3" in ln for ln in nodes)
+
+
+def test_keep_then_down_without_an_id_and_several_up_named(
+    tmp_path: Path, syndeo_home: Path
+) -> None:
+    kept, other = "tkeep1", "tkeep2"
+    try:
+        deploy = invoke("deploy", "--nodes", "2", "--cluster-id", kept, "--keep",
+                        "--run", "python -c pass", cwd=tmp_path)  # fmt: skip
+        assert deploy.returncode == 0, deploy.stderr[-3000:]
+        assert f"cluster {kept} kept up" in deploy.stderr
+        up = invoke("up", "--nodes", "2", "--cluster-id", other, cwd=tmp_path)
+        assert up.returncode == 0, up.stderr[-3000:]
+        several = invoke("down", cwd=tmp_path)
+        assert f"several clusters are up ({kept}, {other}): name one" in one_line_error(several)
+        assert invoke("down", "--cluster-id", other, cwd=tmp_path).returncode == 0
+        assert_nothing_left(other)
+        alone = invoke("down", cwd=tmp_path)  # the only one up: no id needed
+        assert alone.returncode == 0, alone.stderr[-2000:]
+        assert f"cluster {kept} is down" in alone.stderr
+        assert_nothing_left(kept)
+        assert "no cluster is up" in one_line_error(invoke("down", cwd=tmp_path))
+    finally:
+        for cid in (kept, other):
+            invoke("down", "--cluster-id", cid, cwd=tmp_path)
+            reap(cid)
+
+
+def test_invoke_bench_rendezvous_writes_its_measurements(tmp_path: Path) -> None:
+    out = tmp_path / "rdv.json"
+    run = invoke("bench-rendezvous", "--backend", "file", "--out", str(out), cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["backend"] == "file"
+    assert report["registrations"] and report["head_latency"]
