@@ -38,7 +38,10 @@ BOOT_GRACE_S = 600.0
 # A head refreshes its status record every 2 s while it lives (syndeo.node.workload); one
 # whose record stands still this long, on the launcher's own clock, has vanished
 # with its machine (terminated, powered off) and will never record "done".
-HEAD_SILENT_S = 45.0
+# 90 s, not less: after a worker's machine vanished, a live head's loop was once seen to
+# stand still for over 45 s (Ray's GCS calls while it marks the node dead), and calling
+# a live head lost tears down a running cluster.
+HEAD_SILENT_S = 90.0
 
 
 def terraform_root() -> Path:
