@@ -63,18 +63,20 @@ def test_bad_input_is_one_line(tmp_path: Path, args: list[str], says: str) -> No
 
 # ------------------------------------------------------------------ AWS (moto)
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    import moto  # installed by scripts/setup (the emulated AWS): never skipped
+def aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
+    """A real moto_server process (EC2, STS) the check reaches through AWS_ENDPOINT_URL,
+    as it would reach AWS."""
+    import boto3
+
+    from testbeds.objectstores import running
 
     for key in list(os.environ):
         if key.startswith("AWS_"):
             monkeypatch.delenv(key)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with moto.mock_aws():
-        import boto3
-
+    with running("s3", tmp_path / "moto") as server:
+        for key, value in server.env.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
         yield boto3.client("ec2", region_name="us-east-1")
 
 
