@@ -229,9 +229,11 @@ def test_lost_machines_under_a_running_deploy(
     aws_user: AwsUser, admin: awsemu.State, shared_bucket: str
 ) -> None:
     """A worker's instance terminated (a spot interruption): the status names the lost
-    rank; then the head's instance: the launcher ends the run with a clear message
-    instead of waiting for a done record that will never come."""
-    cfg = _config(aws_user, shared_bucket)
+    rank, and with [recovery] replace_lost Terraform re-creates exactly that instance,
+    whose node joins the running head; then the head's instance: the launcher ends the
+    run with a clear message instead of waiting for a done record that will never come."""
+    recovery = "[recovery]\nreplace_lost = true\nmax_replacements = 1\n"
+    cfg = _config(aws_user, shared_bucket, recovery)
     cid = f"aws-lost-{uuid.uuid4().hex[:6]}"
     # A program that outlives its workers: only the launcher can end this run.
     run = "python -c 'import time; time.sleep(900)'"
@@ -246,19 +248,31 @@ def test_lost_machines_under_a_running_deploy(
         _wait_status(rdv, lambda st: st.nodes_lost == [2], "rank 2 reported lost", proc=proc,
                      timeout=LOST_WAIT_S)  # fmt: skip
         lost_s = time.monotonic() - t0
+        _wait_status(rdv, lambda st: st.nodes_lost == [] and len(st.nodes_joined) == 3,
+                     "rank 2's replacement joined", proc=proc, timeout=420)  # fmt: skip
+        back_s = time.monotonic() - t0
+        now = _instances(admin, cid)
+        # Exactly the lost instance was re-created; the others are the same machines.
+        assert sorted(now) == [0, 1, 2] and now[2] != ranks[2], (ranks, now)
+        assert (now[0], now[1]) == (ranks[0], ranks[1]), (ranks, now)
         t1 = time.monotonic()
         ec2.terminate_instances(InstanceIds=[ranks[0]])
         out, err = proc.communicate(timeout=300)
         ended_s = time.monotonic() - t1
     assert proc.returncode != 0, out + err
     assert "the head vanished" in err, out + err
+    assert "rank 2 lost; started a replacement" in err, err
     assert [e for e in everything(admin) if e != f"bucket {shared_bucket}"] == []
     summary = json.loads((aws_user.results / cid / "deploy.json").read_text())
     assert "the head vanished" in summary["message"]
+    [event] = summary["recovery"]
+    assert event["rank"] == 2 and event["replaced"] == 'rank 2 (aws_instance.node["2"] re-created)'
+    assert event["lost_s"] <= event["replaced_s"] <= event["joined_s"], event
     # The times are measurements, printed for the record (the goal for the first is
     # 30 s; how long it takes is Ray's health check on a loaded machine, not a pass mark).
-    print(f"\nworker terminated -> reported lost: {lost_s:.1f} s; head terminated -> "
-          f"run ended and destroyed: {ended_s:.1f} s")  # fmt: skip
+    print(f"\nworker terminated -> reported lost: {lost_s:.1f} s; -> replacement joined: "
+          f"{back_s:.1f} s (launcher: lost -> joined {event['replacement_joined_after_s']} s); "
+          f"head terminated -> run ended and destroyed: {ended_s:.1f} s")  # fmt: skip
 
 
 def test_nothing_is_left_between_tests(admin: awsemu.State) -> None:

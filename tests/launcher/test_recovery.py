@@ -101,6 +101,6 @@ def test_recovery_settings_are_checked_before_anything_starts(
     assert "max_replacements" in one_line_error(
         syndeo("deploy", "--config", str(cfg), cwd=tmp_path)
     )
-    cfg.write_text('target = "ssh"\n[ssh]\nhosts = ["h1"]\n[recovery]\nreplace_lost = true\n')
+    cfg.write_text('target = "slurm"\n[recovery]\nreplace_lost = true\n')
     err = one_line_error(syndeo("deploy", "--config", str(cfg), cwd=tmp_path))
-    assert "the ssh target cannot replace a lost node" in err
+    assert "the slurm target cannot replace a lost node" in err

@@ -22,7 +22,7 @@ from typing import Any
 import psutil
 import pytest
 
-from testbeds import sshhosts
+from testbeds import netns, sshhosts
 from testbeds.objectstores import Server, make_bucket, running
 from testbeds.users import CI_PYTHON, CI_USER, UserRun, as_user, give_to_ci_user
 
@@ -478,4 +478,62 @@ def test_a_failing_start_leaves_nothing_another_user_can_read_or_write(
     scripts = [p for p in Path("/tmp").glob("terraform_*.sh")
                if p.stat().st_mtime >= started]  # fmt: skip
     assert not scripts, f"remote-exec scripts left in /tmp: {scripts}"
+    _assert_clean(ssh_hosts, run)
+
+
+def _kill_node_on(bed: sshhosts.Bed, host: sshhosts.SshHost, cid: str) -> int:
+    """SIGKILL every process of cluster ``cid`` on ``host`` (its node, Ray, Ray's workers):
+    the node dies as it would with a crash, nothing of it gets to say goodbye."""
+    killed = 0
+    for pid in netns.netns_pids(host.netns):
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            p = psutil.Process(pid)
+            if p.environ().get("SYNDEO_CLUSTER_ID") == cid:
+                p.kill()
+                killed += 1
+    return killed
+
+
+def test_a_killed_node_is_started_again_on_its_host(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
+    """[recovery] replace_lost on hosts: a worker's node killed mid-benchmark is started
+    again on the same host (its terraform_data re-created: stop, then start), joins the
+    running head, and the benchmark's count stays exact."""
+    cid = f"ssh-recover-{uuid.uuid4().hex[:6]}"
+    body = _body(run, ssh_hosts).replace(BENCH, "[bench]\nsamples_per_cpu = 30000\nrepeats = 3\n")
+    body = f'cluster_id = "{cid}"\n' + body.replace(
+        "[ssh]\n", "[recovery]\nreplace_lost = true\nmax_replacements = 1\n[ssh]\n"
+    )
+    proc = _launcher(run, body)
+    try:
+        status = run.root / "rdv" / cid / "a0" / "status.json"
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ValueError):
+                st = json.loads(status.read_text())
+                if st.get("phase") == "running" and st.get("progress"):
+                    break  # the benchmark samples on every node
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            time.sleep(0.3)
+        else:
+            raise AssertionError("the benchmark never started running")
+        assert _kill_node_on(ssh_hosts, ssh_hosts.hosts[2], cid) >= 2  # the node and its Ray
+        _out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            _python_of(proc).send_signal(signal.SIGINT)
+            proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert "rank 2 lost; started a replacement" in err, err[-3000:]
+    result_dir = run.results / cid
+    [env] = json.loads((result_dir / "result.json").read_text())["results"]
+    assert env["samples_counted"] == env["samples_requested"] == 30000 * 3
+    summary = json.loads((result_dir / "deploy.json").read_text())
+    assert summary["lost_ranks"] == [2]
+    [event] = summary["recovery"]
+    assert event["replaced"] == 'rank 2 (terraform_data.node["2"] re-created)', event
+    assert event["lost_s"] <= event["replaced_s"] <= event["joined_s"]
+    # Started again on its own host: the third host's node is the one that came back.
+    assert 'terraform_data.node["2"]: Creation complete' in _terraform_log(run)
+    print("ssh: lost -> replacement joined, s:", event["replacement_joined_after_s"])
+    print("repeats, steps/s:", [r["steps_per_s"] for r in env["syndeo"]["repeats"]])
     _assert_clean(ssh_hosts, run)

@@ -111,7 +111,9 @@ class Target(ABC):
     def replace(self, launched: Launched, spec: ClusterSpec, rank: int) -> str:
         """Start a new node for ``rank`` (a lost worker), which joins the running head;
         what was started."""
-        raise TargetError(f"the {self.name} target cannot replace a lost node (local can)")
+        raise TargetError(
+            f"the {self.name} target cannot replace a lost node (local, ssh and the clouds can)"
+        )
 
     def creates_rendezvous(self, uri: str) -> bool:
         """True if ``launch`` creates the rendezvous location itself (a cloud bucket):

@@ -326,6 +326,29 @@ class TerraformTarget(Target):
             tf.apply()  # Terraform destroys exactly those nodes
         return [_where(e) for e in going]
 
+    # ------------------------------------------------------------------ recovery
+    # The resource in terraform/<module> that is one rank's node, keyed by rank.
+    # Re-creating it brings back exactly that rank: a new VM with the same user-data
+    # on a cloud, the node started again on its host (after its stop ran) on ssh.
+    node_resource: ClassVar[str | None] = None
+
+    def replace(self, launched: Launched, spec: ClusterSpec, rank: int) -> str:
+        if self.node_resource is None:
+            return super().replace(launched, spec, rank)
+        tf, tfvars = self._saved_vars(launched)
+        ranks = set(range(1, int(tfvars["node_count"]))) | {
+            int(e["rank"]) for e in tfvars.get("grown", [])
+        }
+        if rank not in ranks:
+            raise TargetError(f"rank {rank} is not a worker of {launched.cluster_id}")
+        address = f'{self.node_resource}["{rank}"]'
+        # The whole root is planned, but -replace forces only this one address; the
+        # rest is unchanged unless it drifted (a machine that is gone is re-created
+        # by any apply).  A host that does not answer fails the apply: reported by
+        # the caller, the node stays lost, and the next apply tries again.
+        tf.apply(replace=[address])
+        return f"rank {rank} ({address} re-created)"
+
     def describe(self, launched: Launched) -> str:
         parts = []
         if launched.data.get("head_failure"):

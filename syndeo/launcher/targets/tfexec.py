@@ -223,8 +223,10 @@ class Terraform:
     def init(self) -> None:
         self._run(self.argv("init", **INIT_OPTIONS), "init")
 
-    def apply(self) -> None:
-        self._run(self.argv("apply"), "apply")
+    def apply(self, replace: list[str] | None = None) -> None:
+        """``replace``: resource addresses to re-create even if Terraform sees no change
+        (a machine whose node was lost; one already gone is simply created)."""
+        self._run(self.argv("apply", **({"replace": replace} if replace else {})), "apply")
 
     def destroy(self) -> None:
         if not self.ws.state.exists():
