@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from syndeo.bench.envs import EnvVersion
+from syndeo.bench.nodewatch import NodeLoss
 
 Mode = Literal["count", "collect"]
 Protocol = Literal["paper", "steady"]
@@ -92,6 +93,10 @@ class EnvResult(BaseModel):
     )
     actor_niceness: int | None = Field(
         default=None, description="scheduling niceness of actors (local limit uses the same)"
+    )
+    node_losses: list[NodeLoss] = Field(
+        default_factory=list,
+        description="nodes lost while this env ran (warm-up included), with the throughput dip",
     )
 
 

@@ -28,6 +28,7 @@ from syndeo.bench.models import (
     Repeat,
     Series,
 )
+from syndeo.bench.nodewatch import WATCH_EVERY_S, NodeLoss, NodeWatch, alive_nodes
 from syndeo.bench.progress import BenchProgress
 from syndeo.bench.rllib_baseline import MISSING, RllibSampler
 from syndeo.bench.rllib_baseline import available as rllib_available
@@ -97,10 +98,14 @@ class ActorGroup:
         ]
         self.nice = max(ray.get([a.ready.remote() for a in self.actors]))
         self.startup_s = time.perf_counter() - t0
+        self.nodes = alive_nodes()  # the cluster's size: fewer alive is a loss
+        self.node_losses: list[NodeLoss] = []  # every run's, the warm-up's included
 
     def run(
-        self, total: int, chunk: int, collect: bool, on_samples: Callable[[int], None] | None = None
-    ) -> tuple[Repeat, int]:
+        self, total: int, chunk: int, collect: bool,
+        on_samples: Callable[[int], None] | None = None, repeat: int | None = None,
+    ) -> tuple[Repeat, int]:  # fmt: skip
+        """``repeat``: the measured repeat's index (None: the warm-up), for node losses."""
         import ray
 
         plans = [_chunks(n, chunk) for n in split(total, len(self.actors))]
@@ -112,13 +117,19 @@ class ActorGroup:
 
         counted = 0
         cpu0 = ray.get([a.cpu_time.remote() for a in self.actors])  # outside the timed window
+        watch = NodeWatch(self.nodes, repeat)
         t0 = time.perf_counter()
         for i in range(len(self.actors)):
             for _ in range(IN_FLIGHT):
                 submit(i)
+        last = time.perf_counter()
         while inflight:
-            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=STALL_S)
-            if not ready:
+            # Woken at least once a second: a loss is seen while samples stall.
+            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=WATCH_EVERY_S)
+            watch.tick(counted)
+            if ready:
+                last = time.perf_counter()
+            elif time.perf_counter() - last > STALL_S:
                 # Restartable actors wait for a CPU: a node lost and never replaced
                 # would otherwise hang the run instead of ending it.
                 raise BenchError(
@@ -136,6 +147,7 @@ class ActorGroup:
                 if on_samples is not None:
                     on_samples(n)
         dt = time.perf_counter() - t0
+        self.node_losses.extend(watch.finish(counted))
         # (a restarted actor's clock starts again: never negative)
         cpu = max(0.0, sum(ray.get([a.cpu_time.remote() for a in self.actors])) - sum(cpu0))
         rep = Repeat(samples=total, seconds=dt, steps_per_s=total / dt, actor_cpu_seconds=cpu)
@@ -188,7 +200,7 @@ def _measure(
     counted_all: list[int] = []
 
     def run_ours() -> None:
-        r, counted = group.run(total, chunk, collect, progress.add)
+        r, counted = group.run(total, chunk, collect, progress.add, repeat=len(ours))
         ours.append(r)
         counted_all.append(counted)
 
@@ -236,6 +248,7 @@ def _env_result(
         steps_per_cpu_second=statistics.median(
             r.samples / r.actor_cpu_seconds for r in ours if r.actor_cpu_seconds
         ),
+        node_losses=list(group.node_losses),
     )
     if pool is not None:
         res.local_limit = _summary("local_limit", local, pool.startup_s)

@@ -22,6 +22,7 @@ from types import FrameType
 from typing import Any
 
 from syndeo.core.errors import ConfigError, RendezvousError, TargetError, WorkloadError
+from syndeo.launcher import watch as watcher
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.output import WorkloadLog
 from syndeo.launcher.preflight import check_workload
@@ -372,6 +373,12 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
     cfg = cfg.model_copy(update={"run": None, "dashboard": dashboard})
     target, spec, rdv = _prepare(cfg, ui)
     spec = spec.model_copy(update={"run": ""})
+    # A cluster that serves for days is where lost workers must come back: replacing
+    # them is on by default wherever the target can ([recovery] replace_lost = false: off).
+    explicit = "replace_lost" in cfg.recovery.model_fields_set
+    recovery = cfg.recovery.model_copy(
+        update={"replace_lost": cfg.recovery.replace_lost if explicit else target.replaces_lost}
+    )
     launched: Launched | None = None
     with ui:
         try:
@@ -395,6 +402,15 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
         raise TargetError(
             f"cluster {spec.cluster_id} did not come up: {why}; {target.describe(launched)}"
         )
+    if recovery.replace_lost:
+        try:
+            watcher.start(launched, spec, recovery)
+        except BaseException:
+            target.stop(launched)
+            forget(spec.cluster_id)
+            with contextlib.suppress(Exception):
+                rdv.cleanup(all_attempts=True)
+            raise
     head, token, st = rdv.read_head(), rdv.get_secret("token"), rdv.read_status()
     assert head is not None and token is not None
     token_path = cluster_dir(spec.cluster_id) / "token"
@@ -412,6 +428,10 @@ def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) 
     """
     ui = ui or Ui()
     launched = load_launched(cluster_id)
+    # Its watcher first: a replacement started after this point would outlive the
+    # cluster.  Then the state as the watcher left it (the nodes it replaced).
+    watcher.stop(launched)
+    launched = load_launched(launched.cluster_id)
     rdv = open_rendezvous(launched.rendezvous, launched.cluster_id)
     from syndeo.launcher.config import load_config
 

@@ -16,6 +16,7 @@ from syndeo.launcher.config import load_config
 from syndeo.launcher.state import load_launched, save_launched
 from syndeo.launcher.targets import get_target
 from syndeo.launcher.ui import Ui
+from syndeo.launcher.watch import cluster_lock
 from syndeo.rendezvous import open_rendezvous
 
 
@@ -29,26 +30,30 @@ def grow(
     if nodes < 1:
         raise ConfigError(f"nodes: must be >= 1, got {nodes}")
     ui = ui or Ui()
-    launched = load_launched(cluster_id)
-    if hosts and launched.target != "ssh":
-        raise ConfigError(
-            f"--hosts names the machines of an ssh cluster's new nodes; the {launched.target} "
-            "target finds its own"
-        )
-    target = get_target(load_config(target=launched.target), echo=ui.echo)
-    rdv = open_rendezvous(launched.rendezvous, launched.cluster_id)
-    st = rdv.read_status()
-    before = st.groups.get(group, [0, 0])[0] if st else 0
-    started = target.grow(launched, group, nodes, hosts=hosts)
-    save_launched(launched)  # `down` and `shrink` must know the new machines
-    ui.info(f"cluster {launched.cluster_id}: {nodes} node(s) of group {group} started ({started})")
+    cid = load_launched(cluster_id).cluster_id
+    # One change of the cluster's state at a time (the watcher of an `up` cluster
+    # replaces lost nodes): read it under the lock, save it before letting go.
+    with cluster_lock(cid):
+        launched = load_launched(cid)
+        if hosts and launched.target != "ssh":
+            raise ConfigError(
+                f"--hosts names the machines of an ssh cluster's new nodes; the "
+                f"{launched.target} target finds its own"
+            )
+        target = get_target(load_config(target=launched.target), echo=ui.echo)
+        rdv = open_rendezvous(launched.rendezvous, launched.cluster_id)
+        st = rdv.read_status()
+        before = st.groups.get(group, [0, 0])[0] if st else 0
+        started = target.grow(launched, group, nodes, hosts=hosts)
+        save_launched(launched)  # `down` and `shrink` must know the new machines
+    ui.info(f"cluster {cid}: {nodes} node(s) of group {group} started ({started})")
     if wait_s is not None:
         deadline = time.monotonic() + wait_s
         while True:
             st = rdv.read_status()
             have = st.groups.get(group, [0, 0])[0] if st else 0
             if have >= before + nodes:
-                ui.info(f"cluster {launched.cluster_id}: group {group} has {have} node(s)")
+                ui.info(f"cluster {cid}: group {group} has {have} node(s)")
                 break
             if time.monotonic() >= deadline:
                 raise JoinTimeout(
@@ -64,9 +69,11 @@ def shrink(
 ) -> list[str]:
     """Stop nodes of ``group`` (never the head); the head carries on without them."""
     ui = ui or Ui()
-    launched = load_launched(cluster_id)
-    target = get_target(load_config(target=launched.target), echo=ui.echo)
-    stopped = target.shrink(launched, group, nodes)
-    save_launched(launched)
-    ui.info(f"cluster {launched.cluster_id}: stopped {', '.join(stopped)} of group {group}")
+    cid = load_launched(cluster_id).cluster_id
+    with cluster_lock(cid):
+        launched = load_launched(cid)
+        target = get_target(load_config(target=launched.target), echo=ui.echo)
+        stopped = target.shrink(launched, group, nodes)
+        save_launched(launched)
+    ui.info(f"cluster {cid}: stopped {', '.join(stopped)} of group {group}")
     return stopped

@@ -1,0 +1,163 @@
+"""The watcher of an ``up`` cluster: what a ``deploy``'s launcher does while it follows
+its run -- replace lost workers (``[recovery]``) -- for a cluster that serves until
+``down``.
+
+``up`` starts it as a process of its own session (it outlives the shell that ran
+``up``; ``python -m syndeo.launcher.watch <id>``); ``down`` ends it before it stops
+the cluster, so nothing the watcher starts outlives the cluster.  It reads the head's
+status every few seconds and ends by itself once the cluster has ended.  Each loss
+and replacement is written to ``recovery.json`` in the cluster's dir, and said in
+``watch.log`` beside it.
+
+``launched.json`` is shared with ``grow``/``shrink`` run from other shells: every
+read-modify-write of it holds :func:`cluster_lock`, and the watcher reads it afresh
+before each replacement (a copy held across polls would undo a ``grow``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from types import FrameType
+
+import psutil
+from rich.text import Text
+
+from syndeo.core.errors import SyndeoError, TargetError
+from syndeo.launcher.config import RecoverySettings, load_config
+from syndeo.launcher.recovery import Recovery
+from syndeo.launcher.spec import ClusterSpec, Launched
+from syndeo.launcher.state import cluster_dir, home, load_launched, save_launched, write_atomic
+from syndeo.launcher.targets import get_target
+from syndeo.launcher.ui import Ui
+from syndeo.rendezvous import open_rendezvous
+
+WATCH_EVERY_S = 2.0  # the head refreshes its status every 2 s
+# How long ``down`` waits for a watcher to end (one in a terraform apply first lets
+# Terraform save its state).
+STOP_WAIT_S = 90.0
+
+
+@contextlib.contextmanager
+def cluster_lock(cluster_id: str) -> Iterator[None]:
+    """Serialises changes to one cluster's state between this user's processes."""
+    fd = os.open(cluster_dir(cluster_id) / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def start(launched: Launched, spec: ClusterSpec, settings: RecoverySettings) -> None:
+    """Start the watcher of ``launched`` (an ``up`` cluster) and record it there."""
+    launched.data["spec"] = spec.model_dump(mode="json")  # what a replacement needs
+    launched.data["recovery"] = settings.model_dump()
+    save_launched(launched)
+    log = cluster_dir(launched.cluster_id) / "watch.log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "syndeo.launcher.watch", launched.cluster_id],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+            env={**os.environ, "SYNDEO_HOME": str(home())},
+        )  # fmt: skip
+    launched.data["watcher"] = [proc.pid, psutil.Process(proc.pid).create_time()]
+    save_launched(launched)
+
+
+def stop(launched: Launched) -> None:
+    """End the watcher of ``launched``, if it runs (only ours: pid and start time)."""
+    entry = launched.data.get("watcher")
+    if not entry:
+        return
+    pid, ctime = int(entry[0]), float(entry[1])
+    with contextlib.suppress(psutil.NoSuchProcess):
+        proc = psutil.Process(pid)
+        if abs(proc.create_time() - ctime) >= 0.01:
+            return  # a recycled pid: someone else's process
+        proc.terminate()
+        try:
+            proc.wait(STOP_WAIT_S)
+        except psutil.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+class _LogUi(Ui):
+    """Lines for watch.log, each with its time (no one reads them live)."""
+
+    def info(self, msg: str | Text) -> None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        super().info(Text(f"{stamp} ") + (Text(msg) if isinstance(msg, str) else msg))
+
+
+def _terminate(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def watch(cluster_id: str, ui: Ui) -> int:
+    launched = load_launched(cluster_id)
+    spec = ClusterSpec.model_validate(launched.data["spec"])
+    settings = RecoverySettings.model_validate(launched.data.get("recovery", {}))
+    target = get_target(load_config(target=launched.target), echo=ui.echo)
+    recovery = Recovery(target, spec, settings, ui)
+    rdv = open_rendezvous(launched.rendezvous, launched.cluster_id)
+    events = cluster_dir(cluster_id) / "recovery.json"
+    ui.info(f"watching cluster {cluster_id} (replace_lost={settings.replace_lost})")
+    while True:
+        try:
+            st = rdv.read_status()
+            ended = rdv.read_done() is not None or target.poll(launched) is not None
+        except SyndeoError as exc:  # a store outage: the cluster may well run on
+            ui.info(f"syndeo: could not read the cluster's records, will retry: {exc}")
+            time.sleep(WATCH_EVERY_S)
+            continue
+        if ended:
+            ui.info(f"cluster {cluster_id} has ended: the watcher stops")
+            return 0
+        if st is not None:
+            # Under the lock, from the file: a grow in another shell is not undone.
+            with cluster_lock(cluster_id):
+                try:
+                    seen = launched.data.get("head_seen")  # the target's own bookkeeping
+                    launched = load_launched(cluster_id)  # as grow/shrink left it
+                    if seen is not None:
+                        launched.data["head_seen"] = seen
+                except TargetError:
+                    ui.info(f"cluster {cluster_id} is gone (down): the watcher stops")
+                    return 0
+                before = json.dumps(recovery.events, sort_keys=True)
+                recovery.observe(launched, st)
+                if json.dumps(recovery.events, sort_keys=True) != before:
+                    save_launched(launched)
+                    write_atomic(events, json.dumps(recovery.events, indent=2).encode())
+        time.sleep(WATCH_EVERY_S)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m syndeo.launcher.watch CLUSTER_ID", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # outlives the terminal of `up`
+    ui = _LogUi()
+    try:
+        return watch(args[0], ui)
+    except KeyboardInterrupt:
+        ui.info("the watcher was asked to stop")
+        return 0
+    except SyndeoError as exc:
+        ui.info(f"syndeo: the watcher stops: {exc}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
