@@ -35,6 +35,9 @@ def print_outcome(outcome: Outcome, ui: Ui) -> None:
             f"{t.get('teardown_done_s', float('nan')):.1f} s (torn down)",
         )
     )
+    if outcome.attempt:
+        # Restarted after a lost head (or a requeued Slurm job): which run this was.
+        ui.info(Text(f"finished on attempt {outcome.attempt} (the first is 0)", style="yellow"))
     if outcome.lost_ranks:
         ui.info(Text(f"nodes lost during the run: ranks {outcome.lost_ranks}", style="yellow"))
     if outcome.result_path is not None:

@@ -58,10 +58,14 @@ class BenchSettings(_Strict):
 
 
 class RecoverySettings(_Strict):
-    """``[recovery]``: what the launcher does when a worker's node is lost mid-run."""
+    """``[recovery]``: what the launcher does when a node (a worker, or the head) is lost
+    mid-run."""
 
     replace_lost: bool = False  # start a replacement for that rank, which joins the head
     max_replacements: int = Field(default=3, ge=0, le=1000)  # per run, over all ranks
+    # A head lost without a done record: start the whole cluster again as the next
+    # attempt, up to this many times per run (0: the run ends, as before).
+    max_restarts: int = Field(default=0, ge=0, le=100)
 
 
 class DeployConfig(_Strict):

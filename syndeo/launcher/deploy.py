@@ -52,6 +52,9 @@ class Outcome:
     result_path: Path | None = None
     lost_ranks: list[int] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    # The rendezvous attempt that finished: above 0 after the launcher restarted the
+    # cluster for a lost head ([recovery] max_restarts) or Slurm requeued its job.
+    attempt: int = 0
 
 
 @contextlib.contextmanager
@@ -78,7 +81,7 @@ def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous
     if cfg.recovery.replace_lost and not target.replaces_lost:
         raise ConfigError(
             f"[recovery] replace_lost: the {cfg.target} target cannot replace a lost node "
-            "yet (local can); turn it off for this target"
+            "yet; turn it off for this target"
         )
     cluster_id = cfg.cluster_id or new_cluster_id(cfg.target)
     uri = cfg.rendezvous or target.default_rendezvous()
@@ -134,7 +137,9 @@ def _follow(
     done: DoneRecord | None = None
     delay, seen = FOLLOW_EVERY_S, None
     while True:
-        attempt = int(launched.data.get("attempt", 0))
+        # The launcher's own attempt (a restart after a lost head) unless the target
+        # knows better (Slurm: that base plus the job's requeues).
+        attempt = int(launched.data.get("attempt", spec.attempt))
         if attempt != rdv.attempt:
             # The target restarted the cluster (a requeued Slurm job): follow the new
             # attempt's records; the old ones are stale by design.
@@ -168,6 +173,39 @@ def _follow(
             delay = FOLLOW_EVERY_S  # live output within a second or two
         seen = now_seen
         target.wait(launched, delay)
+
+
+def _restart(
+    target: Target, launched: Launched, spec: ClusterSpec, rdv: Rendezvous, rc: int | None,
+    restarts: list[dict[str, Any]], t0: float, ui: Ui,
+) -> tuple[ClusterSpec, Rendezvous]:  # fmt: skip
+    """The head ended without a done record: stop what is left of this attempt and
+    make the next one's spec (the caller launches it); records the restart.
+
+    The whole cluster starts again, not just a head: the workers' Ray is bound to the
+    dead head's GCS and cannot move to a new one.  The new attempt gets its own
+    rendezvous scope, so nothing of the old one (its head address, token, status) is
+    read by the new nodes; the new head removes the old records when it starts.
+    """
+    # Past every attempt the target has seen (a requeued Slurm job counts up on its
+    # own): the new nodes can never meet records of an earlier attempt.
+    attempt = max(rdv.attempt, int(launched.data.get("attempt", spec.attempt))) + 1
+    event: dict[str, Any] = {
+        "attempt": rdv.attempt, "head_exit": rc, "head_lost_s": round(time.monotonic() - t0, 3),
+    }  # fmt: skip
+    ui.info(
+        f"syndeo: the head of attempt {rdv.attempt} ended without finishing (exit {rc}): "
+        f"restarting the cluster as attempt {attempt}"
+    )
+    where = target.describe(launched)
+    if where:
+        ui.info(f"syndeo: attempt {rdv.attempt}: {where}")
+    target.stop(launched)
+    event["restarted_s"] = round(time.monotonic() - t0, 3)
+    restarts.append(event)
+    # A new launch time: workers accept only a head published after it.
+    spec = spec.model_copy(update={"attempt": attempt, "not_before": time.time()})
+    return spec, open_rendezvous(rdv.uri, rdv.cluster_id, attempt)
 
 
 def _running(st: StatusRecord | None) -> bool:
@@ -244,17 +282,28 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
         None if target.shows_head_output else ui.echo,
     )
     recovery = Recovery(target, spec, cfg.recovery, ui)
+    restarts: list[dict[str, Any]] = []
     with ui:
         try:
-            launched = target.launch(spec)
-            if keep:
-                save_launched(launched)
-            if owned:
-                rdv.check()  # it exists only now
-            launch_s = round(time.monotonic() - t0, 3)
-            rc, done, timings, rdv = _follow(
-                target, launched, rdv, spec, ui, output=output, recovery=recovery
-            )
+            while True:
+                t_attempt = time.monotonic()
+                launched = target.launch(spec)
+                if keep:
+                    save_launched(launched)
+                if owned:
+                    rdv.check()  # it exists only now
+                launch_s = round(time.monotonic() - t_attempt, 3)
+                rc, done, timings, rdv = _follow(
+                    target, launched, rdv, spec, ui, output=output, recovery=recovery
+                )
+                if done is not None or rc == 0 or len(restarts) >= cfg.recovery.max_restarts:
+                    break
+                spec, rdv = _restart(target, launched, spec, rdv, rc, restarts, t0, ui)
+            if restarts and "all_joined_s" in timings:
+                # From the launch of the run: the restart's cost is joined_s - head_lost_s.
+                restarts[-1]["joined_s"] = round(
+                    t_attempt - t0 + launch_s + timings["all_joined_s"], 3
+                )
             # Following starts once launch returns (for VM targets: after apply).
             timings["launch_s"] = launch_s
             if "all_joined_s" in timings:
@@ -315,10 +364,14 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
         result_path=result_path,
         lost_ranks=list(done.lost_ranks) if done else [],
         timings=timings,
+        attempt=rdv.attempt,
     )
     extra = target.summary(launched) if launched else {}
     if recovery.events:
         extra["recovery"] = recovery.events
+    extra["attempt"] = rdv.attempt
+    if restarts:
+        extra["restarts"] = restarts
     _write_summary(cfg, spec, outcome, extra)
     if keep:
         ui.info(f"cluster {spec.cluster_id} kept up: `invoke down --cluster-id {spec.cluster_id}`")

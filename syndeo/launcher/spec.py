@@ -49,6 +49,9 @@ class ClusterSpec(BaseModel):
     not_before: float
     dashboard: bool = False
     layout: Layout | None = None  # node groups; None = every node shaped as above
+    # The rendezvous attempt the nodes start under: 0, then one more for each restart
+    # after a lost head ([recovery] max_restarts).  On Slurm a requeue adds to it.
+    attempt: int = 0
 
     def group_of(self, rank: int) -> Group | None:
         """The group of ``rank`` (ranks past the layout, added by grow, must name theirs)."""
@@ -110,6 +113,7 @@ class ClusterSpec(BaseModel):
             not_before=self.not_before, image_digest=digest, dashboard=self.dashboard and rank == 0,
             group=group.name if group is not None else None,
             groups=self.layout.expected() if self.layout is not None else None,
+            attempt=self.attempt,
         )  # fmt: skip
 
 

@@ -203,6 +203,15 @@ def _job_info_once(job_id: str) -> JobInfo:
     )
 
 
+def hostnames(nodelist: str) -> list[str]:
+    """A Slurm node list (``node[1-3]``) expanded, in Slurm's order; [] if it cannot be."""
+    try:
+        proc = _slurm(["scontrol", "show", "hostnames", nodelist])
+    except SlurmUnreachable:
+        return []
+    return proc.stdout.split() if proc.returncode == 0 else []
+
+
 def node_down(name: str) -> bool:
     """True if Slurm has marked the node DOWN or FAILed (it no longer runs anything)."""
     proc = _slurm(["scontrol", "show", "node", "-o", name])

@@ -44,6 +44,9 @@ class SlurmJob(BaseModel):
     group: str | None = None
     rank_base: int = 0  # the rank of this job's first task
     head_job: bool = True
+    # The rendezvous attempt of the job's first run (the launcher's; see ClusterSpec.attempt):
+    # the node's attempt is this plus Slurm's requeue count.
+    attempt_base: int = 0
 
 
 def shell_word(value: str) -> str:
@@ -142,6 +145,7 @@ def render(job: SlurmJob) -> str:
             group=job.group,
             rank_base=job.rank_base,
             head_job=job.head_job,
+            attempt_base=job.attempt_base,
             pass_cuda=job.image is not None and job.shape.gpus_per_node > 0,
         )
     )

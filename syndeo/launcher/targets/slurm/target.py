@@ -42,6 +42,7 @@ _WHY = {
 class SlurmTarget(Target):
     name = "slurm"
     shows_head_output = True
+    replaces_lost = True
 
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         super().__init__(cfg, echo)
@@ -89,6 +90,8 @@ class SlurmTarget(Target):
                 nodes=nodes or group.nodes, cpus_per_node=group.cpus, gpus_per_node=group.gpus,
                 memory_mb_per_node=group.memory_mb,
             )  # fmt: skip
+        elif nodes is not None:
+            shape = shape.model_copy(update={"nodes": nodes})  # a replacement's one node
         return SlurmJob(
             cluster_id=spec.cluster_id,
             settings=settings,
@@ -100,6 +103,7 @@ class SlurmTarget(Target):
             group=group.name if group is not None else None,
             rank_base=base,
             head_job=base == 0,
+            attempt_base=spec.attempt,
         )
 
     def _settings_of(self, group: str) -> SlurmSettings:
@@ -166,7 +170,11 @@ class SlurmTarget(Target):
             raise
         job_id = submitted[0]["job_id"]
         log = job.job_dir / f"slurm-{job_id}.out"
-        data: dict[str, Any] = {"job_id": job_id, "job_dir": str(job.job_dir), "log": str(log)}
+        data: dict[str, Any] = {
+            "job_id": job_id, "job_dir": str(job.job_dir), "log": str(log),
+            # The job's attempt is this base plus its requeues (see poll).
+            "attempt_base": spec.attempt, "attempt": spec.attempt,
+        }  # fmt: skip
         if spec.layout is not None:
             # What `grow` needs to add a group's nodes later, and `stop` to end them all.
             data.update(
@@ -227,6 +235,37 @@ class SlurmTarget(Target):
             removed += int(e["nodes"])
         return cancelled
 
+    # ------------------------------------------------------------------ recovery
+    def replace(self, launched: Launched, spec: ClusterSpec, rank: int) -> str:
+        """Submit a new one-node job for the lost worker ``rank``; the job id.
+
+        A new job, not the lost rank's job resubmitted: without node groups that job
+        is the whole cluster's, head included, and with them it holds the group's other
+        ranks, still running (``--no-kill`` kept the job alive without the failed node).
+        A one-node job touches nothing that runs, queues like any job (Slurm finds the
+        node; it may share one with this cluster's other ranks, as jobs do) and is
+        cancelled with the cluster.  Its node joins under the attempt that runs now.
+        """
+        if rank <= 0 or rank >= spec.nodes:
+            raise TargetError(f"rank {rank} is not a worker of {spec.cluster_id}")
+        group = spec.group_of(rank)
+        attempt = int(launched.data.get("attempt", spec.attempt))
+        job = self._job(spec.model_copy(update={"attempt": attempt}), group, rank_base=rank,
+                        nodes=1)  # fmt: skip
+        extra = list(job.settings.extra_sbatch)
+        lost_host = _host_of(launched, rank)
+        if lost_host:
+            # Until Slurm marks the failed node down (SlurmdTimeout) it would still
+            # place the job there, where it could never start.
+            extra.append(f"--exclude={lost_host}")
+        # A requeued replacement would count as the next attempt, which has no head.
+        settings = job.settings.model_copy(update={"extra_sbatch": extra, "requeue": False})
+        entry = self._submit(job.model_copy(update={"settings": settings}))
+        entry["replaces"] = rank
+        launched.data.setdefault("replacements", []).append(entry)
+        where = f", not on {lost_host}" if lost_host else ""
+        return f"rank {rank} in Slurm job {entry['job_id']}{where}"
+
     def _saved_group(self, launched: Launched, group: str) -> tuple[ClusterSpec, Group]:
         spec, g = saved_group(launched, group)
         # The group's Slurm settings as they were at `up` (this process has no config).
@@ -251,7 +290,11 @@ class SlurmTarget(Target):
                 f"in the rendezvous {launched.rendezvous}), cancel it with `scancel {job_id}`"
             ) from None
         # A requeued job is a new attempt with its own rendezvous scope: tell the follower.
-        launched.data["attempt"] = info.restarts
+        launched.data["attempt"] = int(launched.data.get("attempt_base", 0)) + info.restarts
+        if info.state == "RUNNING" and info.nodes and not launched.data.get("hosts"):
+            # Which node runs which rank, recorded while all are there: a lost node
+            # leaves the job's node list (--no-kill), and its replacement must avoid it.
+            launched.data["hosts"] = jobs.hostnames(info.nodes)
         self._report(info, launched)
         if info.state == "RUNNING" and info.batch_host and jobs.node_down(info.batch_host):
             # With --no-kill Slurm keeps a job whose batch host (rank 0, the head) died
@@ -261,13 +304,15 @@ class SlurmTarget(Target):
             return 1
         if not info.finished:
             return None
-        return _exit_code(info, Path(launched.data["job_dir"]))
+        return _exit_code(info, Path(launched.data["job_dir"]), int(launched.data["attempt"]))
 
     def stop(self, launched: Launched) -> None:
-        # Node groups: every group's job (grown ones too), the head's first.
+        # Node groups: every group's job (grown ones too), the head's first; then the
+        # jobs that replaced lost nodes.
         ids = [str(e["job_id"]) for e in launched.data.get("groups", [])] or [
             launched.data["job_id"]
         ]
+        ids += [str(e["job_id"]) for e in launched.data.get("replacements", [])]
         if launched.data.get("unobserved"):
             listed = " ".join(ids)
             self._say(f"slurm: job(s) {listed} left running (not cancelled): `scancel {listed}`")
@@ -354,8 +399,19 @@ def _write_private(path: Path, text: str) -> None:
 
 def _script_name(job: SlurmJob) -> str:
     if job.group is None:
-        return "job.sbatch"
+        return "job.sbatch" if job.head_job else f"job-r{job.rank_base}.sbatch"
     return f"job-{job.group}-r{job.rank_base}.sbatch"
+
+
+def _host_of(launched: Launched, rank: int) -> str:
+    """The node that ran ``rank`` (one task per node, in node-list order), if known."""
+    hosts: list[str] = launched.data.get("hosts") or []
+    if launched.data.get("groups"):
+        # Node groups: the head job's list covers only its own group's ranks.
+        head = launched.data["groups"][0]
+        if not int(head["rank_base"]) <= rank < int(head["rank_base"]) + int(head["nodes"]):
+            return ""
+    return hosts[rank] if rank < len(hosts) else ""
 
 
 def _check_image(image: Path | None) -> None:
@@ -395,13 +451,13 @@ def _error_tail(log: Path) -> str:
     return ""
 
 
-def _exit_code(info: jobs.JobInfo, job_dir: Path) -> int:
+def _exit_code(info: jobs.JobInfo, job_dir: Path, attempt: int) -> int:
     if info.state == "COMPLETED":
         return info.exit_code
     if info.state == "UNKNOWN":
-        # Forgotten by the controller: rank 0's own record still says how it ended.
-        rcs = sorted(job_dir.glob("rank0.a*.rc"))
+        # Forgotten by the controller: rank 0's own record still says how it ended (the
+        # job's last attempt's: the job dir keeps those of earlier launches too).
         with contextlib.suppress(OSError, ValueError):
-            return int(rcs[-1].read_text().strip()) if rcs else 1
+            return int((job_dir / f"rank0.a{attempt}.rc").read_text().strip())
         return 1
     return info.exit_code or _EXIT_BY_STATE.get(info.state, 1)
