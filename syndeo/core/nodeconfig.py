@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -59,6 +60,12 @@ class NodeSettings(BaseModel):
     # Node groups (syndeo/core/groups.py); None = a cluster without groups, as before.
     group: str | None = None  # this node's group: its Ray label syndeo-group
     groups: str | None = None  # every group's name:nodes:min_nodes (the head's readiness rule)
+    # A spot/preemptible VM: the cloud whose interruption notice this node watches
+    # (syndeo/node/preemption.py); None = not watched.
+    spot_notices: Literal["aws", "gcp", "azure"] | None = None
+    # Where that cloud's metadata service is (default: its real address).  Tests point
+    # it at a fake; "{rank}" in it becomes this node's rank (one fake, many nodes).
+    metadata_url: str | None = None
 
     @field_validator("group")
     @classmethod

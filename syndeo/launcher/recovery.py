@@ -5,6 +5,11 @@ The head already says which ranks joined and are gone (``status.nodes_lost``); a
 replacement is a new node of the same rank, started by the target
 (:meth:`Target.replace`), that joins the running head like any worker.  Every loss is
 recorded with its times in ``deploy.json`` (``recovery``), replaced or not.
+
+A spot notice comes before the loss: the head's status names the ranks whose node got
+one (``status.interrupted``, with the node's notice time and the cloud's deadline), and
+such a rank is replaced at once, while the old VM still runs drained.  Its loss, when
+the cloud takes the VM, belongs to the same event and is not replaced again.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ class Recovery:
         self.events: list[dict[str, Any]] = []
         self._open: dict[int, dict[str, Any]] = {}  # rank -> its loss, until it is back
         self._t0 = time.monotonic()
+        self._t0_wall = time.time()  # the node's notice times are wall-clock
+        self._noticed: set[tuple[int, float]] = set()  # (rank, noticed_at) handled
 
     def _now(self) -> float:
         return round(time.monotonic() - self._t0, 3)
@@ -39,20 +46,41 @@ class Recovery:
         if st is None:
             return
         lost = set(st.nodes_lost)
+        noticed = {n.rank for n in st.interrupted}
         for rank, event in list(self._open.items()):
-            if rank not in lost and rank in st.nodes_joined:
+            if rank in lost and "interrupted" in event and "lost_s" not in event:
+                event["lost_s"] = self._now()  # the cloud took the VM
+            if rank not in lost and rank not in noticed and rank in st.nodes_joined:
                 event["joined_s"] = self._now()
                 if "replaced_s" in event:
-                    event["replacement_joined_after_s"] = round(
-                        event["joined_s"] - event["lost_s"], 3
-                    )
+                    since = event["notice_s"] if "interrupted" in event else event["lost_s"]
+                    event["replacement_joined_after_s"] = round(event["joined_s"] - since, 3)
                     self.ui.info(f"rank {rank}: its replacement joined")
                 del self._open[rank]
+        for note in st.interrupted:
+            if (note.rank, note.noticed_at) in self._noticed:
+                continue
+            self._noticed.add((note.rank, note.noticed_at))
+            event = {
+                "rank": note.rank, "interrupted": note.cloud or "drained",
+                "action": note.action, "notice_s": self._wall(note.noticed_at),
+                "deadline_s": self._wall(note.deadline) if note.deadline else None,
+                "seen_s": self._now(),
+            }  # fmt: skip
+            self.events.append(event)
+            self._open[note.rank] = event
+            left = "" if note.deadline is None else f", {note.deadline - time.time():.0f} s left"
+            self.ui.info(f"rank {note.rank}: spot notice ({note.cloud or 'drained'}{left})")
+            self._replace(launched, note.rank, event)
         for rank in sorted(lost - set(self._open)):
             event = {"rank": rank, "lost_s": self._now()}
             self.events.append(event)
             self._open[rank] = event
             self._replace(launched, rank, event)
+
+    def _wall(self, t: float) -> float:
+        """An epoch time (a node's) as seconds from the launch, like the other times."""
+        return round(t - self._t0_wall, 3)
 
     def _replace(self, launched: Launched, rank: int, event: dict[str, Any]) -> None:
         if not self.enabled:
@@ -63,6 +91,10 @@ class Recovery:
             self.ui.info(f"rank {rank} lost; no replacement (max_replacements reached)")
             return
         self.left -= 1
+        if "interrupted" in event:
+            # The old node still runs, drained, until the cloud takes its VM: a target
+            # that can leave it alone until then does (local: it stays till stop).
+            launched.data["draining"] = sorted({*launched.data.get("draining", []), rank})
         try:
             started = self.target.replace(launched, self.spec, rank)
         except SyndeoError as exc:
@@ -71,4 +103,5 @@ class Recovery:
             return
         event["replaced"] = started
         event["replaced_s"] = self._now()
-        self.ui.info(f"rank {rank} lost; started a replacement: {started}")
+        why = "got a spot notice" if "interrupted" in event else "lost"
+        self.ui.info(f"rank {rank} {why}; started a replacement: {started}")

@@ -22,6 +22,9 @@ def _fmt_status(cluster_id: str, st: StatusRecord | None, phase_hint: str) -> Te
         line.append(" (" + ", ".join(f"{g} {j}/{n}" for g, (j, n) in st.groups.items()) + ")")
     if st.nodes_lost:
         line.append(f"  lost rank {', '.join(map(str, st.nodes_lost))}", style="bold red")
+    if st.interrupted:
+        ranks = ", ".join(str(n.rank) for n in st.interrupted)
+        line.append(f"  spot notice rank {ranks}", style="bold yellow")
     prog = st.progress
     if "samples" in prog:
         target = prog.get("samples_target")
@@ -79,7 +82,8 @@ class Ui:
         elif not self.quiet:
             # Without a terminal, print only changes of phase or node count.
             key = (
-                f"{st.phase}:{len(st.nodes_joined)}:{st.groups}:{st.nodes_lost}"
+                f"{st.phase}:{len(st.nodes_joined)}:{st.groups}:{st.nodes_lost}:"
+                f"{[n.rank for n in st.interrupted]}"
                 if st
                 else phase_hint
             )

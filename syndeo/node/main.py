@@ -26,6 +26,7 @@ from syndeo.core.nodeconfig import NodeSettings
 from syndeo.core.securedir import secure_dir, write_private
 from syndeo.core.timeline import Timeline
 from syndeo.node.leaving import gcs_reachable, wait_until_done
+from syndeo.node.preemption import Notice, Watcher, drain
 from syndeo.node.raynode import RayProcess, client_server_port
 from syndeo.node.workload import Monitor, run_workload
 from syndeo.rendezvous import HeadRecord, NodeRecord, Rendezvous, open_rendezvous
@@ -72,6 +73,26 @@ def _ray(proc: RayProcess, tl: Timeline) -> Iterator[RayProcess]:
         finally:
             for sig, handler in old.items():
                 signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def _spot_notices(
+    s: NodeSettings, rdv: Rendezvous, address: str, token_path: Path, ray_proc: RayProcess
+) -> Iterator[None]:
+    """While this node is in the cluster: on a spot VM, watch the cloud's notice."""
+    if s.spot_notices is None:
+        yield
+        return
+
+    def on_notice(notice: Notice) -> None:
+        node_id = drain(address, token_path, ray_proc.temp_dir, notice)
+        log(s, f"Ray is draining this node ({node_id[:12]}): no new work lands here")
+
+    watcher = Watcher(s, rdv, on_notice, lambda msg: log(s, msg)).start()
+    try:
+        yield
+    finally:
+        watcher.stop()
 
 
 def _leave_timeline(s: NodeSettings, rdv: Rendezvous, tl: Timeline, ray_proc: RayProcess) -> None:
@@ -122,7 +143,8 @@ def run_head(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
             tl.update({f"joined.{r}": t for r, t in monitor.first_seen.items()})
             _leave_timeline(s, rdv, tl, ray_proc)
             log(s, f"all {s.nodes} nodes joined after {time.monotonic() - t0:.1f} s")
-            exit_code, message = run_workload(s, monitor, address, token_path)
+            with _spot_notices(s, rdv, address, token_path, ray_proc):
+                exit_code, message = run_workload(s, monitor, address, token_path)
         except Terminated as t:
             exit_code, message = 128 + t.signum, "terminated by signal"
             raise
@@ -163,9 +185,10 @@ def run_worker(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
         log(s, f"joined head {head.address}")
         # Joined: from here on Ray says whether the head is there, and the store is
         # read rarely (and may be down for minutes without taking this node out).
-        done = wait_until_done(
-            rdv, ray_proc.alive, lambda: gcs_reachable(head.address), lambda m: log(s, m)
-        )
+        with _spot_notices(s, rdv, head.address, token_path, ray_proc):
+            done = wait_until_done(
+                rdv, ray_proc.alive, lambda: gcs_reachable(head.address), lambda m: log(s, m)
+            )
         if done is not None:
             log(s, "head is done; leaving")
             return 0

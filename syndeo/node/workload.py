@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from syndeo.node.groupwatch import GroupWatch
 from syndeo.node.jobs import JobAgent
 from syndeo.node.output import OutputStream
 from syndeo.node.raynode import RayProcess
-from syndeo.rendezvous import Control, DoneRecord, Rendezvous, StatusRecord
+from syndeo.rendezvous import Control, DoneRecord, InterruptRecord, Rendezvous, StatusRecord
 from syndeo.rendezvous.tolerant import Tolerant, retry_until
 
 # While a workload runs the head's loop ticks every TICK_S (the workload's exit is
@@ -44,6 +45,10 @@ GCS_TIMEOUT_S = 10.0
 # A result or done record the store cannot take right now waits on this node's
 # disk and is retried this long (an outage of minutes must not lose hours of work).
 DELIVER_DEADLINE_S = 1800.0
+# A node that got a spot notice drains in Ray first and writes its record a moment
+# later: the head, which sees the drain in Ray's GCS, reads the record at most once a
+# second for this long (and only then: an idle cluster costs the store nothing more).
+INTERRUPT_READ_FOR_S = 30.0
 
 
 def log(s: NodeSettings, msg: str) -> None:
@@ -81,6 +86,13 @@ class Monitor:
         self.stopped = False  # the launcher asked the workload to stop
         # Node groups: what the head waits for and each rank's group (empty: no groups).
         self.groups = GroupWatch(s.expected_groups())
+        # Spot notices: ranks whose every alive node Ray is draining (from the GCS), and
+        # each such rank's notice until its replacement has joined.
+        self.draining: set[int] = set()
+        self.interrupted: dict[int, InterruptRecord] = {}
+        self._unread: dict[int, float] = {}  # rank -> until when its record is looked for
+        self._next_read = 0.0
+        self._last_notice: dict[int, float] = {}  # rank -> noticed_at of its last notice
 
     # ------------------------------------------------------------------ Ray's GCS
     def connect(self) -> None:
@@ -97,10 +109,15 @@ class Monitor:
         self.dashboard_url = url.decode() if url and self.s.dashboard else ""
 
     def joined(self) -> set[int]:
-        from ray.core.generated.gcs_pb2 import GcsNodeInfo  # type: ignore[attr-defined]
+        from ray.core.generated.gcs_pb2 import (  # type: ignore[attr-defined]
+            GcsNodeInfo,
+            NodeSnapshot,
+        )
 
         alive = GcsNodeInfo.GcsNodeState.ALIVE
         ranks: dict[int, str | None] = {}
+        draining: set[int] = set()
+        active: set[int] = set()
         try:
             nodes = self._gcs.get_all_node_info(timeout=GCS_TIMEOUT_S).values()
         except Exception as exc:
@@ -112,7 +129,12 @@ class Monitor:
             labels = dict(info.labels)
             if info.state == alive and labels.get("syndeo-cluster") == self.s.cluster_id:
                 with contextlib.suppress(KeyError, ValueError):
-                    ranks[int(labels["syndeo-rank"])] = labels.get("syndeo-group")
+                    rank = int(labels["syndeo-rank"])
+                    ranks[rank] = labels.get("syndeo-group")
+                    is_draining = info.state_snapshot.state == NodeSnapshot.State.DRAINING
+                    (draining if is_draining else active).add(rank)
+        # A rank with a replacement that joined is served, whatever its old node does.
+        self.draining = draining - active
         self.groups.observe(ranks, lambda msg: log(self.s, msg))
         return set(ranks)
 
@@ -126,6 +148,7 @@ class Monitor:
             phase=phase, nodes_expected=self.s.nodes, nodes_joined=sorted(self.ever_joined),
             message=message, progress=self.progress, dashboard_url=self.dashboard_url,
             updated_at=time.time(), groups=self.groups.counts(), nodes_lost=sorted(self.lost),
+            interrupted=[self.interrupted[r] for r in sorted(self.interrupted)],
         )  # fmt: skip
         self.store.call(lambda: self.rdv.publish_status(record), None)
 
@@ -147,6 +170,29 @@ class Monitor:
         for rank in now - self.ever_joined:
             self.first_seen[rank] = seen  # when the head first saw it (bring-up timeline)
         self.ever_joined |= now
+        self._note_interruptions(now)
+
+    def _note_interruptions(self, now: set[int]) -> None:
+        """Ranks Ray drains (a node's spot notice) and the notice each node recorded."""
+        for rank in sorted(self.draining - set(self.interrupted)):
+            # Until the node's own record is read: what Ray says.
+            self.interrupted[rank] = InterruptRecord(rank=rank, cloud="", noticed_at=time.time())
+            self._unread[rank] = time.monotonic() + INTERRUPT_READ_FOR_S
+            log(self.s, f"rank {rank} is draining (a spot notice)")
+        if self._unread and time.monotonic() >= self._next_read:
+            self._next_read = time.monotonic() + 1.0
+            for rank, until in list(self._unread.items()):
+                rec = self.store.call(partial(self.rdv.read_interrupted, rank), None)
+                # Not the record of an earlier notice of this rank (an older node's).
+                if rec is not None and rec.noticed_at > self._last_notice.get(rank, 0.0):
+                    self.interrupted[rank] = rec
+                    del self._unread[rank]
+                elif time.monotonic() >= until:
+                    del self._unread[rank]
+        for rank in list(self.interrupted):
+            if rank in now and rank not in self.draining:  # its replacement has joined
+                self._last_notice[rank] = self.interrupted.pop(rank).noticed_at
+                self._unread.pop(rank, None)
 
     # ------------------------------------------------------------------ phases
     def wait_for_nodes(self, timeout_s: float) -> None:

@@ -13,6 +13,8 @@ launcher that owns the id (atomic create, before anything starts; removed by
     secret/token         the Ray auth token (owner-only)
     logs/rank-N          the last words of a node that failed (error, Ray log tail)
     nodes/<rank>.json    one per node, written when its raylet has joined
+    interrupted/<rank>.json  a spot/preemption notice a node saw (cloud, when, deadline);
+                         the head reads it once, when Ray shows that node draining
     status.json          progress published by the head (replaced in place)
     result.json          the workload's result (replaced atomically)
     done.json            final exit status, written by the head at teardown
@@ -88,6 +90,16 @@ class NodeRecord(_Record):
     joined_at: float
 
 
+class InterruptRecord(_Record):
+    """A cloud's notice that a spot/preemptible VM goes away (syndeo/node/preemption.py)."""
+
+    rank: int
+    cloud: str  # aws | gcp | azure ("" when only Ray's drain state was seen)
+    action: str = ""  # what the cloud said it will do (terminate, stop, Preempt, ...)
+    noticed_at: float  # epoch seconds, the node's clock
+    deadline: float | None = None  # epoch seconds the VM is gone by (None: not said)
+
+
 class StatusRecord(_Record):
     phase: str  # starting | waiting | running | done | failed | serving
     nodes_expected: int
@@ -98,6 +110,8 @@ class StatusRecord(_Record):
     updated_at: float
     groups: dict[str, list[int]] = {}  # node groups: {name: [joined, expected]}
     nodes_lost: list[int] = []  # ranks that joined and are gone
+    # Ranks whose node got a spot notice and has no replacement joined yet.
+    interrupted: list[InterruptRecord] = []
 
 
 class ClaimRecord(_Record):
@@ -318,6 +332,14 @@ class Rendezvous(ABC):
             if rec is not None and rec.cluster_id == self.cluster_id:
                 out.append(rec)
         return sorted(out, key=lambda r: r.rank)
+
+    def mark_interrupted(self, record: InterruptRecord) -> None:
+        """A node's spot notice (replaced in place: a replacement may get one too)."""
+        self._write(self._key(f"interrupted/{record.rank}.json"), self._dump(record))
+
+    def read_interrupted(self, rank: int) -> InterruptRecord | None:
+        rec = self._read_model(self._key(f"interrupted/{rank}.json"), InterruptRecord)
+        return rec if rec is not None and rec.rank == rank else None
 
     # ------------------------------------------------------------------ status / results
     def publish_status(self, record: StatusRecord) -> None:

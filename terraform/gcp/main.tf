@@ -38,6 +38,7 @@ module "nodes" {
   not_before               = var.not_before
   image_path               = var.image_path
   image_digest             = var.image_digest
+  spot_notices             = var.spot ? "gcp" : null
   dashboard                = var.dashboard
   # The node module shapes each rank from its group; the instance type is this
   # module's business (instances.tf), so it is left out here.

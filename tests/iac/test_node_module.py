@@ -165,6 +165,18 @@ def test_reserved_names_are_exactly_the_node_settings() -> None:
     assert reserved == fields | {"SYNDEO_IMAGE", "SYNDEO_PYTHON", "SYNDEO_FORWARD_ENV"}
 
 
+def test_spot_notices_reach_every_node_and_only_known_clouds_pass(tmp_path: Path) -> None:
+    inputs = {**_module_inputs(_spec(), []), "spot_notices": "gcp"}
+    out = _render(tmp_path / "r", inputs)
+    assert [NodeSettings.from_env(env).spot_notices for env in out["env"]] == ["gcp"] * 3
+    plain = _render(tmp_path / "p", _module_inputs(_spec(), []))
+    assert all("SYNDEO_SPOT_NOTICES" not in env for env in plain["env"])
+    base = {"cluster_id": "ok", "node_count": 1, "rendezvous": "file:///x", "target": "ssh"}
+    assert "spot_notices: null, aws, gcp or azure" in (
+        _plan_error(tmp_path / "bad", {**base, "spot_notices": "oci"}) or ""
+    )
+
+
 def test_a_backends_own_syndeo_variable_passes_through(tmp_path: Path) -> None:
     inputs = _module_inputs(_spec(), [])
     inputs["extra_env"] = {"SYNDEO_AZURE_ACCOUNT_URL": "http://10.98.0.1:10000/devstoreaccount1"}

@@ -67,6 +67,8 @@ def test_a_serving_cluster_barely_polls_the_store(
         # The head: every 2 s -- not 160; its job agent, idle, adds no request at all.
         assert 5 <= control_lists <= 25, window[-3000:]
         assert _gets(window, bucket, cid, "ctl/stop") == 0 and other == []
+        # Spot notices: the head learns of a drained node from Ray, not by asking the store.
+        assert f"{cid}/a0/interrupted" not in window
         down = syndeo("down", "--cluster-id", cid, cwd=tmp_path, env=backend.env)
         assert down.returncode == 0, down.stderr[-3000:]
         assert_nothing_left(cid)

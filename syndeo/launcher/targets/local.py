@@ -62,13 +62,16 @@ class LocalTarget(Target):
 
     def _node(
         self, spec: ClusterSpec, rank: int, binds: list[Path], visible: str | None,
-        group: Group | None = None,
+        group: Group | None = None, gen: int = 0,
     ) -> tuple[list[str], dict[str, str], Path]:  # fmt: skip
-        """``visible``: the node's CUDA_VISIBLE_DEVICES; ``group``: for ranks added by grow."""
-        scratch = short_scratch(spec, rank)
+        """``visible``: the node's CUDA_VISIBLE_DEVICES; ``group``: for ranks added by grow;
+        ``gen``: > 0 for a replacement that runs next to its rank's old (drained) node,
+        which keeps its own scratch dir and address."""
+        scratch = short_scratch(spec, f"{rank}-{gen}" if gen else rank)
         # Credentials/endpoints of a cloud rendezvous included: they must survive
         # `apptainer --cleanenv`.
-        node_env = spec.node_env(rank, scratch, node_ip=f"127.0.0.{10 + rank}", group=group)
+        ip = f"127.0.{gen}.{10 + rank}"
+        node_env = spec.node_env(rank, scratch, node_ip=ip, group=group)
         if visible is not None:
             node_env[gpus.VISIBLE] = visible  # this node's GPUs only (syndeo/core/gpus.py)
         image = spec.image_for(group or spec.group_of(rank))
@@ -126,10 +129,11 @@ class LocalTarget(Target):
     def _start_node(
         self, spec: ClusterSpec, rank: int, logs: Path, binds: list[Path],
         visible: str | None, launched: Launched, foreground: bool, group: Group | None = None,
+        gen: int = 0,
     ) -> None:  # fmt: skip
-        argv, env, scratch = self._node(spec, rank, binds, visible, group)
+        argv, env, scratch = self._node(spec, rank, binds, visible, group, gen)
         secure_dir(scratch, base=SCRATCH_BASE)  # every level ours and private, or refused
-        log_path = logs / f"node-{rank}.log"
+        log_path = logs / (f"node-{rank}-{gen}.log" if gen else f"node-{rank}.log")
         log = open(log_path, "ab")  # noqa: SIM115 - owned by the child / reader thread
         pipe = foreground and rank == 0 and self.echo is not None
         try:
@@ -166,7 +170,9 @@ class LocalTarget(Target):
 
     def _ours(self, launched: Launched) -> list[psutil.Process]:
         procs = []
-        for pid, ctime in zip(launched.data["pids"], launched.data["create_times"], strict=True):
+        pairs = zip(launched.data["pids"], launched.data["create_times"], strict=True)
+        # Old nodes of replaced ranks that were left running (drained: see replace).
+        for pid, ctime in [*pairs, *launched.data.get("retired", [])]:
             with contextlib.suppress(psutil.NoSuchProcess):
                 p = psutil.Process(pid)
                 # A recycled PID belongs to someone else: leave it alone.
@@ -178,25 +184,41 @@ class LocalTarget(Target):
     def replace(self, launched: Launched, spec: ClusterSpec, rank: int) -> str:
         if rank == 0 or rank >= len(launched.data["pids"]):
             raise TargetError(f"rank {rank} is not a worker of {spec.cluster_id}")
-        # Whatever is left of the lost node goes first (its Ray may linger half-dead).
+        # Whatever is left of the lost node goes first (its Ray may linger half-dead) --
+        # unless it got a spot notice: drained, it runs on (as its VM would until the
+        # cloud's deadline), and stop() still ends it.
         pid, ctime = launched.data["pids"][rank], launched.data["create_times"][rank]
+        old_scratch = launched.data.get("scratch", [None] * (rank + 1))[rank]
+        gen = 0
+        if rank in launched.data.get("draining", []):
+            launched.data["draining"].remove(rank)
+            retired = launched.data.setdefault("retired", [])
+            retired.append([pid, ctime])
+            gen = len(retired)  # its own scratch dir and address: the old node keeps its
+        else:
+            self._end_node(pid, ctime)
+        logs = cluster_dir(spec.cluster_id)
+        devices = launched.data.get("devices")
+        visible = devices[rank] if devices else None
+        self._start_node(spec, rank, logs, self._binds(spec, logs), visible, launched, False,
+                         group=spec.group_of(rank), gen=gen)  # fmt: skip
+        # _start_node appended the new process: it takes the lost one's place.
+        for key in ("pids", "create_times", "logs", "scratch"):
+            entries = launched.data.get(key)
+            if entries is not None and len(entries) > rank + 1:
+                entries[rank] = entries.pop()
+        if gen and old_scratch is not None:
+            launched.data["scratch"].append(old_scratch)  # still removed by stop()
+        return f"rank {rank} (pid {launched.data['pids'][rank]})"
+
+    @staticmethod
+    def _end_node(pid: int, ctime: float) -> None:
         with contextlib.suppress(psutil.NoSuchProcess):
             old = psutil.Process(pid)
             if abs(old.create_time() - ctime) < 0.01:
                 for p in [*old.children(recursive=True), old]:
                     with contextlib.suppress(psutil.NoSuchProcess):
                         p.kill()
-        logs = cluster_dir(spec.cluster_id)
-        devices = launched.data.get("devices")
-        visible = devices[rank] if devices else None
-        self._start_node(spec, rank, logs, self._binds(spec, logs), visible, launched, False,
-                         group=spec.group_of(rank))  # fmt: skip
-        # _start_node appended the new process: it takes the lost one's place.
-        for key in ("pids", "create_times", "logs", "scratch"):
-            entries = launched.data.get(key)
-            if entries is not None and len(entries) > rank + 1:
-                entries[rank] = entries.pop()
-        return f"rank {rank} (pid {launched.data['pids'][rank]})"
 
     # ------------------------------------------------------------------ growing
     def grow(

@@ -64,6 +64,8 @@ locals {
     var.workdir == null ? {} : { SYNDEO_WORKDIR = var.workdir },
     var.not_before == null ? {} : { SYNDEO_NOT_BEFORE = tostring(var.not_before) },
     var.image_digest == null ? {} : { SYNDEO_IMAGE_DIGEST = var.image_digest },
+    # Spot/preemptible VMs: the node watches its cloud's interruption notice.
+    var.spot_notices == null ? {} : { SYNDEO_SPOT_NOTICES = var.spot_notices },
     # Read by the start script only (bare or container), not by `syndeo node`.
     var.image_path == null ? { SYNDEO_PYTHON = var.python } : { SYNDEO_IMAGE = var.image_path },
     # `apptainer --cleanenv` drops everything but what the script forwards by name.

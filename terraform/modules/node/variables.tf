@@ -218,6 +218,16 @@ variable "image_digest" {
   }
 }
 
+variable "spot_notices" {
+  description = "The cloud (aws, gcp, azure) whose spot/preemption notice each node watches (it drains itself in Ray and records the interruption); null: not spot VMs."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.spot_notices == null || contains(["aws", "gcp", "azure"], coalesce(var.spot_notices, "-"))
+    error_message = "spot_notices: null, aws, gcp or azure."
+  }
+}
+
 variable "python" {
   description = "Interpreter with syndeo installed, used when image_path is null (bare nodes)."
   type        = string
@@ -245,6 +255,7 @@ variable "extra_env" {
       "SYNDEO_CPUS", "SYNDEO_GPUS", "SYNDEO_MEMORY_MB", "SYNDEO_OBJECT_STORE_MB", "SYNDEO_NODE_IP",
       "SYNDEO_ATTEMPT", "SYNDEO_JOIN_TIMEOUT", "SYNDEO_RUN", "SYNDEO_WORKDIR", "SYNDEO_TARGET",
       "SYNDEO_NOT_BEFORE", "SYNDEO_IMAGE_DIGEST", "SYNDEO_DASHBOARD", "SYNDEO_GROUP", "SYNDEO_GROUPS",
+      "SYNDEO_SPOT_NOTICES", "SYNDEO_METADATA_URL",
       "SYNDEO_IMAGE", "SYNDEO_PYTHON", "SYNDEO_FORWARD_ENV",
     ])) == 0
     error_message = "extra_env: may not set a node setting (SYNDEO_RANK, SYNDEO_RUN, …): those come from the other variables."
