@@ -122,7 +122,9 @@ def _assert_renders_through_node_module(module: str) -> None:
 def test_vm_hooks_are_the_ones_vm_target_defines() -> None:
     defined = {n for n, v in vars(TerraformTarget).items() if callable(v) and not n.startswith("_")}
     assert (
-        defined - set(VERBS) - {"describe", "summary", "tfvars", "check", "grow", "shrink"}
+        defined
+        - set(VERBS)
+        - {"describe", "summary", "tfvars", "check", "grow", "shrink", "replace"}
         == VM_HOOKS
     )
     cloud = {n for n, v in vars(CloudTarget).items() if callable(v) and not n.startswith("_")}

@@ -112,32 +112,31 @@ def watch(cluster_id: str, ui: Ui) -> int:
     events = cluster_dir(cluster_id) / "recovery.json"
     ui.info(f"watching cluster {cluster_id} (replace_lost={settings.replace_lost})")
     while True:
-        try:
-            st = rdv.read_status()
-            ended = rdv.read_done() is not None or target.poll(launched) is not None
-        except SyndeoError as exc:  # a store outage: the cluster may well run on
-            ui.info(f"syndeo: could not read the cluster's records, will retry: {exc}")
-            time.sleep(WATCH_EVERY_S)
-            continue
-        if ended:
-            ui.info(f"cluster {cluster_id} has ended: the watcher stops")
-            return 0
-        if st is not None:
-            # Under the lock, from the file: a grow in another shell is not undone.
-            with cluster_lock(cluster_id):
-                try:
-                    seen = launched.data.get("head_seen")  # the target's own bookkeeping
-                    launched = load_launched(cluster_id)  # as grow/shrink left it
-                    if seen is not None:
-                        launched.data["head_seen"] = seen
-                except TargetError:
-                    ui.info(f"cluster {cluster_id} is gone (down): the watcher stops")
-                    return 0
-                before = json.dumps(recovery.events, sort_keys=True)
-                recovery.observe(launched, st)
-                if json.dumps(recovery.events, sort_keys=True) != before:
-                    save_launched(launched)
-                    write_atomic(events, json.dumps(recovery.events, indent=2).encode())
+        # Under the lock and from the file: a grow in another shell is not undone, and
+        # what the target notes while polling (e.g. which Slurm node ran which rank,
+        # when the head was last seen) is kept for the next poll and for `down`.
+        with cluster_lock(cluster_id):
+            try:
+                launched = load_launched(cluster_id)
+            except TargetError:
+                ui.info(f"cluster {cluster_id} is gone (down): the watcher stops")
+                return 0
+            before = launched.model_dump_json()
+            try:
+                st = rdv.read_status()
+                ended = rdv.read_done() is not None or target.poll(launched) is not None
+            except SyndeoError as exc:  # a store outage: the cluster may well run on
+                ui.info(f"syndeo: could not read the cluster's records, will retry: {exc}")
+                st, ended = None, False
+            if ended:
+                ui.info(f"cluster {cluster_id} has ended: the watcher stops")
+                return 0
+            events_before = json.dumps(recovery.events)
+            recovery.observe(launched, st)
+            if launched.model_dump_json() != before:
+                save_launched(launched)
+            if json.dumps(recovery.events) != events_before:
+                write_atomic(events, json.dumps(recovery.events, indent=2).encode())
         time.sleep(WATCH_EVERY_S)
 
 
