@@ -148,8 +148,8 @@ def _follow(
             done_seen, st, done = None, None, None
         st = store.call(rdv.read_status, st)
         ui.status(spec.cluster_id, st)
-        if recovery is not None and done is None:
-            recovery.observe(launched, st)
+        if recovery is not None:
+            recovery.observe(launched, st, replace=done is None)
         fresh_output = output is not None and store.call(partial(output.poll, rdv), False)
         if st is not None:
             if "all_joined_s" not in timings and len(st.nodes_joined) >= spec.nodes:

@@ -41,8 +41,10 @@ class Recovery:
     def _now(self) -> float:
         return round(time.monotonic() - self._t0, 3)
 
-    def observe(self, launched: Launched, st: StatusRecord | None) -> None:
-        """Called with every status the launcher reads."""
+    def observe(self, launched: Launched, st: StatusRecord | None, replace: bool = True) -> None:
+        """Called with every status the launcher reads.  ``replace=False`` once the
+        workload is done: a replacement that joined is still recorded, but nodes that
+        leave at teardown are not losses."""
         if st is None:
             return
         lost = set(st.nodes_lost)
@@ -57,6 +59,8 @@ class Recovery:
                     event["replacement_joined_after_s"] = round(event["joined_s"] - since, 3)
                     self.ui.info(f"rank {rank}: its replacement joined")
                 del self._open[rank]
+        if not replace:
+            return
         for note in st.interrupted:
             if (note.rank, note.noticed_at) in self._noticed:
                 continue
@@ -67,6 +71,12 @@ class Recovery:
                 "deadline_s": self._wall(note.deadline) if note.deadline else None,
                 "seen_s": self._now(),
             }  # fmt: skip
+            if note.rank in self._open:
+                # Lost first, notice read after: a drained node with nothing to do is
+                # let go by Ray at once.  Its replacement is under way; the notice
+                # says why it was lost.
+                self._open[note.rank].update(event)
+                continue
             self.events.append(event)
             self._open[note.rank] = event
             left = "" if note.deadline is None else f", {note.deadline - time.time():.0f} s left"
@@ -95,6 +105,9 @@ class Recovery:
             # The old node still runs, drained, until the cloud takes its VM: a target
             # that can leave it alone until then does (local: it stays till stop).
             launched.data["draining"] = sorted({*launched.data.get("draining", []), rank})
+        # When the launcher started it: a VM target's apply takes a while, and the
+        # replacement may have joined before it returns.
+        begun = self._now()
         try:
             started = self.target.replace(launched, self.spec, rank)
         except SyndeoError as exc:
@@ -102,6 +115,7 @@ class Recovery:
             self.ui.info(f"rank {rank} lost; its replacement could not start: {exc}")
             return
         event["replaced"] = started
-        event["replaced_s"] = self._now()
+        event["replaced_s"] = begun
+        event["replace_took_s"] = round(self._now() - begun, 3)
         why = "got a spot notice" if "interrupted" in event else "lost"
         self.ui.info(f"rank {rank} {why}; started a replacement: {started}")

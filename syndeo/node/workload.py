@@ -49,6 +49,8 @@ DELIVER_DEADLINE_S = 1800.0
 # later: the head, which sees the drain in Ray's GCS, reads the record at most once a
 # second for this long (and only then: an idle cluster costs the store nothing more).
 INTERRUPT_READ_FOR_S = 30.0
+# How long the head looks for the notice record of a node lost without draining first.
+LOST_NOTICE_READ_S = 10.0
 
 
 def log(s: NodeSettings, msg: str) -> None:
@@ -164,6 +166,10 @@ class Monitor:
         if not self.ray_proc.alive():
             raise NodeError(f"the Ray head exited unexpectedly: {self.ray_proc.log_tail()}")
         now = self.joined()
+        for rank in self.ever_joined - now - self.lost - set(self.interrupted):
+            # Lost without being seen draining: Ray lets a drained node with nothing to
+            # do go at once.  Its notice record, if it wrote one, says why (at most 1 read/s).
+            self._unread.setdefault(rank, time.monotonic() + LOST_NOTICE_READ_S)
         self.lost = self.ever_joined - now  # a replaced rank is back in `now`
         self.lost_ever |= self.lost
         seen = time.time()

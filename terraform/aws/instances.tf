@@ -65,6 +65,18 @@ resource "aws_instance" "node" {
   }
   volume_tags = merge(local.tags, { Name = "${local.name}-${each.key}" })
 
+  # Recovery re-creates one rank's instance (`terraform apply -replace`): after a spot
+  # notice the new instance exists before the drained one is terminated, so the rank's
+  # successor boots while the old node still serves what it has (the notice gives about
+  # 2 minutes).  Nothing names an instance uniquely, so the two may coexist.
+  lifecycle {
+    create_before_destroy = true
+    # The market (spot or on-demand) is one setting per cluster, never a reason to
+    # replace running nodes: a provider read that omits it (moto does for spot
+    # instances) must not make every apply -- a grow, a recovery -- replace them all.
+    ignore_changes = [instance_market_options]
+  }
+
   #checkov:skip=CKV_AWS_126:Detailed (1-minute) monitoring is billed per instance; Syndeo reports node health through the rendezvous.
   depends_on = [
     # Nodes read and write the bucket from their first boot.

@@ -109,7 +109,10 @@ def _wait_status(
         if st is not None and ok(st):
             return st
         if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"launcher ended ({proc.returncode}) before {what}")
+            out, err = proc.communicate()
+            raise AssertionError(
+                f"launcher ended ({proc.returncode}) before {what}: {(out + err)[-4000:]}"
+            )
         time.sleep(0.5)
     raise AssertionError(f"no {what} within {timeout:.0f} s: last status {rdv.read_status()}")
 
@@ -273,6 +276,72 @@ def test_lost_machines_under_a_running_deploy(
     print(f"\nworker terminated -> reported lost: {lost_s:.1f} s; -> replacement joined: "
           f"{back_s:.1f} s (launcher: lost -> joined {event['replacement_joined_after_s']} s); "
           f"head terminated -> run ended and destroyed: {ended_s:.1f} s")  # fmt: skip
+
+
+# The workload of the spot test, on the head: ends (0) once an alive rank-2 node is not
+# the one it first saw; a cluster that never replaces it makes it fail after 800 s.
+RANK_2_REPLACED = "\\n".join([
+    "import ray, time",
+    "ray.init()",
+    "def rank2(): return [n['NodeID'] for n in ray.nodes() if n['Alive'] and "
+    "n.get('Labels', {}).get('syndeo-rank') == '2']",
+    "first, end = rank2()[0], time.time() + 800",
+    "while time.time() < end and all(i == first for i in rank2()): time.sleep(1)",
+    "assert any(i != first for i in rank2()), 'rank 2 was never replaced'",
+    "print('rank 2 replaced by a new node', flush=True)",
+    "time.sleep(20)",  # a workload that runs on: the launcher sees the node joined
+])  # fmt: skip
+
+
+def test_a_spot_notice_drains_the_node_and_its_successor_comes_first(
+    aws_user: AwsUser, admin: awsemu.State, shared_bucket: str
+) -> None:
+    """Spot instances: the instance's own IMDS serves an interruption notice; its node
+    drains itself in Ray and records it, the launcher re-creates that rank's instance
+    at once, and Terraform creates the successor before it terminates the drained one."""
+    extra = "spot = true\n[recovery]\nreplace_lost = true\nmax_replacements = 1\n"
+    cfg = _config(aws_user, shared_bucket, extra)
+    cid = f"aws-spot-{uuid.uuid4().hex[:6]}"
+    run = "python -c " + shlex.quote(f'exec("{RANK_2_REPLACED}")')
+    with _deploying(aws_user, cid, "--config", cfg, "--nodes", "3", "--run", run) as proc:
+        rdv = open_rendezvous(f"s3://{shared_bucket}/team", cid)
+        _wait_status(rdv, lambda st: st.phase == "running" and len(st.nodes_joined) == 3,
+                     "3 nodes running", proc=proc)  # fmt: skip
+        ranks = _instances(admin, cid)
+        deadline = time.time() + 120  # EC2's notice: about two minutes
+        notice = {"action": "terminate",
+                  "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deadline))}  # fmt: skip
+        (admin.base / "notices").mkdir(exist_ok=True)
+        t0 = time.monotonic()
+        (admin.base / "notices" / ranks[2]).write_text(json.dumps(notice))
+        st = _wait_status(rdv, lambda st: [n.rank for n in st.interrupted] == [2],
+                          "rank 2's notice in the status", proc=proc, timeout=120)  # fmt: skip
+        noticed_s = time.monotonic() - t0
+        [note] = st.interrupted
+        assert note.cloud == "aws" and note.action == "terminate", note
+        assert note.deadline is not None and abs(note.deadline - deadline) <= 1, note
+        _wait_status(rdv, lambda st: st.interrupted == [] and st.nodes_lost == []
+                     and len(st.nodes_joined) == 3, "rank 2's successor joined", proc=proc,
+                     timeout=420)  # fmt: skip
+        back_s = time.monotonic() - t0
+        now = _instances(admin, cid)
+        assert sorted(now) == [0, 1, 2] and now[2] != ranks[2], (ranks, now)
+        out, err = proc.communicate(timeout=300)  # the program ends: rank 2 was replaced
+    assert proc.returncode == 0, (out + err)[-4000:]
+    assert "rank 2 replaced by a new node" in out + err, (out + err)[-4000:]
+    log = (aws_user.root / "home" / "clusters" / cid / "terraform" / "terraform.log").read_text()
+    created = log.find('aws_instance.node["2"]: Creation complete')
+    deposed = log.find('aws_instance.node["2"] (deposed object')
+    # The successor existed before the drained instance was terminated.
+    assert 0 <= created < deposed, log[-4000:]
+    summary = json.loads((aws_user.results / cid / "deploy.json").read_text())
+    [event] = summary["recovery"]
+    assert event["rank"] == 2 and event["interrupted"] == "aws", event
+    assert event["replaced"] == 'rank 2 (aws_instance.node["2"] re-created)', event
+    assert event["notice_s"] <= event["replaced_s"] <= event["joined_s"], event
+    assert [e for e in everything(admin) if e != f"bucket {shared_bucket}"] == []
+    print(f"\nspot notice -> in the status: {noticed_s:.1f} s; -> successor joined: "
+          f"{back_s:.1f} s (deadline 120 s)")  # fmt: skip
 
 
 def test_nothing_is_left_between_tests(admin: awsemu.State) -> None:
