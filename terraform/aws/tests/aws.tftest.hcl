@@ -450,6 +450,9 @@ run "empty_prefix" {
 
 run "spot_and_existing_bucket" {
   command = apply
+  # Fresh instances: the market is ignore_changes (one per cluster), so switching the
+  # earlier runs' instances to spot would (rightly) leave them as they are.
+  state_key = "spot"
   variables {
     spot          = true
     create_bucket = false
