@@ -5,7 +5,7 @@ its run -- replace lost workers (``[recovery]``) -- for a cluster that serves un
 ``up`` starts it as a process of its own session (it outlives the shell that ran
 ``up``; ``python -m syndeo.launcher.watch <id>``); ``down`` ends it before it stops
 the cluster, so nothing the watcher starts outlives the cluster.  It reads the head's
-status every few seconds and ends by itself once the cluster has ended.  Each loss
+status every 5 s (one read) and ends by itself once the cluster has ended.  Each loss
 and replacement is written to ``recovery.json`` in the cluster's dir, and said in
 ``watch.log`` beside it.
 
@@ -39,7 +39,12 @@ from syndeo.launcher.targets import get_target
 from syndeo.launcher.ui import Ui
 from syndeo.rendezvous import open_rendezvous
 
-WATCH_EVERY_S = 2.0  # the head refreshes its status every 2 s
+# One status read per poll (the store of a cluster that serves for days is asked as
+# little as it can be): a lost node is reported by the head within about 10 s anyway.
+WATCH_EVERY_S = 5.0
+# The target is asked less often: its poll may cost several requests (a VM target reads
+# done, logs, head and status), and the head's status says "done" or "failed" first.
+TARGET_EVERY_S = 30.0
 # How long ``down`` waits for a watcher to end (one in a terraform apply first lets
 # Terraform save its state).
 STOP_WAIT_S = 90.0
@@ -111,6 +116,7 @@ def watch(cluster_id: str, ui: Ui) -> int:
     rdv = open_rendezvous(launched.rendezvous, launched.cluster_id)
     events = cluster_dir(cluster_id) / "recovery.json"
     ui.info(f"watching cluster {cluster_id} (replace_lost={settings.replace_lost})")
+    next_target_poll = 0.0  # at once: a target notes what it needs on its first poll
     while True:
         # Under the lock and from the file: a grow in another shell is not undone, and
         # what the target notes while polling (e.g. which Slurm node ran which rank,
@@ -124,7 +130,10 @@ def watch(cluster_id: str, ui: Ui) -> int:
             before = launched.model_dump_json()
             try:
                 st = rdv.read_status()
-                ended = rdv.read_done() is not None or target.poll(launched) is not None
+                ended = st is not None and st.phase in ("done", "failed")
+                if not ended and time.monotonic() >= next_target_poll:
+                    next_target_poll = time.monotonic() + TARGET_EVERY_S
+                    ended = target.poll(launched) is not None
             except SyndeoError as exc:  # a store outage: the cluster may well run on
                 ui.info(f"syndeo: could not read the cluster's records, will retry: {exc}")
                 st, ended = None, False

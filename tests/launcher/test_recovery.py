@@ -19,11 +19,13 @@ from syndeo.launcher.targets.local import LocalTarget
 from syndeo.launcher.ui import Ui
 from tests.support.helpers import (
     assert_nothing_left,
+    kill_rank,
+    local_status,
     one_line_error,
-    processes_of,
     reap,
     start_syndeo,
     syndeo,
+    wait_benchmark_running,
 )
 
 CONFIG = """\
@@ -32,29 +34,12 @@ nodes = 3
 cpus_per_node = 1
 join_timeout_s = 240
 [bench]
-samples_per_cpu = 600000
+samples_per_cpu = 450000
 repeats = 1
 [recovery]
 replace_lost = true
 max_replacements = 1
 """
-
-
-def _status(home: Path, cid: str) -> dict[str, object]:
-    for path in home.rglob(f"{cid}/a0/status.json"):
-        with contextlib.suppress(OSError, ValueError):
-            data: dict[str, object] = json.loads(path.read_text())
-            return data
-    return {}
-
-
-def _kill_rank(cid: str, rank: int) -> int:
-    """SIGKILL every process of one node (its syndeo node, Ray, Ray's workers)."""
-    victims = [p for p in processes_of(cid) if p.environ().get("SYNDEO_RANK") == str(rank)]
-    for p in victims:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.kill()
-    return len(victims)
 
 
 @pytest.mark.slow
@@ -66,23 +51,14 @@ def test_a_killed_worker_is_replaced_and_the_count_stays_exact(
     cfg.write_text(CONFIG)
     proc = start_syndeo("deploy", "--config", str(cfg), "--cluster-id", cid, cwd=tmp_path)
     try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            st = _status(syndeo_home, cid)
-            progress = st.get("progress") or {}
-            if st.get("phase") == "running" and isinstance(progress, dict) and progress:
-                break  # the benchmark is sampling on every node
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            time.sleep(0.5)
-        else:
-            raise AssertionError("the benchmark never started running")
-        assert _kill_rank(cid, 2) >= 2  # the node and at least its Ray
+        wait_benchmark_running(proc, syndeo_home, cid)
+        assert kill_rank(cid, 2) >= 2  # the node and at least its Ray
         _out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err[-3000:]
         assert "rank 2 lost; started a replacement" in err
         result = json.loads((tmp_path / "results" / cid / "result.json").read_text())
         [env] = result["results"]
-        assert env["samples_counted"] == env["samples_requested"] == 600000 * 3  # per repeat
+        assert env["samples_counted"] == env["samples_requested"] == 450000 * 3  # per repeat
         # The benchmark saw the loss and the replacement (Ray's node table), and what it
         # cost: throughput before the loss and until the cluster was whole again.
         [loss] = env["node_losses"]
@@ -144,7 +120,7 @@ def test_an_up_cluster_replaces_a_lost_worker_until_down(tmp_path: Path, syndeo_
         state = syndeo_home / "clusters" / cid
         pid, _ctime = json.loads((state / "launched.json").read_text())["data"]["watcher"]
         assert psutil.Process(pid).is_running()
-        assert _kill_rank(cid, 2) >= 2
+        assert kill_rank(cid, 2) >= 2
         deadline = time.monotonic() + 240
         events: list[dict[str, object]] = []
         while time.monotonic() < deadline:
@@ -155,7 +131,7 @@ def test_an_up_cluster_replaces_a_lost_worker_until_down(tmp_path: Path, syndeo_
             time.sleep(0.5)
         [event] = events
         assert event["rank"] == 2 and str(event["replaced"]).startswith("rank 2 (pid "), event
-        st = _status(syndeo_home, cid)
+        st = local_status(syndeo_home, cid)
         assert st["nodes_lost"] == [] and st["nodes_joined"] == [0, 1, 2], st
         print("up: lost -> replacement joined, s:", event["replacement_joined_after_s"])
         down = syndeo("down", "--cluster-id", cid, cwd=tmp_path)

@@ -5,22 +5,20 @@ exact count; without it the run ends with one clear line, as before."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.support.helpers import (
     assert_nothing_left,
+    kill_rank,
     one_line_error,
-    processes_of,
     reap,
     start_syndeo,
     syndeo,
+    wait_benchmark_running,
 )
 
 CONFIG = """\
@@ -29,38 +27,9 @@ nodes = 2
 cpus_per_node = 1
 join_timeout_s = 240
 [bench]
-samples_per_cpu = 20000
-repeats = 2
+samples_per_cpu = 400000
+repeats = 1
 """
-
-
-def _status(home: Path, cid: str, attempt: int) -> dict[str, object]:
-    for path in home.rglob(f"{cid}/a{attempt}/status.json"):
-        with contextlib.suppress(OSError, ValueError):
-            data: dict[str, object] = json.loads(path.read_text())
-            return data
-    return {}
-
-
-def _wait_running(proc: subprocess.Popen[str], home: Path, cid: str) -> None:
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        st = _status(home, cid, 0)
-        progress = st.get("progress") or {}
-        if st.get("phase") == "running" and isinstance(progress, dict) and progress:
-            return  # the benchmark is sampling on every node
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-        time.sleep(0.5)
-    raise AssertionError("the benchmark never started running")
-
-
-def _kill_head(cid: str) -> int:
-    """SIGKILL every process of rank 0 (its syndeo node, Ray, Ray's workers, the driver)."""
-    victims = [p for p in processes_of(cid) if p.environ().get("SYNDEO_RANK") == "0"]
-    for p in victims:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.kill()
-    return len(victims)
 
 
 @pytest.mark.slow
@@ -72,8 +41,8 @@ def test_a_killed_head_restarts_the_cluster_as_the_next_attempt(
     cfg.write_text(CONFIG + "[recovery]\nmax_restarts = 1\n")
     proc = start_syndeo("deploy", "--config", str(cfg), "--cluster-id", cid, cwd=tmp_path)
     try:
-        _wait_running(proc, syndeo_home, cid)
-        assert _kill_head(cid) >= 2  # the node and at least its Ray
+        wait_benchmark_running(proc, syndeo_home, cid)
+        assert kill_rank(cid, 0) >= 2  # the node and at least its Ray
         _out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err[-3000:]
         said = " ".join(err.split())  # (the terminal's line breaks aside)
@@ -81,7 +50,7 @@ def test_a_killed_head_restarts_the_cluster_as_the_next_attempt(
         assert "finished on attempt 1" in said
         result = json.loads((tmp_path / "results" / cid / "result.json").read_text())
         [env] = result["results"]
-        assert env["samples_counted"] == env["samples_requested"] == 20000 * 2  # per repeat
+        assert env["samples_counted"] == env["samples_requested"] == 400000 * 2  # per repeat
         summary = json.loads((tmp_path / "results" / cid / "deploy.json").read_text())
         assert summary["exit_code"] == 0 and summary["attempt"] == 1
         [restart] = summary["restarts"]
@@ -107,8 +76,8 @@ def test_without_max_restarts_a_lost_head_ends_the_run_in_one_line(
     cfg.write_text(CONFIG)
     proc = start_syndeo("deploy", "--config", str(cfg), "--cluster-id", cid, cwd=tmp_path)
     try:
-        _wait_running(proc, syndeo_home, cid)
-        assert _kill_head(cid) >= 2
+        wait_benchmark_running(proc, syndeo_home, cid)
+        assert kill_rank(cid, 0) >= 2
         out, err = proc.communicate(timeout=300)
         line = one_line_error(subprocess.CompletedProcess([], proc.returncode, out, err))
         assert "the head ended before its workload finished" in line

@@ -117,6 +117,8 @@ def test_a_lost_worker_node_is_replaced_by_a_new_job(
     assert event["rank"] == 2 and event["replaced"].endswith("not on node3"), event
     assert event["lost_s"] <= event["replaced_s"] <= event["joined_s"]
     print("lost -> replacement joined, s:", event["replacement_joined_after_s"])
+    [env] = collected_result(outcome)["results"]  # type: ignore[misc]
+    print("benchmark: node losses", json.dumps(env["node_losses"]))
     # The replacement's own script: one node, rank 2, never requeued, not on node3.
     script = (user_run.root / "home" / "slurm" / "jobs" / cid / "job-r2.sbatch").read_text()
     assert "#SBATCH --nodes=1" in script and "#SBATCH --exclude=node3" in script

@@ -536,4 +536,5 @@ def test_a_killed_node_is_started_again_on_its_host(ssh_hosts: sshhosts.Bed, run
     assert 'terraform_data.node["2"]: Creation complete' in _terraform_log(run)
     print("ssh: lost -> replacement joined, s:", event["replacement_joined_after_s"])
     print("repeats, steps/s:", [r["steps_per_s"] for r in env["syndeo"]["repeats"]])
+    print("benchmark: node losses", json.dumps(env["node_losses"]))
     _assert_clean(ssh_hosts, run)

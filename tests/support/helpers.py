@@ -114,3 +114,38 @@ def no_gpu_path(bindir: Path, *rest: str) -> str:
     (bindir / "nvidia-smi").write_text(_NO_DRIVER)
     (bindir / "nvidia-smi").chmod(0o755)
     return os.pathsep.join([str(bindir), *(rest or ("/usr/bin", "/bin"))])
+
+
+def local_status(home: Path, cluster_id: str, attempt: int = 0) -> dict[str, object]:
+    """The head's status record of a cluster on a file rendezvous below ``home`` ({}
+    until there is one)."""
+    for path in home.rglob(f"{cluster_id}/a{attempt}/status.json"):
+        with contextlib.suppress(OSError, ValueError):
+            data: dict[str, object] = json.loads(path.read_text())
+            return data
+    return {}
+
+
+def wait_benchmark_running(
+    proc: subprocess.Popen[str], home: Path, cluster_id: str, timeout_s: float = 240
+) -> None:
+    """Until the benchmark samples on every node (its progress is in the status)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        st = local_status(home, cluster_id)
+        progress = st.get("progress") or {}
+        if st.get("phase") == "running" and isinstance(progress, dict) and progress:
+            return
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        time.sleep(0.5)
+    raise AssertionError("the benchmark never started running")
+
+
+def kill_rank(cluster_id: str, rank: int) -> int:
+    """SIGKILL every process of one node (its syndeo node, Ray, Ray's workers; for rank
+    0 the workload's driver too), as a crash would; how many there were."""
+    victims = [p for p in processes_of(cluster_id) if p.environ().get("SYNDEO_RANK") == str(rank)]
+    for p in victims:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    return len(victims)
