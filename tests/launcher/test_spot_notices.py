@@ -184,7 +184,7 @@ def test_a_spot_notice_drains_the_node_and_its_replacement_starts_before_it_goes
     assert err.count("started a replacement") == 1, err[-3000:]
     result = json.loads((tmp_path / "results" / cid / "result.json").read_text())
     [env_result] = result["results"]
-    assert env_result["samples_counted"] == env_result["samples_requested"] == 800000 * 2
+    assert env_result["samples_counted"] == env_result["samples_requested"] == 800000 * 3
     summary = json.loads((tmp_path / "results" / cid / "deploy.json").read_text())
     [event] = summary["recovery"]
     print("spot event:", event)
