@@ -103,7 +103,15 @@ def test_target_has_the_common_verbs_and_no_node_logic(name: str) -> None:
         assert "node_command" in called, f"{class_name} never calls command.node_command"
 
 
-VM_HOOKS = {"machine_vars", "machine_summary", "prepare", "grown_nodes", "leaks", "rendezvous_env"}
+VM_HOOKS = {
+    "machine_vars",
+    "machine_summary",
+    "prepare",
+    "grown_nodes",
+    "leaks",
+    "rendezvous_env",
+    "machine_gone",
+}
 CLOUD_HOOKS = {"check_credentials", "cloud_vars"}
 
 

@@ -259,6 +259,11 @@ class Monitor:
                 lambda: self.rdv.mark_done(done), "record that the cluster is done",
                 DELIVER_DEADLINE_S if self.workload_started else 0.0,
             )  # fmt: skip
+            if self._connected:
+                # The last status says who is there at the end (a replacement that
+                # joined in the last seconds), not what the last health tick saw.
+                with contextlib.suppress(Exception):
+                    self.check_health()
             self.publish("done" if exit_code == 0 else "failed", message, force=True)
         except Exception as exc:
             log(self.s, f"could not record the end of the run ({message}): {_why(exc)}")

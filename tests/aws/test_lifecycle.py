@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -264,7 +265,9 @@ def test_lost_machines_under_a_running_deploy(
         out, err = proc.communicate(timeout=300)
         ended_s = time.monotonic() - t1
     assert proc.returncode != 0, out + err
-    assert "the head vanished" in err, out + err
+    # EC2 was asked (the instance's state), not only the head's 90 s of silence.
+    assert re.search(r"the head vanished: .* EC2 lists its instance i-\w+ as "
+                     r"(terminated|shutting-down)", err), out + err  # fmt: skip
     assert "rank 2 lost; started a replacement" in err, err
     assert [e for e in everything(admin) if e != f"bucket {shared_bucket}"] == []
     summary = json.loads((aws_user.results / cid / "deploy.json").read_text())
@@ -293,7 +296,6 @@ RANK_2_REPLACED = "\\n".join([
     "while time.time() < end and all(i == first for i in rank2()): time.sleep(1)",
     "if time.time() >= end: sys.exit('rank 2 was never replaced')",
     "print('rank 2 replaced by a new node', flush=True)",
-    "time.sleep(20)",  # a workload that runs on: the launcher sees the node joined
 ])  # fmt: skip
 
 

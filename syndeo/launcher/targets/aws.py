@@ -113,6 +113,24 @@ class AwsTarget(CloudTarget):
             self.settings.instance_type or ""
         ]
 
+    def machine_gone(self, launched: Launched, rank: int) -> str | None:
+        """EC2's word on the rank's instance: a terminated or stopped one is gone for good
+        (a failed call answers nothing: the head's silence still decides)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        ids = launched.data.get("outputs", {}).get("node_ids", [])
+        if rank >= len(ids):
+            return None
+        region = launched.data.get("machines", {}).get("region")
+        try:
+            found = self._client("ec2", region).describe_instances(InstanceIds=[ids[rank]])
+        except (BotoCoreError, ClientError):
+            return None
+        states = [_state(i) for r in found["Reservations"] for i in r["Instances"]]
+        if states and states[0] in (*_GONE, "stopping", "stopped"):
+            return f"EC2 lists its instance {ids[rank]} as {states[0]}"
+        return None
+
     def leaks(self, launched: Launched) -> list[str]:
         """Everything of the cluster AWS still lists, by tag and by name (after destroy)."""
         from botocore.exceptions import BotoCoreError, ClientError

@@ -42,6 +42,10 @@ BOOT_GRACE_S = 600.0
 # stand still for over 45 s (Ray's GCS calls while it marks the node dead), and calling
 # a live head lost tears down a running cluster.
 HEAD_SILENT_S = 90.0
+# A target that can ask its provider about a machine (machine_gone) does so once the
+# head's status has stood still this long, and again at most this often: a terminated
+# or stopped head machine ends the run in seconds instead of after HEAD_SILENT_S.
+HEAD_ASK_S = 15.0
 
 
 def terraform_root() -> Path:
@@ -105,6 +109,11 @@ class TerraformTarget(Target):
         shell may lack (``down``, ``grow``); restored by
         :func:`syndeo.launcher.state.load_launched`."""
         return {}
+
+    def machine_gone(self, launched: Launched, rank: int) -> str | None:
+        """Why the machine of ``rank`` is gone (terminated, stopped) if the provider says
+        so, else None (also when this target cannot ask: only the head's silence counts)."""
+        return None
 
     def machine_summary(self, spec: ClusterSpec) -> dict[str, Any]:
         """What deploy.json records about the machines (cost comparison input)."""
@@ -220,7 +229,16 @@ class TerraformTarget(Target):
         if seen is None or seen[0] != stamp:
             launched.data["head_seen"] = [stamp, now]
             return None
-        if now - float(seen[1]) < HEAD_SILENT_S:
+        quiet = now - float(seen[1])
+        if quiet >= HEAD_ASK_S and now - float(launched.data.get("head_asked", 0)) >= HEAD_ASK_S:
+            launched.data["head_asked"] = now
+            gone = self.machine_gone(launched, 0)
+            if gone is not None:
+                launched.data["head_failure"] = (
+                    f"the head vanished: no sign of it for {quiet:.0f} s and {gone}"
+                )
+                return 1
+        if quiet < HEAD_SILENT_S:
             return None
         launched.data["head_failure"] = (
             f"the head vanished: no sign of it for {now - float(seen[1]):.0f} s and no "
