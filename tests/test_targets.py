@@ -268,14 +268,22 @@ def _started(
             assert words[0] == "env" and words[-2:] == ["2>&1", "&"], line
             words = words[1 : words.index(">")]
             env = dict(w.split("=", 1) for w in words if re.match(r"^[A-Z_][A-Z0-9_]*=", w))
-            started.append({"argv": words[len(env) :], "env": env})
+            # The launch key is never in a script shown; a launch passes it in the
+            # node's process environment (checked in tests/launcher/test_launch_key.py).
+            assert "SYNDEO_LAUNCH_KEY" not in env
+            assert spec.launch_key is not None
+            started.append(
+                {"argv": words[len(env) :], "env": {**env, "SYNDEO_LAUNCH_KEY": spec.launch_key}}
+            )
         return spec, started
     if name == "slurm":
         (Path(os.environ["SYNDEO_HOME"]) / "slurm" / "jobs" / "onecmd").mkdir(parents=True)
         job = tmp_path / "job.sbatch"
         job.write_text(target.script(spec))
         env = {"PATH": path, "SYNDEO_TEST_RECORD": str(record), "SLURM_JOB_ID": "77",
-               "SLURM_JOB_NODELIST": "n[1-3]", "SLURM_LAUNCH_NODE_IPADDR": "127.0.0.1"}  # fmt: skip
+               "SLURM_JOB_NODELIST": "n[1-3]", "SLURM_LAUNCH_NODE_IPADDR": "127.0.0.1",
+               # What the target hands sbatch in its environment (the script names it only).
+               "SYNDEO_LAUNCH_KEY": str(spec.launch_key)}  # fmt: skip
         out = subprocess.run(["bash", str(job)], env=env, capture_output=True, text=True,
                              timeout=120)  # fmt: skip
         assert out.returncode == 0, out.stdout + out.stderr

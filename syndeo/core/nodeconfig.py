@@ -17,8 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from syndeo.core.errors import ConfigError
 from syndeo.core.groups import GROUP_NAME_RE, parse_expected
+from syndeo.core.launchkey import KEY_RE
 
 PREFIX = "SYNDEO_"
+# The one secret among the settings: never shown in a script, log or record.
+LAUNCH_KEY_VAR = PREFIX + "LAUNCH_KEY"
 # Unix socket paths are limited to 107 bytes; Ray nests ~60 bytes of session and
 # socket names below its temp dir, so the scratch dir must stay short.
 MAX_SCRATCH_LEN = 40
@@ -66,6 +69,18 @@ class NodeSettings(BaseModel):
     # Where that cloud's metadata service is (default: its real address).  Tests point
     # it at a fake; "{rank}" in it becomes this node's rank (one fake, many nodes).
     metadata_url: str | None = None
+    # This launch's key (syndeo/core/launchkey.py): the head signs its record with it and
+    # workers join only a head whose record verifies.  A secret: kept out of repr (and so
+    # out of every log line and error that shows the settings).  None: a node started by
+    # hand without one trusts any head record of its cluster id and attempt, as before.
+    launch_key: str | None = Field(default=None, repr=False)
+
+    @field_validator("launch_key")
+    @classmethod
+    def _launch_key(cls, v: str | None) -> str | None:
+        if v is not None and not KEY_RE.match(v):
+            raise ValueError("must be 64 lower-case hex digits")  # never echo the value
+        return v
 
     @field_validator("group")
     @classmethod

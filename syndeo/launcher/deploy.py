@@ -464,8 +464,18 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
             with contextlib.suppress(Exception):
                 rdv.cleanup(all_attempts=True)
             raise
-    head, token, st = rdv.read_head(), rdv.get_secret("token"), rdv.read_status()
-    assert head is not None and token is not None
+    # Only the head this launch started (its record signed with our launch key): the
+    # address and token handed to the user are what they will send their work to.
+    found, st = rdv.check_head(spec.launch_key), rdv.read_status()
+    head, token = found.head, found.token
+    if head is None or token is None:
+        target.stop(launched)
+        forget(spec.cluster_id)
+        why = "a head record with a bad signature" if found.rejected else "no head record"
+        raise TargetError(
+            f"cluster {spec.cluster_id} reported serving but the rendezvous holds {why}: "
+            "not connecting to it; the cluster was stopped"
+        )
     token_path = cluster_dir(spec.cluster_id) / "token"
     write_atomic(token_path, token)
     return UpInfo(

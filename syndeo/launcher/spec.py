@@ -11,10 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from syndeo.core.errors import ConfigError
 from syndeo.core.groups import Group, Layout
+from syndeo.core.launchkey import new_key
 from syndeo.core.nodeconfig import NodeSettings
 from syndeo.launcher.config import DeployConfig
 
@@ -52,6 +53,11 @@ class ClusterSpec(BaseModel):
     # The rendezvous attempt the nodes start under: 0, then one more for each restart
     # after a lost head ([recovery] max_restarts).  On Slurm a requeue adds to it.
     attempt: int = 0
+    # This launch's key (syndeo/core/launchkey.py), made once by from_config: workers join
+    # only a head that signed its record with it.  Saved with the launched state (0600)
+    # so that grow and replacements of this cluster get the same one; never shown
+    # (repr, --dry-run, deploy.json).  None: a spec saved before launch keys existed.
+    launch_key: str | None = Field(default=None, repr=False)
 
     def group_of(self, rank: int) -> Group | None:
         """The group of ``rank`` (ranks past the layout, added by grow, must name theirs)."""
@@ -68,7 +74,7 @@ class ClusterSpec(BaseModel):
             object_store_mb=cfg.object_store_mb_per_node, join_timeout=cfg.join_timeout_s,
             run=cfg.workload_command(), workdir=(cfg.workdir or Path.cwd()).resolve(),
             image=cfg.container, image_digest=_digest(cfg.container), not_before=time.time(),
-            layout=cfg.layout, dashboard=cfg.dashboard,
+            layout=cfg.layout, dashboard=cfg.dashboard, launch_key=new_key(),
         )  # fmt: skip
 
     def node_env(
@@ -113,7 +119,7 @@ class ClusterSpec(BaseModel):
             not_before=self.not_before, image_digest=digest, dashboard=self.dashboard and rank == 0,
             group=group.name if group is not None else None,
             groups=self.layout.expected() if self.layout is not None else None,
-            attempt=self.attempt,
+            attempt=self.attempt, launch_key=self.launch_key,
         )  # fmt: skip
 
 

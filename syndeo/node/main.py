@@ -21,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 
 from syndeo import __version__
+from syndeo.core import launchkey
 from syndeo.core.errors import NodeError, RendezvousDenied, SyndeoError
 from syndeo.core.nodeconfig import NodeSettings
 from syndeo.core.securedir import secure_dir, write_private
@@ -116,13 +117,16 @@ def run_head(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
         ip, port = address.rsplit(":", 1)
         # Secret first: a worker that sees the head record can fetch the token at once.
         rdv.put_secret("token", token.encode())
-        rdv.publish_head(
-            HeadRecord(
-                cluster_id=s.cluster_id, attempt=s.attempt, ip=ip, gcs_port=int(port),
-                ray_version=_ray_version(), syndeo_version=__version__,
-                nonce=secrets.token_hex(8), created_at=time.time(), hostname=socket.gethostname(),
-            )
+        record = HeadRecord(
+            cluster_id=s.cluster_id, attempt=s.attempt, ip=ip, gcs_port=int(port),
+            ray_version=_ray_version(), syndeo_version=__version__,
+            nonce=secrets.token_hex(8), created_at=time.time(), hostname=socket.gethostname(),
         )  # fmt: skip
+        if s.launch_key is not None:
+            # Proof for the workers that this record (and token) is their launch's.
+            signature = launchkey.sign(s.launch_key, record.model_dump(mode="json"), token.encode())
+            record = record.model_copy(update={"signature": signature})
+        rdv.publish_head(record)
         tl.mark("published")
         log(s, f"head GCS up at {address} after {time.monotonic() - t0:.1f} s: published")
         monitor = Monitor(s, rdv, address, token_path, ray_proc)
@@ -157,9 +161,21 @@ def run_head(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
 
 
 def run_worker(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
-    head = rdv.wait_for_head(s.join_timeout, not_before=s.not_before)
+    if s.launch_key is None:
+        log(s, "no SYNDEO_LAUNCH_KEY: any head record of this cluster id and attempt is trusted")
+
+    def rejected(bad: HeadRecord) -> None:
+        # Once per record, one line; the values are the planter's: repr keeps them one line.
+        log(
+            s,
+            f"ignoring a head record with a bad signature ({bad.address!r}, host "
+            f"{bad.hostname!r}): not published by this launch's head",
+        )
+
+    head, token = rdv.wait_for_own_head(
+        s.launch_key, s.join_timeout, not_before=s.not_before, on_rejected=rejected
+    )
     tl.mark("head_seen")
-    token = rdv.get_secret("token")
     if token is None:
         raise NodeError(f"head of {s.cluster_id!r} published no auth token")
     token_path = s.scratch / "token"

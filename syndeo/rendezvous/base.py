@@ -46,10 +46,11 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from syndeo.core import launchkey
 from syndeo.core.errors import RendezvousError, RendezvousTimeout
 from syndeo.core.nodeconfig import CLUSTER_ID_RE
 
@@ -75,10 +76,21 @@ class HeadRecord(_Record):
     nonce: str
     created_at: float
     hostname: str
+    # HMAC-SHA256 by the launch key of the other fields and the token (see
+    # syndeo/core/launchkey.py); None from a head started without a key.
+    signature: str | None = None
 
     @property
     def address(self) -> str:
         return f"{self.ip}:{self.gcs_port}"
+
+
+class HeadCheck(NamedTuple):
+    """What :meth:`Rendezvous.check_head` found."""
+
+    head: HeadRecord | None  # this launch's head (its signature verified), or None
+    token: bytes | None  # the token published with it
+    rejected: HeadRecord | None = None  # a record of this cluster that failed the check
 
 
 class NodeRecord(_Record):
@@ -302,6 +314,76 @@ class Rendezvous(ABC):
         if not_before is not None and rec.created_at < not_before - CLOCK_SKEW_S:
             return None  # left over from an earlier launch that reused this id
         return rec
+
+    def check_head(self, key: str | None, not_before: float | None = None) -> HeadCheck:
+        """The head record of this cluster and attempt, and its token, if ``key`` signed them.
+
+        ``key`` None (a node started by hand without a launch key): any record is taken,
+        as :meth:`read_head` takes it.  A record whose signature does not verify -- none,
+        another key's, or a token that is not the one it was signed with -- is returned
+        as ``rejected``: someone who can write the prefix planted it.
+        """
+        raw = self._read(self._key("head.json"))
+        if raw is None:
+            return HeadCheck(None, None)
+        try:
+            fields = json.loads(raw)
+            rec = HeadRecord.model_validate(fields)
+        except (ValueError, ValidationError):
+            return HeadCheck(None, None)  # a corrupt blob can never be ours
+        if rec.cluster_id != self.cluster_id or rec.attempt != self.attempt:
+            return HeadCheck(None, None)
+        if not_before is not None and rec.created_at < not_before - CLOCK_SKEW_S:
+            return HeadCheck(None, None)  # left over from an earlier launch
+        # The head writes the token before its record: both are there, or it is not ours.
+        token = self.get_secret("token")
+        if key is None:
+            return HeadCheck(rec, token)
+        # The signature covers the record as stored (every field, also ones this version
+        # does not know), not as parsed.
+        if token is None or not launchkey.verify(key, fields, token):
+            return HeadCheck(None, None, rejected=rec)
+        return HeadCheck(rec, token)
+
+    def wait_for_own_head(
+        self,
+        key: str | None,
+        timeout_s: float,
+        not_before: float | None = None,
+        on_rejected: Callable[[HeadRecord], None] | None = None,
+    ) -> tuple[HeadRecord, bytes | None]:
+        """Wait for :meth:`check_head` to find this launch's head; its record and token.
+
+        A rejected record is never joined: ``on_rejected`` hears of each one once, and the
+        wait goes on (the real head may still publish -- if the planted record did not
+        take its place) until the timeout, whose message says what was seen.
+        """
+        seen: dict[str, HeadRecord] = {}
+
+        def probe() -> tuple[HeadRecord, bytes | None] | None:
+            found = self.check_head(key, not_before)
+            bad = found.rejected
+            if bad is not None and bad.nonce not in seen:
+                seen[bad.nonce] = bad
+                if on_rejected is not None:
+                    on_rejected(bad)
+            return None if found.head is None else (found.head, found.token)
+
+        def why() -> str:
+            msg = (
+                f"no head for cluster {self.cluster_id!r} appeared at {self.uri} "
+                f"within {timeout_s:.0f} s"
+            )
+            if not seen:
+                return msg + " (is rank 0 running and pointed at the same location?)"
+            bad = list(seen.values())[-1]
+            return (
+                f"{msg}: a head record with a bad signature was seen and ignored "
+                f"({bad.address!r}, host {bad.hostname!r}): it was not published by this "
+                "launch's head (someone else can write this cluster's prefix)"
+            )
+
+        return self.poller.wait(probe, time.monotonic() + timeout_s, why)
 
     def wait_for_head(self, timeout_s: float, not_before: float | None = None) -> HeadRecord:
         return self.poller.wait(

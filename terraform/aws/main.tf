@@ -55,4 +55,6 @@ module "nodes" {
     AWS_METADATA_SERVICE_TIMEOUT      = "5"
     AWS_METADATA_SERVICE_NUM_ATTEMPTS = "3"
   }, var.extra_env)
+  # Sensitive: plans and logs show it as (sensitive value).
+  launch_key = var.launch_key
 }

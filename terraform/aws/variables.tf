@@ -326,3 +326,14 @@ variable "ssm_endpoints" {
   default     = false
   description = "Create the VPC interface endpoints (ssm, ssmmessages, ec2messages) and grant the nodes AmazonSSMManagedInstanceCore, for SSM Session Manager without internet egress (about 22 USD/month; the image needs the SSM agent)."
 }
+
+variable "launch_key" {
+  description = "This launch's key (syndeo/core/launchkey.py), passed to every node: workers join only a head that signs its record with it. Made by the launcher; null: none."
+  type        = string
+  default     = null
+  sensitive   = true
+  validation {
+    condition     = var.launch_key == null || can(regex("^[0-9a-f]{64}$", var.launch_key))
+    error_message = "launch_key: null or 64 lower-case hex digits."
+  }
+}

@@ -84,4 +84,6 @@ module "nodes" {
     AZURE_STORAGE_ACCOUNT = local.storage_account
     AZURE_CLIENT_ID       = azurerm_user_assigned_identity.nodes.client_id
   }, var.extra_env)
+  # Sensitive: plans and logs show it as (sensitive value).
+  launch_key = var.launch_key
 }

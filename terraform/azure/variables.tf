@@ -366,3 +366,14 @@ variable "disk_type" {
     error_message = "disk_type must be Standard_LRS, StandardSSD_LRS, Premium_LRS, StandardSSD_ZRS or Premium_ZRS (or null: chosen from the VM size)."
   }
 }
+
+variable "launch_key" {
+  description = "This launch's key (syndeo/core/launchkey.py), passed to every node: workers join only a head that signs its record with it. Made by the launcher; null: none."
+  type        = string
+  default     = null
+  sensitive   = true
+  validation {
+    condition     = var.launch_key == null || can(regex("^[0-9a-f]{64}$", var.launch_key))
+    error_message = "launch_key: null or 64 lower-case hex digits."
+  }
+}

@@ -56,4 +56,6 @@ module "nodes" {
   # The VM's service account and project come from the metadata server; the project
   # is named anyway so that a missing metadata answer cannot pick another project.
   extra_env = merge({ GOOGLE_CLOUD_PROJECT = var.project }, var.extra_env)
+  # Sensitive: plans and logs show it as (sensitive value).
+  launch_key = var.launch_key
 }

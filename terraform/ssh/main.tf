@@ -53,6 +53,8 @@ module "nodes" {
   python                   = var.python
   host_dir                 = var.host_dir
   extra_env                = nonsensitive(var.extra_env)
+  # Sensitive: plans and logs show it as (sensitive value).
+  launch_key = var.launch_key
 }
 
 # Every host must answer before any node starts: a host that refuses SSH then
@@ -116,7 +118,10 @@ resource "terraform_data" "node" {
     environment = merge(local.ssh_env, {
       HOST     = each.value.host
       HOST_KEY = each.value.host_key
-      SCRIPT   = each.value.start_command
+      # nonsensitive: the script holds the launch key, and a sensitive value here would
+      # make Terraform suppress on-host.sh's output (the host's error messages).  The
+      # script itself is never printed: local-exec shows the command, not its environment.
+      SCRIPT = nonsensitive(each.value.start_command)
     })
   }
 

@@ -238,3 +238,14 @@ variable "extra_env" {
   default     = {}
   sensitive   = true
 }
+
+variable "launch_key" {
+  description = "This launch's key (syndeo/core/launchkey.py), passed to every node: workers join only a head that signs its record with it. Made by the launcher; null: none."
+  type        = string
+  default     = null
+  sensitive   = true
+  validation {
+    condition     = var.launch_key == null || can(regex("^[0-9a-f]{64}$", var.launch_key))
+    error_message = "launch_key: null or 64 lower-case hex digits."
+  }
+}

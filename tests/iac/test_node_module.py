@@ -57,7 +57,7 @@ def test_module_own_terraform_tests(tmp_path: Path) -> None:
     assert hcl.run_tf("init", "-backend=false", cwd=NODE, env=env).returncode == 0
     out = hcl.run_tf("test", "-no-color", cwd=NODE, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "10 passed, 0 failed" in out.stdout
+    assert "13 passed, 0 failed" in out.stdout
 
 
 def _spec(run: str = TRICKY_RUN) -> ClusterSpec:

@@ -32,6 +32,7 @@ PASS_THROUGH = (
     "cluster_id", "node_count", "rendezvous", "target", "cpus_per_node", "gpus_per_node",
     "memory_mb_per_node", "object_store_mb_per_node", "join_timeout_s", "run", "not_before",
     "image_path", "image_digest", "extra_env", "groups", "dashboard", "grown", "spot_notices",
+    "launch_key",
 )  # fmt: skip
 # Where each VM takes its type from (per rank: its group's, else var.instance_type).
 TYPE_ATTR = {"aws": "instance_type", "gcp": "machine_type", "azure": "size"}
@@ -85,6 +86,8 @@ def test_node_module_call(cloud: str) -> None:
     # The caller's extra_env wins over the module's own entries (emulator endpoints).
     assert str(block["extra_env"]).endswith(", var.extra_env)}")
     assert block["dashboard"] == "${var.dashboard}"
+    # Every node gets this launch's key (a sensitive variable all the way down).
+    assert block["launch_key"] == "${var.launch_key}"
     # Spot VMs' nodes watch their cloud's interruption notice (syndeo/node/preemption.py).
     assert block["spot_notices"] == f'${{var.spot ? "{cloud}" : null}}'
     # Groups go through without instance_type: that is the cloud module's own business.

@@ -112,7 +112,9 @@ def render_node_module(
         json.dumps(
             {
                 "module": {"n": {"source": "./node", **inputs}},
-                "output": {k: {"value": f"${{module.n.{k}}}"} for k in names},
+                # Sensitive: the node module's renderings hold the launch key (a root
+                # must say so); `terraform output -json` still gives the values.
+                "output": {k: {"value": f"${{module.n.{k}}}", "sensitive": True} for k in names},
             }
         )
     )

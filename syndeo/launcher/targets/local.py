@@ -24,6 +24,7 @@ import psutil
 from syndeo.core import gpus
 from syndeo.core.errors import ConfigError, TargetError
 from syndeo.core.groups import Group
+from syndeo.core.nodeconfig import LAUNCH_KEY_VAR
 from syndeo.core.processes import wait_gone
 from syndeo.core.securedir import secure_dir
 from syndeo.launcher import command
@@ -94,6 +95,9 @@ class LocalTarget(Target):
             argv, env, _ = self._node(spec, rank, self._binds(spec, logs), visible)
             # Only our own variables: forwarded credentials are never printed.
             ours = {k: v for k, v in env.items() if k.startswith(_SHOWN)}
+            # Nor the launch key: a dry run's key is not the real launch's, but a script
+            # shown never holds a secret (a real launch passes it in the environment).
+            ours = {k: v for k, v in ours.items() if not k.endswith(LAUNCH_KEY_VAR)}
             if devices is not None and "APPTAINERENV_" + gpus.VISIBLE not in env:
                 ours[gpus.VISIBLE] = devices[rank]  # bare node: in its own environment
             assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(ours.items()))

@@ -136,6 +136,8 @@ class TerraformTarget(Target):
             "join_timeout_s": spec.join_timeout, "run": spec.run,
             "not_before": spec.not_before, "extra_env": self._forwarded(spec),
             "groups": group_vars(spec.layout), "dashboard": spec.dashboard,
+            # A secret, in the 0600 tfvars file only (sensitive in every module).
+            "launch_key": spec.launch_key,
         }  # fmt: skip
         return {**common, **self.machine_vars(spec)}
 
@@ -152,6 +154,8 @@ class TerraformTarget(Target):
         tfvars = self.tfvars(spec)
         shown = {k: ("<forwarded: " + ", ".join(sorted(v)) + ">" if k == "extra_env" and v else v)
                  for k, v in tfvars.items()}  # fmt: skip
+        if shown.get("launch_key") is not None:
+            shown["launch_key"] = "<made per launch, not shown>"
         tf = Terraform(ws)
         lines = [
             f"# syndeo {self.name} cluster {spec.cluster_id}: {spec.nodes} node(s) from "

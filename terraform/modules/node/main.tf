@@ -70,6 +70,9 @@ locals {
     var.image_path == null ? { SYNDEO_PYTHON = var.python } : { SYNDEO_IMAGE = var.image_path },
     # `apptainer --cleanenv` drops everything but what the script forwards by name.
     length(var.extra_env) == 0 ? {} : { SYNDEO_FORWARD_ENV = join(" ", sort(keys(var.extra_env))) },
+    # The launch key (a secret): whether there is one is not, and a condition on a
+    # sensitive value would mark the whole map -- every rank's scratch dir with it.
+    nonsensitive(var.launch_key == null) ? {} : { SYNDEO_LAUNCH_KEY = var.launch_key },
   )
 
   # Per node (index i into local.nodes; i = rank for the cluster's own ranks).

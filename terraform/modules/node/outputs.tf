@@ -1,16 +1,22 @@
 output "env" {
   description = "Per rank (index = rank), the node's environment as a map."
   value       = slice(local.env, 0, var.node_count)
+  # Holds the launch key (var.launch_key).
+  sensitive = true
 }
 
 output "env_files" {
   description = "Per rank, the node environment file (double-quoted values with POSIX-shell escapes, which systemd's EnvironmentFile= reads the same way)."
   value       = slice(local.env_files, 0, var.node_count)
+  # Holds the launch key (var.launch_key).
+  sensitive = true
 }
 
 output "user_data" {
   description = "Per rank, a #cloud-config document: writes the environment file 0600 and starts the image's syndeo-node unit."
   value       = slice(local.user_data, 0, var.node_count)
+  # Holds the launch key (var.launch_key).
+  sensitive = true
 }
 
 output "host_dirs" {
@@ -21,6 +27,8 @@ output "host_dirs" {
 output "start_commands" {
   description = "Per rank, a POSIX shell script that writes the node's files and starts it detached (hosts without cloud-init)."
   value       = slice(local.start_commands, 0, var.node_count)
+  # Holds the launch key (var.launch_key).
+  sensitive = true
 }
 
 output "stop_commands" {
@@ -52,4 +60,6 @@ output "machines" {
       stop_command  = local.stop_commands[i]
     }
   }
+  # Holds the launch key (var.launch_key).
+  sensitive = true
 }

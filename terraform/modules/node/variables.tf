@@ -238,6 +238,17 @@ variable "python" {
   }
 }
 
+variable "launch_key" {
+  description = "This launch's key (syndeo/core/launchkey.py): the head signs its rendezvous record with it and workers join only a head whose record verifies. 64 hex digits, made by the launcher per launch; null: nodes trust any head record of their cluster id."
+  type        = string
+  default     = null
+  sensitive   = true
+  validation {
+    condition     = var.launch_key == null || can(regex("^[0-9a-f]{64}$", var.launch_key))
+    error_message = "launch_key: null or 64 lower-case hex digits."
+  }
+}
+
 variable "extra_env" {
   description = "More variables for every node, e.g. an object-store emulator endpoint. Credentials belong in the instance identity, not here."
   type        = map(string)
@@ -255,7 +266,7 @@ variable "extra_env" {
       "SYNDEO_CPUS", "SYNDEO_GPUS", "SYNDEO_MEMORY_MB", "SYNDEO_OBJECT_STORE_MB", "SYNDEO_NODE_IP",
       "SYNDEO_ATTEMPT", "SYNDEO_JOIN_TIMEOUT", "SYNDEO_RUN", "SYNDEO_WORKDIR", "SYNDEO_TARGET",
       "SYNDEO_NOT_BEFORE", "SYNDEO_IMAGE_DIGEST", "SYNDEO_DASHBOARD", "SYNDEO_GROUP", "SYNDEO_GROUPS",
-      "SYNDEO_SPOT_NOTICES", "SYNDEO_METADATA_URL",
+      "SYNDEO_SPOT_NOTICES", "SYNDEO_METADATA_URL", "SYNDEO_LAUNCH_KEY",
       "SYNDEO_IMAGE", "SYNDEO_PYTHON", "SYNDEO_FORWARD_ENV",
     ])) == 0
     error_message = "extra_env: may not set a node setting (SYNDEO_RANK, SYNDEO_RUN, …): those come from the other variables."

@@ -7,10 +7,11 @@ while the controller still remembers it (MinJobAge).
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tenacity import (
@@ -39,7 +40,10 @@ class SlurmUnreachable(TargetError):
 
 
 def _slurm(
-    argv: Sequence[str], timeout: float = 30.0, stdin: str | None = None
+    argv: Sequence[str],
+    timeout: float = 30.0,
+    stdin: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     if shutil.which(argv[0]) is None:
         raise TargetError(
@@ -48,8 +52,9 @@ def _slurm(
         )
     try:
         return subprocess.run(
-            list(argv), input=stdin, capture_output=True, text=True, timeout=timeout
-        )
+            list(argv), input=stdin, capture_output=True, text=True, timeout=timeout,
+            env={**os.environ, **env} if env else None,
+        )  # fmt: skip
     except subprocess.TimeoutExpired:
         raise SlurmUnreachable(
             f"`{' '.join(argv)}` did not answer within {timeout:.0f} s"
@@ -143,13 +148,15 @@ def _gres_count(field: str, gres: str) -> int:
     return total
 
 
-def submit(script: str) -> str:
+def submit(script: str, env: Mapping[str, str] | None = None) -> str:
     """Submit the batch script ``script`` (its text); the job id.
 
     The text goes to sbatch on its standard input, never as a file sbatch reads back:
     a job dir on a shared filesystem may be writable by others, and a file written
-    there could be swapped between our write and sbatch's read."""
-    proc = _slurm(["sbatch", "--parsable"], timeout=60, stdin=script)
+    there could be swapped between our write and sbatch's read.  ``env``: variables
+    added to sbatch's environment, which the job inherits (secrets the script only
+    names)."""
+    proc = _slurm(["sbatch", "--parsable"], timeout=60, stdin=script, env=env)
     if proc.returncode != 0:
         raise TargetError(f"sbatch refused the job: {_last_line(proc).removeprefix('sbatch: ')}")
     # --parsable prints "<id>" or "<id>;<cluster>".

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from syndeo import __version__
 from syndeo.launcher import command
@@ -37,6 +37,9 @@ class SlurmJob(BaseModel):
     settings: SlurmSettings
     shape: JobShape
     node_env: dict[str, str]  # static SYNDEO_* variables (same on every node)
+    # Secrets sbatch passes to the job in its environment (the launch key): node_env
+    # names them as @@NAME@@ references, so the script never holds their values.
+    secret_env: dict[str, str] = Field(default={}, repr=False)
     image: Path | None = None
     job_dir: Path  # shared: script, log, rank-0 exit status
     binds: list[Path] = []

@@ -17,6 +17,7 @@ from typing import Any
 
 from syndeo.core.errors import ClusterLeftRunning, ConfigError, ImageError, TargetError
 from syndeo.core.groups import Group
+from syndeo.core.nodeconfig import LAUNCH_KEY_VAR
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
 from syndeo.launcher.state import home
@@ -75,6 +76,12 @@ class SlurmTarget(Target):
         # from the submitting environment (sbatch's default --export=ALL), and the
         # script (on disk, in Slurm's state, in --dry-run) names them only.
         env.update({k: f"@@{k}@@" for k in spec.passthrough_names()})
+        # The launch key the same way, but it is no variable of the launcher's own: sbatch
+        # gets it in its environment (jobs.submit), the script names it only.
+        secret_env = {}
+        if LAUNCH_KEY_VAR in env:
+            secret_env[LAUNCH_KEY_VAR] = env[LAUNCH_KEY_VAR]
+            env[LAUNCH_KEY_VAR] = f"@@{LAUNCH_KEY_VAR}@@"
         env["SYNDEO_TARGET"] = "slurm"
         binds: list[Path] = [*settings.binds]
         if spec.rendezvous.startswith("file:"):
@@ -97,6 +104,7 @@ class SlurmTarget(Target):
             settings=settings,
             shape=shape,
             node_env=env,
+            secret_env=secret_env,
             image=spec.image_for(group),
             job_dir=self._base_dir() / "jobs" / spec.cluster_id,
             binds=binds,
@@ -191,7 +199,7 @@ class SlurmTarget(Target):
         # A copy for the user (what ran), owner-only: it holds --run.  sbatch gets the
         # text itself on stdin (jobs.submit), so nothing done to this file reaches the job.
         _write_private(job.job_dir / _script_name(job), text)
-        job_id = jobs.submit(text)
+        job_id = jobs.submit(text, env=job.secret_env)
         if self.echo is not None:
             what = f" (group {job.group}, {job.shape.nodes} node(s))" if job.group else ""
             self.echo(

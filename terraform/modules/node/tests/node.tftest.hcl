@@ -143,3 +143,40 @@ run "refuses_node_ips_of_wrong_length" {
   }
   expect_failures = [var.node_ips]
 }
+
+run "launch_key_lands_in_every_env_file" {
+  command = plan
+  variables {
+    launch_key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+  }
+
+  assert {
+    condition     = alltrue([for e in output.env : e.SYNDEO_LAUNCH_KEY == var.launch_key])
+    error_message = "every node gets the launch key"
+  }
+  assert {
+    condition     = alltrue([for f in output.env_files : strcontains(f, "SYNDEO_LAUNCH_KEY=\"${var.launch_key}\"\n")])
+    error_message = "the key is in every env file (user-data writes it 0600)"
+  }
+  assert {
+    condition     = length(output.scratch_dirs) == 3
+    error_message = "outputs without the key stay readable"
+  }
+}
+
+run "no_launch_key_no_variable" {
+  command = plan
+
+  assert {
+    condition     = alltrue([for e in output.env : !contains(keys(e), "SYNDEO_LAUNCH_KEY")])
+    error_message = "no key given: none set"
+  }
+}
+
+run "refuses_a_malformed_launch_key" {
+  command = plan
+  variables {
+    launch_key = "not-hex"
+  }
+  expect_failures = [var.launch_key]
+}
