@@ -18,14 +18,13 @@ import json
 import re
 import shutil
 import statistics
-import subprocess
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 from testbeds import slurmcluster
-from testbeds.users import CI_PYTHON, DEPLOY, UserRun, as_user, give_to_ci_user
+from testbeds.users import UserRun, give_to_ci_user
 
 # the small Ray program the Slurm tests run (a file it copies, not an import)
 WORKLOAD = Path(__file__).resolve().parents[1] / "tests" / "slurm" / "workload.py"
@@ -48,12 +47,8 @@ def one_run(nodes: int, sif: Path | None) -> dict[str, Any]:
         + (f'container = "{sif}"\n' if sif else "")
         + '[slurm]\npartition = "debug"\n'
     )
-    cfg = run.config(body)
     t0 = time.time()
-    proc = subprocess.Popen(
-        as_user([str(CI_PYTHON), str(DEPLOY), str(cfg)], run.env),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root,
-    )  # fmt: skip
+    proc = run.start(body)
     joined_at = None
     rdv = root / "home" / "slurm" / "rendezvous"
     while proc.poll() is None:

@@ -2,7 +2,9 @@
 
 Shared by the Slurm and SSH tests: ``as_user`` wraps an argv in ``runuser`` with a
 clean, explicit environment; ``UserRun`` is one run's config dir, SYNDEO_HOME and
-results dir, and runs ``deploy_as_user.py`` (which prints the outcome as JSON).
+results dir, and runs the README's command, ``invoke deploy --target T --config F``,
+reading what it promises back: ``deploy.json`` in the results dir, or the one
+``syndeo: error:`` line and the exit code when it refused to start.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import subprocess
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +23,8 @@ CI_USER = "syndeo-ci"
 ROOT = Path(__file__).resolve().parents[1]
 # The CI user's interpreter for this checkout (scripts/setup.d/slurm.sh makes it).
 CI_PYTHON = ROOT / ".venv" / "ci-user" / "bin" / "python"
-DEPLOY = ROOT / "tests" / "slurm" / "deploy_as_user.py"
+# The README's front end, as the CI user runs it from any directory.
+INVOKE = [str(CI_PYTHON), "-m", "invoke", "-r", str(ROOT)]
 
 
 def as_user(argv: list[str], env: dict[str, str] | None = None, **kw: Any) -> list[str]:
@@ -50,26 +55,59 @@ class UserRun:
         give_to_ci_user(path)
         return path
 
-    def start(self, body: str) -> subprocess.Popen[str]:
+    def argv(self, body: str, *extra: str) -> list[str]:
+        """``invoke deploy`` of ``body`` (written to config.toml) as the README shows it:
+        its target and an id (the body's, else a new one) on the command line."""
         cfg = self.config(body)
+        target = re.search(r'^target = "([^"]+)"', body, re.M)
+        named = re.search(r'^cluster_id = "([^"]+)"', body, re.M)
+        # Named as the launcher names them (<target>-<hex>): tests find them by that.
+        prefix = target.group(1) if target else "cluster"
+        cid = named.group(1) if named else f"{prefix}-{uuid.uuid4().hex[:8]}"
+        args = ["deploy", *(["--target", target.group(1)] if target else [])]
+        return [*INVOKE, *args, "--config", str(cfg), "--cluster-id", cid, *extra]
+
+    def start(self, body: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            as_user([str(CI_PYTHON), str(DEPLOY), str(cfg)], self.env),
+            as_user(self.argv(body), {**self.env, **(env or {})}),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self.root,
         )  # fmt: skip
 
     @staticmethod
+    def cluster_id(proc: subprocess.Popen[str]) -> str:
+        """The id a :meth:`start` gave its deploy."""
+        args = [str(a) for a in proc.args]  # type: ignore[union-attr]
+        return args[args.index("--cluster-id") + 1]
+
+    @staticmethod
     def finish(proc: subprocess.Popen[str], timeout: float = 420) -> dict[str, Any]:
+        """What the deploy promised: its ``deploy.json`` (``result_path``/``timings`` as
+        the launcher's outcome names them), or its one-line error when it wrote none."""
         out, err = proc.communicate(timeout=timeout)
-        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-        assert lines, f"deploy printed no outcome (rc {proc.returncode}): {err[-3000:]}"
-        outcome: dict[str, Any] = json.loads(lines[-1])
+        args = [str(a) for a in proc.args]  # type: ignore[union-attr]
+        cfg = Path(args[args.index("--config") + 1])
+        cid = args[args.index("--cluster-id") + 1]
+        summary = cfg.parent / "results" / cid / "deploy.json"
+        outcome: dict[str, Any]
+        if summary.exists():
+            outcome = json.loads(summary.read_text())
+            outcome["result_path"] = outcome.get("result")
+            outcome["timings"] = outcome.get("timings_s", {})
+            assert (proc.returncode == 0) == (outcome["exit_code"] == 0), (proc.returncode, err)
+        else:
+            errors = [ln for ln in err.splitlines() if ln.startswith("syndeo: error: ")]
+            assert proc.returncode != 0 and errors, (
+                f"deploy wrote no deploy.json and no error (rc {proc.returncode}): {err[-3000:]}"
+            )
+            outcome = {"cluster_id": cid, "exit_code": proc.returncode,
+                       "error": errors[-1].removeprefix("syndeo: error: ")}  # fmt: skip
         outcome["_stderr"] = err
         outcome["_stdout"] = out
         outcome["_rc"] = proc.returncode
         return outcome
 
-    def deploy(self, body: str) -> dict[str, Any]:
-        return self.finish(self.start(body))
+    def deploy(self, body: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+        return self.finish(self.start(body, env))
 
 
 def give_to_ci_user(path: Path) -> None:

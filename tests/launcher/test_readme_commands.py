@@ -1,5 +1,6 @@
 """README commands not covered elsewhere, run as the README shows them (``invoke …``):
 an option overriding the config file, ``deploy --keep`` then ``down`` without an id,
+``deploy --mode collect`` on MuJoCo envs, the rendezvous load benchmark,
 ``down`` when several clusters are up, and ``invoke bench-rendezvous``."""
 
 from __future__ import annotations
@@ -66,3 +67,48 @@ def test_invoke_bench_rendezvous_writes_its_measurements(tmp_path: Path) -> None
     report = json.loads(out.read_text())
     assert report["backend"] == "file"
     assert report["registrations"] and report["head_latency"]
+
+
+def test_collect_mode_with_mujoco_envs_counts_every_sample(
+    tmp_path: Path, syndeo_home: Path
+) -> None:
+    """``invoke deploy --env Ant-v5,Humanoid-v5 --mode collect --repeats 2`` (the README's
+    benchmark settings, smaller): both MuJoCo envs, collect mode, every repeat exact."""
+    cid = "tmujoco"
+    run = invoke("deploy", "--nodes", "2", "--cpus-per-node", "1", "--cluster-id", cid,
+                 "--env", "Ant-v5,Humanoid-v5", "--mode", "collect", "--repeats", "2",
+                 "--samples-per-cpu", "200", cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads((tmp_path / "results" / cid / "result.json").read_text())
+    assert result["partial"] is False
+    assert result["config"]["modes"] == ["collect"] and result["config"]["repeats"] == 2
+    assert [r["env_id"] for r in result["results"]] == ["Ant-v5", "Humanoid-v5"]
+    for env in result["results"]:
+        # One actor per cluster CPU; samples per repeat = samples per CPU x actors.
+        assert env["mode"] == "collect" and env["workers"] == 2, env
+        assert env["samples_counted"] == env["samples_requested"] == 200 * 2, env
+        assert [r["samples"] for r in env["syndeo"]["repeats"]] == [400, 400], env
+        assert env["syndeo"]["mean"] > 0
+    assert "Humanoid-v5" in run.stdout + run.stderr  # the result table names it
+    assert_nothing_left(cid)
+
+
+def test_the_rendezvous_load_benchmark_writes_what_it_counted(tmp_path: Path) -> None:
+    """``python -m benchmarks.rendezvous_load --backend B …`` (syndeo/rendezvous/README.md),
+    small: every simulated node's requests counted per phase, the rates derived from them."""
+    out = tmp_path / "load.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "benchmarks.rendezvous_load", "--backend", "file",
+         "--workers", "40", "--seconds", "4", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert json.loads(run.stdout) == report
+    assert (report["backend"], report["workers"], report["policy"]) == ("file", 40, "after")
+    nodes = 41
+    counts = {phase: sum(calls.values()) for phase, calls in report["requests"].items()}
+    assert set(counts) == {"join", "run", "leave"} and all(counts.values()), counts
+    # Every worker registered and read the head at least once while joining.
+    assert report["join_requests_per_node"] == round(counts["join"] / nodes, 1) >= 1
+    assert report["run_requests_per_node_hour"] == round(counts["run"] / nodes / (4 / 3600))

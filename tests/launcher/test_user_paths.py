@@ -243,7 +243,7 @@ def test_losing_the_head_fails_the_run_in_one_line_and_leaves_nothing(
         assert "Traceback" not in err
         lines = [ln for ln in err.splitlines() if ln.startswith("syndeo: error:")]
         assert len(lines) == 1 and cid in lines[0], err[-3000:]
-        assert_nothing_left(cid, wait_s=30)
+        assert_nothing_left(cid)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -9,7 +9,6 @@ the one node environment every launcher uses, by reference: never in the script.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 
 from testbeds import slurmcluster
 from testbeds.objectstores import list_keys, make_bucket, running
-from testbeds.users import CI_PYTHON, DEPLOY, UserRun, as_user
+from testbeds.users import UserRun
 from tests.slurm.conftest import WORKLOAD
 from tests.support.slurm import NODE_IPS, assert_clean, collected_result, job_config
 
@@ -32,16 +31,12 @@ def test_container_nodes_meet_in_s3_with_credentials_only_in_the_environment(
     local.chmod(0o644)
     with running("s3", tmp_path / "logs", host=slurm_cluster.controller_ip) as s3:
         make_bucket(s3, "slurm-rdv")
-        cfg = user_run.config(
-            f'container = "{sif}"\nrendezvous = "s3://slurm-rdv/jobs"\n'
-            + job_config(workload="workload.py")
+        body = f'container = "{sif}"\nrendezvous = "s3://slurm-rdv/jobs"\n' + job_config(
+            workload="workload.py"
         )
         secret = f"s3cr3t-{uuid.uuid4().hex}"  # moto takes any; recognisable if leaked
         env = {**user_run.env, **s3.env, "AWS_SECRET_ACCESS_KEY": secret}
-        proc = subprocess.Popen(
-            as_user([str(CI_PYTHON), str(DEPLOY), str(cfg)], env),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=user_run.root,
-        )  # fmt: skip
+        proc = user_run.start(body, env)
         outcome = user_run.finish(proc)
         assert outcome["exit_code"] == 0, outcome
         result = collected_result(outcome)

@@ -6,20 +6,23 @@ path is the same script with an ``apptainer exec`` launch line (see test_render)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 
 from syndeo.launcher.targets.slurm import jobs
 from testbeds import slurmcluster
 from testbeds.machine import IMAGE_DIR, SLURM_TESTBED_LOCK
-from testbeds.users import CI_PYTHON, UserRun, as_user
+from testbeds.users import CI_PYTHON, INVOKE, UserRun, as_user
 from tests.slurm.conftest import HERE, WORKLOAD
 from tests.support.helpers import lock_is_held
 from tests.support.slurm import NODE_IPS, assert_clean, collected_result, job_config, wait_running
@@ -73,6 +76,35 @@ def test_three_node_job_in_container(
     assert_clean(slurm_cluster)
 
 
+@pytest.mark.apptainer
+def test_bench_bringup_on_slurm_in_the_container(
+    slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun, sif: Path
+) -> None:
+    """``invoke bench-bringup --target slurm --container SIF`` as the README shows it, by
+    the CI user: one bare ``ray start`` and one 3-node job whose nodes ran in the image."""
+    cfg = user_run.config('[slurm]\npartition = "debug"\ntime = "00:10:00"\n')
+    out = user_run.root / "bringup.json"
+    proc = subprocess.run(
+        as_user([*INVOKE, "bench-bringup", "--target", "slurm", "--nodes", "3", "--runs", "1",
+                 "--container", str(sif), "--config", str(cfg), "--out", str(out)],
+                user_run.env),
+        capture_output=True, text=True, cwd=user_run.root, timeout=900, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert (doc["target"], doc["nodes"], doc["container"]) == ("slurm", 3, str(sif))
+    assert [r["kind"] for r in doc["runs"]] == ["reference", "cluster"]
+    [run] = [r for r in doc["runs"] if r["kind"] == "cluster"]
+    assert run["timeline_problems"] == [], run
+    assert sorted(run["nodes"]) == ["0", "1", "2"]
+    assert 0 < run["launch_to_joined_s"] == run["nodes"]["0"]["all_joined"]
+    assert json.loads(proc.stdout) == doc["summary"]
+    # Its job ran every node in the image.
+    [script] = (user_run.root / "home" / "slurm" / "jobs").glob("*/job.sbatch")
+    assert "apptainer exec" in script.read_text() and str(sif) in script.read_text()
+    assert_clean(slurm_cluster)
+
+
 def test_two_jobs_share_nodes_and_cancel_one(
     slurm_cluster: slurmcluster.LocalCluster, tmp_path: Path
 ) -> None:
@@ -84,8 +116,14 @@ def test_two_jobs_share_nodes_and_cancel_one(
     p_short = short_run.start(job_config(tasks=30, seconds=0.5))
     job_long = wait_running(long_run)
     wait_running(short_run)
-    subprocess.run(as_user(["scancel", job_long], {"SLURM_CONF": str(slurm_cluster.conf)}),
-                   check=True)  # fmt: skip
+    # The README's way: `invoke slurm.cancel --cluster-id ID`, as the user who submitted.
+    cid = UserRun.cluster_id(p_long)
+    cancel = subprocess.run(
+        as_user([*INVOKE, "slurm.cancel", "--cluster-id", cid],
+                {**long_run.env, "SLURM_CONF": str(slurm_cluster.conf)}),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert cancel.returncode == 0 and cancel.stdout.strip() == f"cancelled {cid}", cancel
     cancelled = UserRun.finish(p_long)
     assert cancelled["exit_code"] != 0, cancelled
     assert jobs.job_info(job_long).state == "CANCELLED"
@@ -94,6 +132,38 @@ def test_two_jobs_share_nodes_and_cancel_one(
     result = collected_result(done)
     assert result["ray_nodes"] == 3 and result["tasks_done"] == 30
     assert_clean(slurm_cluster)
+
+
+def test_ctrl_c_and_sigterm_cancel_the_job_and_leave_nothing(
+    slurm_cluster: slurmcluster.LocalCluster, tmp_path: Path
+) -> None:
+    """Two deploys on the same nodes: Ctrl-C (SIGINT) ends one, SIGTERM the other, mid-run.
+    Each cancels its own job, removes its records and exits 130; nothing is left."""
+    runs = [UserRun(_mk(tmp_path, name)) for name in ("int", "term")]
+    procs = [run.start(job_config(tasks=400, seconds=1.0)) for run in runs]
+    job_ids = [wait_running(run) for run in runs]
+    for proc, signum in zip(procs, (signal.SIGINT, signal.SIGTERM), strict=True):
+        _launcher_of(proc).send_signal(signum)
+    for run, proc, job in zip(runs, procs, job_ids, strict=True):
+        _out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 130, err[-3000:]
+        assert "syndeo: interrupted" in err and "Traceback" not in err, err[-3000:]
+        assert jobs.job_info(job).state == "CANCELLED"
+        scope = run.root / "home" / "slurm" / "rendezvous" / UserRun.cluster_id(proc)
+        assert not list(scope.glob("a*/*")), f"records left: {list(scope.rglob('*'))}"
+    assert_clean(slurm_cluster)
+
+
+def _launcher_of(proc: subprocess.Popen[str]) -> psutil.Process:
+    """The launcher's Python (runuser's grandchild), to signal it as a terminal would."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if "invoke" in child.cmdline() and "deploy" in child.cmdline():
+                    return child
+        time.sleep(0.1)
+    raise AssertionError("the launcher process never appeared")
 
 
 def test_invalid_settings_fail_before_submission(

@@ -31,12 +31,18 @@ pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 BENCH = "[bench]\nsamples_per_cpu = 200\nrepeats = 1\n"
 
 
-def _ssh_section(bed: sshhosts.Bed, hosts: list[str] | None = None, extra: str = "") -> str:
+def _ssh_section(
+    bed: sshhosts.Bed, hosts: list[str] | None = None, extra: str = "", flags: bool = False
+) -> str:
+    """The [ssh] table; with ``flags`` its hosts and key are left to the command line."""
     hosts = hosts or [h.ip for h in bed.hosts]
+    # With flags the file names a wrong login, host and key: only the flags can work.
+    named = (
+        'hosts = ["192.0.2.1"]\nuser = "nobody"\nkey = "/nonexistent"\n' if flags
+        else f'hosts = {json.dumps(hosts)}\nkey = "{bed.key}"\n'
+    )  # fmt: skip
     return (
-        "[ssh]\n"
-        f"hosts = {json.dumps(hosts)}\n"
-        f'key = "{bed.key}"\nknown_hosts = "{bed.known_hosts}"\n'
+        f'[ssh]\n{named}known_hosts = "{bed.known_hosts}"\n'
         f'python = "{CI_PYTHON}"\nconnect_timeout_s = 20\n'
         # Each host's own disk: the image is uploaded to every host separately.
         f'remote_image_dir = "{sshhosts.HOST_DISK}/images"\n{extra}'
@@ -52,12 +58,20 @@ def run(ssh_hosts: sshhosts.Bed) -> Iterator[UserRun]:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _body(run: UserRun, bed: sshhosts.Bed, rendezvous: str = "", extra: str = "") -> str:
+def _body(
+    run: UserRun, bed: sshhosts.Bed, rendezvous: str = "", extra: str = "", flags: bool = False
+) -> str:
     rendezvous = rendezvous or (run.root / "rdv").as_uri()
     return (
         f'target = "ssh"\ncpus_per_node = 1\njoin_timeout_s = 120\nrendezvous = "{rendezvous}"\n'
-        f"{extra}{BENCH}{_ssh_section(bed)}"
+        f"{extra}{BENCH}{_ssh_section(bed, flags=flags)}"
     )
+
+
+def _flags(bed: sshhosts.Bed) -> list[str]:
+    """The README's ssh options: ``--hosts h1,h2,h3 --ssh-user U --ssh-key K``."""
+    hosts = ",".join(h.ip for h in bed.hosts)
+    return ["--hosts", hosts, "--ssh-user", bed.user, "--ssh-key", str(bed.key)]
 
 
 def _assert_clean(bed: sshhosts.Bed, run: UserRun) -> None:
@@ -94,12 +108,41 @@ def _benchmark(outcome: dict[str, Any], nodes: int = 3) -> dict[str, Any]:
 
 
 def test_bare_nodes_file_rendezvous(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
-    outcome = run.deploy(_body(run, ssh_hosts))
+    """The hosts, login and key from the command line (the README's flags), not the file."""
+    argv = run.argv(_body(run, ssh_hosts, flags=True), *_flags(ssh_hosts))
+    proc = subprocess.Popen(
+        as_user(argv, run.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=run.root,
+    )  # fmt: skip
+    outcome = UserRun.finish(proc, timeout=600)
     summary = _benchmark(outcome)
+    machines = summary["machines"]
+    assert machines["hosts"] == [h.ip for h in ssh_hosts.hosts], machines
+    assert (machines["user"], machines["key"]) == (ssh_hosts.user, str(ssh_hosts.key)), machines
     assert summary["timings_s"]["all_joined_s"] > 0
     print("bring-up bare:", json.dumps(summary["timings_s"]))
     assert "Traceback" not in outcome["_stderr"]
     _assert_clean(ssh_hosts, run)
+
+
+def test_dry_run_with_the_readme_flags_creates_nothing(
+    ssh_hosts: sshhosts.Bed, run: UserRun
+) -> None:
+    """``invoke deploy --target ssh --hosts … --ssh-user U --ssh-key K --dry-run``: the
+    tfvars and terraform commands it would run, the flags over the file, and nothing made."""
+    argv = run.argv(_body(run, ssh_hosts, flags=True), *_flags(ssh_hosts), "--dry-run")
+    out = subprocess.run(as_user(argv, run.env), capture_output=True, text=True, cwd=run.root,
+                         timeout=120, check=False)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    tfvars = json.loads("\n".join(ln[4:] for ln in lines if ln.startswith("#   ")))
+    assert tfvars["hosts"] == [h.ip for h in ssh_hosts.hosts]
+    assert tfvars["ssh_user"] == ssh_hosts.user
+    assert tfvars["ssh_private_key_file"] == str(ssh_hosts.key)
+    assert tfvars["node_count"] == 3
+    assert any(ln.startswith("TF_DATA_DIR=") and " apply " in ln for ln in lines), out.stdout
+    assert not (run.root / "home" / "clusters").exists()  # a dry run writes nothing
+    assert not list(run.root.glob("rdv/*"))
 
 
 def test_containerised_nodes_s3_on_the_bridge(
@@ -108,10 +151,7 @@ def test_containerised_nodes_s3_on_the_bridge(
     make_bucket(bed_s3, "ssh-rdv")
     env = {**run.env, **bed_s3.env}
     body = _body(run, ssh_hosts, "s3://ssh-rdv/syndeo", extra=f'container = "{sif}"\n')
-    proc = subprocess.Popen(
-        as_user([str(CI_PYTHON), str(_deploy_script()), str(run.config(body))], env),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=run.root,
-    )  # fmt: skip
+    proc = run.start(body, env)
     outcome = UserRun.finish(proc, timeout=900)
     summary = _benchmark(outcome)
     assert summary["image"]["digest"]
@@ -126,23 +166,13 @@ def test_containerised_nodes_s3_on_the_bridge(
     _assert_clean(ssh_hosts, run)
     # A second run finds the hosts' copies current and uploads nothing.
     again = UserRun.finish(
-        subprocess.Popen(
-            as_user([str(CI_PYTHON), str(_deploy_script()), str(run.config(body))], env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=run.root,
-        ),
+        run.start(body, env),
         timeout=900,
     )
     _benchmark(again)
     log = _terraform_log(run)
     assert log.count("syndeo: uploaded image") == 3 and log.count("already has image") == 3, log
     _assert_clean(ssh_hosts, run)
-
-
-def _deploy_script() -> Path:
-    return Path(__file__).resolve().parents[1] / "slurm" / "deploy_as_user.py"
 
 
 def test_a_host_refusing_ssh_starts_nothing(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
@@ -167,10 +197,7 @@ def test_unreachable_rendezvous_the_nodes_error_reaches_the_user(
         make_bucket(s3, "loopback")
         env = {**run.env, **s3.env}
         body = _body(run, ssh_hosts, "s3://loopback/syndeo")
-        proc = subprocess.Popen(
-            as_user([str(CI_PYTHON), str(_deploy_script()), str(run.config(body))], env),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=run.root,
-        )  # fmt: skip
+        proc = run.start(body, env)
         outcome = UserRun.finish(proc, timeout=600)
     assert outcome["exit_code"] != 0, outcome
     message = outcome.get("message") or outcome.get("error", "")
@@ -449,10 +476,7 @@ def test_a_failing_start_leaves_nothing_another_user_can_read_or_write(
         "connect_timeout_s = 20\n", 'connect_timeout_s = 20\nhost_dir = "/proc/syndeo-nope"\n'
     )
     started = int(time.time()) - 1
-    proc = subprocess.Popen(
-        as_user([str(CI_PYTHON), str(_deploy_script()), str(run.config(body))], env),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=run.root,
-    )  # fmt: skip
+    proc = run.start(body, env)
     outcome = UserRun.finish(proc, timeout=600)
     assert outcome["exit_code"] != 0 and "terraform apply failed" in outcome["error"], outcome
     assert secret not in json.dumps(outcome)
