@@ -58,6 +58,57 @@ HEALTH_CHECK = {
     "RAY_health_check_failure_threshold": "5",
 }
 
+# Where Ray (2.60) binds what it listens on, as read in its source, and what we do:
+#
+# * gRPC servers of the GCS, the raylet (node manager and object manager) and every
+#   core worker (``ray::IDLE``, tasks, actors): ``GrpcServer::Run`` in
+#   src/ray/rpc/grpc_server.cc listens on 127.0.0.1 if ``listen_to_localhost_only``,
+#   else on the wildcard; its callers (``GcsServer::GcsServer`` in
+#   src/ray/gcs/gcs_server.cc, the raylet's NodeManager and ObjectManager,
+#   ``CoreWorker`` in src/ray/core_worker/core_worker.cc) pass
+#   ``node_ip_address == "127.0.0.1"``.  There is no bind-address setting: no RayConfig
+#   entry (src/ray/common/ray_config_def.h), no flag of gcs_server or raylet
+#   (``--helpfull``).  Ray's change to bind the node IP instead (ray-project/ray#59852)
+#   was reverted (#60012).  And `ray start` never runs a node as 127.0.0.1: ``start``
+#   (python/ray/scripts/scripts.py) replaces it with the machine's external address
+#   (``resolve_ip_for_localhost``, python/ray/_private/services.py), as does every
+#   client's ``ray.init`` for the address it connects to (``canonicalize_bootstrap_address``),
+#   so a node forced to 127.0.0.1 is one no client program can reach.  These listeners
+#   stay on the wildcard on every target, the local one included (README, Security).
+# * Dashboard agent gRPC: ``DashboardAgent._init_non_minimal`` (python/ray/dashboard/
+#   agent.py): localhost if ``is_localhost(node ip)`` (127.0.0.1, ::1, "localhost" only:
+#   C++ ``IsLocalhost``), else the wildcard: the same rule, the same outcome.
+# * Dashboard agent HTTP: ``HttpServerAgent._start_site_with_retry``
+#   (python/ray/dashboard/http_server_agent.py): the node IP, plus 127.0.0.1.
+# * Runtime-env agent: ``main`` in python/ray/_private/runtime_env/agent/main.py binds
+#   the node IP.  Ray client server: ``serve`` (python/ray/util/client/server/server.py)
+#   binds ``--host`` (the node IP: ``start_ray_client_server`` in services.py) plus
+#   127.0.0.1.  Dashboard: ``--dashboard-host=127.0.0.1`` below.
+# * Prometheus exporters, unauthenticated: the agent's metrics export port
+#   (``ReportAgent.__init__``, python/ray/dashboard/modules/reporter/reporter_agent.py:
+#   localhost for a localhost node IP, else all interfaces), the autoscaler monitor's
+#   (``Monitor.__init__``, python/ray/autoscaler/_private/monitor.py: port
+#   AUTOSCALER_METRIC_PORT, default 44217, on 0.0.0.0) and the dashboard head's
+#   (``DashboardHead._setup_metrics``, python/ray/dashboard/head.py: port
+#   DASHBOARD_METRIC_PORT, default 44227, on 0.0.0.0; started even with
+#   --include-dashboard=false).  All three are turned off here (METRICS_OFF).
+#
+# METRICS_OFF applies unless the user's environment sets these variables itself:
+# * RAY_enable_metrics_collection=0: the raylet starts its dashboard agent with
+#   ``--disable-metrics-collection`` (``AgentManager::StartAgent``,
+#   src/ray/raylet/agent_manager.cc) and ``ReportAgent`` opens no export port; Ray's
+#   C++ processes stop recording stats (``stats::Init``).  The node stats that the
+#   dashboard shows still flow: they do not go through Prometheus.
+# * Ray has no switch for the monitor's and the dashboard head's exporters: a port out
+#   of range makes ``prometheus_client.start_http_server`` fail, which both callers
+#   catch and log (one traceback each in monitor.log and dashboard.log) before going on
+#   without it.  (Not 0: that would pick a free port, on 0.0.0.0.)
+METRICS_OFF = {
+    "RAY_enable_metrics_collection": "0",
+    "AUTOSCALER_METRIC_PORT": "65536",
+    "DASHBOARD_METRIC_PORT": "65536",
+}
+
 
 class RayProcess:
     """One ``ray start --block`` child and everything it spawns."""
@@ -80,6 +131,8 @@ class RayProcess:
         # no reply, no reset -- only after ~50 s; these within ~20 s.  A user's own
         # RAY_health_check_* settings win.
         for name, value in HEALTH_CHECK.items():
+            self.env.setdefault(name, value)
+        for name, value in METRICS_OFF.items():
             self.env.setdefault(name, value)
         visible = gpus.node_devices(settings.gpus, self.env)  # the one GPU rule (gpus.py)
         if visible is not None:
