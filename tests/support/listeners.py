@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import http.client
 import ipaddress
+import os
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
@@ -80,17 +82,50 @@ def _plain(ip: str) -> str:
     return str(addr)
 
 
+def _hex_ip(text: str) -> str:
+    """An address of /proc/net/tcp{,6}: 32-bit words in host (little-endian) order."""
+    raw = bytes.fromhex(text)
+    raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return _plain(str(ipaddress.ip_address(raw)))
+
+
+def _listen_table(pid: int) -> dict[int, tuple[str, int]]:
+    """Socket inode -> (ip, port) of every TCP listener in ``pid``'s network namespace
+    (read from its own /proc/PID/net: psutil reads the caller's namespace, which is not
+    the one of a node of the Slurm bed)."""
+    table = {}
+    for name in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{name}").read_text().splitlines()[1:]:
+                f = line.split()
+                if f[3] == "0A":  # TCP_LISTEN
+                    ip, port = f[1].split(":")
+                    table[int(f[9])] = (_hex_ip(ip), int(port, 16))
+    return table
+
+
 def listeners(procs: list[psutil.Process]) -> list[Listener]:
-    """Every TCP socket in LISTEN state held by one of ``procs``."""
+    """Every TCP socket in LISTEN state held by one of ``procs``, in whatever network
+    namespace each one runs."""
+    tables: dict[int, dict[int, tuple[str, int]]] = {}  # per network namespace
     out: set[Listener] = set()
     for p in procs:
-        with contextlib.suppress(psutil.Error):
+        with contextlib.suppress(psutil.Error, OSError):
             name = p.name()
             parent = p.parent()
             pname = parent.name() if parent is not None else ""
-            for c in p.net_connections(kind="tcp"):
-                if c.status == psutil.CONN_LISTEN and c.laddr:
-                    out.add(Listener(p.pid, name, pname, _plain(c.laddr.ip), c.laddr.port))
+            ns = os.stat(f"/proc/{p.pid}/ns/net").st_ino
+            if ns not in tables:
+                tables[ns] = _listen_table(p.pid)
+            table = tables[ns]
+            for fd in Path(f"/proc/{p.pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    link = os.readlink(fd)
+                    if link.startswith("socket:["):
+                        inode = int(link[8:-1])
+                        if inode in table:
+                            ip, port = table[inode]
+                            out.add(Listener(p.pid, name, pname, ip, port))
     return sorted(out, key=lambda x: (x.name, x.port))
 
 
