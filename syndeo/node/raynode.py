@@ -28,6 +28,7 @@ from syndeo.core.errors import NodeError
 from syndeo.core.nodeconfig import NodeSettings
 from syndeo.core.processes import wait_gone
 from syndeo.core.timeline import RAY_STARTED_LINE, ray_phases
+from syndeo.rendezvous import without_secrets
 
 # Every port is chosen by the OS (0) except Ray's client server, whose CLI insists
 # on a fixed port: derive it from the cluster id so two clusters on one machine
@@ -119,7 +120,9 @@ class RayProcess:
         self.log_path = settings.scratch / ("ray-head.log" if head_address is None else "ray.log")
         self.head_address = head_address
         self.env = {
-            **os.environ,
+            # Not the store's credentials: every Ray process (and so every task) could
+            # read them from its environment; the node makes every store request itself.
+            **without_secrets(settings.rendezvous, os.environ),
             "RAY_AUTH_MODE": "token",
             "RAY_AUTH_TOKEN_PATH": str(token_path),
             # Ray would otherwise phone home and open a usage-stats prompt.

@@ -31,7 +31,14 @@ from syndeo.node.groupwatch import GroupWatch
 from syndeo.node.jobs import JobAgent
 from syndeo.node.output import OutputStream
 from syndeo.node.raynode import RayProcess
-from syndeo.rendezvous import Control, DoneRecord, InterruptRecord, Rendezvous, StatusRecord
+from syndeo.rendezvous import (
+    Control,
+    DoneRecord,
+    InterruptRecord,
+    Rendezvous,
+    StatusRecord,
+    without_secrets,
+)
 from syndeo.rendezvous.tolerant import Tolerant, retry_until
 
 # While a workload runs the head's loop ticks every TICK_S (the workload's exit is
@@ -275,7 +282,9 @@ def _why(exc: BaseException) -> str:
 
 def _workload_env(s: NodeSettings, address: str, token_path: Path) -> dict[str, str]:
     bindir = str(Path(sys.executable).parent)
-    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_TOKEN"}
+    # The store's credentials stay with the node, which does every upload itself.
+    env = without_secrets(s.rendezvous, os.environ)
+    env.pop("RAY_AUTH_TOKEN", None)
     env.update(
         RAY_ADDRESS=address,
         RAY_AUTH_MODE="token",

@@ -68,6 +68,13 @@ def passthrough_env(uri: str, environ: Mapping[str, str] | None = None) -> dict[
     return {k: env[k] for k in backend_class(uri).env_passthrough if k in env}
 
 
+def without_secrets(uri: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without the credentials of ``uri``'s backend: what a node hands to
+    processes that need no store (Ray's, the workload's; any task can read its env)."""
+    secrets = set(backend_class(uri).env_secrets)
+    return {k: v for k, v in environ.items() if k not in secrets}
+
+
 __all__ = [
     "BACKENDS",
     "ClaimRecord",
@@ -85,4 +92,5 @@ __all__ = [
     "backend_class",
     "open_rendezvous",
     "passthrough_env",
+    "without_secrets",
 ]

@@ -65,6 +65,11 @@ class AzureRendezvous(_cloud.CloudRendezvous):
         *("MSI_SECRET",),
         *_cloud.NETWORK_ENV,
     )
+    env_secrets = (
+        *("AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN"),
+        *("AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PATH", "AZURE_FEDERATED_TOKEN_FILE"),
+        *("IDENTITY_HEADER", "MSI_SECRET"),
+    )
 
     def __init__(self, uri: str, cluster_id: str, attempt: int = 0) -> None:
         super().__init__(uri, cluster_id, attempt)

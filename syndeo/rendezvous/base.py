@@ -211,6 +211,9 @@ class Rendezvous(ABC):
     # Environment variables this backend reads (credentials, endpoints).  Launchers
     # forward exactly these into containers started with --cleanenv.
     env_passthrough: ClassVar[tuple[str, ...]] = ()
+    # Of those, the ones that are (or lead to) credentials: the node keeps them to itself,
+    # Ray's processes and the workload start without them (rendezvous.without_secrets).
+    env_secrets: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, uri: str, cluster_id: str, attempt: int = 0) -> None:
         if not CLUSTER_ID_RE.match(cluster_id):

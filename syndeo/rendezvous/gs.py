@@ -38,6 +38,7 @@ class GCSRendezvous(_cloud.CloudRendezvous):
         *("STORAGE_EMULATOR_HOST", "GCE_METADATA_HOST", "GCE_METADATA_IP", "NO_GCE_CHECK"),
         *_cloud.NETWORK_ENV,
     )
+    env_secrets = ("GOOGLE_APPLICATION_CREDENTIALS",)
 
     def __init__(self, uri: str, cluster_id: str, attempt: int = 0) -> None:
         super().__init__(uri, cluster_id, attempt)

@@ -56,6 +56,12 @@ class S3Rendezvous(_cloud.CloudRendezvous):
         *("AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_EC2_METADATA_DISABLED"),
         *_cloud.NETWORK_ENV,
     )
+    env_secrets = (
+        *("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"),
+        *("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_WEB_IDENTITY_TOKEN_FILE"),
+        *("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"),
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+    )
 
     def __init__(self, uri: str, cluster_id: str, attempt: int = 0) -> None:
         super().__init__(uri, cluster_id, attempt)

@@ -22,9 +22,21 @@ ray.init()
 alive = [n for n in ray.nodes() if n["Alive"]]
 
 
+# Credentials of a rendezvous store, which the node keeps to itself: any task could read them.
+SECRETS = (
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+    "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+)  # fmt: skip
+
+
+def secrets_here() -> list[str]:
+    return sorted(k for k in SECRETS if k in os.environ)
+
+
 @ray.remote(num_cpus=1)
-def where() -> str:
-    return ray.get_runtime_context().get_node_id()
+def where() -> tuple[str, list[str]]:
+    return ray.get_runtime_context().get_node_id(), secrets_here()
 
 
 # One task pinned to every node: each node really runs work, not just registers.
@@ -34,7 +46,9 @@ pinned = [
     ).remote()
     for n in alive
 ]
-task_nodes = set(ray.get(pinned))
+answers = ray.get(pinned)
+task_nodes = {node for node, _ in answers}
+seen = sorted({name for _, names in answers for name in names} | set(secrets_here()))
 if ready:
     with open(ready + ".tmp", "w") as fh:
         fh.write(f"{len(task_nodes)}\n")
@@ -45,6 +59,7 @@ out = {
     "node_ips": sorted(n["NodeManagerAddress"] for n in alive),
     "task_nodes": len(task_nodes),
     "address": os.environ["RAY_ADDRESS"],
+    "secrets_seen": seen,  # in the driver's or a task's environment
 }
 print("PROBE", json.dumps(out), flush=True)
 tmp = os.environ["SYNDEO_RESULT_PATH"] + ".tmp"

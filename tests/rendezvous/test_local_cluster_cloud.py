@@ -6,7 +6,8 @@ small Ray program spreads tasks over both nodes (the core suite's probe: the
 built-in benchmark takes minutes on a loaded 2-core box and exercises the
 rendezvous no differently), and teardown leaves no key in the bucket.
 The node processes reach the store only through the standard environment
-variables (endpoint + credentials) they inherit from the launcher.
+variables (endpoint + credentials) they inherit from the launcher, and hand none of
+the credentials on to Ray's processes or the workload.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ def test_local_cluster_meets_through_object_store(
         result = read_json(tmp_path / "res" / cid / "result.json")
         assert result["nodes"] == 2
         assert result["node_ips"] == ["127.0.0.10", "127.0.0.11"]
+        # The store's credentials stayed with the nodes: no task, nor the workload, saw any.
+        assert result["secrets_seen"] == [], result
         assert_nothing_left(cid)
         # Teardown removed every record, the Ray token included.
         assert list_keys(server, bucket) == []

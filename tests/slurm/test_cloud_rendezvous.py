@@ -35,10 +35,15 @@ def test_container_nodes_meet_in_s3_with_credentials_only_in_the_environment(
             workload="workload.py"
         )
         secret = f"s3cr3t-{uuid.uuid4().hex}"  # moto takes any; recognisable if leaked
-        env = {**user_run.env, **s3.env, "AWS_SECRET_ACCESS_KEY": secret}
+        # moto answers STS at the same address: the nodes get a federation token for
+        # the cluster's prefix, never the launcher's key (syndeo/launcher/nodecreds.py).
+        env = {**user_run.env, **s3.env, "AWS_SECRET_ACCESS_KEY": secret,
+               "AWS_ENDPOINT_URL_STS": s3.endpoint}  # fmt: skip
         proc = user_run.start(body, env)
         outcome = user_run.finish(proc)
         assert outcome["exit_code"] == 0, outcome
+        said = outcome["_stdout"] + outcome["_stderr"]
+        assert "slurm: node credentials: scoped to the cluster's prefix until" in said
         result = collected_result(outcome)
         assert result["ray_nodes"] == 3
         assert set(result["node_ips"]) == NODE_IPS  # type: ignore[arg-type]

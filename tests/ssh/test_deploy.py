@@ -149,11 +149,14 @@ def test_containerised_nodes_s3_on_the_bridge(
     ssh_hosts: sshhosts.Bed, bed_s3: Server, run: UserRun, sif: Path
 ) -> None:
     make_bucket(bed_s3, "ssh-rdv")
-    env = {**run.env, **bed_s3.env}
+    # STS at moto's address too: the hosts get a token for the cluster's prefix.
+    env = {**run.env, **bed_s3.env, "AWS_ENDPOINT_URL_STS": bed_s3.endpoint}
     body = _body(run, ssh_hosts, "s3://ssh-rdv/syndeo", extra=f'container = "{sif}"\n')
     proc = run.start(body, env)
     outcome = UserRun.finish(proc, timeout=900)
     summary = _benchmark(outcome)
+    said = outcome["_stdout"] + outcome["_stderr"]
+    assert "ssh: node credentials: scoped to the cluster's prefix until" in said
     assert summary["image"]["digest"]
     print("bring-up container (first, with upload):", json.dumps(summary["timings_s"]))
     # Every host got its own copy, named by digest, on its own disk.

@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 from syndeo.core.errors import ConfigError, TargetError
 from syndeo.core.groups import Group, Layout
 from syndeo.launcher.config import DeployConfig
+from syndeo.launcher.nodecreds import STS_MAX_S, NodeCredentials, node_credentials
 from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
 from syndeo.launcher.state import cluster_dir, save_launched
 from syndeo.launcher.targets.base import Target
@@ -95,6 +96,7 @@ class TerraformTarget(Target):
                     )
         self.module_dir = terraform_root() / self.module
         self._rdv: tuple[tuple[str, str], Rendezvous] | None = None
+        self._node_creds: NodeCredentials | None = None
 
     # ------------------------------------------------------------------ per target
     @abstractmethod
@@ -121,6 +123,8 @@ class TerraformTarget(Target):
 
     # ------------------------------------------------------------------ shared
     def _forwarded(self, spec: ClusterSpec) -> dict[str, str]:
+        if self._node_creds is not None:
+            return dict(self._node_creds.env)
         env = passthrough_env(spec.rendezvous)
         if not self.forward_credentials:
             env = {k: v for k, v in env.items() if "ENDPOINT" in k or k.endswith(("_HOST", "_URL"))}
@@ -185,6 +189,12 @@ class TerraformTarget(Target):
         launched.data["owns_rendezvous"] = self.creates_rendezvous(spec.rendezvous)
         launched.data["rendezvous_env"] = self.rendezvous_env(spec)
         self.prepare(spec)  # local files, and what only the cloud can tell (image, types)
+        if self.forward_credentials:
+            # Hosts without an identity of their own get credentials made for this cluster
+            # (its prefix, its life), not the launcher's own (syndeo/launcher/nodecreds.py).
+            self._node_creds = node_credentials(spec.rendezvous, spec.cluster_id, STS_MAX_S)
+            if self.echo is not None and self._node_creds.kind != "none":
+                self.echo(f"{self.name}: {self._node_creds.describe()}")
         tfvars = self.tfvars(spec)
         tf.write_vars(tfvars)
         # From here on something may exist: a launcher killed now (SIGKILL, a lost

@@ -44,6 +44,7 @@ def _slurm(
     timeout: float = 30.0,
     stdin: str | None = None,
     env: Mapping[str, str] | None = None,
+    unset: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
     if shutil.which(argv[0]) is None:
         raise TargetError(
@@ -53,7 +54,9 @@ def _slurm(
     try:
         return subprocess.run(
             list(argv), input=stdin, capture_output=True, text=True, timeout=timeout,
-            env={**os.environ, **env} if env else None,
+            env={**{k: v for k, v in os.environ.items() if k not in unset}, **(env or {})}
+            if env or unset
+            else None,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         raise SlurmUnreachable(
@@ -148,15 +151,15 @@ def _gres_count(field: str, gres: str) -> int:
     return total
 
 
-def submit(script: str, env: Mapping[str, str] | None = None) -> str:
+def submit(script: str, env: Mapping[str, str] | None = None, unset: Sequence[str] = ()) -> str:
     """Submit the batch script ``script`` (its text); the job id.
 
     The text goes to sbatch on its standard input, never as a file sbatch reads back:
     a job dir on a shared filesystem may be writable by others, and a file written
     there could be swapped between our write and sbatch's read.  ``env``: variables
     added to sbatch's environment, which the job inherits (secrets the script only
-    names)."""
-    proc = _slurm(["sbatch", "--parsable"], timeout=60, stdin=script, env=env)
+    names); ``unset``: variables of ours sbatch must not pass on."""
+    proc = _slurm(["sbatch", "--parsable"], timeout=60, stdin=script, env=env, unset=unset)
     if proc.returncode != 0:
         raise TargetError(f"sbatch refused the job: {_last_line(proc).removeprefix('sbatch: ')}")
     # --parsable prints "<id>" or "<id>;<cluster>".

@@ -40,6 +40,9 @@ class SlurmJob(BaseModel):
     # Secrets sbatch passes to the job in its environment (the launch key): node_env
     # names them as @@NAME@@ references, so the script never holds their values.
     secret_env: dict[str, str] = Field(default={}, repr=False)
+    # The launcher's own variables sbatch must not pass on (--export=ALL passes all):
+    # its credentials, when the job gets credentials made for it in secret_env.
+    unset_env: list[str] = []
     image: Path | None = None
     job_dir: Path  # shared: script, log, rank-0 exit status
     binds: list[Path] = []

@@ -82,6 +82,21 @@ class SlurmSettings(BaseModel):
             raise ValueError(f"{v!r} is not a Slurm time limit (e.g. 30, 01:00:00, 1-12:00:00)")
         return v
 
+    def time_limit_s(self) -> float | None:
+        """The job's time limit in seconds (None: unlimited), by sbatch's --time formats:
+        M, M:S, H:M:S, D-H, D-H:M, D-H:M:S."""
+        if self.time in ("UNLIMITED", "INFINITE"):
+            return None
+        days, _, rest = self.time.rpartition("-")
+        parts = [int(x) for x in rest.split(":")]
+        if days:  # D-H, D-H:M, D-H:M:S: hours first
+            h, m, sec = [*parts, 0, 0][:3]
+        elif len(parts) == 3:  # H:M:S
+            h, m, sec = parts
+        else:  # M, M:S: minutes first
+            h, (m, sec) = 0, [*parts, 0][:2]
+        return float(((int(days or 0) * 24 + h) * 60 + m) * 60 + sec)
+
     @field_validator("scratch_dir")
     @classmethod
     def _scratch(cls, v: Path) -> Path:

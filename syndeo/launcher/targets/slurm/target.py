@@ -19,12 +19,14 @@ from syndeo.core.errors import ClusterLeftRunning, ConfigError, ImageError, Targ
 from syndeo.core.groups import Group
 from syndeo.core.nodeconfig import LAUNCH_KEY_VAR
 from syndeo.launcher.config import DeployConfig
+from syndeo.launcher.nodecreds import STS_MAX_S, node_credentials
 from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
 from syndeo.launcher.state import home
 from syndeo.launcher.targets.base import Target
 from syndeo.launcher.targets.slurm import jobs
 from syndeo.launcher.targets.slurm.render import RUNTIME_VARS, SlurmJob, render
 from syndeo.launcher.targets.slurm.settings import JobShape, SlurmSettings
+from syndeo.rendezvous import passthrough_env
 from syndeo.rendezvous.file import parse_file_uri
 
 CANCEL_WAIT_S = 90.0
@@ -195,11 +197,12 @@ class SlurmTarget(Target):
         )  # fmt: skip
 
     def _submit(self, job: SlurmJob) -> dict[str, Any]:
+        job = self._with_node_credentials(job)
         text = render(job)
         # A copy for the user (what ran), owner-only: it holds --run.  sbatch gets the
         # text itself on stdin (jobs.submit), so nothing done to this file reaches the job.
         _write_private(job.job_dir / _script_name(job), text)
-        job_id = jobs.submit(text, env=job.secret_env)
+        job_id = jobs.submit(text, env=job.secret_env, unset=job.unset_env)
         if self.echo is not None:
             what = f" (group {job.group}, {job.shape.nodes} node(s))" if job.group else ""
             self.echo(
@@ -209,6 +212,31 @@ class SlurmTarget(Target):
             "group": job.group, "job_id": job_id, "rank_base": job.rank_base,
             "nodes": job.shape.nodes,
         }  # fmt: skip
+
+    def _with_node_credentials(self, job: SlurmJob) -> SlurmJob:
+        """The job with credentials made for it (its cluster's prefix, its time limit)
+        in place of the launcher's own: the script names them, sbatch gets the values
+        (syndeo/launcher/nodecreds.py).  Only real submissions make them: a dry run
+        needs no credentials."""
+        uri = job.node_env.get("SYNDEO_RENDEZVOUS", "")
+        limit = job.settings.time_limit_s()
+        life = STS_MAX_S if limit is None else limit + float(job.node_env["SYNDEO_JOIN_TIMEOUT"])
+        creds = node_credentials(uri, job.cluster_id, life)
+        if self.echo is not None and creds.kind != "none":
+            long = limit is None or life > STS_MAX_S
+            self.echo(
+                f"slurm: {creds.describe()}"
+                + (" (shorter than the job may run)" if long and creds.expires_at else "")
+            )
+        if not creds.names:
+            return job  # nothing made: what the launcher has is passed by reference
+        forwarded = set(passthrough_env(uri))
+        env = {k: v for k, v in job.node_env.items() if k not in forwarded}
+        env.update({k: f"@@{k}@@" for k in creds.env})
+        return job.model_copy(update={
+            "node_env": env, "secret_env": {**job.secret_env, **creds.env},
+            "unset_env": sorted(forwarded - set(creds.env)),
+        })  # fmt: skip
 
     # ------------------------------------------------------------------ growing
     def grow(
