@@ -283,7 +283,7 @@ class Cloud:
     def start(self) -> State:
         from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
-        _moto_as_aws()
+        _moto_as_aws(self.base)
         if Path("/proc/sys/net/ipv4/ip_forward").read_text().strip() != "0":
             # The instances' default route leads to this machine: it must not pass
             # their packets on (nothing of the bed may reach another address).
@@ -570,7 +570,7 @@ class Cloud:
         netns.bridge_down(self.bridge)
 
 
-def _moto_as_aws() -> None:
+def _moto_as_aws(base: Path) -> None:
     """Where moto answers otherwise than AWS in a way Terraform acts on.
 
     - Bucket policies are evaluated without their conditioned statements (see the
@@ -579,8 +579,12 @@ def _moto_as_aws() -> None:
       ``Association``; EC2 leaves it out.  The AWS provider reads any association as
       ``associate_public_ip_address = true`` and plans to *replace* every instance on
       the next apply (grow, shrink) -- on EC2 it plans nothing.
+    - moto always has capacity.  A zone listed in ``<base>/no-capacity`` (one per line,
+      written by a test) answers RunInstances there as EC2 does when it has none.
     """
+    from moto.ec2.exceptions import EC2ClientError
     from moto.ec2.models.elastic_network_interfaces import NetworkInterface
+    from moto.ec2.models.instances import InstanceBackend
     from moto.iam.access_control import IAMPolicy, PermissionResult
     from moto.s3.models import FakeBucket
 
@@ -599,6 +603,28 @@ def _moto_as_aws() -> None:
         return IAMPolicy(json.dumps(doc)).is_action_permitted(action, resource)
 
     FakeBucket.get_permission = get_permission  # type: ignore[method-assign]
+
+    run_instances = InstanceBackend.run_instances
+
+    def run_without_capacity(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # The AWS provider names the subnet in a network interface when it sets
+        # associate_public_ip_address (terraform/aws does), else at the top level.
+        nics = kwargs.get("nics") or [{}]
+        subnet = kwargs.get("subnet_id") or nics[0].get("SubnetId")
+        zone = self.get_subnet(subnet).availability_zone if subnet else kwargs.get("placement")
+        with contextlib.suppress(OSError):
+            if zone in (base / "no-capacity").read_text().split():
+                itype = kwargs.get("instance_type", "")
+                # EC2's own words for it (its error reference, InsufficientInstanceCapacity).
+                raise EC2ClientError(
+                    "InsufficientInstanceCapacity",
+                    f"We currently do not have sufficient {itype} capacity in the "
+                    f"Availability Zone you requested ({zone}). Our system will be working "
+                    "on provisioning additional capacity.",
+                )
+        return run_instances(self, *args, **kwargs)
+
+    InstanceBackend.run_instances = run_without_capacity  # type: ignore[method-assign]
 
 
 def _sif_digest(sif: Path) -> str | None:

@@ -12,7 +12,8 @@ terraform {
 }
 
 provider "aws" {
-  region = var.region
+  region      = var.region
+  max_retries = var.api_max_retries
   default_tags {
     tags = local.tags
   }

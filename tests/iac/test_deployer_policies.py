@@ -51,6 +51,9 @@ def _ctx(
 
 # What terraform/aws does as the deployer: each must be allowed.
 NEEDED = [
+    # invoke check / deploy's pre-flight: the instance types' vCPUs and their quotas.
+    Request("ec2:DescribeInstanceTypes", "*"),
+    Request("servicequotas:GetServiceQuota", f"arn:aws:servicequotas:{REGION}:{ACCOUNT}:ec2/L-x"),
     Request("ec2:CreateVpc", EC2 + "vpc/vpc-1", _ctx(OURS)),
     Request("ec2:CreateSubnet", EC2 + "subnet/subnet-1", _ctx(OURS)),
     Request("ec2:CreateSubnet", EC2 + "vpc/vpc-1", _ctx(OURS, OURS)),

@@ -101,6 +101,9 @@ CLOUD_CASES: dict[str, list[tuple[Any, ...]]] = {
     "aws": [
         ("permissions_boundary", "arn:aws:iam::123456789012:policy/syndeo-node-boundary", True),
         ("permissions_boundary", "syndeo-node-boundary", False),
+        ("api_max_retries", 3, True),
+        ("api_max_retries", 2.5, False),
+        ("api_max_retries", 101, False),
         ("image", "ami-xyz", False),
         ("region", "eu-central-1", True),
         ("region", "westeurope", False),

@@ -116,6 +116,86 @@ def test_aws_check_refuses_a_type_not_offered(aws: Any) -> None:
         check_deployment(_aws_cfg(image, itype="x9z.huge"))
 
 
+class _ServiceQuotas(BaseHTTPRequestHandler):
+    """Service Quotas' GetServiceQuota (JSON 1.1: POST, X-Amz-Target
+    ServiceQuotasV20190624.GetServiceQuota), which moto answers only for VPC quotas.  The
+    reply's shape is the API reference's and the AWS CLI guide's example
+    (get-aws-default-service-quota for L-1216C47A: {"Quota": {..., "Value": 5.0}});
+    an unknown code is its NoSuchResourceException."""
+
+    values: ClassVar[dict[str, float]] = {}
+    asked: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        assert self.headers["X-Amz-Target"] == "ServiceQuotasV20190624.GetServiceQuota"
+        code = body["QuotaCode"]
+        self.asked.append(f"{body['ServiceCode']}/{code}")
+        if code in self.values:
+            status, reply = 200, {"Quota": {
+                "ServiceCode": "ec2", "QuotaCode": code, "Value": self.values[code],
+                "QuotaArn": f"arn:aws:servicequotas:us-east-1::ec2/{code}", "Unit": "None",
+                "Adjustable": True, "GlobalQuota": False,
+            }}  # fmt: skip
+        else:
+            status = 400
+            reply = {"__type": "NoSuchResourceException", "message": f"no quota {code}"}
+        data = json.dumps(reply).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/x-amz-json-1.1")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def quotas(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_ServiceQuotas]]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ServiceQuotas)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SERVICE_QUOTAS", f"http://127.0.0.1:{server.server_port}")
+    _ServiceQuotas.values, _ServiceQuotas.asked = {}, []
+    try:
+        yield _ServiceQuotas
+    finally:
+        server.shutdown()
+
+
+def test_aws_check_counts_the_clusters_vcpus_against_the_quota_in_use(
+    aws: Any, quotas: type[_ServiceQuotas]
+) -> None:
+    image = _ami(aws, "f" * 64)  # also an instance that runs: 1 vCPU of the standard quota
+    quotas.values["L-1216C47A"] = 16
+    text = "\n".join(check_deployment(_aws_cfg(image)))  # 2 x c7i.large: 4 vCPUs
+    assert "4 of 15 free vCPUs of On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances" in text
+    assert quotas.asked == ["ec2/L-1216C47A"]
+    # A new account's 5 vCPUs, 1 in use: 4 fit, 8 (two c7i.xlarge) do not.
+    quotas.values["L-1216C47A"] = 5
+    check_deployment(_aws_cfg(image))
+    with pytest.raises(ConfigError) as refused:
+        check_deployment(_aws_cfg(image, itype="c7i.xlarge"))
+    message = str(refused.value)
+    assert (
+        "needs 8 vCPUs of On-Demand Standard" in message and "quota is 5 with 1 in use" in message
+    )
+    assert "--quota-code L-1216C47A --desired-value 9" in message
+
+
+def test_aws_check_spot_counts_against_the_spot_quota_and_an_unread_one_is_said(
+    aws: Any, quotas: type[_ServiceQuotas]
+) -> None:
+    image = _ami(aws, "a" * 64)
+    cfg = load_config(
+        None, target="aws", nodes=2, vm_instance_type="g5.xlarge", vm_region="us-east-1",
+        vm_image=image, vm_spot=True, rendezvous=None,
+    )  # fmt: skip
+    text = "\n".join(check_deployment(cfg))
+    assert quotas.asked == ["ec2/L-3819A6DF"]  # G and VT spot; the quota is not known
+    assert "Spot G and VT instances vCPU quota not read" in text
+
+
 # ------------------------------------------------------------------ Google Cloud (fake)
 class _ServiceUsage(BaseHTTPRequestHandler):
     enabled: ClassVar[set[str]] = set()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from syndeo.core.errors import ConfigError, TargetError
 from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.targets.cloud import CloudTarget
+from syndeo.launcher.targets.tfexec import TerraformError
 
 # The tag packer/cloud gives an AMI: the sha256 of the SIF baked into it.
 DIGEST_TAG = "syndeo-image-digest"
@@ -22,6 +24,24 @@ _TAGGED_EC2 = (
     ("describe_route_tables", "RouteTables", "RouteTableId", "route table"),
     ("describe_vpc_endpoints", "VpcEndpoints", "VpcEndpointId", "VPC endpoint"),
 )
+# EC2's answers to RunInstances that another zone may not give: no capacity for the type
+# there now, or the type not supported there (its error reference).
+_CAPACITY = ("InsufficientInstanceCapacity", "Unsupported")
+# vCPU quotas of EC2 by instance class (Service Quotas, service code "ec2"), on demand and
+# spot: the codes AWS's Service Quotas console and its EC2 documentation name.  A class
+# not listed (HPC, Mac, DL/Trn spot) is not checked.
+_QUOTAS: dict[str, tuple[str, str | None, str]] = {
+    # class: (on-demand code, spot code, what the quota is called)
+    "standard": ("L-1216C47A", "L-34B43A08", "Standard (A, C, D, H, I, M, R, T, Z) instances"),
+    "g": ("L-DB2E81BA", "L-3819A6DF", "G and VT instances"),
+    "p": ("L-417A185B", "L-7212CCBC", "P instances"),
+    "x": ("L-7295265B", "L-E3A00192", "X instances"),
+    "f": ("L-74FC7D96", "L-88CF9481", "F instances"),
+    "inf": ("L-1945791B", "L-B5D1601B", "Inf instances"),
+    "dl": ("L-6E869C2A", None, "DL instances"),
+    "trn": ("L-2C3B7624", None, "Trn instances"),
+    "u": ("L-43DA4232", None, "High Memory instances"),
+}
 # States in which a listed thing is on its way out (it costs nothing and goes by itself).
 _GONE = ("terminated", "shutting-down", "deleted", "deleting")
 
@@ -32,7 +52,59 @@ class AwsTarget(CloudTarget):
     replaces_lost = True
     node_resource = "aws_instance.node"
     scheme = "s3"
-    own = ("permissions_boundary",)
+    own = ("permissions_boundary", "api_max_retries")
+    # The zone of this launch's attempt when the launcher chose it (a retry in the next
+    # zone); None: the user's [aws] zone, or the module's first zone offering the types.
+    _zone: str | None = None
+
+    def cloud_vars(self, spec: ClusterSpec) -> dict[str, Any]:
+        return {"zone": self._zone} if self._zone is not None else {}
+
+    def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
+        """As every Terraform target; a zone out of capacity (or not supporting the type)
+        is followed by the next zone that offers every type, as EC2's own advice says,
+        unless the user pinned the zone.  Each failed attempt is destroyed first."""
+        try:
+            return super().launch(spec, detach=detach)
+        except TerraformError as exc:
+            if self.settings.zone is not None or not _capacity(exc):
+                raise
+            error = exc
+        zones = self._zones()
+        tried = zones[:1]  # the module's choice: the first zone by name offering them all
+        for zone in zones[1:]:
+            if self.echo is not None:
+                self.echo(f"aws: {tried[-1]}: {_capacity(error)}; trying {zone}")
+            self._zone = zone
+            try:
+                return super().launch(spec, detach=detach)
+            except TerraformError as exc:
+                if not _capacity(exc):
+                    raise
+                error, tried = exc, [*tried, zone]
+        raise TargetError(
+            f"aws: no zone of {self.settings.region} could start the cluster's instances "
+            f"(tried {', '.join(tried)}: {_capacity(error)}): try again later, or another "
+            "instance type, region, or fewer nodes"
+        )
+
+    def _zones(self) -> list[str]:
+        """Zones of the region offering every instance type of the cluster, by name (the
+        order terraform/aws picks from)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        types = sorted(set(self._instance_types()))
+        try:
+            offers = self._client("ec2").describe_instance_type_offerings(
+                LocationType="availability-zone",
+                Filters=[{"Name": "instance-type", "Values": types}],
+            )["InstanceTypeOfferings"]
+        except (BotoCoreError, ClientError) as exc:
+            raise TargetError(f"aws: cannot look up zones for {types}: {_why(exc)}") from None
+        where: dict[str, set[str]] = {}
+        for o in offers:
+            where.setdefault(o["Location"], set()).add(o["InstanceType"])
+        return sorted(z for z, offered in where.items() if offered >= set(types))
 
     def machine_summary(self, spec: ClusterSpec) -> dict[str, Any]:
         summary = super().machine_summary(spec)
@@ -104,8 +176,74 @@ class AwsTarget(CloudTarget):
         )
         return (
             f"identity {who}; image {s.image} in {s.region} ({digest}); "
-            f"{', '.join(offered)} offered in {s.zone or s.region}"
+            f"{', '.join(offered)} offered in {s.zone or s.region}; {self._quota_headroom(ec2)}"
         )
+
+    def _quota_headroom(self, ec2: Any) -> str:
+        """The cluster's vCPUs against the region's vCPU quota of each instance class, less
+        what already runs there; one line if it cannot fit (a new account's standard quota
+        is 5 vCPUs: the apply would create the network and fail at the second instance)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        s = self.settings
+        wanted = self._type_counts()
+        try:
+            running = [
+                i for page in ec2.get_paginator("describe_instances").paginate(
+                    Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}])
+                for r in page["Reservations"] for i in r["Instances"]
+            ]  # fmt: skip
+            types = sorted(set(wanted) | {i["InstanceType"] for i in running})
+            vcpus = {
+                t["InstanceType"]: int(t["VCpuInfo"]["DefaultVCpus"])
+                for t in ec2.describe_instance_types(InstanceTypes=types)["InstanceTypes"]
+            }
+        except (BotoCoreError, ClientError) as exc:
+            return f"vCPU quota not checked ({_why(exc)})"
+        need: dict[str, int] = {}
+        for itype, count in wanted.items():
+            code = _quota_code(itype, s.spot)
+            if code is not None:
+                need[code] = need.get(code, 0) + count * vcpus.get(itype, 0)
+        used: dict[str, int] = {}
+        for inst in running:
+            code = _quota_code(inst["InstanceType"], inst.get("InstanceLifecycle") == "spot")
+            if code in need:
+                used[code] = used.get(code, 0) + vcpus.get(inst["InstanceType"], 0)
+        said: list[str] = []
+        quotas = self._client("service-quotas")
+        for code, vcpu in sorted(need.items()):
+            name = next(f"{'Spot' if spot == code else 'On-Demand'} {what}"
+                        for od, spot, what in _QUOTAS.values() if code in (od, spot))  # fmt: skip
+            try:
+                quota = float(quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)
+                              ["Quota"]["Value"])  # fmt: skip
+            except (BotoCoreError, ClientError) as exc:
+                said.append(f"{name} vCPU quota not read ({_why(exc)})")
+                continue
+            in_use = used.get(code, 0)
+            if vcpu + in_use > quota:
+                raise ConfigError(
+                    f"aws: the cluster needs {vcpu} vCPUs of {name} in {s.region}, but the quota "
+                    f"is {quota:.0f} with {in_use} in use: ask for more (`aws service-quotas "
+                    f"request-service-quota-increase --service-code ec2 --quota-code {code} "
+                    f"--desired-value {vcpu + in_use} --region {s.region}`) or use fewer or "
+                    "smaller nodes"
+                )
+            said.append(f"{vcpu} of {quota - in_use:.0f} free vCPUs of {name} ({code})")
+        return "; ".join(said) or "no vCPU quota applies"
+
+    def _type_counts(self) -> dict[str, int]:
+        """Instances of each type the cluster starts with."""
+        s, layout = self.settings, self.cfg.layout
+        if layout is None:
+            return {s.instance_type or "": self.cfg.nodes}
+        types = self._group_types(layout)
+        counts: dict[str, int] = {}
+        for g in layout.groups:
+            itype = types.get(g.name) or s.instance_type or ""
+            counts[itype] = counts.get(itype, 0) + g.nodes
+        return counts
 
     def _instance_types(self) -> list[str]:
         types = self._group_types(self.cfg.layout)
@@ -170,6 +308,30 @@ class AwsTarget(CloudTarget):
                 f"aws: could not check what is left of cluster {cid}: {_why(exc)}"
             ) from None
         return found
+
+
+def _quota_code(instance_type: str, spot: bool) -> str | None:
+    """The vCPU quota an instance of ``instance_type`` counts against, if known."""
+    family = instance_type.split(".")[0].lower()
+    if family.startswith(("hpc", "mac")):
+        return None
+    prefix = re.match(r"[a-z]+", family)
+    letters = prefix.group(0) if prefix else ""
+    for cls in ("inf", "trn", "dl", "vt"):
+        if letters.startswith(cls):
+            key = "g" if cls == "vt" else cls
+            break
+    else:
+        key = "u" if family.startswith("u-") else letters[:1]
+        key = "standard" if key in tuple("acdhimrtz") else key
+    codes = _QUOTAS.get(key)
+    return None if codes is None else (codes[1] if spot else codes[0])
+
+
+def _capacity(exc: Exception) -> str:
+    """The capacity code in a failed apply's error, or "" if it failed otherwise."""
+    found = re.search(rf"\b({'|'.join(_CAPACITY)})\b", str(exc))
+    return found.group(1) if found else ""
 
 
 def _state(item: dict[str, Any]) -> str:

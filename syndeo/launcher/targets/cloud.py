@@ -48,6 +48,9 @@ class CloudSettings(BaseModel):
     storage_account: str | None = None  # azure only
     admin_ssh_public_key: str | None = None  # azure only (None: a key nobody holds)
     permissions_boundary: str | None = None  # aws only: the node role's boundary (ARN)
+    # aws only: the provider's max_retries (None: its 25, which rides out a zone's
+    # InsufficientInstanceCapacity for minutes before the next zone is tried).
+    api_max_retries: int | None = Field(default=None, ge=0, le=100)
     node_service_account: str | None = None  # gcp only: an existing SA for the nodes
     resource_group: str | None = None  # azure only: an existing group to deploy into
 
@@ -100,7 +103,7 @@ class CloudTarget(TerraformTarget):
             raise ConfigError(one_line(exc, "settings", prefix=self.name)) from None
         for foreign in (
             "project", "storage_account", "admin_ssh_public_key", "permissions_boundary",
-            "node_service_account", "resource_group",
+            "node_service_account", "resource_group", "api_max_retries",
         ):  # fmt: skip
             if foreign not in self.own and getattr(s, foreign) is not None:
                 raise ConfigError(f"{self.name}.{foreign} is not a {self.name} setting")
