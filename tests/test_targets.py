@@ -111,6 +111,7 @@ VM_HOOKS = {
     "leaks",
     "rendezvous_env",
     "machine_gone",
+    "before_destroy",
 }
 CLOUD_HOOKS = {"check_credentials", "cloud_vars"}
 

@@ -9,7 +9,7 @@ from typing import Any
 from syndeo.core.errors import ConfigError, TargetError
 from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.targets.cloud import CloudTarget
-from syndeo.launcher.targets.tfexec import TerraformError
+from syndeo.launcher.targets.tfexec import Terraform, TerraformError
 
 # The tag packer/cloud gives an AMI: the sha256 of the SIF baked into it.
 DIGEST_TAG = "syndeo-image-digest"
@@ -250,6 +250,42 @@ class AwsTarget(CloudTarget):
         return [t or self.settings.instance_type or "" for t in types.values()] or [
             self.settings.instance_type or ""
         ]
+
+    def before_destroy(self, launched: Launched, tf: Terraform) -> None:
+        """Instances of the cluster (by its tag, set as they are created) that Terraform's
+        state lacks: an apply killed while it waited for them to run (nodes can be up
+        before the provider records them).  Terminated first: destroy would leave them,
+        and on EC2 their network interfaces would block the subnet's deletion."""
+        from botocore.exceptions import BotoCoreError, ClientError, WaiterError
+
+        region = launched.data.get("machines", {}).get("region")
+        known = set(tf.ids("aws_instance"))
+        try:
+            ec2 = self._client("ec2", region)
+            found = ec2.describe_instances(Filters=[
+                {"Name": "tag:syndeo-cluster", "Values": [launched.cluster_id]},
+                {"Name": "instance-state-name",
+                 "Values": ["pending", "running", "stopping", "stopped"]},
+            ])["Reservations"]  # fmt: skip
+            orphans = sorted(
+                i["InstanceId"]
+                for r in found
+                for i in r["Instances"]
+                if i["InstanceId"] not in known
+            )
+            if not orphans:
+                return
+            if self.echo is not None:
+                self.echo(f"aws: terminating {', '.join(orphans)} (started, never recorded)")
+            ec2.terminate_instances(InstanceIds=orphans)
+            ec2.get_waiter("instance_terminated").wait(
+                InstanceIds=orphans, WaiterConfig={"Delay": 2, "MaxAttempts": 150}
+            )
+        except (BotoCoreError, ClientError, WaiterError) as exc:
+            raise TargetError(
+                f"aws: could not remove the instances of cluster {launched.cluster_id} that "
+                f"Terraform never recorded: {_why(exc)}"
+            ) from None
 
     def machine_gone(self, launched: Launched, rank: int) -> str | None:
         """EC2's word on the rank's instance: a terminated or stopped one is gone for good

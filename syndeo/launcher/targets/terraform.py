@@ -112,6 +112,10 @@ class TerraformTarget(Target):
         :func:`syndeo.launcher.state.load_launched`."""
         return {}
 
+    def before_destroy(self, launched: Launched, tf: Terraform) -> None:
+        """Remove what an interrupted apply made but never recorded in the state (a
+        launcher killed mid-apply), which ``terraform destroy`` cannot know about."""
+
     def machine_gone(self, launched: Launched, rank: int) -> str | None:
         """Why the machine of ``rank`` is gone (terminated, stopped) if the provider says
         so, else None (also when this target cannot ask: only the head's silence counts)."""
@@ -271,6 +275,7 @@ class TerraformTarget(Target):
             self.echo(f"{self.name}: destroying cluster {launched.cluster_id} (terraform destroy)")
         with signals_ignored():
             try:
+                self.before_destroy(launched, tf)
                 tf.destroy()
             except TerraformError as exc:
                 left = tf.resources()

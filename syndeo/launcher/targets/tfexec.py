@@ -241,6 +241,18 @@ class Terraform:
             raise TerraformError(f"terraform output is not JSON: {text[:200]}") from exc
         return {name: item.get("value") for name, item in raw.items()}
 
+    def ids(self, resource_type: str) -> list[str]:
+        """Cloud ids of the state's resources of one type (what Terraform will destroy)."""
+        try:
+            state = json.loads(self.ws.state.read_text())
+        except (OSError, ValueError):
+            return []
+        return [
+            str(inst.get("attributes", {}).get("id"))
+            for res in state.get("resources", []) if res.get("type") == resource_type
+            for inst in res.get("instances", [])
+        ]  # fmt: skip
+
     def resources(self) -> list[str]:
         """Addresses of what the state still holds (for 'what may still run')."""
         try:
