@@ -23,6 +23,7 @@ from syndeo.launcher.spec import ClusterSpec
 from syndeo.launcher.targets.slurm.target import SlurmTarget
 from syndeo.rendezvous import open_rendezvous
 from testbeds.objectstores import Server, make_bucket, running
+from tests.support.helpers import environ
 from tests.support.iam_eval import Request, allowed
 
 LAUNCHER_SECRET = "launcher-secret-0123456789"  # recognisable wherever it would leak
@@ -55,6 +56,17 @@ def launcher_env(s3: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     return env
 
 
+def _reach(uri: str, cluster_id: str, node_env: dict[str, str]) -> None:
+    """What a node does with ``node_env`` as its whole environment: check the store, then
+    write, read and remove its records."""
+    with environ(node_env):
+        rdv = open_rendezvous(uri, cluster_id)
+        rdv.check()
+        rdv.put_secret("probe", b"x")
+        assert rdv.get_secret("probe") == b"x"
+        rdv.cleanup(all_attempts=True)
+
+
 def test_s3_nodes_get_a_federation_token_for_their_prefix(launcher_env: dict[str, str]) -> None:
     before = time.time()
     creds = node_credentials("s3://team-bucket/team", "nc-1", 7200)
@@ -73,18 +85,7 @@ def test_s3_nodes_get_a_federation_token_for_their_prefix(launcher_env: dict[str
     assert creds.expires_at is not None and before + 7100 < creds.expires_at < time.time() + 7300
     # The nodes reach their records with them.
     node = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | env
-    saved = dict(os.environ)
-    try:
-        os.environ.clear()
-        os.environ.update(node)
-        rdv = open_rendezvous("s3://team-bucket/team", "nc-1")
-        rdv.check()  # what a node does first
-        rdv.put_secret("probe", b"x")
-        assert rdv.get_secret("probe") == b"x"
-        rdv.cleanup(all_attempts=True)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    _reach("s3://team-bucket/team", "nc-1", node)
 
 
 def test_the_session_policy_allows_the_clusters_records_only() -> None:
@@ -189,18 +190,8 @@ def test_azure_nodes_get_a_container_sas_not_the_account_key(
     key = azurite.env["AZURE_STORAGE_CONNECTION_STRING"].split("AccountKey=")[1].split(";")[0]
     assert creds.kind == "a SAS of container rdv" and creds.names == ["AZURE_STORAGE_SAS_TOKEN"]
     assert "AZURE_STORAGE_CONNECTION_STRING" not in env and key not in json.dumps(env)
-    saved = dict(os.environ)
-    try:
-        os.environ.clear()
-        os.environ.update({k: v for k, v in saved.items() if not k.startswith("AZURE_")} | env)
-        rdv = open_rendezvous("az://rdv/team", "nc-az")
-        rdv.check()  # what a node does first
-        rdv.put_secret("probe", b"x")
-        assert rdv.get_secret("probe") == b"x"
-        rdv.cleanup(all_attempts=True)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    node = {k: v for k, v in os.environ.items() if not k.startswith("AZURE_")} | env
+    _reach("az://rdv/team", "nc-az", node)
     # Another container of the account is out of its reach.
     url = env["SYNDEO_AZURE_ACCOUNT_URL"]
     other = ContainerClient(url, "other", credential=env["AZURE_STORAGE_SAS_TOKEN"])

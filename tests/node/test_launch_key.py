@@ -11,10 +11,8 @@ planted record.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import time
 import zlib
 from collections.abc import Iterator
@@ -27,6 +25,7 @@ from syndeo.core import launchkey
 from syndeo.core.errors import ConfigError
 from syndeo.core.nodeconfig import NodeSettings
 from syndeo.rendezvous import DoneRecord, HeadRecord, open_rendezvous
+from tests.support.helpers import run_node
 
 KEY = "a1" * 32
 OTHER_KEY = "b2" * 32
@@ -125,10 +124,7 @@ def _node_env(tmp_path: Path, scratch: Path, **extra: str) -> dict[str, str]:
 
 
 def _run_node(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "syndeo", "node"],
-        env={**os.environ, **env}, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    return run_node(env, timeout=120)
 
 
 def _plant(

@@ -15,6 +15,7 @@ from syndeo import __version__
 from syndeo.core.errors import ConfigError
 from syndeo.core.nodeconfig import NodeSettings
 from syndeo.rendezvous import HeadRecord, open_rendezvous
+from tests.support.helpers import run_node
 
 
 def _node_env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -29,10 +30,7 @@ def _node_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def _run_node(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "syndeo", "node"],
-        env={**os.environ, **env}, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    return run_node(env, timeout=60)
 
 
 def _head(cluster_id: str, attempt: int = 0, created_at: float | None = None) -> HeadRecord:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -156,3 +157,24 @@ def kill_rank(cluster_id: str, rank: int) -> int:
         with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
     return len(victims)
+
+
+def run_node(env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``syndeo node`` in this interpreter with ``env`` added, to its end."""
+    return subprocess.run(
+        [sys.executable, "-m", "syndeo", "node"],
+        env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+@contextlib.contextmanager
+def environ(env: dict[str, str]) -> Iterator[None]:
+    """This process's environment is exactly ``env`` until the block ends (a node's view)."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
