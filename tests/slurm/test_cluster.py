@@ -21,12 +21,12 @@ import psutil
 import pytest
 
 from syndeo.launcher.targets.slurm import jobs
-from testbeds import netns, slurmcluster
+from testbeds import slurmcluster
 from testbeds.machine import IMAGE_DIR, SLURM_TESTBED_LOCK
 from testbeds.users import CI_PYTHON, CI_USER, INVOKE, UserRun, as_user
 from tests.slurm.conftest import HERE, WORKLOAD
 from tests.support.helpers import lock_is_held
-from tests.support.listeners import avoidable_wildcards, listeners, serves_metrics
+from tests.support.listeners import assert_ray_ports
 from tests.support.slurm import NODE_IPS, assert_clean, collected_result, job_config, wait_running
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -118,7 +118,8 @@ def test_two_jobs_share_nodes_and_cancel_one(
     p_short = short_run.start(job_config(tasks=30, seconds=0.5))
     job_long = wait_running(long_run)
     wait_running(short_run)
-    _assert_ray_ports(slurm_cluster)
+    nodes = [(n.name, n.netns, n.ip) for n in slurm_cluster.nodes]
+    assert_ray_ports(nodes, pwd.getpwnam(CI_USER).pw_uid)
     # The README's way: `invoke slurm.cancel --cluster-id ID`, as the user who submitted.
     cid = UserRun.cluster_id(p_long)
     cancel = subprocess.run(
@@ -135,30 +136,6 @@ def test_two_jobs_share_nodes_and_cancel_one(
     result = collected_result(done)
     assert result["ray_nodes"] == 3 and result["tasks_done"] == 30
     assert_clean(slurm_cluster)
-
-
-def _assert_ray_ports(cluster: slurmcluster.LocalCluster) -> None:
-    """Issue 22 item 4, on each node (its own network namespace and address): Ray listens
-    on a wildcard address only where it leaves no choice (UNAVOIDABLE_WILDCARD), else on
-    the node's address or loopback, and nothing answers GET /metrics on the node's address."""
-    ci_uid = pwd.getpwnam(CI_USER).pw_uid
-    for node in cluster.nodes:
-        procs = []
-        for pid in netns.netns_pids(node.netns):
-            with contextlib.suppress(psutil.Error):
-                proc = psutil.Process(pid)
-                # The jobs' processes; srun's own listeners (its step I/O) are Slurm's.
-                if proc.uids().real == ci_uid and proc.name() != "srun":
-                    procs.append(proc)
-        found = listeners(procs)
-        roles = {x.role for x in found}
-        assert {"raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent"} <= roles, node.name
-        extra = avoidable_wildcards(found)
-        assert extra == [], f"{node.name}: wildcard listeners Ray lets us avoid: {extra}"
-        elsewhere = [str(x) for x in found if not x.wildcard and x.ip != node.ip and not x.loopback]
-        assert elsewhere == [], f"{node.name}: {elsewhere}"
-        served = [str(x) for x in found if serves_metrics(node.ip, x.port)]
-        assert served == [], f"{node.name}: unauthenticated Prometheus endpoints: {served}"
 
 
 def test_ctrl_c_and_sigterm_cancel_the_job_and_leave_nothing(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import pwd
 import shutil
 import signal
 import subprocess
@@ -25,6 +26,7 @@ import pytest
 from testbeds import netns, sshhosts
 from testbeds.objectstores import Server, make_bucket, running
 from testbeds.users import CI_PYTHON, CI_USER, UserRun, as_user, give_to_ci_user
+from tests.support.listeners import assert_ray_ports
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 
@@ -297,6 +299,9 @@ def test_up_then_down(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
     cluster_id = up.stdout.split("Cluster ", 1)[1].split(" ", 1)[0]
     running_nodes = [sshhosts.host_processes(ssh_hosts, h, CI_USER) for h in ssh_hosts.hosts]
     assert all(any("syndeo node" in p for p in procs) for procs in running_nodes)
+    # Ray's listeners on each host (issue 22 item 4), as on the Slurm bed.
+    hosts = [(h.name, h.netns, h.ip) for h in ssh_hosts.hosts]
+    assert_ray_ports(hosts, pwd.getpwnam(CI_USER).pw_uid)
     # A job through the rendezvous: the launcher never connects to the head.
     (run.root / "job").mkdir()
     (run.root / "job" / "printer.py").write_text(PRINTER.replace("range(8)", "range(2)"))

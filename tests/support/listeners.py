@@ -165,3 +165,29 @@ def serves_metrics(ip: str, port: int, timeout: float = 2.0) -> bool:
     finally:
         conn.close()
     return resp.status == 200 and (b"# HELP" in body or b"# TYPE" in body)
+
+
+def assert_ray_ports(nodes: list[tuple[str, str, str]], uid: int) -> None:
+    """Issue 22 item 4, on each node ``(name, netns, ip)`` of a bed (its own network
+    namespace and address), among the processes of ``uid``: Ray listens on a wildcard
+    address only where it leaves no choice (UNAVOIDABLE_WILDCARD), else on the node's
+    address or loopback, and nothing answers GET /metrics on the node's address."""
+    from testbeds import netns
+
+    for name, ns, ip in nodes:
+        procs = []
+        for pid in netns.netns_pids(ns):
+            with contextlib.suppress(psutil.Error):
+                proc = psutil.Process(pid)
+                # The cluster's processes; srun's and sshd's own listeners are theirs.
+                if proc.uids().real == uid and proc.name() not in ("srun", "sshd"):
+                    procs.append(proc)
+        found = listeners(procs)
+        roles = {x.role for x in found}
+        assert {"raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent"} <= roles, (name, roles)
+        extra = avoidable_wildcards(found)
+        assert extra == [], f"{name}: wildcard listeners Ray lets us avoid: {extra}"
+        elsewhere = [str(x) for x in found if not x.wildcard and x.ip != ip and not x.loopback]
+        assert elsewhere == [], f"{name}: {elsewhere}"
+        served = [str(x) for x in found if serves_metrics(ip, x.port)]
+        assert served == [], f"{name}: unauthenticated Prometheus endpoints: {served}"
