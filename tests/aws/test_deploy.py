@@ -33,11 +33,11 @@ def test_deploy_runs_whole(aws_user: AwsUser) -> None:
     first by name offering c7i.xlarge) has no capacity, as EC2 says at times: the
     launcher destroys that attempt and starts the cluster in the next zone.  The AWS
     provider retries InsufficientInstanceCapacity itself (25 times by default, for
-    minutes): the config lets it retry twice."""
+    minutes): the config lets it retry once."""
     no_capacity = aws_user.state.base / "no-capacity"
     no_capacity.write_text("us-east-1a\n")
     cfg = aws_user.root / "retries.toml"
-    cfg.write_text("[aws]\napi_max_retries = 2\n")
+    cfg.write_text("[aws]\napi_max_retries = 1\n")
     give_to_ci_user(cfg)
     t0 = time.monotonic()
     try:
