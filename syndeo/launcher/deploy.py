@@ -163,6 +163,10 @@ def _follow(
         rc = target.poll(launched)
         if rc is not None:
             timings["head_exit_s"] = round(time.monotonic() - t0, 3)
+            if recovery is not None:
+                # The head's last status (published before its done record): a
+                # replacement that joined as the run ended is recorded as joined.
+                recovery.observe(launched, store.call(rdv.read_status, st), replace=False)
             final = retry_until(rdv.read_done, EXIT_GRACE_S, store.log, "read the done record")
             return rc, final, timings, rdv
         if done_seen is not None and time.monotonic() - done_seen > EXIT_GRACE_S:

@@ -256,6 +256,14 @@ class Monitor:
         # Best effort (the rendezvous may be what failed), but never silent: whatever
         # is swallowed here is said in the head's log.
         try:
+            if self._connected:
+                # The last status says who is there at the end (a replacement that
+                # joined in the last seconds), not what the last health tick saw.
+                with contextlib.suppress(Exception):
+                    self.check_health()
+            # Before the done record: a launcher that reads "done" stops reading the
+            # status, so the status it can still read must already be the last one.
+            self.publish("done" if exit_code == 0 else "failed", message, force=True)
             done = DoneRecord(
                 exit_code=exit_code, message=message, finished_at=time.time(),
                 lost_ranks=sorted(self.lost_ever),
@@ -266,12 +274,6 @@ class Monitor:
                 lambda: self.rdv.mark_done(done), "record that the cluster is done",
                 DELIVER_DEADLINE_S if self.workload_started else 0.0,
             )  # fmt: skip
-            if self._connected:
-                # The last status says who is there at the end (a replacement that
-                # joined in the last seconds), not what the last health tick saw.
-                with contextlib.suppress(Exception):
-                    self.check_health()
-            self.publish("done" if exit_code == 0 else "failed", message, force=True)
         except Exception as exc:
             log(self.s, f"could not record the end of the run ({message}): {_why(exc)}")
 
