@@ -1,7 +1,7 @@
 """The VM start script (terraform/modules/node/files/syndeo-node) keeps the one GPU rule.
 
 Only its launch line is checked here: an ``apptainer`` on PATH that reports the argv
-and environment it was given (the real container run is tests/ssh's job).
+and environment it was given (the real container run: tests/apptainer/test_start_script.py).
 """
 
 from __future__ import annotations
