@@ -12,6 +12,39 @@ from tests.apptainer.conftest import built_image, sif  # noqa: F401
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--gpu", action="store_true",
+        help="run only the tests that need a real GPU (scripts/test-gpu); they fail without one",
+    )  # fmt: skip
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The GPU tests are a job of their own: without --gpu they are left out, and the
+    summary says so (never a silent skip); with --gpu only they run."""
+    gpu = config.getoption("--gpu")
+    keep = [i for i in items if (i.get_closest_marker("gpu") is not None) == gpu]
+    left = [i for i in items if i not in keep]
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = keep
+    config.stash[_GPU_LEFT] = 0 if gpu else len(left)
+
+
+_GPU_LEFT = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    left = config.stash.get(_GPU_LEFT, 0)
+    if left:
+        terminalreporter.write_line(
+            f"GPU job not run here: {left} test(s) need a real GPU (run scripts/test-gpu on a "
+            "machine with one)", yellow=True,
+        )  # fmt: skip
+
+
 @pytest.fixture
 def syndeo_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private SYNDEO_HOME so tests never see each other's clusters or logs."""
