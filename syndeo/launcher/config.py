@@ -79,6 +79,10 @@ class DeployConfig(_Strict):
     rendezvous: str | None = None
     join_timeout_s: float = Field(default=300.0, gt=0, le=86400)
     dashboard: bool = False  # Ray's dashboard (127.0.0.1 of the head); `up` turns it on
+    # What Slurm and ssh nodes get to reach an s3:// or az:// rendezvous: credentials made
+    # for the cluster (its prefix or container, at most 36 h: syndeo/launcher/nodecreds.py),
+    # or "forward": the launcher's own, for an `up` cluster that must outlive 36 h.
+    node_credentials: Literal["scoped", "forward"] = "scoped"
     run: str | None = None  # None = the built-in benchmark
     workdir: Path | None = None
     container: Path | None = None

@@ -198,3 +198,26 @@ def test_azure_nodes_get_a_container_sas_not_the_account_key(
     with pytest.raises(HttpResponseError) as denied:
         other.upload_blob("x", b"x")
     assert denied.value.status_code == 403
+
+
+def test_forward_passes_the_launchers_own_by_reference(
+    launcher_env: dict[str, str], fake_sbatch: Path, tmp_path: Path
+) -> None:
+    """``node_credentials = "forward"`` (an `up` cluster that must outlive STS's 36 h):
+    the job inherits the launcher's own, named in the script, as before."""
+    cfg = load_config(
+        target="slurm", rendezvous="s3://team-bucket/team", node_credentials="forward",
+        slurm={"job_dir": str(tmp_path / "jobs"), "python": "python3"},
+    )  # fmt: skip
+    spec = ClusterSpec.from_config(cfg, "s3://team-bucket/team", "nc-fwd")
+    said: list[str] = []
+    target = SlurmTarget(cfg, echo=said.append)
+    job = target._job(spec)
+    job.job_dir.mkdir(parents=True)
+    target._submit(job)
+    env = dict(
+        ln.split("=", 1) for ln in fake_sbatch.with_suffix(".env").read_text().splitlines()
+        if "=" in ln
+    )  # fmt: skip
+    assert env["AWS_PROFILE"] == "launcher" and "AWS_SESSION_TOKEN" not in env
+    assert not [s for s in said if "node credentials" in s]

@@ -193,7 +193,7 @@ class TerraformTarget(Target):
         launched.data["owns_rendezvous"] = self.creates_rendezvous(spec.rendezvous)
         launched.data["rendezvous_env"] = self.rendezvous_env(spec)
         self.prepare(spec)  # local files, and what only the cloud can tell (image, types)
-        if self.forward_credentials:
+        if self.forward_credentials and self.cfg.node_credentials == "scoped":
             # Hosts without an identity of their own get credentials made for this cluster
             # (its prefix, its life), not the launcher's own (syndeo/launcher/nodecreds.py).
             self._node_creds = node_credentials(spec.rendezvous, spec.cluster_id, STS_MAX_S)

@@ -218,6 +218,8 @@ class SlurmTarget(Target):
         in place of the launcher's own: the script names them, sbatch gets the values
         (syndeo/launcher/nodecreds.py).  Only real submissions make them: a dry run
         needs no credentials."""
+        if self.cfg.node_credentials == "forward":
+            return job  # the user chose to pass on their own (by reference, as always)
         uri = job.node_env.get("SYNDEO_RENDEZVOUS", "")
         limit = job.settings.time_limit_s()
         life = STS_MAX_S if limit is None else limit + float(job.node_env["SYNDEO_JOIN_TIMEOUT"])
