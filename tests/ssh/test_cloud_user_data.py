@@ -160,7 +160,11 @@ def _render(cloud: str, tfvars: dict[str, Any], root: Path) -> dict[str, Any]:
             {
                 "locals": locals_,
                 "module": {"nodes": args},
-                "output": {k: {"value": f"${{module.nodes.{k}}}"} for k in ("user_data", "env")},
+                # Sensitive in the node module (they hold the launch key); -json shows them.
+                "output": {
+                    k: {"value": f"${{module.nodes.{k}}}", "sensitive": True}
+                    for k in ("user_data", "env")
+                },
             },
             indent=2,
         )
