@@ -6,7 +6,6 @@ path is the same script with an ``apptainer exec`` launch line (see test_render)
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pwd
@@ -17,7 +16,6 @@ import time
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 
 from syndeo.launcher.targets.slurm import jobs
@@ -25,7 +23,7 @@ from testbeds import slurmcluster
 from testbeds.machine import IMAGE_DIR, SLURM_TESTBED_LOCK
 from testbeds.users import CI_PYTHON, CI_USER, INVOKE, UserRun, as_user
 from tests.slurm.conftest import HERE, WORKLOAD
-from tests.support.helpers import lock_is_held
+from tests.support.helpers import launcher_of, lock_is_held
 from tests.support.listeners import assert_ray_ports
 from tests.support.slurm import NODE_IPS, assert_clean, collected_result, job_config, wait_running
 
@@ -147,7 +145,7 @@ def test_ctrl_c_and_sigterm_cancel_the_job_and_leave_nothing(
     procs = [run.start(job_config(tasks=400, seconds=1.0)) for run in runs]
     job_ids = [wait_running(run) for run in runs]
     for proc, signum in zip(procs, (signal.SIGINT, signal.SIGTERM), strict=True):
-        _launcher_of(proc).send_signal(signum)
+        launcher_of(proc).send_signal(signum)
     for run, proc, job in zip(runs, procs, job_ids, strict=True):
         _out, err = proc.communicate(timeout=300)
         assert proc.returncode == 130, err[-3000:]
@@ -156,18 +154,6 @@ def test_ctrl_c_and_sigterm_cancel_the_job_and_leave_nothing(
         scope = run.root / "home" / "slurm" / "rendezvous" / UserRun.cluster_id(proc)
         assert not list(scope.glob("a*/*")), f"records left: {list(scope.rglob('*'))}"
     assert_clean(slurm_cluster)
-
-
-def _launcher_of(proc: subprocess.Popen[str]) -> psutil.Process:
-    """The launcher's Python (runuser's grandchild), to signal it as a terminal would."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        for child in psutil.Process(proc.pid).children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                if "invoke" in child.cmdline() and "deploy" in child.cmdline():
-                    return child
-        time.sleep(0.1)
-    raise AssertionError("the launcher process never appeared")
 
 
 def test_invalid_settings_fail_before_submission(

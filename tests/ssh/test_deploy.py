@@ -26,6 +26,7 @@ import pytest
 from testbeds import netns, sshhosts
 from testbeds.objectstores import Server, make_bucket, running
 from testbeds.users import CI_PYTHON, CI_USER, UserRun, as_user, give_to_ci_user
+from tests.support.helpers import launcher_of
 from tests.support.listeners import assert_ray_ports
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
@@ -221,17 +222,6 @@ def _launcher(run: UserRun, body: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
-def _python_of(proc: subprocess.Popen[str]) -> psutil.Process:
-    """The launcher itself (runuser's child), to signal it as a terminal would."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        for child in psutil.Process(proc.pid).children(recursive=True):
-            if "syndeo" in child.cmdline() and "deploy" in child.cmdline():
-                return child
-        time.sleep(0.1)
-    raise AssertionError("the launcher process never appeared")
-
-
 def test_ctrl_c_during_apply_destroys(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
     # A host that does not answer holds the apply at its reach step for a while:
     # a deterministic point inside the apply to interrupt.
@@ -239,7 +229,7 @@ def test_ctrl_c_during_apply_destroys(ssh_hosts: sshhosts.Bed, run: UserRun) -> 
     sshhosts.refuse(ssh_hosts, slow, how="connection")
     try:
         proc = _launcher(run, _body(run, ssh_hosts).replace("= 20", "= 120"))
-        launcher = _python_of(proc)
+        launcher = launcher_of(proc)
         _wait_terraform(run, 'terraform_data.reach["0"]: Creation complete')
         launcher.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=300)
@@ -254,7 +244,7 @@ def test_ctrl_c_during_apply_destroys(ssh_hosts: sshhosts.Bed, run: UserRun) -> 
 def test_sigterm_during_the_run_destroys(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
     body = _body(run, ssh_hosts, extra="run = \"python -c 'import time; time.sleep(600)'\"\n")
     proc = _launcher(run, body)
-    launcher = _python_of(proc)
+    launcher = launcher_of(proc)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         phases = [json.loads(p.read_text()).get("phase") for p in
@@ -552,7 +542,7 @@ def test_a_killed_node_is_started_again_on_its_host(ssh_hosts: sshhosts.Bed, run
         _out, err = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
-            _python_of(proc).send_signal(signal.SIGINT)
+            launcher_of(proc).send_signal(signal.SIGINT)
             proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-3000:]
     assert "rank 2 lost; started a replacement" in err, err[-3000:]

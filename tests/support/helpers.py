@@ -178,3 +178,18 @@ def environ(env: dict[str, str]) -> Iterator[None]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+def launcher_of(proc: subprocess.Popen[str], verb: str = "deploy") -> psutil.Process:
+    """The launcher's own Python under ``proc`` (``runuser`` -> ``env`` -> python, running
+    ``syndeo VERB`` or ``invoke VERB``), to signal it as a terminal would.  Waits for it to
+    exist (it is started by ``proc``), at most 30 s."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                argv = child.cmdline()
+                if verb in argv and ("syndeo" in argv or "invoke" in argv):
+                    return child
+        time.sleep(0.1)
+    raise AssertionError("the launcher process never appeared")
