@@ -7,6 +7,7 @@ resource "aws_s3_bucket" "rendezvous" {
   count         = var.create_bucket ? 1 : 0
   bucket        = var.bucket_name
   force_destroy = true
+  tags          = local.tags
   #checkov:skip=CKV_AWS_18:Access logging needs a second bucket; records are short-lived cluster coordination data and the readers are the cluster's own role.
   #checkov:skip=CKV_AWS_144:Cross-region replication of rendezvous records that expire in days has no use.
   #checkov:skip=CKV_AWS_145:SSE-S3 (AES256) encrypts at rest without a KMS key to pay for and grant to the nodes; see aws_s3_bucket_server_side_encryption_configuration.

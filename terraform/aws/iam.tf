@@ -6,6 +6,7 @@ resource "aws_iam_role" "nodes" {
   description = "Syndeo ${var.cluster_name} nodes: rendezvous prefix only"
   # Caps whatever the role is ever given (deployer-policy.json creates roles only with it).
   permissions_boundary = var.permissions_boundary
+  tags                 = local.tags
   assume_role_policy = jsonencode({
     Version = "2012-10-17"
     Statement = [{
@@ -53,4 +54,5 @@ resource "aws_iam_role_policy_attachment" "ssm" {
 resource "aws_iam_instance_profile" "nodes" {
   name_prefix = "syndeo-${substr(var.cluster_name, 0, 24)}-"
   role        = aws_iam_role.nodes.name
+  tags        = local.tags
 }

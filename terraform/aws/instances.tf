@@ -59,10 +59,10 @@ resource "aws_instance" "node" {
     }
   }
 
-  tags = {
+  tags = merge(local.tags, {
     Name        = "${local.name}-${each.key}"
     syndeo-rank = each.key
-  }
+  })
   volume_tags = merge(local.tags, { Name = "${local.name}-${each.key}" })
 
   # Recovery re-creates one rank's instance (`terraform apply -replace`): after a spot

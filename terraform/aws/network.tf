@@ -3,11 +3,22 @@
 # endpoint (free).  Instance metadata, the Amazon DNS resolver and NTP are link-local
 # and need no route.
 
+data "aws_region" "current" {}
+
 resource "aws_vpc" "this" {
   cidr_block           = var.network_cidr
   enable_dns_support   = true
   enable_dns_hostnames = true
-  tags                 = { Name = local.name }
+  tags                 = merge(local.tags, { Name = local.name })
+
+  lifecycle {
+    # The provider is the caller's: its region must be the one the nodes are told
+    # (AWS_REGION in their environment) and the zones are looked up in.
+    precondition {
+      condition     = data.aws_region.current.name == var.region
+      error_message = "region: the aws provider is configured for another region than var.region; configure it with region = var.region."
+    }
+  }
   #checkov:skip=CKV2_AWS_11:VPC flow logs cost money per GB and need a log destination; the VPC has no internet path and only cluster-internal traffic. Enable them in your account baseline if required.
 }
 
@@ -15,7 +26,7 @@ resource "aws_vpc" "this" {
 # attached to it by accident can talk to anything.
 resource "aws_default_security_group" "this" {
   vpc_id = aws_vpc.this.id
-  tags   = { Name = "${local.name}-default-unused" }
+  tags   = merge(local.tags, { Name = "${local.name}-default-unused" })
 }
 
 # zone = null: not whatever zone AWS would pick for the subnet (it may not offer the
@@ -48,7 +59,7 @@ resource "aws_subnet" "nodes" {
   cidr_block              = cidrsubnet(var.network_cidr, 20 - tonumber(split("/", var.network_cidr)[1]), 0)
   availability_zone       = local.zone
   map_public_ip_on_launch = false
-  tags                    = { Name = "${local.name}-nodes" }
+  tags                    = merge(local.tags, { Name = "${local.name}-nodes" })
 
   lifecycle {
     precondition {
@@ -63,7 +74,7 @@ resource "aws_subnet" "nodes" {
 
 resource "aws_route_table" "nodes" {
   vpc_id = aws_vpc.this.id
-  tags   = { Name = "${local.name}-nodes" }
+  tags   = merge(local.tags, { Name = "${local.name}-nodes" })
 }
 
 resource "aws_route_table_association" "nodes" {
@@ -87,7 +98,7 @@ resource "aws_vpc_endpoint" "s3" {
       Resource  = ["arn:aws:s3:::${local.bucket}", "arn:aws:s3:::${local.bucket}/*"]
     }]
   })
-  tags = { Name = "${local.name}-s3" }
+  tags = merge(local.tags, { Name = "${local.name}-s3" })
 }
 
 # --- the nodes' security group: Ray between members only ---
@@ -96,7 +107,7 @@ resource "aws_security_group" "nodes" {
   name        = "${local.name}-nodes"
   description = "Syndeo ${var.cluster_name}: Ray between the cluster's own nodes only"
   vpc_id      = aws_vpc.this.id
-  tags        = { Name = "${local.name}-nodes" }
+  tags        = merge(local.tags, { Name = "${local.name}-nodes" })
   # Rules are separate resources below (inline rules hide world-open entries from scanners).
 }
 
@@ -110,6 +121,7 @@ resource "aws_vpc_security_group_ingress_rule" "ray" {
   from_port                    = 1024
   to_port                      = 65535
   referenced_security_group_id = aws_security_group.nodes.id
+  tags                         = local.tags
 }
 
 resource "aws_vpc_security_group_egress_rule" "ray" {
@@ -119,6 +131,7 @@ resource "aws_vpc_security_group_egress_rule" "ray" {
   from_port                    = 1024
   to_port                      = 65535
   referenced_security_group_id = aws_security_group.nodes.id
+  tags                         = local.tags
 }
 
 resource "aws_vpc_security_group_egress_rule" "s3" {
@@ -128,6 +141,7 @@ resource "aws_vpc_security_group_egress_rule" "s3" {
   from_port         = 443
   to_port           = 443
   prefix_list_id    = aws_vpc_endpoint.s3.prefix_list_id
+  tags              = local.tags
 }
 
 resource "aws_vpc_security_group_ingress_rule" "admin_ssh" {
@@ -139,6 +153,7 @@ resource "aws_vpc_security_group_ingress_rule" "admin_ssh" {
   to_port           = 22
   cidr_ipv4         = strcontains(each.value, ":") ? null : each.value
   cidr_ipv6         = strcontains(each.value, ":") ? each.value : null
+  tags              = local.tags
 }
 
 # --- optional: SSM Session Manager without internet egress ---
@@ -148,7 +163,7 @@ resource "aws_security_group" "endpoints" {
   name        = "${local.name}-endpoints"
   description = "Syndeo ${var.cluster_name}: SSM interface endpoints, HTTPS from the nodes"
   vpc_id      = aws_vpc.this.id
-  tags        = { Name = "${local.name}-endpoints" }
+  tags        = merge(local.tags, { Name = "${local.name}-endpoints" })
 }
 
 resource "aws_vpc_security_group_ingress_rule" "endpoints" {
@@ -159,6 +174,7 @@ resource "aws_vpc_security_group_ingress_rule" "endpoints" {
   from_port                    = 443
   to_port                      = 443
   referenced_security_group_id = aws_security_group.nodes.id
+  tags                         = local.tags
 }
 
 resource "aws_vpc_security_group_egress_rule" "to_endpoints" {
@@ -169,6 +185,7 @@ resource "aws_vpc_security_group_egress_rule" "to_endpoints" {
   from_port                    = 443
   to_port                      = 443
   referenced_security_group_id = aws_security_group.endpoints[0].id
+  tags                         = local.tags
 }
 
 resource "aws_vpc_endpoint" "ssm" {
@@ -179,5 +196,5 @@ resource "aws_vpc_endpoint" "ssm" {
   subnet_ids          = [aws_subnet.nodes.id]
   security_group_ids  = [aws_security_group.endpoints[0].id]
   private_dns_enabled = true
-  tags                = { Name = "${local.name}-${each.key}" }
+  tags                = merge(local.tags, { Name = "${local.name}-${each.key}" })
 }

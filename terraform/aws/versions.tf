@@ -11,10 +11,6 @@ terraform {
   }
 }
 
-provider "aws" {
-  region      = var.region
-  max_retries = var.api_max_retries
-  default_tags {
-    tags = local.tags
-  }
-}
+# No provider block: the caller configures the provider (region, retries, credentials),
+# as terraform-aws-modules do, so that a caller may use this module with count,
+# for_each or depends_on.  deploy/ is the root `invoke deploy --target aws` applies.

@@ -5,6 +5,7 @@
 
 resource "google_storage_bucket" "rendezvous" {
   count                       = var.create_bucket ? 1 : 0
+  project                     = var.project
   name                        = var.bucket_name
   location                    = upper(var.region)
   storage_class               = "STANDARD"

@@ -6,7 +6,8 @@
 # One per cluster, unless node_service_account names an existing one: a deployer with
 # deployer-role.yaml may attach (actAs) that one account only, so cannot create its own.
 resource "google_service_account" "nodes" {
-  count = var.node_service_account == null ? 1 : 0
+  count   = var.node_service_account == null ? 1 : 0
+  project = var.project
   # account_id allows 6-30 characters; the cluster name is in the display name.
   account_id   = "syndeo-${substr(sha256(var.cluster_name), 0, 16)}"
   display_name = "Syndeo ${var.cluster_name} nodes"

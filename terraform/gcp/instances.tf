@@ -26,6 +26,7 @@ locals {
 
 resource "google_compute_instance" "node" {
   for_each     = local.machines
+  project      = var.project
   name         = "${local.name}-${each.key}"
   machine_type = local.machine_types[each.key]
   zone         = local.zone

@@ -18,9 +18,10 @@ locals {
 }
 
 data "google_compute_zones" "up" {
-  count  = var.zone == null ? 1 : 0
-  region = var.region
-  status = "UP"
+  count   = var.zone == null ? 1 : 0
+  project = var.project
+  region  = var.region
+  status  = "UP"
 }
 
 module "nodes" {

@@ -3,12 +3,14 @@
 # Google Access.  The metadata server (identity, DNS) needs no route.
 
 resource "google_compute_network" "this" {
+  project                 = var.project
   name                    = local.name
   auto_create_subnetworks = false
   routing_mode            = "REGIONAL"
 }
 
 resource "google_compute_subnetwork" "nodes" {
+  project                  = var.project
   name                     = "${local.name}-nodes"
   network                  = google_compute_network.this.id
   region                   = var.region
@@ -21,6 +23,7 @@ resource "google_compute_subnetwork" "nodes" {
 # Ray binds OS-chosen ports (and the client server a derived port in 20000-29999):
 # every unprivileged TCP port, from VMs carrying this cluster's tag to VMs carrying it.
 resource "google_compute_firewall" "ray" {
+  project     = var.project
   name        = "${local.name}-ray"
   network     = google_compute_network.this.id
   description = "Syndeo ${var.cluster_name}: Ray between the cluster's own nodes only"
@@ -36,6 +39,7 @@ resource "google_compute_firewall" "ray" {
 
 resource "google_compute_firewall" "admin_ssh" {
   count         = length(var.admin_cidrs) > 0 ? 1 : 0
+  project       = var.project
   name          = "${local.name}-admin-ssh"
   network       = google_compute_network.this.id
   description   = "Syndeo ${var.cluster_name}: SSH from admin_cidrs (e.g. IAP's 35.235.240.0/20)"

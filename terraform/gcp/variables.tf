@@ -1,6 +1,8 @@
 # Inputs.  The shared ones (everything above "Google Cloud only") have the same names, types
 # and defaults in terraform/gcp and terraform/azure; tests/iac/test_interface.py
 # fails on drift.  Rules match syndeo/launcher/config.py and syndeo/core/nodeconfig.py.
+# Every variable with a default is nullable = false: null means the default, so a root
+# that passes every variable on (deploy/) leaves unset ones at their defaults.
 
 variable "cluster_name" {
   type        = string
@@ -61,6 +63,7 @@ variable "spot" {
   type        = bool
   default     = false
   description = "Run the nodes as Spot VMs (deleted on preemption, never restarted)."
+  nullable    = false
 }
 
 variable "disk_size_gb" {
@@ -71,6 +74,7 @@ variable "disk_size_gb" {
     condition     = var.disk_size_gb >= 30 && var.disk_size_gb <= 16384 && floor(var.disk_size_gb) == var.disk_size_gb
     error_message = "disk_size_gb must be a whole number from 30 to 16384 (the baked image is 30 GiB)."
   }
+  nullable = false
 }
 
 variable "network_cidr" {
@@ -81,12 +85,14 @@ variable "network_cidr" {
     condition     = can(cidrnetmask(var.network_cidr)) && try(tonumber(split("/", var.network_cidr)[1]) <= 20, false)
     error_message = "network_cidr must be an IPv4 CIDR of /20 or larger, e.g. 10.42.0.0/16."
   }
+  nullable = false
 }
 
 variable "create_bucket" {
   type        = bool
   default     = true
   description = "Create the rendezvous bucket (destroyed with the cluster); false uses the existing bucket_name."
+  nullable    = false
 }
 
 variable "bucket_name" {
@@ -102,6 +108,7 @@ variable "bucket_versioning" {
   type        = bool
   default     = false
   description = "Keep object versions in a bucket this module creates (records are short-lived; off by default)."
+  nullable    = false
 }
 
 variable "rendezvous_prefix" {
@@ -112,6 +119,7 @@ variable "rendezvous_prefix" {
     condition     = can(regex("^([A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*)?$", var.rendezvous_prefix))
     error_message = "rendezvous_prefix: '/'-separated segments of A-Z a-z 0-9 . _ - (no leading '.', no empty segment, no leading or trailing '/')."
   }
+  nullable = false
 }
 
 variable "record_expiry_days" {
@@ -122,6 +130,7 @@ variable "record_expiry_days" {
     condition     = var.record_expiry_days >= 1 && var.record_expiry_days <= 3650 && floor(var.record_expiry_days) == var.record_expiry_days
     error_message = "record_expiry_days must be a whole number from 1 to 3650."
   }
+  nullable = false
 }
 
 variable "labels" {
@@ -133,6 +142,7 @@ variable "labels" {
     can(regex("^[a-z][a-z0-9_-]{0,62}$", k)) && can(regex("^[a-z0-9_-]{0,63}$", v))])
     error_message = "labels: keys ^[a-z][a-z0-9_-]{0,62}$, values ^[a-z0-9_-]{0,63}$."
   }
+  nullable = false
 }
 
 variable "admin_cidrs" {
@@ -143,6 +153,7 @@ variable "admin_cidrs" {
     condition     = alltrue([for c in var.admin_cidrs : can(cidrhost(c, 0)) && try(tonumber(split("/", c)[1]) > 0, false)])
     error_message = "admin_cidrs: CIDRs only, and never the whole internet (0.0.0.0/0, ::/0)."
   }
+  nullable = false
 }
 
 # --- passed to terraform/modules/node (same rules as syndeo/launcher/config.py) ---
@@ -155,6 +166,7 @@ variable "cpus_per_node" {
     condition     = var.cpus_per_node >= 1 && var.cpus_per_node <= 1024 && floor(var.cpus_per_node) == var.cpus_per_node
     error_message = "cpus_per_node must be a whole number from 1 to 1024."
   }
+  nullable = false
 }
 
 variable "gpus_per_node" {
@@ -165,6 +177,7 @@ variable "gpus_per_node" {
     condition     = var.gpus_per_node >= 0 && var.gpus_per_node <= 64 && floor(var.gpus_per_node) == var.gpus_per_node
     error_message = "gpus_per_node must be a whole number from 0 to 64."
   }
+  nullable = false
 }
 
 variable "memory_mb_per_node" {
@@ -195,6 +208,7 @@ variable "join_timeout_s" {
     condition     = var.join_timeout_s > 0 && var.join_timeout_s <= 86400
     error_message = "join_timeout_s must be > 0 and <= 86400."
   }
+  nullable = false
 }
 
 variable "run" {
@@ -205,6 +219,7 @@ variable "run" {
     condition     = !strcontains(var.run, "\n") && !strcontains(var.run, "\r")
     error_message = "run must be a single line."
   }
+  nullable = false
 }
 
 variable "not_before" {
@@ -225,6 +240,7 @@ variable "image_path" {
     condition     = can(regex("^/[A-Za-z0-9._/+-]+$", var.image_path))
     error_message = "image_path must be an absolute path of A-Z a-z 0-9 . _ / + - characters."
   }
+  nullable = false
 }
 
 variable "image_digest" {
@@ -245,6 +261,7 @@ variable "extra_env" {
     condition     = alltrue([for k, v in var.extra_env : can(regex("^[A-Z_][A-Z0-9_]*$", k)) && !startswith(k, "SYNDEO_") && !strcontains(v, "\n")])
     error_message = "extra_env: names ^[A-Z_][A-Z0-9_]*$ not starting with SYNDEO_ (those come from the other variables), single-line values."
   }
+  nullable = false
 }
 
 variable "groups" {
@@ -284,12 +301,14 @@ variable "groups" {
     condition     = alltrue([for g in var.groups : g.instance_type == null || can(regex("^[a-z][a-z0-9]*-[a-z0-9-]+$", g.instance_type))])
     error_message = "groups: an instance_type must look like c3-standard-8 (or be null: instance_type)."
   }
+  nullable = false
 }
 
 variable "dashboard" {
   type        = bool
   default     = false
   description = "Run Ray's dashboard on the head, bound to 127.0.0.1 there (reach it through the admin path: port forwarding over SSM/IAP/Bastion)."
+  nullable    = false
 }
 
 variable "grown" {
@@ -307,6 +326,7 @@ variable "grown" {
     condition     = length(distinct([for g in var.grown : g.rank])) == length(var.grown)
     error_message = "grown: a rank is used twice."
   }
+  nullable = false
 }
 
 # --- Google Cloud only ---

@@ -11,7 +11,6 @@ terraform {
   }
 }
 
-provider "google" {
-  project = var.project
-  region  = var.region
-}
+# No provider block: the caller configures the provider, so that a caller may use this
+# module with count, for_each or depends_on.  deploy/ is the root `invoke deploy
+# --target gcp` applies.

@@ -11,6 +11,7 @@ Runs in a copy of terraform/ so that no .terraform/ or lock file lands in the re
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -44,7 +45,9 @@ def _init(folder: Path) -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("where", ["aws", "aws/examples/minimal"])
+@pytest.mark.parametrize(
+    "where", ["aws", "aws/deploy", "aws/examples/minimal", "aws/examples/fleet"]
+)
 def test_validate(tree: Path, where: str) -> None:
     env = _init(tree / where)
     out = hcl.run_tf("validate", "-no-color", cwd=tree / where, env=env)
@@ -61,3 +64,22 @@ def test_terraform_test(tree: Path) -> None:
     files = (tree / "aws" / "tests").glob("*.tftest.hcl")
     runs = sum(p.read_text().count('\nrun "') for p in files)
     assert runs >= 10 and f"Success! {runs} passed, 0 failed." in out.stdout, out.stdout
+
+
+def test_every_taggable_resource_carries_the_cluster_tags(tree: Path) -> None:
+    """The caller's provider may set no default_tags, so each resource names the
+    cluster's tags itself: the deployer policy allows creating and deleting only what
+    carries ``syndeo-cluster``, and teardown finds leftovers by it.  Which resources take
+    tags comes from the real provider's schema."""
+    env = _init(tree / "aws")
+    out = hcl.run_tf("providers", "schema", "-json", cwd=tree / "aws", env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    schemas = json.loads(out.stdout)["provider_schemas"]
+    aws = schemas["registry.terraform.io/hashicorp/aws"]["resource_schemas"]
+    taggable = []
+    for path in sorted((hcl.TERRAFORM / "aws").glob("*.tf")):
+        for rtype, name, body in hcl.resources(path):
+            if "tags" in aws[rtype]["block"]["attributes"]:
+                taggable.append(f"{rtype}.{name}")
+                assert "local.tags" in str(body.get("tags")), f"{rtype}.{name} has no local.tags"
+    assert len(taggable) >= 15, taggable

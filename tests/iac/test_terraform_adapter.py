@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,62 @@ def test_interrupt_stops_gracefully_and_keeps_state(module: Path, tmp_path: Path
 
 def _log(tf: Terraform) -> str:
     return tf.ws.log.read_text(errors="replace") if tf.ws.log.exists() else ""
+
+
+def test_clusters_share_one_provider_download(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each cluster has its own .terraform, but the provider (hashicorp/aws: ~675 MB)
+    is installed once, in ~/.syndeo/terraform-plugins, and linked from each; a cache the
+    user configured in the CLI config is left to Terraform."""
+    mirror = Path("/opt/tf-plugins")
+    assert (mirror / "registry.terraform.io" / "hashicorp" / "aws").is_dir(), (
+        "the hashicorp/aws mirror is part of this machine image"
+    )
+    import shutil
+
+    from syndeo.launcher.targets.terraform import terraform_root
+
+    root = tmp_path / "deploy"  # the AWS root (the provider and its lock file only)
+    root.mkdir()
+    src = terraform_root() / "aws" / "deploy"
+    shutil.copy(src / "versions.tf", root / "versions.tf")
+    shutil.copy(src / ".terraform.lock.hcl", root / ".terraform.lock.hcl")
+    (root / "variables.tf").write_text(
+        'variable "region" { default = "us-east-1" }\nvariable "api_max_retries" { default = 1 }\n'
+    )
+    # A packed mirror (the provider as the registry ships it, a zip): Terraform unpacks
+    # it into the cache as it would a download.  (An unpacked mirror would be linked
+    # from where it is, and would show nothing about the cache.)
+    unpacked = mirror / "registry.terraform.io" / "hashicorp" / "aws" / "5.100.0" / "linux_amd64"
+    packed = tmp_path / "mirror" / "registry.terraform.io" / "hashicorp" / "aws"
+    packed.mkdir(parents=True)
+    zip_path = packed / "terraform-provider-aws_5.100.0_linux_amd64.zip"
+    with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_STORED) as zf:
+        for f in unpacked.iterdir():
+            zf.write(f, f.name)
+    rc = tmp_path / "terraformrc"
+    rc.write_text(
+        f'provider_installation {{\n  filesystem_mirror {{\n    path = "{tmp_path / "mirror"}"\n'
+        "  }\n}\n"
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TF_CLI_CONFIG_FILE", str(rc))
+    monkeypatch.delenv("TF_PLUGIN_CACHE_DIR", raising=False)
+    cache = home / ".syndeo" / "terraform-plugins"
+    binaries = []
+    for name in ("c1", "c2"):
+        tf = Terraform(Workspace(root, tmp_path / name / "terraform"))
+        tf.init()
+        found = list(tf.ws.data_dir.glob("providers/registry.terraform.io/hashicorp/aws/*/*"))
+        assert len(found) == 1, found
+        binaries.append(found[0])
+    for linked in binaries:
+        assert linked.is_symlink() and linked.resolve().is_relative_to(cache.resolve()), linked
+    assert cache.stat().st_mode & 0o777 == 0o700
+    # A plugin_cache_dir of the user's own: Terraform's business, ours is not set.
+    rc.write_text(rc.read_text() + f'plugin_cache_dir = "{tmp_path / "theirs"}"\n')
+    tf = Terraform(Workspace(root, tmp_path / "c3" / "terraform"))
+    assert "TF_PLUGIN_CACHE_DIR" not in tf.env

@@ -101,9 +101,6 @@ CLOUD_CASES: dict[str, list[tuple[Any, ...]]] = {
     "aws": [
         ("permissions_boundary", "arn:aws:iam::123456789012:policy/syndeo-node-boundary", True),
         ("permissions_boundary", "syndeo-node-boundary", False),
-        ("api_max_retries", 3, True),
-        ("api_max_retries", 2.5, False),
-        ("api_max_retries", 101, False),
         ("image", "ami-xyz", False),
         ("region", "eu-central-1", True),
         ("region", "westeurope", False),
@@ -193,3 +190,29 @@ def test_variable_validation(cloud: str, tmp_path: Path) -> None:
     failed = re.findall(r'run "([^"]+)"\.\.\. fail', out.stdout)
     assert out.returncode == 0, f"failed runs {failed}:\n{out.stdout[-4000:]}{out.stderr[-2000:]}"
     assert f"Success! {runs} passed, 0 failed." in out.stdout, out.stdout[-2000:]
+
+
+# The deploy/ roots' own settings (the provider's; every other variable is the module's).
+ROOT_CASES: dict[str, list[tuple[str, Any, bool]]] = {
+    "aws": [("api_max_retries", 3, True), ("api_max_retries", 2.5, False),
+            ("api_max_retries", 101, False), ("api_max_retries", None, True)],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("cloud", sorted(ROOT_CASES))
+def test_deploy_root_validation(cloud: str, tmp_path: Path) -> None:
+    shutil.copy(hcl.TERRAFORM / cloud / "deploy" / "variables.tf", tmp_path / "variables.tf")
+    (tmp_path / "main.tf").write_text("")
+    lines = ['run "baseline" {', "  command = plan", "}"]
+    for i, (name, value, ok) in enumerate(ROOT_CASES[cloud]):
+        lines += [f'run "case_{i}_{name}" {{', "  command = plan", "  variables {",
+                  f"    {name} = {_hcl_value(value)}", "  }"]  # fmt: skip
+        lines += [] if ok else [f"  expect_failures = [var.{name}]"]
+        lines.append("}")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "root.tftest.hcl").write_text("\n".join(lines) + "\n")
+    env = {**hcl.TF_ENV, "TF_DATA_DIR": str(tmp_path / ".terraform")}
+    assert hcl.run_tf("init", "-backend=false", cwd=tmp_path, env=env).returncode == 0
+    out = hcl.run_tf("test", "-no-color", cwd=tmp_path, env=env)
+    runs = len(ROOT_CASES[cloud]) + 1
+    assert f"Success! {runs} passed, 0 failed." in out.stdout, out.stdout[-2000:] + out.stderr

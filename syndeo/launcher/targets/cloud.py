@@ -65,6 +65,10 @@ class CloudTarget(TerraformTarget):
 
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         super().__init__(cfg, echo)
+        # terraform/<cloud> is a module without a provider block (a caller may use it with
+        # count/for_each); its deploy/ root configures the provider and passes every
+        # variable on, so the tfvars are the module's own variables.
+        self.module_dir = self.module_dir / "deploy"
         if cfg.container is not None:
             raise ConfigError(
                 f"{self.name}: nodes run the SIF baked into the VM image (--image); "

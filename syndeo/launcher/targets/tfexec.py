@@ -14,6 +14,7 @@ clusters from one module never share state and ``invoke down`` finds it later.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -30,6 +31,7 @@ from syndeo.core.errors import TargetError
 # Terraform exits on its own after a graceful stop; this bounds the wait for it.
 INTERRUPT_GRACE_S = 120.0
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_PLUGIN_CACHE = re.compile(r"^\s*plugin_cache_dir\s*=", re.M)
 # State is local to the cluster dir (-state), never in a backend of the module's.
 INIT_OPTIONS: dict[str, Any] = {"backend": False}
 
@@ -118,17 +120,29 @@ class Terraform:
         }
         # A CLI config file that does not exist makes every command warn.
         cli_cfg = self.env.get("TF_CLI_CONFIG_FILE")
+        cli_text = ""
         if cli_cfg:
             try:
                 if not Path(cli_cfg).exists():
                     self.env["TF_CLI_CONFIG_FILE"] = os.devnull
                 else:
-                    Path(cli_cfg).read_bytes()
+                    cli_text = Path(cli_cfg).read_text(errors="replace")
             except OSError as exc:  # set machine-wide to a file only root can read
                 raise TerraformError(
                     f"TF_CLI_CONFIG_FILE={cli_cfg} cannot be read ({exc.strerror}): unset it "
                     "or point it at a Terraform CLI config you can read"
                 ) from None
+        else:
+            with contextlib.suppress(OSError):
+                cli_text = (Path.home() / ".terraformrc").read_text(errors="replace")
+        # One provider download for all clusters (the AWS provider is ~675 MB): each
+        # cluster's .terraform links into the cache instead of holding a copy.  A cache
+        # the user set up (TF_PLUGIN_CACHE_DIR, or plugin_cache_dir in the CLI config,
+        # which the variable would override) is left as it is.
+        self._own_cache: Path | None = None
+        if not self.env.get("TF_PLUGIN_CACHE_DIR") and not _PLUGIN_CACHE.search(cli_text):
+            self._own_cache = Path.home() / ".syndeo" / "terraform-plugins"
+            self.env["TF_PLUGIN_CACHE_DIR"] = str(self._own_cache)
         self.echo = echo
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -164,6 +178,8 @@ class Terraform:
     # ------------------------------------------------------------------ running
     def _run(self, argv: list[str], what: str) -> str:
         self.ws.cluster_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self._own_cache is not None:  # Terraform does not create it (nor a dry run)
+            self._own_cache.mkdir(mode=0o700, parents=True, exist_ok=True)
         with open(self.ws.log, "ab") as log:
             log.write(f"\n$ {' '.join(argv)}\n".encode())
             log.flush()

@@ -3,6 +3,12 @@
 # /opt/tf-plugins.
 
 mock_provider "aws" {
+  # The caller's provider region (the module checks it against var.region).
+  mock_data "aws_region" {
+    defaults = {
+      name = "eu-central-1"
+    }
+  }
   # DescribeInstanceTypeOfferings by zone, one (location, type) pair per offering:
   # c7i.2xlarge everywhere, m7i.large in a and c, g5.xlarge in c only, so a cluster of
   # all three fits in eu-central-1c alone.  (A mock ignores the request's filter, so
@@ -556,4 +562,17 @@ run "zone_kept_once_created" {
     condition     = aws_subnet.nodes.availability_zone == "eu-central-1a"
     error_message = "the subnet keeps the zone it was created in"
   }
+}
+
+# The provider is the caller's: one configured for another region than var.region is
+# refused before anything is created (the nodes would be told the wrong region).
+run "refuses_a_provider_in_another_region" {
+  command = plan
+  override_data {
+    target = data.aws_region.current
+    values = {
+      name = "us-east-1"
+    }
+  }
+  expect_failures = [aws_vpc.this]
 }

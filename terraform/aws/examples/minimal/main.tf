@@ -12,6 +12,11 @@ variable "bucket_name" {
   description = "Globally unique name for the rendezvous bucket."
 }
 
+# The module has no provider block: its caller configures the provider.
+provider "aws" {
+  region = "us-east-1"
+}
+
 module "syndeo" {
   source        = "../.."
   cluster_name  = "demo"

@@ -18,6 +18,18 @@ variable "admin_ssh_public_key" {
   description = "OpenSSH public key of the VMs' admin user (e.g. the .pub of `ssh-keygen -t ed25519`; keep or discard the private half)."
 }
 
+# The module has no provider block: its caller configures the provider (the settings
+# terraform/azure needs are explained in ../../deploy/versions.tf).
+provider "azurerm" {
+  features {
+    storage {
+      data_plane_available = false
+    }
+  }
+  storage_use_azuread             = true
+  resource_provider_registrations = "none"
+}
+
 module "syndeo" {
   source        = "../.."
   cluster_name  = "demo"

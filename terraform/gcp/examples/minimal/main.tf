@@ -17,6 +17,12 @@ variable "bucket_name" {
   description = "Globally unique name for the rendezvous bucket."
 }
 
+# The module has no provider block: its caller configures the provider.
+provider "google" {
+  project = var.project
+  region  = "us-central1"
+}
+
 module "syndeo" {
   source        = "../.."
   project       = var.project
