@@ -12,6 +12,7 @@ Nothing here reaches a real cloud.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -116,13 +117,41 @@ def test_aws_check_refuses_a_type_not_offered(aws: Any) -> None:
         check_deployment(_aws_cfg(image, itype="x9z.huge"))
 
 
-class _ServiceQuotas(BaseHTTPRequestHandler):
+class _Fake(BaseHTTPRequestHandler):
+    """A local stand-in for one cloud API: its replies, and no request log."""
+
+    content_type: ClassVar[str] = "application/json"
+
+    def _send(self, status: int, data: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", self.content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` answering on a free port of 127.0.0.1; its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+
+
+class _ServiceQuotas(_Fake):
     """Service Quotas' GetServiceQuota (JSON 1.1: POST, X-Amz-Target
     ServiceQuotasV20190624.GetServiceQuota), which moto answers only for VPC quotas.  The
     reply's shape is the API reference's and the AWS CLI guide's example
     (get-aws-default-service-quota for L-1216C47A: {"Quota": {..., "Value": 5.0}});
     an unknown code is its NoSuchResourceException."""
 
+    content_type = "application/x-amz-json-1.1"
     values: ClassVar[dict[str, float]] = {}
     asked: ClassVar[list[str]] = []
 
@@ -140,27 +169,15 @@ class _ServiceQuotas(BaseHTTPRequestHandler):
         else:
             status = 400
             reply = {"__type": "NoSuchResourceException", "message": f"no quota {code}"}
-        data = json.dumps(reply).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/x-amz-json-1.1")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *_args: Any) -> None:
-        pass
+        self._send(status, json.dumps(reply).encode())
 
 
 @pytest.fixture
 def quotas(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_ServiceQuotas]]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _ServiceQuotas)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setenv("AWS_ENDPOINT_URL_SERVICE_QUOTAS", f"http://127.0.0.1:{server.server_port}")
-    _ServiceQuotas.values, _ServiceQuotas.asked = {}, []
-    try:
+    with _serving(_ServiceQuotas) as url:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_SERVICE_QUOTAS", url)
+        _ServiceQuotas.values, _ServiceQuotas.asked = {}, []
         yield _ServiceQuotas
-    finally:
-        server.shutdown()
 
 
 def test_aws_check_counts_the_clusters_vcpus_against_the_quota_in_use(
@@ -196,40 +213,198 @@ def test_aws_check_spot_counts_against_the_spot_quota_and_an_unread_one_is_said(
     assert "Spot G and VT instances vCPU quota not read" in text
 
 
+class _Iam(_Fake):
+    """IAM's SimulatePrincipalPolicy, which moto does not implement: the Query API (a
+    form-encoded POST) answered with the XML the IAM API reference shows
+    (SimulatePrincipalPolicyResponse/SimulatePrincipalPolicyResult/EvaluationResults/member
+    with EvalActionName, EvalDecision, MissingContextValues; API_SimulatePrincipalPolicy
+    and API_EvaluationResult).  ``denied`` actions are implicitDeny; with ``refuse`` the
+    caller may not simulate (AccessDenied)."""
+
+    content_type = "text/xml"
+    denied: ClassVar[set[str]] = set()
+    refuse: ClassVar[bool] = False
+    asked: ClassVar[dict[str, list[str]]] = {}
+
+    def do_POST(self) -> None:
+        from urllib.parse import parse_qs
+
+        form = parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+        assert form["Action"] == ["SimulatePrincipalPolicy"], form["Action"]
+        self.asked.clear()
+        for key, values in sorted(form.items()):
+            self.asked.setdefault(key.split(".")[0], []).extend(values)
+        if self.refuse:
+            return self._send(403, (
+                b'<ErrorResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/"><Error>'
+                b"<Type>Sender</Type><Code>AccessDenied</Code><Message>User is not authorized "
+                b"to perform: iam:SimulatePrincipalPolicy</Message></Error>"
+                b"<RequestId>1</RequestId></ErrorResponse>"
+            ))  # fmt: skip
+        actions = [form[f"ActionNames.member.{n}"][0]
+                   for n in range(1, 1000) if f"ActionNames.member.{n}" in form]  # fmt: skip
+        members = "".join(
+            f"<member><EvalActionName>{a}</EvalActionName><EvalResourceName>*</EvalResourceName>"
+            f"<EvalDecision>{'implicitDeny' if a in self.denied else 'allowed'}</EvalDecision>"
+            "<MatchedStatements/><MissingContextValues/></member>"
+            for a in actions
+        )
+        self._send(200, (
+            '<SimulatePrincipalPolicyResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/">'
+            f"<SimulatePrincipalPolicyResult><IsTruncated>false</IsTruncated>"
+            f"<EvaluationResults>{members}</EvaluationResults></SimulatePrincipalPolicyResult>"
+            "<ResponseMetadata><RequestId>1</RequestId></ResponseMetadata>"
+            "</SimulatePrincipalPolicyResponse>"
+        ).encode())  # fmt: skip
+
+
+@pytest.fixture
+def iam(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_Iam]]:
+    """The fake IAM, and the caller as an assumed role (a session of role "deployer"
+    made by moto's STS), as a deployer usually is."""
+    import boto3
+
+    handler = type("Handler", (_Iam,), {"denied": set(), "refuse": False, "asked": {}})
+    session = boto3.client("sts", region_name="us-east-1").assume_role(
+        RoleArn="arn:aws:iam::123456789012:role/deployer", RoleSessionName="me"
+    )["Credentials"]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", session["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", session["SecretAccessKey"])
+    monkeypatch.setenv("AWS_SESSION_TOKEN", session["SessionToken"])
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # it keeps the first credentials
+    with _serving(handler) as url:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_IAM", url)
+        yield handler
+
+
+def test_aws_check_simulates_the_deployer_policy_for_the_callers_role(
+    aws: Any, iam: type[_Iam]
+) -> None:
+    """SimulatePrincipalPolicy for the role behind the caller's session, with the deployer
+    policy's named actions; a denied one is one line naming it and the policy file; an
+    IAM that will not simulate is said in the summary, not fatal."""
+    policy = json.loads(
+        (Path(__file__).resolve().parents[2] / "terraform/aws/deployer-policy.json").read_text()
+    )
+    allows = [st["Action"] for st in policy["Statement"] if st["Effect"] == "Allow"]
+    named = {a for action in allows for a in ([action] if isinstance(action, str) else action)}
+    image = _ami(aws, "b" * 64)
+    text = "\n".join(check_deployment(_aws_cfg(image)))
+    assert f"{len(named)} actions of terraform/aws/deployer-policy.json allowed" in text
+    assert iam.asked["PolicySourceArn"] == ["arn:aws:iam::123456789012:role/deployer"]
+    assert set(iam.asked["ActionNames"]) == named and iam.asked["ResourceArns"] == ["*"]
+    # The keys the policy's conditions read, as a deploy's requests carry them.
+    boundary = "arn:aws:iam::123456789012:policy/syndeo-node-boundary"
+    assert {"iam:PermissionsBoundary", boundary, "aws:RequestedRegion", "us-east-1"} <= set(
+        iam.asked["ContextEntries"]
+    )
+    iam.denied = {"ec2:RunInstances", "iam:PassRole"}
+    with pytest.raises(ConfigError) as denied:
+        check_deployment(_aws_cfg(image))
+    assert str(denied.value) == (
+        "aws: arn:aws:iam::123456789012:role/deployer is not allowed 2 action(s) terraform/aws "
+        "needs: ec2:RunInstances, iam:PassRole: attach terraform/aws/deployer-policy.json "
+        "(ACCOUNT_ID and REGION filled in) to it"
+    )
+    iam.refuse = True
+    text = "\n".join(check_deployment(_aws_cfg(image)))
+    assert "permissions not checked (An error occurred (AccessDenied)" in text
+
+
+def test_aws_check_without_simulation_says_so(aws: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto has no SimulatePrincipalPolicy (it answers a 500 page): for an IAM user the
+    check still passes and says the permissions were not checked."""
+    import boto3
+
+    image = _ami(aws, "c" * 64)
+    iam = boto3.client("iam", region_name="us-east-1")
+    iam.create_user(UserName="deployer")
+    key = iam.create_access_key(UserName="deployer")["AccessKey"]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    text = "\n".join(check_deployment(_aws_cfg(image)))
+    assert "identity arn:aws:iam::123456789012:user/deployer" in text
+    assert "permissions not checked (" in text
+
+
+def test_principal_of_an_assumed_role_session_is_the_role() -> None:
+    from syndeo.launcher.targets.awscheck import principal_arn
+
+    assert principal_arn("arn:aws:sts::123456789012:assumed-role/Dep/me@x") == (
+        "arn:aws:iam::123456789012:role/Dep"
+    )
+    assert principal_arn("arn:aws:iam::123456789012:user/ops/alice") == (
+        "arn:aws:iam::123456789012:user/ops/alice"
+    )
+    assert principal_arn("arn:aws:iam::123456789012:root") is None
+
+
 # ------------------------------------------------------------------ Google Cloud (fake)
-class _ServiceUsage(BaseHTTPRequestHandler):
+_C3 = {"kind": "compute#machineType", "name": "c3-standard-8", "guestCpus": 8}
+
+
+class _ServiceUsage(_Fake):
+    """Google's REST calls the check makes, answered as their references show them (the
+    shapes and their sources: syndeo/launcher/targets/gcpcheck.py's docstring)."""
+
     enabled: ClassVar[set[str]] = set()
     # Compute v1 images by their path (projects/P/global/images/[family/]NAME) -> the
     # Image's description (images.get / getFromFamily reply: an Image resource,
     # https://cloud.google.com/compute/docs/reference/rest/v1/images/get).
     images: ClassVar[dict[str, str]] = {}
+    # regions.get: the region's zones and its quotas [{metric, limit, usage}]; machineTypes.get:
+    # a MachineType per zone and type (404 where the zone does not offer it).
+    zones: ClassVar[list[str]] = []
+    quotas: ClassVar[list[dict[str, Any]]] = []
+    machine_types: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {}
+    # projects.testIamPermissions: what the caller holds (None: whatever is asked); a
+    # status other than 200 stands for an API that cannot be asked.
+    granted: ClassVar[set[str] | None] = None
+    iam_status: ClassVar[int] = 200
+    asked: ClassVar[list[str]] = []
 
     def do_GET(self) -> None:
         if self.path.startswith("/compute/v1/"):
-            found = self.images.get(self.path.removeprefix("/compute/v1/"))
-            if found is None:
-                self.send_error(404)
-                return
-            image = {"kind": "compute#image", "name": self.path.rsplit("/", 1)[-1],
-                     "status": "READY", "description": found}  # fmt: skip
-            return self._reply(json.dumps(image).encode())
+            return self._compute(self.path.removeprefix("/compute/v1/"))
         parts = self.path.strip("/").split("/")  # v1/projects/P/services/NAME
         name = parts[-1]
         body = json.dumps({
             "name": f"projects/123/services/{name}", "parent": "projects/123",
             "state": "ENABLED" if name in self.enabled else "DISABLED",
         }).encode()  # fmt: skip
-        self._reply(body)
+        self._send(200, body)
 
-    def _reply(self, body: bytes) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+    def _compute(self, path: str) -> None:
+        parts = path.split("/")  # projects/P/(regions/R | zones/Z/machineTypes/T | global/…)
+        if parts[2:3] == ["regions"]:
+            region = {"kind": "compute#region", "name": parts[3], "quotas": self.quotas,
+                      "zones": [f"https://www.googleapis.com/compute/v1/projects/{parts[1]}"
+                                f"/zones/{z}" for z in self.zones]}  # fmt: skip
+            return self._send(200, json.dumps(region).encode())
+        if parts[2:3] == ["zones"]:
+            found = self.machine_types.get(parts[3], {}).get(parts[5])
+        else:
+            description = self.images.get(path)
+            found = None if description is None else {
+                "kind": "compute#image", "name": parts[-1], "status": "READY",
+                "description": description,
+            }  # fmt: skip
+        if found is None:
+            self.send_error(404)
+            return
+        self._send(200, json.dumps(found).encode())
 
-    def log_message(self, *args: Any) -> None:
-        pass
+    def do_POST(self) -> None:
+        # /crm/v1/projects/P:testIamPermissions {"permissions": [...]}
+        assert self.path.endswith(":testIamPermissions"), self.path
+        wanted = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["permissions"]
+        self.asked[:] = wanted
+        if self.iam_status != 200:
+            self.send_error(self.iam_status)
+            return
+        held = [p for p in wanted if self.granted is None or p in self.granted]
+        self._send(200, json.dumps({"permissions": held} if held else {}).encode())
 
 
 @pytest.fixture
@@ -237,25 +412,28 @@ def serviceusage(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_ServiceUsage
     import google.auth
     from google.auth.credentials import AnonymousCredentials
 
-    handler = type("Handler", (_ServiceUsage,), {"enabled": set(), "images": {}})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setenv("SYNDEO_GCP_SERVICEUSAGE_URL", f"http://127.0.0.1:{server.server_port}/v1")
-    monkeypatch.setenv(
-        "SYNDEO_GCP_COMPUTE_URL", f"http://127.0.0.1:{server.server_port}/compute/v1"
-    )
+    handler = type("Handler", (_ServiceUsage,), {
+        "enabled": set(), "images": {}, "granted": None, "iam_status": 200, "asked": [],
+        "zones": ["us-central1-a", "us-central1-b", "us-central1-c"],
+        "quotas": [{"metric": "CPUS", "limit": 24.0, "usage": 0.0},
+                   {"metric": "C3_CPUS", "limit": 24.0, "usage": 0.0},
+                   {"metric": "PREEMPTIBLE_CPUS", "limit": 0.0, "usage": 0.0}],
+        "machine_types": {"us-central1-a": {"c3-standard-8": _C3}},
+    })  # fmt: skip
     anonymous = AnonymousCredentials()  # type: ignore[no-untyped-call]
     monkeypatch.setattr(google.auth, "default", lambda **_: (anonymous, "proj-1"))
-    try:
+    with _serving(handler) as url:
+        monkeypatch.setenv("SYNDEO_GCP_SERVICEUSAGE_URL", f"{url}/v1")
+        monkeypatch.setenv("SYNDEO_GCP_COMPUTE_URL", f"{url}/compute/v1")
+        monkeypatch.setenv("SYNDEO_GCP_RESOURCEMANAGER_URL", f"{url}/crm/v1")
         yield handler
-    finally:
-        server.shutdown()
 
 
-def _gcp_cfg() -> Any:
+def _gcp_cfg(**settings: Any) -> Any:
+    over = {"vm_instance_type": "c3-standard-8", **settings}
     return load_config(
-        None, target="gcp", nodes=2, vm_instance_type="c3-standard-8", vm_region="us-central1",
-        vm_image="projects/p/global/images/syndeo", rendezvous=None,
+        None, target="gcp", nodes=2, vm_region="us-central1",
+        vm_image="projects/p/global/images/syndeo", rendezvous=None, **over,
     )  # fmt: skip
 
 
@@ -292,6 +470,100 @@ def test_gcp_check_reads_the_image_digest(
     target = cast(CloudTarget, get_target(_gcp_cfg()))
     line = target.check_credentials()
     assert target.baked_digest == "c" * 64 and "SIF sha256 cccccccccccc" in line
+
+
+@pytest.fixture
+def gcp_ready(
+    serviceusage: type[_ServiceUsage], monkeypatch: pytest.MonkeyPatch
+) -> type[_ServiceUsage]:
+    """A project whose APIs are on and whose image exists: what follows is issue 20's."""
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "proj-1")
+    serviceusage.enabled.update({"compute.googleapis.com", "iam.googleapis.com"})
+    serviceusage.images["projects/p/global/images/syndeo"] = "syndeo SIF sha256:" + "c" * 64
+    return serviceusage
+
+
+def _gcp_line(**settings: Any) -> str:
+    return next(line for line in check_deployment(_gcp_cfg(**settings)) if "credentials" in line)
+
+
+def test_gcp_check_refuses_a_machine_type_the_zone_does_not_offer(
+    gcp_ready: type[_ServiceUsage],
+) -> None:
+    """machineTypes.get in the zone the cluster goes to (the user's, else the region's
+    first by name, terraform/gcp's pick); a 404 is one line naming a zone that offers it
+    or the command that lists them."""
+    assert "c3-standard-8 offered in us-central1-a" in _gcp_line()
+    gcp_ready.machine_types = {"us-central1-b": {"c3-standard-8": _C3}}
+    with pytest.raises(ConfigError) as moved:
+        check_deployment(_gcp_cfg())
+    assert str(moved.value).startswith(
+        "gcp: machine type c3-standard-8 is not offered in us-central1-a, the zone "
+        'terraform/gcp takes first: set [gcp] zone = "us-central1-b"'
+    )
+    assert "c3-standard-8 offered in us-central1-b" in _gcp_line(vm_zone="us-central1-b")
+    with pytest.raises(ConfigError) as nowhere:
+        check_deployment(_gcp_cfg(vm_zone="us-central1-c"))
+    message = str(nowhere.value)
+    assert "not offered in us-central1-c: pick another type" in message
+    assert "`gcloud compute machine-types list --filter=name=c3-standard-8`" in message
+    assert "\n" not in message
+
+
+def test_gcp_check_counts_vcpus_and_gpus_against_the_regions_quotas(
+    gcp_ready: type[_ServiceUsage],
+) -> None:
+    """regions.get's quotas less their usage: C3 counts against C3_CPUS, spot against
+    PREEMPTIBLE_CPUS once the region grants it, a G2 VM's L4 against NVIDIA_L4_GPUS."""
+    assert "16 of 24 free C3_CPUS" in _gcp_line()  # 2 x c3-standard-8
+    gcp_ready.quotas = [{"metric": "C3_CPUS", "limit": 24.0, "usage": 10.0},
+                        {"metric": "PREEMPTIBLE_CPUS", "limit": 64.0, "usage": 0.0}]  # fmt: skip
+    with pytest.raises(ConfigError) as short:
+        check_deployment(_gcp_cfg())
+    assert str(short.value).startswith(
+        "gcp: the cluster needs 16 C3_CPUS in us-central1, but the quota is 24 with 10 in "
+        "use: ask for more (metric C3_CPUS, region us-central1: https://console.cloud."
+        "google.com/iam-admin/quotas?project=proj-1) or use fewer or smaller nodes"
+    )
+    assert "16 of 64 free PREEMPTIBLE_CPUS" in _gcp_line(vm_spot=True)
+    g2 = {
+        "kind": "compute#machineType",
+        "name": "g2-standard-8",
+        "guestCpus": 8,
+        "accelerators": [{"guestAcceleratorType": "nvidia-l4", "guestAcceleratorCount": 1}],
+    }
+    gcp_ready.machine_types["us-central1-a"]["g2-standard-8"] = g2
+    gcp_ready.quotas = [{"metric": "CPUS", "limit": 24.0, "usage": 0.0},
+                        {"metric": "NVIDIA_L4_GPUS", "limit": 1.0, "usage": 0.0}]  # fmt: skip
+    with pytest.raises(ConfigError, match="needs 2 NVIDIA_L4_GPUS in us-central1, but the "
+                                          "quota is 1 with 0 in use"):  # fmt: skip
+        check_deployment(_gcp_cfg(vm_instance_type="g2-standard-8"))
+    gcp_ready.quotas[1]["limit"] = 4.0
+    line = _gcp_line(vm_instance_type="g2-standard-8")
+    assert "16 of 24 free CPUS; 2 of 4 free NVIDIA_L4_GPUS" in line
+
+
+def test_gcp_check_names_the_permissions_the_caller_lacks(
+    gcp_ready: type[_ServiceUsage],
+) -> None:
+    """testIamPermissions with deployer-role.yaml's own list; missing ones are one line
+    naming them and the role file; an API that cannot be asked is said, not fatal."""
+    import yaml
+
+    role = Path(__file__).resolve().parents[2] / "terraform" / "gcp" / "deployer-role.yaml"
+    wanted = yaml.safe_load(role.read_text())["includedPermissions"]
+    assert f"all {len(wanted)} permissions of terraform/gcp/deployer-role.yaml held" in _gcp_line()
+    assert gcp_ready.asked == wanted
+    gcp_ready.granted = set(wanted) - {"compute.instances.create", "storage.buckets.create"}
+    with pytest.raises(ConfigError) as lacking:
+        check_deployment(_gcp_cfg())
+    assert str(lacking.value) == (
+        "gcp: the caller lacks 2 permission(s) terraform/gcp needs in project proj-1: "
+        "compute.instances.create, storage.buckets.create: grant the role in "
+        "terraform/gcp/deployer-role.yaml (the gcloud commands at its top)"
+    )
+    gcp_ready.iam_status = 403
+    assert "permissions not checked (testIamPermissions: HTTP 403)" in _gcp_line()
 
 
 def test_azure_check_reads_the_image_digest_tag(

@@ -115,10 +115,10 @@ class AwsTarget(CloudTarget):
             summary["api_endpoint"] = endpoint
         return summary
 
-    def _client(self, service: str, region: str | None = None) -> Any:
+    def _client(self, service: str, region: str | None = None, **kwargs: Any) -> Any:
         import boto3
 
-        return boto3.client(service, region_name=region or self.settings.region)
+        return boto3.client(service, region_name=region or self.settings.region, **kwargs)
 
     def check_credentials(self) -> str:
         """Before anything is created: who we are, and that the image and the instance
@@ -176,8 +176,20 @@ class AwsTarget(CloudTarget):
         )
         return (
             f"identity {who}; image {s.image} in {s.region} ({digest}); "
-            f"{', '.join(offered)} offered in {s.zone or s.region}; {self._quota_headroom(ec2)}"
+            f"{', '.join(offered)} offered in {s.zone or s.region}; {self._quota_headroom(ec2)}; "
+            f"{self._permissions(who)}"
         )
+
+    def _permissions(self, who: str) -> str:
+        """The deployer policy's actions, simulated by IAM for the caller (awscheck.py)."""
+        from botocore.config import Config
+
+        from syndeo.launcher.targets.awscheck import denied_actions
+
+        # One retry at most: an IAM without the call (an emulator) must not hold up check.
+        iam = self._client("iam", config=Config(retries={"max_attempts": 2, "mode": "standard"}))
+        s = self.settings
+        return denied_actions(iam, who, str(s.region), s.permissions_boundary)
 
     def _quota_headroom(self, ec2: Any) -> str:
         """The cluster's vCPUs against the region's vCPU quota of each instance class, less
@@ -235,15 +247,9 @@ class AwsTarget(CloudTarget):
 
     def _type_counts(self) -> dict[str, int]:
         """Instances of each type the cluster starts with."""
-        s, layout = self.settings, self.cfg.layout
-        if layout is None:
-            return {s.instance_type or "": self.cfg.nodes}
-        types = self._group_types(layout)
-        counts: dict[str, int] = {}
-        for g in layout.groups:
-            itype = types.get(g.name) or s.instance_type or ""
-            counts[itype] = counts.get(itype, 0) + g.nodes
-        return counts
+        from syndeo.launcher.targets.cloudcheck import type_counts
+
+        return type_counts(self)
 
     def _instance_types(self) -> list[str]:
         types = self._group_types(self.cfg.layout)

@@ -62,8 +62,26 @@ class GcpTarget(CloudTarget):
         digest = f"SIF sha256 {self.baked_digest[:12]}" if self.baked_digest else "no SIF digest"
         return (
             f"credentials {who}; project {project}: {', '.join(REQUIRED_APIS)} enabled; "
-            f"image {self.settings.image} ({digest})"
+            f"image {self.settings.image} ({digest}); {self._preflight(credentials, project)}"
         )
+
+    def _preflight(self, credentials: Any, project: str) -> str:
+        """The machine types offered in the cluster's zone, the region's quota headroom
+        and the deployer's permissions (gcpcheck.py), before anything is created."""
+        from syndeo.launcher.targets import gcpcheck
+        from syndeo.launcher.targets.cloudcheck import type_counts
+
+        s = self.settings
+        api = gcpcheck.Api(credentials)
+        compute = os.environ.get("SYNDEO_GCP_COMPUTE_URL", COMPUTE_URL).rstrip("/")
+        region = api.call(f"{compute}/projects/{project}/regions/{s.region}")
+        counts = type_counts(self)
+        zones = gcpcheck.zones_to_try(region, s.zone)
+        found, offered = gcpcheck.machine_types(api, compute, project, zones, sorted(counts))
+        quota = gcpcheck.quota_headroom(region, found, counts, s.spot, (project, str(s.region)))
+        base = os.environ.get("SYNDEO_GCP_RESOURCEMANAGER_URL", gcpcheck.RESOURCEMANAGER_URL)
+        rights = gcpcheck.missing_permissions(api, base.rstrip("/"), project)
+        return f"{offered}; {quota}; {rights}"
 
     def _read_digest(self, credentials: Any) -> None:
         """The image exists, and the SIF digest packer/cloud wrote into its description
