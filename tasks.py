@@ -56,7 +56,7 @@ def _cluster_options(
     object_store_mb_per_node: int | None, cluster_id: str | None, rendezvous: str | None,
     join_timeout: float | None, container: str | None, workdir: str | None,
     hosts: str | None, ssh_user: str | None, ssh_key: str | None, instance_type: str | None,
-    region: str | None, image: str | None, spot: bool,
+    region: str | None, image: str | None, spot: bool, tls: bool,
 ) -> dict[str, Any]:  # fmt: skip
     """invoke's names -> the verbs' keywords (the table in syndeo/cli/options.py)."""
     return dict(
@@ -65,7 +65,7 @@ def _cluster_options(
         cluster_id=cluster_id, rendezvous=rendezvous, join_timeout_s=join_timeout,
         container=container, workdir=workdir, ssh_hosts=hosts, ssh_user=ssh_user,
         ssh_key=ssh_key, vm_instance_type=instance_type, vm_region=region, vm_image=image,
-        vm_spot=spot or None,
+        vm_spot=spot or None, tls=tls or None,
     )  # fmt: skip
 
 
@@ -94,6 +94,7 @@ def deploy(
     image: str | None = None,
     spot: bool = False,
     dashboard: bool = False,
+    tls: bool = False,
     run: str | None = None,
     results_dir: str | None = None,
     env: str | None = None,
@@ -112,7 +113,7 @@ def deploy(
         **_cluster_options(
             target, nodes, cpus_per_node, gpus_per_node, memory_mb_per_node,
             object_store_mb_per_node, cluster_id, rendezvous, join_timeout, container, workdir,
-            hosts, ssh_user, ssh_key, instance_type, region, image, spot,
+            hosts, ssh_user, ssh_key, instance_type, region, image, spot, tls,
         ),
     )  # fmt: skip
 
@@ -140,6 +141,7 @@ def up(
     image: str | None = None,
     spot: bool = False,
     dashboard: bool = True,
+    tls: bool = False,
 ) -> None:
     """Bring a cluster up and leave it serving; prints how to connect and submit jobs."""
     _call(
@@ -147,7 +149,7 @@ def up(
         **_cluster_options(
             target, nodes, cpus_per_node, gpus_per_node, memory_mb_per_node,
             object_store_mb_per_node, cluster_id, rendezvous, join_timeout, container, workdir,
-            hosts, ssh_user, ssh_key, instance_type, region, image, spot,
+            hosts, ssh_user, ssh_key, instance_type, region, image, spot, tls,
         ),
     )  # fmt: skip
 
@@ -175,6 +177,7 @@ def check(
     image: str | None = None,
     spot: bool = False,
     dashboard: bool = False,
+    tls: bool = False,
 ) -> None:
     """Check that a deploy/up with these options can start (settings, credentials, image,
     instance types, rendezvous); creates nothing."""
@@ -183,7 +186,7 @@ def check(
         **_cluster_options(
             target, nodes, cpus_per_node, gpus_per_node, memory_mb_per_node,
             object_store_mb_per_node, cluster_id, rendezvous, join_timeout, container, workdir,
-            hosts, ssh_user, ssh_key, instance_type, region, image, spot,
+            hosts, ssh_user, ssh_key, instance_type, region, image, spot, tls,
         ),
     )  # fmt: skip
 

@@ -74,6 +74,12 @@ CLUSTER = [
         "Ray's dashboard on the head's 127.0.0.1 (default: off for deploy, on for up)",
         negatable=True,
     ),
+    Option(
+        "tls",
+        "Ray's TLS between all nodes and clients (a CA per launch; up prints the client's "
+        "variables)",
+        switch=True,
+    ),
 ]
 RUN = [
     Option(

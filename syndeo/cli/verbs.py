@@ -76,11 +76,15 @@ def run_up(ui: Ui | None = None, **options: Any) -> UpInfo:
     info = up(config_from(**options), ui)
     dash = info.dashboard_url.split("//")[-1]
     port = dash.rsplit(":", 1)[-1] if dash else "<port>"
+    # With --tls the cluster takes only clients with a certificate its CA signed: the
+    # launcher's (in the cluster's dir, 0600) goes on the same line.
+    tls = "".join(f" {k}={v}" for k, v in info.tls_env.items())
     ui.out.print(
-        f"Cluster {info.cluster_id} is up: {info.nodes} nodes, head at {info.address}\n"
+        f"Cluster {info.cluster_id} is up: {info.nodes} nodes, head at {info.address}"
+        f"{' (Ray TLS on)' if tls else ''}\n"
         f"  Connect (plain ray.init() then works):\n"
         f"    export RAY_ADDRESS={info.address} RAY_AUTH_MODE=token "
-        f"RAY_AUTH_TOKEN_PATH={info.token_path}\n"
+        f"RAY_AUTH_TOKEN_PATH={info.token_path}{tls}\n"
         f"  Submit a job (from anywhere that can reach the rendezvous):\n"
         f"    invoke submit --cluster-id {info.cluster_id} --follow -- python my_script.py\n"
         f"    then: invoke jobs | invoke logs JOB --follow | invoke cancel JOB | "

@@ -79,6 +79,9 @@ class DeployConfig(_Strict):
     rendezvous: str | None = None
     join_timeout_s: float = Field(default=300.0, gt=0, le=86400)
     dashboard: bool = False  # Ray's dashboard (127.0.0.1 of the head); `up` turns it on
+    # Ray's own TLS between every Ray process and client: a CA per launch, made by the
+    # launcher, handed to the nodes sealed with the launch key (syndeo/core/tls.py).
+    tls: bool = False
     # What Slurm and ssh nodes get to reach an s3:// or az:// rendezvous: credentials made
     # for the cluster (its prefix or container, at most 36 h: syndeo/launcher/nodecreds.py),
     # or "forward": the launcher's own, for an `up` cluster that must outlive 36 h.

@@ -22,6 +22,7 @@ from types import FrameType
 from typing import Any
 
 from syndeo.core.errors import ConfigError, RendezvousError, TargetError, WorkloadError
+from syndeo.launcher import tls as launcher_tls
 from syndeo.launcher import watch as watcher
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.output import WorkloadLog
@@ -87,6 +88,7 @@ def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous
     uri = cfg.rendezvous or target.default_rendezvous()
     spec = ClusterSpec.from_config(cfg, uri, cluster_id)
     target.check(spec)
+    launcher_tls.check(spec)
     rdv = open_rendezvous(uri, cluster_id)
     if target.creates_rendezvous(uri):
         # A bucket the launch creates, fresh and private: nothing to check or claim yet.
@@ -287,8 +289,14 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
     )
     recovery = Recovery(target, spec, cfg.recovery, ui)
     restarts: list[dict[str, Any]] = []
+    authority = launcher_tls.new_authority(spec)
     with ui:
         try:
+            if authority is not None:
+                launcher_tls.write_client(spec.cluster_id, authority)
+                if not owned:
+                    # Before any node starts: they wait for it (a restart finds it too).
+                    launcher_tls.deliver(rdv, spec, authority)
             while True:
                 t_attempt = time.monotonic()
                 launched = target.launch(spec)
@@ -296,6 +304,8 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
                     save_launched(launched)
                 if owned:
                     rdv.check()  # it exists only now
+                    if authority is not None:
+                        launcher_tls.deliver(rdv, spec, authority)  # the nodes wait for it
                 launch_s = round(time.monotonic() - t_attempt, 3)
                 rc, done, timings, rdv = _follow(
                     target, launched, rdv, spec, ui, output=output, recovery=recovery
@@ -328,9 +338,10 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
             raise
         finally:
             output.close()
-            if launched is not None and not keep:
-                target.stop(launched)
-                forget(spec.cluster_id)  # nothing of it is up any more
+            if not keep:
+                if launched is not None:
+                    target.stop(launched)
+                forget(spec.cluster_id)  # nothing of it is up any more (its TLS files too)
             left_running = launched is not None and launched.data.get("unobserved")
             gone = owned and not keep  # never made, or destroyed with the cluster
             if not finished and not keep and not left_running and not gone:
@@ -398,6 +409,7 @@ def _write_summary(
     }  # fmt: skip
     if spec.image is not None:
         summary["image"] = {"sif": str(spec.image), "digest": spec.image_digest}
+    summary["tls"] = spec.tls  # Ray's TLS on (a per-launch CA) or off
     summary.update(extra)  # e.g. the machines a VM target ran (cost comparison input)
     write_atomic(
         cfg.results_dir / spec.cluster_id / "deploy.json",
@@ -415,6 +427,8 @@ class UpInfo:
     token_path: Path
     dashboard_url: str
     nodes: int
+    # With --tls: RAY_USE_TLS and the client's files (syndeo/launcher/tls.py); else empty.
+    tls_env: dict[str, str] = field(default_factory=dict)
 
 
 def up(cfg: DeployConfig, ui: Ui | None = None) -> UpInfo:
@@ -437,10 +451,17 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
         update={"replace_lost": cfg.recovery.replace_lost if explicit else target.replaces_lost}
     )
     launched: Launched | None = None
+    owned = target.creates_rendezvous(spec.rendezvous)
+    authority = launcher_tls.new_authority(spec)
     with ui:
         try:
+            if authority is not None and not owned:
+                launcher_tls.deliver(rdv, spec, authority)  # before any node starts
             launched = target.launch(spec, detach=True)
             save_launched(launched)
+            if authority is not None and owned:
+                rdv.check()  # the bucket exists only now; the nodes wait for the bundle
+                launcher_tls.deliver(rdv, spec, authority)
             rc, done, _, rdv = _follow(target, launched, rdv, spec, ui, until_phase="serving")
         except BaseException:
             if launched is not None:
@@ -482,9 +503,16 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
         )
     token_path = cluster_dir(spec.cluster_id) / "token"
     write_atomic(token_path, token)
+    tls_env: dict[str, str] = {}
+    if authority is not None:
+        # Named in the client's certificate: a driver serves its workers at the address
+        # of the node it attaches to.
+        ips = [head.ip, *(n.ip for n in rdv.list_nodes() if n.ip)]
+        tls_env = launcher_tls.write_client(spec.cluster_id, authority, ips)
     return UpInfo(
-        spec.cluster_id, head.address, token_path, st.dashboard_url if st else "", spec.nodes
-    )
+        spec.cluster_id, head.address, token_path, st.dashboard_url if st else "", spec.nodes,
+        tls_env,
+    )  # fmt: skip
 
 
 def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) -> str:

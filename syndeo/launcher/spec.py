@@ -17,6 +17,7 @@ from syndeo.core.errors import ConfigError
 from syndeo.core.groups import Group, Layout
 from syndeo.core.launchkey import new_key
 from syndeo.core.nodeconfig import NodeSettings
+from syndeo.core.tls import ENV_VAR as TLS_VAR
 from syndeo.launcher.config import DeployConfig
 
 
@@ -58,6 +59,8 @@ class ClusterSpec(BaseModel):
     # so that grow and replacements of this cluster get the same one; never shown
     # (repr, --dry-run, deploy.json).  None: a spec saved before launch keys existed.
     launch_key: str | None = Field(default=None, repr=False)
+    # Ray's TLS (syndeo/core/tls.py): nodes get SYNDEO_TLS=1 with their extra variables.
+    tls: bool = False
 
     def group_of(self, rank: int) -> Group | None:
         """The group of ``rank`` (ranks past the layout, added by grow, must name theirs)."""
@@ -74,7 +77,7 @@ class ClusterSpec(BaseModel):
             object_store_mb=cfg.object_store_mb_per_node, join_timeout=cfg.join_timeout_s,
             run=cfg.workload_command(), workdir=(cfg.workdir or Path.cwd()).resolve(),
             image=cfg.container, image_digest=_digest(cfg.container), not_before=time.time(),
-            layout=cfg.layout, dashboard=cfg.dashboard, launch_key=new_key(),
+            layout=cfg.layout, dashboard=cfg.dashboard, launch_key=new_key(), tls=cfg.tls,
         )  # fmt: skip
 
     def node_env(
@@ -91,8 +94,16 @@ class ClusterSpec(BaseModel):
 
         return {
             **passthrough_env(self.rendezvous),
+            **self.extra_env(),
             **self.node_settings(rank, scratch, node_ip, group).to_env(),
         }
+
+    def extra_env(self) -> dict[str, str]:
+        """Cluster-wide switches the node reads like a backend's endpoint variables, not
+        as node settings (the Terraform node module keeps those to NodeSettings' fields):
+        the targets that build :meth:`node_env` get them there, the Terraform ones pass
+        them in ``extra_env``."""
+        return {TLS_VAR: "1"} if self.tls else {}
 
     def passthrough_names(self) -> list[str]:
         """Names of the forwarded (non-SYNDEO_*) variables :meth:`node_env` includes."""

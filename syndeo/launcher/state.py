@@ -76,5 +76,14 @@ def load_launched(cluster_id: str | None) -> Launched:
     return launched
 
 
+# A `--tls` cluster's client credentials (syndeo/launcher/tls.py): the CA certificate and
+# a key and certificate it signed, 0600 like the token, gone with the cluster.
+CLIENT_TLS_FILES = ("ca.pem", "client.pem", "client.key")
+
+
 def forget(cluster_id: str) -> None:
-    (home() / "clusters" / cluster_id / "launched.json").unlink(missing_ok=True)
+    """Nothing of the cluster is up any more: its state and client credentials go."""
+    path = home() / "clusters" / cluster_id
+    (path / "launched.json").unlink(missing_ok=True)
+    for name in CLIENT_TLS_FILES:
+        (path / name).unlink(missing_ok=True)

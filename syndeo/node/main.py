@@ -21,11 +21,12 @@ from pathlib import Path
 from types import FrameType
 
 from syndeo import __version__
-from syndeo.core import launchkey
+from syndeo.core import launchkey, tls
 from syndeo.core.errors import NodeError, RendezvousDenied, SyndeoError
 from syndeo.core.nodeconfig import NodeSettings
 from syndeo.core.securedir import secure_dir, write_private
 from syndeo.core.timeline import Timeline
+from syndeo.node import tls as node_tls
 from syndeo.node.leaving import gcs_reachable, wait_until_done
 from syndeo.node.preemption import Notice, Watcher, drain
 from syndeo.node.raynode import RayProcess, client_server_port
@@ -269,6 +270,9 @@ def main(env: dict[str, str] | None = None) -> int:
     tl = Timeline()
     tl.mark("main")
     settings = NodeSettings.from_env(env)
+    # Read like a backend's endpoint variable, not a node setting (syndeo/core/tls.py).
+    use_tls = tls.enabled(os.environ if env is None else env)
+    node_tls.check(settings, use_tls)
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     # Ours and private, or refused: the token and Ray's sockets go in here.  From the
@@ -280,6 +284,13 @@ def main(env: dict[str, str] | None = None) -> int:
     rdv = _first_check(rdv, settings)
     tl.mark("rendezvous_ok")
     try:
+        if use_tls:
+            # Into this process's environment: Ray's processes and the workload inherit
+            # it (rendezvous.without_secrets keeps only the store's credentials back),
+            # and this process's own Ray clients (the head's GCS client, a spot drain)
+            # read it too.
+            os.environ.update(node_tls.prepare(settings, rdv, lambda msg: log(settings, msg)))
+            tl.mark("tls_ready")
         if settings.is_head:
             return run_head(settings, rdv, tl)
         return run_worker(settings, rdv, tl)
@@ -293,8 +304,10 @@ def main(env: dict[str, str] | None = None) -> int:
             rdv.put_log(settings.rank, f"{socket.gethostname()}: {why}")
         raise
     finally:
-        # The token never outlives the node on disk (tokens do not expire).
+        # The token never outlives the node on disk (tokens do not expire), nor do its
+        # TLS key and certificates.
         (settings.scratch / "token").unlink(missing_ok=True)
+        node_tls.remove(settings.scratch)
 
 
 __all__ = ["client_server_port", "main"]

@@ -7,7 +7,9 @@ adaptive polling -- lives here once, so every backend has the same guarantees.
 
 Key layout below ``<location>/<cluster_id>/``: ``claim.json``, taken by the one
 launcher that owns the id (atomic create, before anything starts; removed by
-``cleanup(all_attempts=True)``), and per attempt below ``a<attempt>/``::
+``cleanup(all_attempts=True)``), ``tls/bundle``, the cluster's CA sealed with the launch
+key (syndeo/core/tls.py; only with ``--tls``: written by the launcher, for every attempt,
+removed with the claim), and per attempt below ``a<attempt>/``::
 
     head.json            published once by rank 0 (atomic create: one winner)
     secret/token         the Ray auth token (owner-only)
@@ -405,6 +407,16 @@ class Rendezvous(ABC):
 
     def get_secret(self, name: str) -> bytes | None:
         return self._read(self._key(f"secret/{name}"))
+
+    # ------------------------------------------------------------------ TLS (cluster-wide)
+    # Not a per-attempt secret: the launcher writes it once per launch (before the nodes
+    # start, or once a bucket made with them exists), and a restarted or requeued
+    # attempt's head, which drops the earlier attempts' records, must still find it.
+    def put_tls_bundle(self, blob: bytes) -> None:
+        self._write("tls/bundle", blob)
+
+    def get_tls_bundle(self) -> bytes | None:
+        return self._read("tls/bundle")
 
     # ------------------------------------------------------------------ nodes
     def register_node(self, record: NodeRecord) -> None:

@@ -142,7 +142,8 @@ class TerraformTarget(Target):
             "gpus_per_node": spec.gpus, "memory_mb_per_node": spec.memory_mb,
             "object_store_mb_per_node": spec.object_store_mb,
             "join_timeout_s": spec.join_timeout, "run": spec.run,
-            "not_before": spec.not_before, "extra_env": self._forwarded(spec),
+            "not_before": spec.not_before,
+            "extra_env": {**self._forwarded(spec), **spec.extra_env()},
             "groups": group_vars(spec.layout), "dashboard": spec.dashboard,
             # A secret, in the 0600 tfvars file only (sensitive in every module).
             "launch_key": spec.launch_key,
