@@ -1,13 +1,18 @@
 """`syndeo check` / `invoke check`: whether a deploy can start, before anything exists.
 
 Local and bad input through the real command line; AWS against moto (in-process: EC2,
-STS); Google Cloud's check against a local fake of the two REST calls it makes
-(Service Usage v1 ``services.get``, whose reply is a Service with ``state`` ENABLED or
-DISABLED: https://cloud.google.com/service-usage/docs/reference/rest/v1/services/get;
-Compute v1 ``images.get``/``getFromFamily``, an Image with a ``description``), with
+STS) and local fakes of what moto lacks: Service Quotas ``GetServiceQuota`` and IAM
+``SimulatePrincipalPolicy`` (the deployer policy's actions for the caller's principal).
+Google Cloud's check against a local fake of the REST calls it makes (Service Usage v1
+``services.get``, whose reply is a Service with ``state`` ENABLED or DISABLED:
+https://cloud.google.com/service-usage/docs/reference/rest/v1/services/get; Compute v1
+``images.get``/``getFromFamily``, an Image with a ``description``; ``regions.get`` and
+``machineTypes.get``; Cloud Resource Manager ``projects.testIamPermissions``), with
 anonymous credentials standing in for application default credentials; Azure's
-subscription rule without any Azure call, and its image tag through a stand-in ``az``.
-Nothing here reaches a real cloud.
+subscription rule without any Azure call, and the rest through a stand-in ``az``
+(image tag, resource providers, VM sizes, vCPU usage, the permissions API).  Each reply's
+shape and where it comes from is in the check's own module (awscheck.py, gcpcheck.py,
+azurecheck.py).  Nothing here reaches a real cloud.
 """
 
 from __future__ import annotations
@@ -566,51 +571,219 @@ def test_gcp_check_names_the_permissions_the_caller_lacks(
     assert "permissions not checked (testIamPermissions: HTTP 403)" in _gcp_line()
 
 
-def test_azure_check_reads_the_image_digest_tag(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """With an `az login`, the image's syndeo-image-digest tag (packer/cloud's) is read with
-    `az resource show` (here a stand-in az that answers as the CLI's JSON output does)."""
-    from syndeo.launcher.targets import get_target
-    from syndeo.launcher.targets.cloud import CloudTarget
+# ------------------------------------------------------------------ Azure (a stand-in az)
+_SUBSCRIPTION = "00000000-0000-0000-0000-000000000001"
+_IMAGE = (
+    f"/subscriptions/{_SUBSCRIPTION}/resourceGroups/images/providers/Microsoft.Compute/"
+    "images/syndeo-1"
+)
+# A stand-in `az` answering from a JSON file the test may change between calls, as the CLI
+# prints the ARM objects (the shapes and their sources: azurecheck.py's docstring).  Each
+# call is logged, one line of arguments each.
+_FAKE_AZ = """
+import json, os, sys
+path = os.environ["FAKE_AZ_STATE"]
+state = json.load(open(path))
+a = sys.argv[1:]
+open(path + ".log", "a").write(" ".join(a) + "\\n")
+def arg(flag):
+    return a[a.index(flag) + 1]
+def out(value):
+    print(value if isinstance(value, str) else json.dumps(value))
+def fail(why):
+    sys.exit("ERROR: " + why)
+if a[:2] == ["account", "show"]:
+    out(state["subscription"])
+elif a[:2] == ["resource", "show"] and arg("--ids") in state["tags"]:
+    out(state["tags"][arg("--ids")])
+elif a[:2] == ["provider", "show"]:
+    out(state["providers"].get(arg("--namespace"), "NotRegistered"))
+elif a[:2] == ["group", "show"] and arg("--name") in state["groups"]:
+    out(state["groups"][arg("--name")])
+elif a[:2] == ["group", "show"]:
+    fail(f"(ResourceGroupNotFound) Resource group '{arg('--name')}' could not be found.")
+elif a[:2] == ["vm", "list-skus"]:
+    out([s for s in state["skus"] if arg("--size").lower() in s["name"].lower()
+         and arg("--location") in s["locations"]])
+elif a[:2] == ["vm", "list-usage"]:
+    out(state["usage"].get(arg("--location"), []))
+elif a[:1] == ["rest"] and arg("--url").split("?")[0] in state["permissions"]:
+    out({"value": state["permissions"][arg("--url").split("?")[0]]})
+elif a[:1] == ["rest"]:
+    fail("(AuthorizationFailed) The client does not have authorization to perform action.")
+else:
+    fail("(ResourceNotFound) The Resource was not found.")
+"""
 
+
+def _sku(name: str, family: str, vcpus: int, where: str = "westeurope") -> dict[str, Any]:
+    return {
+        "name": name, "family": family, "resourceType": "virtualMachines", "tier": "Standard",
+        "locations": [where], "restrictions": [],
+        "capabilities": [{"name": "vCPUs", "value": str(vcpus)},
+                         {"name": "MemoryGB", "value": "32"}],
+    }  # fmt: skip
+
+
+def _usage(value: str, title: str, limit: int, used: int = 0) -> dict[str, Any]:
+    return {"name": {"value": value, "localizedValue": title}, "currentValue": used,
+            "limit": limit, "unit": "Count"}  # fmt: skip
+
+
+class _FakeAz:
+    """The stand-in's state: change it, then ``save()``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.state: dict[str, Any] = {
+            "subscription": _SUBSCRIPTION,
+            "tags": {_IMAGE: {"syndeo-image-digest": "d" * 64}},
+            "providers": {ns: "Registered" for ns in (
+                "Microsoft.Compute", "Microsoft.Network", "Microsoft.Storage",
+                "Microsoft.ManagedIdentity")},
+            "groups": {"syndeo-rg": "northeurope"},
+            "skus": [_sku("Standard_D8s_v5", "standardDSv5Family", 8),
+                     _sku("Standard_D8s_v5", "standardDSv5Family", 8, "northeurope")],
+            "usage": {where: [_usage("cores", "Total Regional vCPUs", 100),
+                              _usage("standardDSv5Family", "Standard DSv5 Family vCPUs", 100),
+                              _usage("lowPriorityCores", "Total Regional Low-priority vCPUs", 100)]
+                      for where in ("westeurope", "northeurope")},
+            "permissions": {},
+        }  # fmt: skip
+        self.save()
+
+    def save(self) -> None:
+        self.path.write_text(json.dumps(self.state))
+
+    def calls(self) -> list[str]:
+        log = self.path.with_name(self.path.name + ".log")
+        return log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.fixture
+def fake_az(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> _FakeAz:
+    """An `az login` (its profile) and the stand-in az first on PATH."""
     for key in list(os.environ):
         if key.startswith(("ARM_", "AZURE_")):
             monkeypatch.delenv(key)
     (tmp_path / ".azure").mkdir()
     (tmp_path / ".azure" / "azureProfile.json").write_text("{}")
     monkeypatch.setenv("HOME", str(tmp_path))
-    image = ("/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/images/"
-             "providers/Microsoft.Compute/images/syndeo-1")  # fmt: skip
-    tags = {image: {"syndeo-image-digest": "d" * 64}}
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "az").write_text(
-        f"#!{sys.executable}\n"
-        "import json, sys\n"
-        f"tags = {tags!r}\n"
-        "a = sys.argv[1:]\n"
-        "if a[:2] == ['account', 'show']:\n"
-        "    print('00000000-0000-0000-0000-000000000001')\n"
-        "elif a[:2] == ['resource', 'show'] and a[a.index('--ids') + 1] in tags:\n"
-        "    print(json.dumps(tags[a[a.index('--ids') + 1]]))\n"
-        "else:\n"
-        "    sys.exit('ERROR: (ResourceNotFound) The Resource was not found.')\n"
-    )
+    (bin_dir / "az").write_text(f"#!{sys.executable}\n{_FAKE_AZ}")
     (bin_dir / "az").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_AZ_STATE", str(tmp_path / "az-state.json"))
+    return _FakeAz(tmp_path / "az-state.json")
 
-    def cfg(img: str) -> Any:
-        return load_config(
-            None, target="azure", nodes=2, vm_instance_type="Standard_D8s_v5",
-            vm_region="westeurope", vm_image=img, rendezvous=None,
-        )  # fmt: skip
 
-    target = cast(CloudTarget, get_target(cfg(image)))
+def _azure_cfg(image: str = _IMAGE, **settings: Any) -> Any:
+    over = {"vm_instance_type": "Standard_D8s_v5", **settings}
+    return load_config(
+        None, target="azure", nodes=2, vm_region="westeurope", vm_image=image,
+        rendezvous=None, **over,
+    )  # fmt: skip
+
+
+def _azure_line(**settings: Any) -> str:
+    from syndeo.launcher.targets import get_target
+    from syndeo.launcher.targets.cloud import CloudTarget
+
+    return cast(CloudTarget, get_target(_azure_cfg(**settings))).check_credentials()
+
+
+def test_azure_check_reads_the_image_digest_tag(fake_az: _FakeAz) -> None:
+    """With an `az login`, the image's syndeo-image-digest tag (packer/cloud's) is read with
+    `az resource show`."""
+    from syndeo.launcher.targets import get_target
+    from syndeo.launcher.targets.cloud import CloudTarget
+
+    target = cast(CloudTarget, get_target(_azure_cfg()))
     line = target.check_credentials()
     assert target.baked_digest == "d" * 64 and "SIF sha256 dddddddddddd" in line
     with pytest.raises(ConfigError, match=r"cannot read image .*ResourceNotFound"):
-        cast(CloudTarget, get_target(cfg(image + "-gone"))).check_credentials()
+        cast(CloudTarget, get_target(_azure_cfg(_IMAGE + "-gone"))).check_credentials()
+
+
+def test_azure_check_refuses_unregistered_resource_providers(fake_az: _FakeAz) -> None:
+    assert "Compute, Network, Storage, ManagedIdentity registered" in _azure_line()
+    fake_az.state["providers"]["Microsoft.Network"] = "NotRegistered"
+    fake_az.state["providers"]["Microsoft.ManagedIdentity"] = "Registering"
+    fake_az.save()
+    with pytest.raises(ConfigError) as refused:
+        _azure_line()
+    assert str(refused.value) == (
+        f"azure: Microsoft.Network, Microsoft.ManagedIdentity not registered in subscription "
+        f"{_SUBSCRIPTION} (terraform/azure registers none): az provider register --namespace "
+        "Microsoft.Network && az provider register --namespace Microsoft.ManagedIdentity "
+        "(once, by someone who may)"
+    )
+
+
+def test_azure_check_counts_vcpus_against_the_regional_and_family_quotas(
+    fake_az: _FakeAz,
+) -> None:
+    """list-skus gives the size's vCPUs and family; list-usage the quotas and their use:
+    on demand the regional total and the family, spot the low-priority total."""
+    line = _azure_line()
+    assert "Standard_D8s_v5 offered in westeurope" in line
+    assert "16 of 100 free vCPUs of Total Regional vCPUs" in line
+    assert "16 of 100 free vCPUs of Standard DSv5 Family vCPUs" in line
+    fake_az.state["usage"]["westeurope"][1] = _usage(
+        "standardDSv5Family", "Standard DSv5 Family vCPUs", 20, used=10
+    )
+    fake_az.save()
+    with pytest.raises(ConfigError) as short:
+        _azure_line()
+    assert str(short.value).startswith(
+        "azure: the cluster needs 16 vCPUs of Standard DSv5 Family vCPUs (standardDSv5Family) "
+        "in westeurope, but the quota is 20 with 10 in use: ask for more (`az quota update "
+        "--resource-name standardDSv5Family --scope /subscriptions/"
+        f"{_SUBSCRIPTION}/providers/Microsoft.Compute/locations/westeurope "
+        "--limit-object value=26`"
+    )
+    assert "16 of 100 free vCPUs of Total Regional Low-priority vCPUs" in _azure_line(vm_spot=True)
+    with pytest.raises(ConfigError, match="VM size Standard_E4s_v5 is not offered in westeurope"):
+        _azure_line(vm_instance_type="Standard_E4s_v5")
+
+
+def test_azure_check_compares_the_callers_permissions_with_the_deployer_role(
+    fake_az: _FakeAz,
+) -> None:
+    """The permissions API on [azure] resource_group (its location is where the VMs and
+    their quota are), wildcards as granted; missing actions are one line naming them."""
+    role = json.loads(
+        (Path(__file__).resolve().parents[2] / "terraform/azure/deployer-role.json").read_text()
+    )
+    url = (f"https://management.azure.com/subscriptions/{_SUBSCRIPTION}/resourceGroups/"
+           "syndeo-rg/providers/Microsoft.Authorization/permissions")  # fmt: skip
+    assert "permissions not checked (no [azure] resource_group" in _azure_line()
+    assert "permissions not checked ((AuthorizationFailed)" in _azure_line(
+        vm_resource_group="syndeo-rg"
+    )
+    fake_az.state["permissions"][url] = [
+        {"actions": ["Microsoft.Network/*", "Microsoft.Compute/*"], "notActions": []},
+        {"actions": [a for a in role["Actions"] if not a.startswith(("Microsoft.Network/",
+                                                                     "Microsoft.Compute/"))],
+         "notActions": []},
+    ]  # fmt: skip
+    fake_az.save()
+    line = _azure_line(vm_resource_group="syndeo-rg")
+    assert f"all {len(role['Actions'])} actions of terraform/azure/deployer-role.json held" in line
+    assert any(c.startswith("vm list-usage --location northeurope") for c in fake_az.calls())
+    fake_az.state["permissions"][url][0]["notActions"] = ["Microsoft.Compute/disks/*"]
+    fake_az.save()
+    with pytest.raises(ConfigError) as lacking:
+        _azure_line(vm_resource_group="syndeo-rg")
+    assert str(lacking.value) == (
+        "azure: the caller lacks 3 action(s) terraform/azure needs on resource group "
+        "syndeo-rg: Microsoft.Compute/disks/read, Microsoft.Compute/disks/write, "
+        "Microsoft.Compute/disks/delete: assign the role in terraform/azure/deployer-role.json "
+        "on that group (terraform/azure/README.md)"
+    )
+    with pytest.raises(ConfigError, match="resource group gone-rg does not exist in subscription"):
+        _azure_line(vm_resource_group="gone-rg")
 
 
 # ------------------------------------------------------------------ Azure

@@ -90,12 +90,34 @@ class AzureTarget(CloudTarget):
         if not (logged_in and az):
             # A service principal without a CLI login: nothing here reads ARM, so the
             # image and its digest are first seen by Terraform.
-            return f"subscription {subscription}; image not looked up (no az login)"
+            return (
+                f"subscription {subscription}; image, providers, VM sizes, quota and "
+                "permissions not looked up (no az login)"
+            )
         self.baked_digest = _image_digest(az, str(self.settings.image))
         digest = (
             f"SIF sha256 {self.baked_digest[:12]}" if self.baked_digest else "no SIF digest tag"
         )
-        return f"subscription {subscription}; image {self.settings.image} ({digest})"
+        return (
+            f"subscription {subscription}; image {self.settings.image} ({digest}); "
+            f"{self._preflight(az, subscription)}"
+        )
+
+    def _preflight(self, az_path: str, subscription: str) -> str:
+        """Resource providers, VM sizes, vCPU quota and the deployer's permissions
+        (azurecheck.py), before anything is created."""
+        from syndeo.launcher.targets import azurecheck
+        from syndeo.launcher.targets.cloudcheck import type_counts
+
+        s = self.settings
+        az = azurecheck.Az(az_path, subscription)
+        providers = azurecheck.unregistered_providers(az)
+        location = azurecheck.location_of(az, s.resource_group, str(s.region))
+        counts = type_counts(self)
+        found, offered = azurecheck.vm_sizes(az, location, sorted(counts))
+        quota = azurecheck.quota_headroom(az, location, found, counts, s.spot)
+        rights = azurecheck.missing_actions(az, s.resource_group)
+        return f"{providers}; {offered}; {quota}; {rights}"
 
 
 def _image_digest(az: str, image: str) -> str | None:

@@ -141,6 +141,8 @@ def quota_headroom(
     project, region_name = where
     if region.body is None:
         return f"quota not checked (regions.get: {region.why})"
+    if not found:
+        return "quota not checked (no machine type read)"
     quotas = {
         str(q["metric"]): (float(q.get("limit", 0)), float(q.get("usage", 0)))
         for q in region.body.get("quotas") or [] if isinstance(q, dict) and "metric" in q
