@@ -10,26 +10,29 @@ file rendezvous holding a foreign or changed bundle.
 from __future__ import annotations
 
 import ipaddress
+import os
 import shutil
 import socket
 import stat
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from syndeo.core import tls
-from syndeo.core.errors import ConfigError
+from syndeo.core.errors import ConfigError, RendezvousTimeout
 from syndeo.core.nodeconfig import NodeSettings
 from syndeo.launcher import tls as launcher_tls
 from syndeo.launcher.config import load_config
 from syndeo.launcher.spec import ClusterSpec
+from syndeo.node import main as node_main
 from syndeo.node import tls as node_tls
 from syndeo.rendezvous import open_rendezvous
-from tests.support.helpers import run_node
+from tests.support.helpers import environ, run_node
 
 KEY = "a1" * 32
 OTHER_KEY = "b2" * 32
@@ -190,8 +193,36 @@ def test_the_launcher_refuses_tls_without_a_launch_key() -> None:
     spec = ClusterSpec.from_config(load_config(tls=True), "file:///tmp/r", "tls-nokey")
     assert spec.tls and spec.node_env(0, Path("/tmp/s"))["SYNDEO_TLS"] == "1"
     old = spec.model_copy(update={"launch_key": None})  # a spec saved before launch keys
-    with pytest.raises(ConfigError, match="^tls: cluster tls-nokey has no launch key"):
+    with pytest.raises(ConfigError, match=r"^tls: cluster tls-nokey has no launch key"):
         launcher_tls.new_authority(old)
     plain = ClusterSpec.from_config(load_config(), "file:///tmp/r", "tls-off")
     assert "SYNDEO_TLS" not in plain.node_env(0, Path("/tmp/s"))
     assert launcher_tls.new_authority(plain) is None
+
+
+def test_the_node_removes_its_tls_files_when_it_ends(
+    ca: tls.Authority, tmp_path: Path, scratch: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that got its certificate and then found no head: on its way out its key
+    and certificates go (the local target removes whole scratch dirs, a Slurm job's or
+    a VM's may stay: this is the node's own teardown)."""
+    env = _node_env(tmp_path, scratch, SYNDEO_NODE_IP="127.0.0.11", SYNDEO_JOIN_TIMEOUT="2")
+    rdv = open_rendezvous(env["SYNDEO_RENDEZVOUS"], CID)
+    rdv.check()
+    rdv.put_tls_bundle(tls.seal(ca, KEY, CID))
+    made: dict[str, str] = {}
+    real = node_tls.prepare
+
+    def recording(*args: Any) -> dict[str, str]:
+        made.update(real(*args))
+        return made
+
+    monkeypatch.setattr(node_tls, "prepare", recording)
+    with environ({**os.environ, **env}), pytest.raises(RendezvousTimeout, match="no head"):
+        node_main.main()
+    files = [
+        Path(made[k]) for k in ("RAY_TLS_SERVER_CERT", "RAY_TLS_SERVER_KEY", "RAY_TLS_CA_CERT")
+    ]
+    assert [p.parent for p in files] == [scratch] * 3  # made where the node keeps its token
+    assert [p for p in files if p.exists()] == []
+    assert scratch.is_dir()  # the dir stays; only its secrets went
