@@ -363,6 +363,7 @@ class _ServiceUsage(_Fake):
     zones: ClassVar[list[str]] = []
     quotas: ClassVar[list[dict[str, Any]]] = []
     machine_types: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {}
+    types_status: ClassVar[int] = 200  # machineTypes.get's answer when not 200 (no right)
     # projects.testIamPermissions: what the caller holds (None: whatever is asked); a
     # status other than 200 stands for an API that cannot be asked.
     granted: ClassVar[set[str] | None] = None
@@ -387,6 +388,9 @@ class _ServiceUsage(_Fake):
                       "zones": [f"https://www.googleapis.com/compute/v1/projects/{parts[1]}"
                                 f"/zones/{z}" for z in self.zones]}  # fmt: skip
             return self._send(200, json.dumps(region).encode())
+        if parts[2:3] == ["zones"] and self.types_status != 200:
+            self.send_error(self.types_status)
+            return
         if parts[2:3] == ["zones"]:
             found = self.machine_types.get(parts[3], {}).get(parts[5])
         else:
@@ -419,6 +423,7 @@ def serviceusage(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_ServiceUsage
 
     handler = type("Handler", (_ServiceUsage,), {
         "enabled": set(), "images": {}, "granted": None, "iam_status": 200, "asked": [],
+        "types_status": 200,
         "zones": ["us-central1-a", "us-central1-b", "us-central1-c"],
         "quotas": [{"metric": "CPUS", "limit": 24.0, "usage": 0.0},
                    {"metric": "C3_CPUS", "limit": 24.0, "usage": 0.0},
@@ -513,6 +518,10 @@ def test_gcp_check_refuses_a_machine_type_the_zone_does_not_offer(
     assert "not offered in us-central1-c: pick another type" in message
     assert "`gcloud compute machine-types list --filter=name=c3-standard-8`" in message
     assert "\n" not in message
+    # No right to read machine types (deployer-role.yaml grants none): said, not fatal.
+    gcp_ready.types_status = 403
+    line = _gcp_line(vm_zone="us-central1-c")
+    assert "machine types not checked (machineTypes.get: HTTP 403); quota not checked" in line
 
 
 def test_gcp_check_counts_vcpus_and_gpus_against_the_regions_quotas(
