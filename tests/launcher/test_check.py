@@ -228,8 +228,14 @@ class _Iam(_Fake):
 
     content_type = "text/xml"
     denied: ClassVar[set[str]] = set()
+    # Denied for want of these condition keys (MissingContextValues): IAM could not judge.
+    unsure: ClassVar[dict[str, list[str]]] = {}
     refuse: ClassVar[bool] = False
     asked: ClassVar[dict[str, list[str]]] = {}
+
+    def _missing(self, action: str) -> str:
+        keys = "".join(f"<member>{k}</member>" for k in self.unsure.get(action, []))
+        return f"<MissingContextValues>{keys}</MissingContextValues>"
 
     def do_POST(self) -> None:
         from urllib.parse import parse_qs
@@ -250,8 +256,8 @@ class _Iam(_Fake):
                    for n in range(1, 1000) if f"ActionNames.member.{n}" in form]  # fmt: skip
         members = "".join(
             f"<member><EvalActionName>{a}</EvalActionName><EvalResourceName>*</EvalResourceName>"
-            f"<EvalDecision>{'implicitDeny' if a in self.denied else 'allowed'}</EvalDecision>"
-            "<MatchedStatements/><MissingContextValues/></member>"
+            f"<EvalDecision>{'allowed' if a not in self.denied else 'implicitDeny'}</EvalDecision>"
+            f"<MatchedStatements/>{self._missing(a)}</member>"
             for a in actions
         )
         self._send(200, (
@@ -269,7 +275,9 @@ def iam(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_Iam]]:
     made by moto's STS), as a deployer usually is."""
     import boto3
 
-    handler = type("Handler", (_Iam,), {"denied": set(), "refuse": False, "asked": {}})
+    handler = type(
+        "Handler", (_Iam,), {"denied": set(), "unsure": {}, "refuse": False, "asked": {}}
+    )
     session = boto3.client("sts", region_name="us-east-1").assume_role(
         RoleArn="arn:aws:iam::123456789012:role/deployer", RoleSessionName="me"
     )["Credentials"]
@@ -310,6 +318,12 @@ def test_aws_check_simulates_the_deployer_policy_for_the_callers_role(
         "aws: arn:aws:iam::123456789012:role/deployer is not allowed 2 action(s) terraform/aws "
         "needs: ec2:RunInstances, iam:PassRole: attach terraform/aws/deployer-policy.json "
         "(ACCOUNT_ID and REGION filled in) to it"
+    )
+    # A decision that hangs on a key the simulation lacked is said, not refused.
+    iam.denied, iam.unsure = {"ec2:CreateVpc"}, {"ec2:CreateVpc": ["aws:RequestTag/x"]}
+    text = "\n".join(check_deployment(_aws_cfg(image)))
+    assert (
+        f"{len(named) - 1} actions of terraform/aws/deployer-policy.json allowed; 1 depend" in text
     )
     iam.refuse = True
     text = "\n".join(check_deployment(_aws_cfg(image)))
