@@ -54,6 +54,9 @@ NEEDED = [
     # invoke check / deploy's pre-flight: the instance types' vCPUs and their quotas.
     Request("ec2:DescribeInstanceTypes", "*"),
     Request("servicequotas:GetServiceQuota", f"arn:aws:servicequotas:{REGION}:{ACCOUNT}:ec2/L-x"),
+    # ... and the deployer's own permissions (SimulatePrincipalPolicy on its role or user).
+    Request("iam:SimulatePrincipalPolicy", f"arn:aws:iam::{ACCOUNT}:role/deployers"),
+    Request("iam:SimulatePrincipalPolicy", f"arn:aws:iam::{ACCOUNT}:user/alice"),
     Request("ec2:CreateVpc", EC2 + "vpc/vpc-1", _ctx(OURS)),
     Request("ec2:CreateSubnet", EC2 + "subnet/subnet-1", _ctx(OURS)),
     Request("ec2:CreateSubnet", EC2 + "vpc/vpc-1", _ctx(OURS, OURS)),
@@ -205,6 +208,11 @@ def test_gcp_role_acts_as_no_service_account_and_can_claim_records() -> None:
     iam = (TF / "gcp" / "iam.tf").read_text()
     assert "var.node_service_account != null ? var.node_service_account" in iam
     assert "count = var.node_service_account == null ? 1 : 0" in " ".join(iam.split())
+    # What `check` reads first (gcp.py, gcpcheck.py): with the role alone it must not
+    # end in "not checked" or, for the APIs, in a refusal.
+    for perm in ("compute.machineTypes.get", "compute.regions.get",
+                 "serviceusage.services.get", "compute.images.get"):  # fmt: skip
+        assert perm in perms, perm
 
 
 # ------------------------------------------------------------------ Azure
