@@ -244,3 +244,36 @@ def test_a_tls_dry_run_shows_the_switch_and_no_key(args: list[str], tmp_path: Pa
     assert HEX64.findall(out) == [] and "PRIVATE KEY" not in out and "BEGIN" not in out
     # A dry run makes no CA and writes nothing.
     assert not (tmp_path / ".syndeo" / "clusters" / "tls-dry").exists()
+
+
+def test_every_target_passes_the_switch_with_its_extra_variables(tmp_path: Path) -> None:
+    """Local and Slurm in the node's environment, Terraform targets in ``extra_env``; never
+    a node setting (the node module keeps those equal to NodeSettings' fields)."""
+    from syndeo.core.nodeconfig import NodeSettings
+    from syndeo.launcher.targets import get_target
+    from syndeo.launcher.targets.slurm.target import SlurmTarget
+    from syndeo.launcher.targets.terraform import TerraformTarget
+
+    assert "tls" not in NodeSettings.model_fields
+    local = ClusterSpec.from_config(load_config(tls=True), "file:///tmp/r", "tls-env")
+    assert local.node_env(1, Path("/tmp/s"))["SYNDEO_TLS"] == "1"
+    cfg = load_config(
+        target="slurm", tls=True, slurm={"job_dir": str(tmp_path / "jobs"), "python": "python3"}
+    )
+    spec = ClusterSpec.from_config(cfg, (tmp_path / "rdv").as_uri(), "tls-slurm")
+    assert SlurmTarget(cfg)._job(spec).node_env["SYNDEO_TLS"] == "1"
+    aws = {"instance_type": "c7i.2xlarge", "region": "us-east-1", "image": "ami-0abc"}
+    cfg = load_config(target="aws", tls=True, aws=aws)
+    spec = ClusterSpec.from_config(cfg, "s3://syndeo-0123456789ab/syndeo", "tls-tf")
+    target = get_target(cfg)
+    assert isinstance(target, TerraformTarget)
+    tfvars = target.tfvars(spec)
+    assert tfvars["extra_env"]["SYNDEO_TLS"] == "1" and "tls" not in tfvars
+    # The node module's extra_env validation lets it through (it refuses node settings).
+    module = (
+        Path(__file__).resolve().parents[2] / "terraform/modules/node/variables.tf"
+    ).read_text()
+    refused = module.split('variable "extra_env"', 1)[1].split("error_message", 2)[1]
+    assert '"SYNDEO_RANK"' in refused and '"SYNDEO_TLS"' not in refused
+    plain = ClusterSpec.from_config(load_config(target="aws", aws=aws), spec.rendezvous, "tls-no")
+    assert "SYNDEO_TLS" not in target.tfvars(plain)["extra_env"]
