@@ -92,3 +92,25 @@ def test_the_cloud_targets_apply_the_deploy_roots() -> None:
     ssh = get_target(DeployConfig(target="ssh"))
     assert isinstance(ssh, TerraformTarget)
     assert ssh.module_dir == terraform_root() / "ssh"  # no provider: its own root
+
+
+@pytest.mark.parametrize("name", [*hcl.CLOUDS, "ssh"])
+def test_recovery_replaces_a_resource_the_root_has(name: str) -> None:
+    """``replace`` runs ``terraform apply -replace=ADDRESS`` in the target's root: behind a
+    deploy/ root the node resource is the module's (an address the root lacks replaced
+    nothing, and a spot-noticed node was never re-created on the emulated AWS)."""
+    from syndeo.launcher.config import DeployConfig
+    from syndeo.launcher.targets import get_target
+
+    target = get_target(DeployConfig(target=name))
+    assert isinstance(target, TerraformTarget) and target.node_resource is not None
+    address = target.resource_prefix + target.node_resource
+    root = target.module_dir
+    module_dir = root
+    if address.startswith("module."):
+        _, call, address = address.split(".", 2)
+        [block] = [b for b in hcl.load(root / "main.tf")["module"] if f'"{call}"' in b]
+        module_dir = (root / hcl.unquote(block[f'"{call}"']["source"])).resolve()
+    rtype, rname = address.split(".")
+    found = {(t, n) for f in sorted(module_dir.glob("*.tf")) for t, n, _ in hcl.resources(f)}
+    assert (rtype, rname) in found, f"{target.resource_prefix}{target.node_resource}"

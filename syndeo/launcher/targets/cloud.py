@@ -62,6 +62,8 @@ class CloudTarget(TerraformTarget):
     grows = True
     # Cloud-only settings this cloud accepts (others must stay unset).
     own: ClassVar[tuple[str, ...]] = ()
+    # deploy/ calls terraform/<cloud> as module "cluster" (its main.tf).
+    resource_prefix = "module.cluster."
 
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         super().__init__(cfg, echo)

@@ -369,6 +369,9 @@ class TerraformTarget(Target):
     # Re-creating it brings back exactly that rank: a new VM with the same user-data
     # on a cloud, the node started again on its host (after its stop ran) on ssh.
     node_resource: ClassVar[str | None] = None
+    # Where the root keeps it: "" when terraform/<module> is the root itself (ssh),
+    # "module.cluster." behind a cloud's deploy/ root.
+    resource_prefix: ClassVar[str] = ""
 
     def replace(self, launched: Launched, spec: ClusterSpec, rank: int) -> str:
         if self.node_resource is None:
@@ -379,7 +382,7 @@ class TerraformTarget(Target):
         }
         if rank not in ranks:
             raise TargetError(f"rank {rank} is not a worker of {launched.cluster_id}")
-        address = f'{self.node_resource}["{rank}"]'
+        address = f'{self.resource_prefix}{self.node_resource}["{rank}"]'
         # The whole root is planned, but -replace forces only this one address; the
         # rest is unchanged unless it drifted (a machine that is gone is re-created
         # by any apply).  A host that does not answer fails the apply: reported by
