@@ -257,9 +257,12 @@ variable "extra_env" {
   type        = map(string)
   default     = {}
   description = "Extra entries of every node's /etc/syndeo/node.env (e.g. an emulator endpoint)."
+  # A node setting (SYNDEO_RANK, SYNDEO_RUN, ...) is refused by modules/node, which gets
+  # this map and keeps the one list of them; other SYNDEO_* names pass (SYNDEO_TLS, a
+  # backend's endpoint).
   validation {
-    condition     = alltrue([for k, v in var.extra_env : can(regex("^[A-Z_][A-Z0-9_]*$", k)) && !startswith(k, "SYNDEO_") && !strcontains(v, "\n")])
-    error_message = "extra_env: names ^[A-Z_][A-Z0-9_]*$ not starting with SYNDEO_ (those come from the other variables), single-line values."
+    condition     = alltrue([for k, v in var.extra_env : can(regex("^[A-Z_][A-Z0-9_]*$", k)) && !strcontains(v, "\n")])
+    error_message = "extra_env: names ^[A-Z_][A-Z0-9_]*$, single-line values."
   }
   nullable = false
 }

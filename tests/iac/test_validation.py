@@ -65,7 +65,7 @@ SHARED_CASES: list[tuple[Any, ...]] = [
     ("image_digest", "sha256:" + "a" * 64, True),
     ("image_digest", "md5:abc", False),
     ("extra_env", {"AWS_ENDPOINT_URL_S3": "http://10.0.0.1:9000"}, True),
-    ("extra_env", {"SYNDEO_RANK": "1"}, False),
+    ("extra_env", {"SYNDEO_TLS": "1"}, True),  # node settings: refused by modules/node
     ("extra_env", {"lower": "x"}, False),
     # Groups (node_count = 3 in COMMON): the node module's rules, checked here first.
     ("groups", [], True),
