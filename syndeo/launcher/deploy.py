@@ -22,6 +22,7 @@ from types import FrameType
 from typing import Any
 
 from syndeo.core.errors import ConfigError, RendezvousError, TargetError, WorkloadError
+from syndeo.launcher import gcscreds
 from syndeo.launcher import tls as launcher_tls
 from syndeo.launcher import watch as watcher
 from syndeo.launcher.config import DeployConfig
@@ -290,6 +291,8 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
     recovery = Recovery(target, spec, cfg.recovery, ui)
     restarts: list[dict[str, Any]] = []
     authority = launcher_tls.new_authority(spec)
+    # Slurm/ssh nodes of a gs:// rendezvous got a 1-hour token: renewed while we follow.
+    renewal = gcscreds.Renewal(spec.rendezvous, spec.cluster_id, spec.launch_key, ui.info)
     with ui:
         try:
             if authority is not None:
@@ -300,6 +303,7 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
             while True:
                 t_attempt = time.monotonic()
                 launched = target.launch(spec)
+                renewal.start()
                 if keep:
                     save_launched(launched)
                 if owned:
@@ -337,6 +341,7 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
                 rdv.request_stop("interrupted")
             raise
         finally:
+            renewal.stop()  # before the cleanup removes the token it writes
             output.close()
             if not keep:
                 if launched is not None:
@@ -453,17 +458,21 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
     launched: Launched | None = None
     owned = target.creates_rendezvous(spec.rendezvous)
     authority = launcher_tls.new_authority(spec)
+    # Until the watcher takes over (a Slurm job may queue for longer than a token lives).
+    renewal = gcscreds.Renewal(spec.rendezvous, spec.cluster_id, spec.launch_key, ui.info)
     with ui:
         try:
             if authority is not None and not owned:
                 launcher_tls.deliver(rdv, spec, authority)  # before any node starts
             launched = target.launch(spec, detach=True)
+            renewal.start()
             save_launched(launched)
             if authority is not None and owned:
                 rdv.check()  # the bucket exists only now; the nodes wait for the bundle
                 launcher_tls.deliver(rdv, spec, authority)
             rc, done, _, rdv = _follow(target, launched, rdv, spec, ui, until_phase="serving")
         except BaseException:
+            renewal.stop()
             if launched is not None:
                 target.stop(launched)
             forget(spec.cluster_id)
@@ -471,6 +480,8 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
                 with contextlib.suppress(Exception):
                     rdv.cleanup(all_attempts=True)  # the id's claim too: free again
             raise
+    renewal.stop()  # the watcher renews from here on
+    renew = gcscreds.issued(spec.rendezvous, spec.cluster_id)
     if rc is not None:
         target.stop(launched)
         forget(spec.cluster_id)
@@ -480,7 +491,8 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
         raise TargetError(
             f"cluster {spec.cluster_id} did not come up: {why}; {target.describe(launched)}"
         )
-    if recovery.replace_lost:
+    if recovery.replace_lost or renew:
+        launched.data["renew_gcs_token"] = renew
         try:
             watcher.start(launched, spec, recovery)
         except BaseException:

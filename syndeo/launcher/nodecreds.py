@@ -14,8 +14,11 @@ launcher's own long-lived keys (readable by every process of every node).  Now:
 * **Azure** with an account key: a container SAS (read, add, create, write, delete,
   list) that expires with the cluster, instead of the key that opens the whole account.
   A SAS cannot name a prefix in a flat namespace: it is the container's.
-* **GCS**: forwarded as before.  A downscoped token (Credential Access Boundary) lives
-  one hour and only its source credential can renew it, which a node must not hold.
+* **GCS**: a downscoped token (Credential Access Boundary: objects under the cluster's
+  prefix, listing with it only) from Google's STS.  It lives an hour and only its source
+  credential can renew it, which a node must not hold: the launcher renews it while the
+  cluster lives and hands it over sealed with the launch key (syndeo/launcher/gcscreds.py,
+  syndeo/rendezvous/gstoken.py).  An emulator without an STS: forwarded as before.
 
 The result replaces the forwarded credential variables; endpoints, region and proxy
 settings are kept.
@@ -31,8 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from syndeo.core.errors import ConfigError
+from syndeo.launcher import gcscreds
 from syndeo.rendezvous import passthrough_env
 from syndeo.rendezvous._cloud import parse_bucket_uri
+from syndeo.rendezvous.gstoken import EXPIRY_VAR, TOKEN_VAR
 
 # STS GetFederationToken's bounds (its API reference: 900 s .. 129,600 s).
 STS_MIN_S, STS_MAX_S = 900, 129_600
@@ -104,6 +109,10 @@ def node_credentials(
         return _aws(uri, cluster_id, lifetime_s, env, forwarded)
     if uri.startswith("az://"):
         return _azure(uri, lifetime_s, env, forwarded)
+    if uri.startswith("gs://") and not gcscreds.emulated(env):
+        own = gcscreds.node_env(uri, cluster_id, env, forwarded)
+        kind = "scoped to the cluster's prefix (1-hour tokens the launcher renews)"
+        return NodeCredentials(own, kind, names=[TOKEN_VAR, EXPIRY_VAR])
     return NodeCredentials(forwarded, "forwarded" if forwarded else "none")
 
 

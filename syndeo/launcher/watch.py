@@ -31,6 +31,7 @@ import psutil
 from rich.text import Text
 
 from syndeo.core.errors import SyndeoError, TargetError
+from syndeo.launcher import gcscreds
 from syndeo.launcher.config import RecoverySettings, load_config
 from syndeo.launcher.recovery import Recovery
 from syndeo.launcher.spec import ClusterSpec, Launched
@@ -115,6 +116,12 @@ def watch(cluster_id: str, ui: Ui) -> int:
     recovery = Recovery(target, spec, settings, ui)
     rdv = open_rendezvous(launched.rendezvous, launched.cluster_id)
     events = cluster_dir(cluster_id) / "recovery.json"
+    # The nodes' GCS token (Slurm/ssh nodes of a gs:// rendezvous), renewed until `down`.
+    renewer = (
+        gcscreds.Renewer(launched.rendezvous, cluster_id, spec.launch_key, ui.info)
+        if launched.data.get("renew_gcs_token") and spec.launch_key
+        else None
+    )
     ui.info(f"watching cluster {cluster_id} (replace_lost={settings.replace_lost})")
     next_target_poll = 0.0  # at once: a target notes what it needs on its first poll
     while True:
@@ -146,6 +153,8 @@ def watch(cluster_id: str, ui: Ui) -> int:
                 save_launched(launched)
             if json.dumps(recovery.events) != events_before:
                 write_atomic(events, json.dumps(recovery.events, indent=2).encode())
+        if renewer is not None:
+            renewer.tick()  # outside the lock: an STS call must not hold up a grow
         time.sleep(WATCH_EVERY_S)
 
 

@@ -9,7 +9,10 @@ Key layout below ``<location>/<cluster_id>/``: ``claim.json``, taken by the one
 launcher that owns the id (atomic create, before anything starts; removed by
 ``cleanup(all_attempts=True)``), ``tls/bundle``, the cluster's CA sealed with the launch
 key (syndeo/core/tls.py; only with ``--tls``: written by the launcher, for every attempt,
-removed with the claim), and per attempt below ``a<attempt>/``::
+removed with the claim), ``creds/gcs``, the nodes' latest downscoped GCS token sealed
+with the launch key (syndeo/rendezvous/gstoken.py; only for Slurm/ssh nodes of a gs://
+rendezvous: replaced by the launcher while the cluster lives, removed with the claim),
+and per attempt below ``a<attempt>/``::
 
     head.json            published once by rank 0 (atomic create: one winner)
     secret/token         the Ray auth token (owner-only)
@@ -417,6 +420,16 @@ class Rendezvous(ABC):
 
     def get_tls_bundle(self) -> bytes | None:
         return self._read("tls/bundle")
+
+    # ------------------------------------------------------------------ renewed store token
+    # The nodes' latest downscoped GCS token, sealed with the launch key and replaced by
+    # the launcher while the cluster lives (syndeo/rendezvous/gstoken.py): cluster-wide,
+    # like the TLS bundle, and removed with the claim.
+    def put_store_token(self, blob: bytes) -> None:
+        self._write("creds/gcs", blob)
+
+    def get_store_token(self) -> bytes | None:
+        return self._read("creds/gcs")
 
     # ------------------------------------------------------------------ nodes
     def register_node(self, record: NodeRecord) -> None:

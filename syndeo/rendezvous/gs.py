@@ -2,7 +2,9 @@
 
 Credentials: Application Default Credentials (``GOOGLE_APPLICATION_CREDENTIALS``,
 gcloud login, or the VM's service account).  ``STORAGE_EMULATOR_HOST`` points the
-client at an emulator (anonymous credentials then).  Atomic create is an upload
+client at an emulator (anonymous credentials then).  A node the launcher gave a
+downscoped token (``SYNDEO_GCS_TOKEN``: Slurm, ssh) uses that, renewed from the store
+(syndeo/rendezvous/gstoken.py).  Atomic create is an upload
 with ``if_generation_match=0`` (412 when the object exists).
 """
 
@@ -19,7 +21,7 @@ from google.auth import exceptions as auth_exc
 from google.cloud import storage
 from google.cloud.storage.retry import DEFAULT_RETRY
 
-from syndeo.rendezvous import _cloud
+from syndeo.rendezvous import _cloud, gstoken
 
 # Retry transient errors (429, 5xx, connection resets) with jittered exponential
 # backoff, but only for RETRY_BUDGET_S in total instead of the default 120 s.
@@ -38,16 +40,21 @@ class GCSRendezvous(_cloud.CloudRendezvous):
         *("STORAGE_EMULATOR_HOST", "GCE_METADATA_HOST", "GCE_METADATA_IP", "NO_GCE_CHECK"),
         *_cloud.NETWORK_ENV,
     )
-    env_secrets = ("GOOGLE_APPLICATION_CREDENTIALS",)
+    env_secrets = ("GOOGLE_APPLICATION_CREDENTIALS", gstoken.TOKEN_VAR, gstoken.EXPIRY_VAR)
 
     def __init__(self, uri: str, cluster_id: str, attempt: int = 0) -> None:
         super().__init__(uri, cluster_id, attempt)
         self.endpoint = os.environ.get("STORAGE_EMULATOR_HOST") or "https://storage.googleapis.com"
         self._bucket_seen = False
+        # The launcher's downscoped token, if it made one for this node (else None: ADC).
+        creds = gstoken.node_credentials(
+            os.environ, self.endpoint, self.bucket, self._name(gstoken.KEY), cluster_id
+        )
         with self._op("connect to"):
             self.client: Any = storage.Client(
                 project=os.environ.get("GOOGLE_CLOUD_PROJECT")
-                or os.environ.get("CLOUDSDK_CORE_PROJECT")
+                or os.environ.get("CLOUDSDK_CORE_PROJECT"),
+                credentials=creds,
             )
         self.gbucket: Any = self.client.bucket(self.bucket)
 

@@ -1,0 +1,142 @@
+"""A node's downscoped GCS token and its renewal (``node_credentials = "scoped"`` on hosts
+without a Google identity: Slurm, ssh).
+
+The launcher hands each node a token that reaches only the cluster's prefix
+(``SYNDEO_GCS_TOKEN``, ``SYNDEO_GCS_TOKEN_EXPIRY``; syndeo/launcher/gcscreds.py).  Such a
+token lives about an hour and only its source credential can renew it, which a node
+must not hold: so the launcher, while the cluster lives, mints a fresh one well before
+the last expires and writes it sealed with the launch key (syndeo/core/sealed.py) to the
+cluster-wide key :data:`KEY` of the rendezvous.  The node's client renews by reading
+that object with the token it still holds, and takes it only if it opens with its
+launch key: a planted or changed token is refused and logged, never used.
+
+Imported only by the gs backend (google-auth and requests are its dependencies).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+from syndeo.core import sealed
+from syndeo.core.nodeconfig import LAUNCH_KEY_VAR
+
+TOKEN_VAR = "SYNDEO_GCS_TOKEN"
+EXPIRY_VAR = "SYNDEO_GCS_TOKEN_EXPIRY"  # seconds since the epoch
+# Cluster-wide (not per attempt, like tls/bundle): a restarted attempt's nodes renew
+# from it too; removed with the claim by cleanup(all_attempts=True).
+KEY = "creds/gcs"
+PURPOSE = b"syndeo gcs token v1"  # HKDF info: this key opens nothing but tokens
+READ_TIMEOUT_S = 10.0
+
+log = logging.getLogger("syndeo.rendezvous.gs")
+
+
+def seal_token(token: str, expires_at: float, launch_key: str, cluster_id: str) -> bytes:
+    plain = json.dumps({"token": token, "expires_at": expires_at}).encode()
+    return sealed.seal(plain, launch_key, cluster_id, PURPOSE)
+
+
+def unseal_token(blob: bytes, launch_key: str, cluster_id: str) -> tuple[str, float]:
+    """(token, expiry) of a sealed blob; :class:`sealed.Rejected` if not this launch's."""
+    data = json.loads(sealed.unseal(blob, launch_key, cluster_id, PURPOSE))
+    try:
+        return str(data["token"]), float(data["expires_at"])
+    except (KeyError, TypeError, ValueError):
+        raise sealed.Rejected("authentic but not a token this version can read") from None
+
+
+def _refresh_error(message: str) -> Exception:
+    from google.auth.exceptions import RefreshError
+
+    return RefreshError(message)  # type: ignore[no-untyped-call]
+
+
+def _naive_utc(epoch: float) -> datetime.datetime:
+    # google-auth compares expiry with a naive UTC "now".
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).replace(tzinfo=None)
+
+
+class SealedTokenRefresher:
+    """google-auth's ``refresh_handler``: the launcher's latest token, from the store.
+
+    It reads the object with a plain HTTP GET on the token the credentials still hold
+    (google-auth refreshes 3 min 45 s before expiry): going through the storage client
+    would ask these same credentials to refresh, and recurse.
+    """
+
+    def __init__(
+        self, endpoint: str, bucket: str, name: str, launch_key: str, cluster_id: str
+    ) -> None:
+        self.url = (
+            f"{endpoint.rstrip('/')}/storage/v1/b/{quote(bucket, safe='')}/o/"
+            f"{quote(name, safe='')}?alt=media"
+        )
+        self.launch_key = launch_key
+        self.cluster_id = cluster_id
+        self.credentials: Any = None  # set by node_credentials: whose token reads
+
+    def __call__(self, request: Any, scopes: Any = None) -> tuple[str, datetime.datetime]:
+        """(token, expiry) of the sealed object; a RefreshError (google-auth's) if none can
+        be taken, which the backend reports as credentials that could not be refreshed."""
+        import requests
+
+        current = getattr(self.credentials, "token", None)
+        try:
+            reply = requests.get(
+                self.url, headers={"Authorization": f"Bearer {current}"}, timeout=READ_TIMEOUT_S
+            )
+        except requests.RequestException as exc:
+            raise _refresh_error(f"cannot read the renewed token: {type(exc).__name__}") from None
+        if reply.status_code == 404:
+            raise _refresh_error(
+                "the launcher has not renewed the token (is it still following the cluster?)"
+            )
+        if reply.status_code != 200:
+            raise _refresh_error(f"cannot read the renewed token: HTTP {reply.status_code}")
+        try:
+            token, expires_at = unseal_token(reply.content, self.launch_key, self.cluster_id)
+        except (sealed.Rejected, ValueError) as exc:
+            # Someone who can write the prefix but holds no launch key: never use it.
+            log.warning("syndeo: refused the GCS token in the rendezvous: %s", exc)
+            raise _refresh_error(f"refused the token in the rendezvous: {exc}") from None
+        return token, _naive_utc(expires_at)
+
+
+def node_credentials(
+    env: Mapping[str, str], endpoint: str, bucket: str, name: str, cluster_id: str
+) -> Any:
+    """Credentials from the token the launcher made for this node, renewed from object
+    ``name`` of ``bucket``; None when the node has none (its own identity, forwarded)."""
+    token, expiry = env.get(TOKEN_VAR), env.get(EXPIRY_VAR)
+    if not token:
+        return None
+    from google.oauth2.credentials import Credentials
+
+    launch_key = env.get(LAUNCH_KEY_VAR, "")
+    refresher = SealedTokenRefresher(endpoint, bucket, name, launch_key, cluster_id)
+    try:
+        expires_at = float(expiry or 0)
+    except ValueError:
+        expires_at = time.time()  # unreadable: renew at once
+    creds = Credentials(  # type: ignore[no-untyped-call]
+        token, expiry=_naive_utc(expires_at), refresh_handler=refresher
+    )
+    refresher.credentials = creds
+    return creds
+
+
+__all__ = [
+    "EXPIRY_VAR",
+    "KEY",
+    "TOKEN_VAR",
+    "SealedTokenRefresher",
+    "node_credentials",
+    "seal_token",
+    "unseal_token",
+]
