@@ -82,9 +82,10 @@ class DeployConfig(_Strict):
     # Ray's own TLS between every Ray process and client: a CA per launch, made by the
     # launcher, handed to the nodes sealed with the launch key (syndeo/core/tls.py).
     tls: bool = False
-    # What Slurm and ssh nodes get to reach an s3:// or az:// rendezvous: credentials made
-    # for the cluster (its prefix or container, at most 36 h: syndeo/launcher/nodecreds.py),
-    # or "forward": the launcher's own, for an `up` cluster that must outlive 36 h.
+    # What Slurm and ssh nodes get to reach an s3://, az:// or gs:// rendezvous: credentials
+    # made for the cluster (its prefix or container, at most 36 h; for gs:// 1-hour tokens
+    # the launcher renews: syndeo/launcher/nodecreds.py), or "forward": the launcher's own,
+    # for an `up` cluster that must outlive 36 h.
     node_credentials: Literal["scoped", "forward"] = "scoped"
     run: str | None = None  # None = the built-in benchmark
     workdir: Path | None = None

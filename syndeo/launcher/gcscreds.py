@@ -127,10 +127,11 @@ def exchange(source: str, boundary: Mapping[str, Any], url: str) -> tuple[str, f
     except ValueError:
         body = {}
     if reply.status_code != 200 or not isinstance(body, dict) or "access_token" not in body:
-        why = body.get("error_description") or body.get("error") if isinstance(body, dict) else ""
+        why = (body.get("error_description") or body.get("error")) if isinstance(body, dict) else ""
+        detail = f": {str(why).strip().splitlines()[0]}" if str(why or "").strip() else ""
         raise ConfigError(
-            f"gcs: STS refused the nodes' downscoped token (HTTP {reply.status_code}"
-            f"{': ' + _line(Exception(why)) if why else ''}); {hint}"
+            f"gcs: STS refused the nodes' downscoped token (HTTP {reply.status_code}{detail}); "
+            f"{hint}"
         )
     return str(body["access_token"]), before + float(body.get("expires_in", 3600))
 

@@ -97,6 +97,13 @@ class SealedTokenRefresher:
             raise _refresh_error(
                 "the launcher has not renewed the token (is it still following the cluster?)"
             )
+        if reply.status_code == 401:
+            # Nothing left to read with: a node that started after its token ended (a
+            # Slurm job that queued longer than an hour) or a launcher that stopped renewing.
+            raise _refresh_error(
+                "this node's token expired before a renewed one could be read (did its job "
+                "queue longer than the token lives, or the launcher stop following?)"
+            )
         if reply.status_code != 200:
             raise _refresh_error(f"cannot read the renewed token: HTTP {reply.status_code}")
         try:
