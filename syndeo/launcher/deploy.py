@@ -303,7 +303,7 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
             while True:
                 t_attempt = time.monotonic()
                 launched = target.launch(spec)
-                renewal.start()
+                renewal.start(launched)
                 if keep:
                     save_launched(launched)
                 if owned:
@@ -465,7 +465,7 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
             if authority is not None and not owned:
                 launcher_tls.deliver(rdv, spec, authority)  # before any node starts
             launched = target.launch(spec, detach=True)
-            renewal.start()
+            renewal.start(launched)
             save_launched(launched)
             if authority is not None and owned:
                 rdv.check()  # the bucket exists only now; the nodes wait for the bundle

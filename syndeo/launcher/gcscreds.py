@@ -18,13 +18,16 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from syndeo.core.errors import ConfigError, SyndeoError
+from syndeo.launcher.spec import Launched
+from syndeo.launcher.state import write_atomic
 from syndeo.rendezvous import open_rendezvous
 from syndeo.rendezvous._cloud import parse_bucket_uri
-from syndeo.rendezvous.gstoken import EXPIRY_VAR, TOKEN_VAR, seal_token
+from syndeo.rendezvous.gstoken import EXPIRY_VAR, FILE_NAME, TOKEN_VAR, seal_token
 
 # google-auth's google.auth.downscoped.Credentials would do the exchange, but its endpoint
 # is fixed (https://sts.<universe domain>/v1/token): the one POST is made here, so that a
@@ -162,14 +165,23 @@ def issued(uri: str, cluster_id: str) -> bool:
         return (uri, cluster_id) in _issued
 
 
+def token_files(launched: Launched) -> list[Path]:
+    """Where else the nodes look for the sealed token: a Slurm job dir, which they share
+    with the launcher (they leave their exit codes there)."""
+    job_dir = launched.data.get("job_dir")
+    return [Path(job_dir) / FILE_NAME] if job_dir else []
+
+
 class Renewer:
     """Mints the nodes' next token well before the last expires and writes it sealed to
-    the cluster's ``creds/gcs``; :meth:`tick` from a loop (the watcher's)."""
+    the cluster's ``creds/gcs`` (and ``files``); :meth:`tick` from a loop (the watcher's)."""
 
     def __init__(
-        self, uri: str, cluster_id: str, launch_key: str, say: Callable[[str], None]
-    ) -> None:
+        self, uri: str, cluster_id: str, launch_key: str, say: Callable[[str], None],
+        files: Sequence[Path] = (),
+    ) -> None:  # fmt: skip
         self.uri, self.cluster_id, self.launch_key, self.say = uri, cluster_id, launch_key, say
+        self.files = list(files)
         self.next_at = 0.0  # at once: a node that started late gets a full hour
         self._rdv: Any = None
 
@@ -184,7 +196,9 @@ class Renewer:
                 self._rdv = open_rendezvous(self.uri, self.cluster_id)
             blob = seal_token(token, expires_at, self.launch_key, self.cluster_id)
             self._rdv.put_store_token(blob)
-        except SyndeoError as exc:
+            for path in self.files:
+                write_atomic(path, blob)  # 0600
+        except (SyndeoError, OSError) as exc:
             self.say(f"syndeo: could not renew the nodes' GCS token, will retry: {exc}")
             self.next_at = now + RETRY_S
             return False
@@ -206,13 +220,15 @@ class Renewal:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
+    def start(self, launched: Launched) -> None:
         if self._thread is not None or not issued(self.uri, self.cluster_id):
             return
         if self.launch_key is None:
             self.say("syndeo: no launch key to seal the nodes' GCS token with: not renewed")
             return
-        renewer = Renewer(self.uri, self.cluster_id, self.launch_key, self.say)
+        renewer = Renewer(
+            self.uri, self.cluster_id, self.launch_key, self.say, token_files(launched)
+        )
 
         def run() -> None:
             while True:

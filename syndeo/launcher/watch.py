@@ -118,7 +118,13 @@ def watch(cluster_id: str, ui: Ui) -> int:
     events = cluster_dir(cluster_id) / "recovery.json"
     # The nodes' GCS token (Slurm/ssh nodes of a gs:// rendezvous), renewed until `down`.
     renewer = (
-        gcscreds.Renewer(launched.rendezvous, cluster_id, spec.launch_key, ui.info)
+        gcscreds.Renewer(
+            launched.rendezvous,
+            cluster_id,
+            spec.launch_key,
+            ui.info,
+            gcscreds.token_files(launched),
+        )
         if launched.data.get("renew_gcs_token") and spec.launch_key
         else None
     )

@@ -10,6 +10,10 @@ cluster-wide key :data:`KEY` of the rendezvous.  The node's client renews by rea
 that object with the token it still holds, and takes it only if it opens with its
 launch key: a planted or changed token is refused and logged, never used.
 
+A Slurm job may queue for longer than its token lives, and then has nothing to read the
+store with: the launcher also writes the sealed token to the job dir, which the nodes
+share with it (``SYNDEO_GCS_TOKEN_FILE``), and a node reads that first.
+
 Imported only by the gs backend (google-auth and requests are its dependencies).
 """
 
@@ -20,6 +24,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -28,6 +33,11 @@ from syndeo.core.nodeconfig import LAUNCH_KEY_VAR
 
 TOKEN_VAR = "SYNDEO_GCS_TOKEN"
 EXPIRY_VAR = "SYNDEO_GCS_TOKEN_EXPIRY"  # seconds since the epoch
+FILE_VAR = "SYNDEO_GCS_TOKEN_FILE"  # a shared file with the sealed token (Slurm's job dir)
+FILE_NAME = "gcs-token"
+# A token from the file must outlive google-auth's refresh threshold (3 min 45 s), or it
+# is asked for again at once.
+FILE_FRESH_S = 300.0
 # Cluster-wide (not per attempt, like tls/bundle): a restarted attempt's nodes renew
 # from it too; removed with the claim by cleanup(all_attempts=True).
 KEY = "creds/gcs"
@@ -71,14 +81,16 @@ class SealedTokenRefresher:
     """
 
     def __init__(
-        self, endpoint: str, bucket: str, name: str, launch_key: str, cluster_id: str
-    ) -> None:
+        self, endpoint: str, bucket: str, name: str, launch_key: str, cluster_id: str,
+        path: str | None = None,
+    ) -> None:  # fmt: skip
         self.url = (
             f"{endpoint.rstrip('/')}/storage/v1/b/{quote(bucket, safe='')}/o/"
             f"{quote(name, safe='')}?alt=media"
         )
         self.launch_key = launch_key
         self.cluster_id = cluster_id
+        self.path = path
         self.credentials: Any = None  # set by node_credentials: whose token reads
 
     def __call__(self, request: Any, scopes: Any = None) -> tuple[str, datetime.datetime]:
@@ -86,6 +98,8 @@ class SealedTokenRefresher:
         be taken, which the backend reports as credentials that could not be refreshed."""
         import requests
 
+        if self.path and (found := self._from_file()) is not None:
+            return found
         current = getattr(self.credentials, "token", None)
         try:
             reply = requests.get(
@@ -114,6 +128,21 @@ class SealedTokenRefresher:
             raise _refresh_error(f"refused the token in the rendezvous: {exc}") from None
         return token, _naive_utc(expires_at)
 
+    def _from_file(self) -> tuple[str, datetime.datetime] | None:
+        """The launcher's latest token from the shared file, if it opens and is fresh."""
+        try:
+            blob = Path(self.path or "").read_bytes()
+        except OSError:
+            return None  # not written yet, or not shared after all: the store then
+        try:
+            token, expires_at = unseal_token(blob, self.launch_key, self.cluster_id)
+        except (sealed.Rejected, ValueError) as exc:
+            log.warning("syndeo: refused the GCS token in %s: %s", self.path, exc)
+            return None
+        if expires_at - time.time() < FILE_FRESH_S:
+            return None
+        return token, _naive_utc(expires_at)
+
 
 def node_credentials(
     env: Mapping[str, str], endpoint: str, bucket: str, name: str, cluster_id: str
@@ -126,7 +155,9 @@ def node_credentials(
     from google.oauth2.credentials import Credentials
 
     launch_key = env.get(LAUNCH_KEY_VAR, "")
-    refresher = SealedTokenRefresher(endpoint, bucket, name, launch_key, cluster_id)
+    refresher = SealedTokenRefresher(
+        endpoint, bucket, name, launch_key, cluster_id, env.get(FILE_VAR) or None
+    )
     try:
         expires_at = float(expiry or 0)
     except ValueError:
@@ -140,6 +171,8 @@ def node_credentials(
 
 __all__ = [
     "EXPIRY_VAR",
+    "FILE_NAME",
+    "FILE_VAR",
     "KEY",
     "TOKEN_VAR",
     "SealedTokenRefresher",

@@ -29,10 +29,17 @@ from syndeo.core.launchkey import new_key
 from syndeo.launcher import gcscreds
 from syndeo.launcher.config import load_config
 from syndeo.launcher.nodecreds import node_credentials
-from syndeo.launcher.spec import ClusterSpec
+from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.targets.slurm.target import SlurmTarget
 from syndeo.rendezvous import open_rendezvous, without_secrets
-from syndeo.rendezvous.gstoken import EXPIRY_VAR, TOKEN_VAR, seal_token, unseal_token
+from syndeo.rendezvous.gstoken import (
+    EXPIRY_VAR,
+    FILE_NAME,
+    FILE_VAR,
+    TOKEN_VAR,
+    seal_token,
+    unseal_token,
+)
 from testbeds.objectstores import Server, make_bucket, running
 from tests.support.helpers import environ
 
@@ -279,25 +286,65 @@ def test_the_renewer_writes_before_expiry_and_the_teardown_removes_it(
 
 
 def test_deploy_renews_only_clusters_whose_nodes_got_a_token(
-    launcher_env: dict[str, str], google: FakeGoogle, monkeypatch: pytest.MonkeyPatch
+    launcher_env: dict[str, str],
+    google: FakeGoogle,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     """The thread a following launcher runs: started only for a cluster it made a token
-    for; stopped before the teardown."""
+    for; it writes the store and a Slurm job dir; stopped before the teardown."""
     monkeypatch.setattr(gcscreds.Renewal, "CHECK_S", 0.05)
     key = new_key()
+    launched = Launched(
+        target="slurm", cluster_id="gc-thread", rendezvous=URI, started_at=time.time(),
+        data={"job_dir": str(tmp_path)},
+    )  # fmt: skip
     idle = gcscreds.Renewal(URI, "gc-none", key, print)
-    idle.start()
+    idle.start(launched)
     assert idle._thread is None
     node_credentials(URI, "gc-thread", 7200)
     renewal = gcscreds.Renewal(URI, "gc-thread", key, print)
-    renewal.start()
+    renewal.start(launched)
     rdv = open_rendezvous(URI, "gc-thread")
     deadline = time.monotonic() + 10
     while rdv.get_store_token() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     renewal.stop()
     assert unseal_token(rdv.get_store_token() or b"", key, "gc-thread")[0] == "downscoped-2"
+    shared = tmp_path / FILE_NAME
+    assert unseal_token(shared.read_bytes(), key, "gc-thread")[0] == "downscoped-2"
+    assert shared.stat().st_mode & 0o077 == 0
     rdv.cleanup(all_attempts=True)
+
+
+def test_a_node_that_queued_past_its_token_renews_from_the_job_dir(
+    gcs: Server,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its own token ended long ago (nothing to read the store with): the sealed token
+    the launcher keeps in the shared job dir is taken; a changed one is refused."""
+    import requests
+
+    reads: list[str] = []
+    real_get = requests.get
+    monkeypatch.setattr(requests, "get", lambda url, **kw: reads.append(url) or real_get(url, **kw))
+    key, shared = new_key(), tmp_path / FILE_NAME
+    shared.write_bytes(seal_token("from-the-job-dir", time.time() + 3000, key, "gc-queued"))
+    node = _node_env(gcs, "long-expired", time.time() - 7200, key) | {FILE_VAR: str(shared)}
+    with environ(node):
+        rdv = open_rendezvous(URI, "gc-queued")
+        rdv.put_secret("probe", b"x")
+        assert rdv.client._credentials.token == "from-the-job-dir"  # type: ignore[attr-defined]
+    assert reads == []  # not the store: the file was enough
+    blob = seal_token("changed", time.time() + 3000, key, "gc-queued")
+    shared.write_bytes(blob[:-1] + bytes([blob[-1] ^ 1]))
+    with environ(node), caplog.at_level(logging.WARNING), pytest.raises(RendezvousError):
+        open_rendezvous(URI, "gc-queued").get_secret("probe")
+    assert "refused the GCS token in" in caplog.text and reads  # then the store was asked
+    with environ(gcs.env):
+        open_rendezvous(URI, "gc-queued").cleanup(all_attempts=True)
 
 
 @pytest.fixture
@@ -333,6 +380,8 @@ def test_a_slurm_job_gets_the_token_and_none_of_the_launchers_credentials(
     script = fake_sbatch.with_suffix(".stdin").read_text()
     assert env[TOKEN_VAR] not in script and f'"${{{TOKEN_VAR}}}"' in script
     assert "GOOGLE_APPLICATION_CREDENTIALS" not in script
+    # Where the launcher's renewals reach a job that queued past the token's hour.
+    assert str(job.job_dir / FILE_NAME) in script
     [line] = [s for s in said if "node credentials" in s]
     assert "scoped to the cluster's prefix" in line
     # On the node, the token stays out of Ray's and the workload's environment.

@@ -26,7 +26,7 @@ from syndeo.launcher.targets.base import Target
 from syndeo.launcher.targets.slurm import jobs
 from syndeo.launcher.targets.slurm.render import RUNTIME_VARS, SlurmJob, render
 from syndeo.launcher.targets.slurm.settings import JobShape, SlurmSettings
-from syndeo.rendezvous import passthrough_env
+from syndeo.rendezvous import gstoken, passthrough_env
 from syndeo.rendezvous.file import parse_file_uri
 
 CANCEL_WAIT_S = 90.0
@@ -235,6 +235,10 @@ class SlurmTarget(Target):
         forwarded = set(passthrough_env(uri))
         env = {k: v for k, v in job.node_env.items() if k not in forwarded}
         env.update({k: f"@@{k}@@" for k in creds.env})
+        if gstoken.TOKEN_VAR in creds.env:
+            # A job may queue past its token's hour: the launcher's renewals reach it in
+            # the job dir too, which the nodes share (syndeo/rendezvous/gstoken.py).
+            env[gstoken.FILE_VAR] = str(job.job_dir / gstoken.FILE_NAME)
         return job.model_copy(update={
             "node_env": env, "secret_env": {**job.secret_env, **creds.env},
             "unset_env": sorted(forwarded - set(creds.env)),
