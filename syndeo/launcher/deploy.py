@@ -341,7 +341,7 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
                 rdv.request_stop("interrupted")
             raise
         finally:
-            renewal.stop()  # before the cleanup removes the token it writes
+            renewal.stop(remove=not keep)  # before the cleanup removes the token it writes
             output.close()
             if not keep:
                 if launched is not None:
@@ -480,7 +480,7 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
                 with contextlib.suppress(Exception):
                     rdv.cleanup(all_attempts=True)  # the id's claim too: free again
             raise
-    renewal.stop()  # the watcher renews from here on
+    renewal.stop(remove=False)  # the watcher renews from here on
     renew = gcscreds.issued(spec.rendezvous, spec.cluster_id)
     if rc is not None:
         target.stop(launched)
@@ -553,6 +553,8 @@ def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) 
     target.stop(launched)
     if not launched.data.get("owns_rendezvous"):
         rdv.cleanup(all_attempts=True)  # (a bucket made with the cluster went with it)
+    for path in gcscreds.token_files(launched):  # the nodes' token in a Slurm job dir
+        path.unlink(missing_ok=True)
     forget(launched.cluster_id)
     (cluster_dir(launched.cluster_id) / "token").unlink(missing_ok=True)
     return launched.cluster_id

@@ -205,6 +205,11 @@ class Renewer:
         self.next_at = max(now + RETRY_S, min(now + RENEW_EVERY_S, expires_at - RENEW_MARGIN_S))
         return True
 
+    def remove_files(self) -> None:
+        """The job dir's copy, once the cluster is down (the store's goes with its records)."""
+        for path in self.files:
+            path.unlink(missing_ok=True)
+
 
 class Renewal:
     """A :class:`Renewer` in a thread of its own while a launcher follows its cluster
@@ -219,6 +224,7 @@ class Renewal:
         self.uri, self.cluster_id, self.launch_key, self.say = uri, cluster_id, launch_key, say
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._renewer: Renewer | None = None
 
     def start(self, launched: Launched) -> None:
         if self._thread is not None or not issued(self.uri, self.cluster_id):
@@ -226,7 +232,7 @@ class Renewal:
         if self.launch_key is None:
             self.say("syndeo: no launch key to seal the nodes' GCS token with: not renewed")
             return
-        renewer = Renewer(
+        renewer = self._renewer = Renewer(
             self.uri, self.cluster_id, self.launch_key, self.say, token_files(launched)
         )
 
@@ -239,9 +245,12 @@ class Renewal:
         self._thread = threading.Thread(target=run, name="gcs-token-renewal", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Before the teardown removes ``creds/gcs``: nothing writes it again."""
+    def stop(self, *, remove: bool = True) -> None:
+        """Before the teardown removes ``creds/gcs``: nothing writes it again.  ``remove``:
+        the job dir's copy too (not when a watcher takes over)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=60)
             self._thread = None
+        if remove and self._renewer is not None:
+            self._renewer.remove_files()

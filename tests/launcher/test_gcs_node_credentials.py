@@ -307,13 +307,14 @@ def test_deploy_renews_only_clusters_whose_nodes_got_a_token(
     renewal.start(launched)
     rdv = open_rendezvous(URI, "gc-thread")
     deadline = time.monotonic() + 10
-    while rdv.get_store_token() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    renewal.stop()
-    assert unseal_token(rdv.get_store_token() or b"", key, "gc-thread")[0] == "downscoped-2"
     shared = tmp_path / FILE_NAME
+    while not shared.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert unseal_token(rdv.get_store_token() or b"", key, "gc-thread")[0] == "downscoped-2"
     assert unseal_token(shared.read_bytes(), key, "gc-thread")[0] == "downscoped-2"
     assert shared.stat().st_mode & 0o077 == 0
+    renewal.stop()  # the teardown: the job dir's copy goes, the store's with the records
+    assert not shared.exists()
     rdv.cleanup(all_attempts=True)
 
 
