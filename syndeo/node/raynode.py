@@ -25,7 +25,7 @@ import psutil
 
 from syndeo.core import gpus
 from syndeo.core.errors import NodeError
-from syndeo.core.nodeconfig import NodeSettings
+from syndeo.core.nodeconfig import LAUNCH_KEY_VAR, NodeSettings
 from syndeo.core.processes import wait_gone
 from syndeo.core.timeline import RAY_STARTED_LINE, ray_phases
 from syndeo.rendezvous import without_secrets
@@ -111,6 +111,16 @@ METRICS_OFF = {
 }
 
 
+def child_env(settings: NodeSettings) -> dict[str, str]:
+    """The node's environment as the processes it starts get it (Ray's, and through them
+    every task and job; the workload's): without the store's credentials, since the node
+    makes every store request itself, and without the launch key, which signs head records
+    and opens the TLS bundle.  Any task can read its own environment."""
+    env = without_secrets(settings.rendezvous, os.environ)
+    env.pop(LAUNCH_KEY_VAR, None)
+    return env
+
+
 class RayProcess:
     """One ``ray start --block`` child and everything it spawns."""
 
@@ -120,9 +130,7 @@ class RayProcess:
         self.log_path = settings.scratch / ("ray-head.log" if head_address is None else "ray.log")
         self.head_address = head_address
         self.env = {
-            # Not the store's credentials: every Ray process (and so every task) could
-            # read them from its environment; the node makes every store request itself.
-            **without_secrets(settings.rendezvous, os.environ),
+            **child_env(settings),
             "RAY_AUTH_MODE": "token",
             "RAY_AUTH_TOKEN_PATH": str(token_path),
             # Ray would otherwise phone home and open a usage-stats prompt.

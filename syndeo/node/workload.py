@@ -30,14 +30,13 @@ from syndeo.core.nodeconfig import NodeSettings
 from syndeo.node.groupwatch import GroupWatch
 from syndeo.node.jobs import JobAgent
 from syndeo.node.output import OutputStream
-from syndeo.node.raynode import RayProcess
+from syndeo.node.raynode import RayProcess, child_env
 from syndeo.rendezvous import (
     Control,
     DoneRecord,
     InterruptRecord,
     Rendezvous,
     StatusRecord,
-    without_secrets,
 )
 from syndeo.rendezvous.tolerant import Tolerant, retry_until
 
@@ -284,8 +283,9 @@ def _why(exc: BaseException) -> str:
 
 def _workload_env(s: NodeSettings, address: str, token_path: Path) -> dict[str, str]:
     bindir = str(Path(sys.executable).parent)
-    # The store's credentials stay with the node, which does every upload itself.
-    env = without_secrets(s.rendezvous, os.environ)
+    # The store's credentials and the launch key stay with the node (it does every
+    # upload itself).
+    env = child_env(s)
     env.pop("RAY_AUTH_TOKEN", None)
     env.update(
         RAY_ADDRESS=address,
