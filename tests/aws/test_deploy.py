@@ -33,11 +33,12 @@ def test_deploy_runs_whole(aws_user: AwsUser) -> None:
     first by name offering c7i.xlarge) has no capacity, as EC2 says at times: the
     launcher destroys that attempt and starts the cluster in the next zone.  The AWS
     provider retries InsufficientInstanceCapacity itself (25 times by default, for
-    minutes): the config lets it retry once."""
+    minutes): the config lets it retry once.  With Ray's TLS: the bucket is created by the
+    apply, so the sealed CA reaches it only after the apply, while the nodes wait for it."""
     no_capacity = aws_user.state.base / "no-capacity"
     no_capacity.write_text("us-east-1a\n")
     cfg = aws_user.root / "retries.toml"
-    cfg.write_text("[aws]\napi_max_retries = 1\n")
+    cfg.write_text("tls = true\n[aws]\napi_max_retries = 1\n")
     give_to_ci_user(cfg)
     t0 = time.monotonic()
     try:
@@ -69,6 +70,7 @@ def test_deploy_runs_whole(aws_user: AwsUser) -> None:
 
     summary: dict[str, Any] = json.loads((run / "deploy.json").read_text())
     assert summary["exit_code"] == 0 and summary["target"] == "aws"
+    assert summary["tls"] is True
     machines = summary["machines"]
     assert (machines["provider"], machines["count"], machines["instance_type"]) == (
         "aws", 3, "c7i.xlarge",

@@ -162,9 +162,11 @@ def test_up_grow_shrink_and_down_from_new_shells(
 def _up_grow_shrink_down(
     aws_user: AwsUser, admin: awsemu.State, shared_bucket: str, cfg: str, cid: str
 ) -> None:
-    res = aws_user.invoke("up", "--config", cfg, "--cluster-id", cid)
+    # With Ray's TLS: the CA sealed into the existing bucket before the apply, a grown
+    # node's certificate made from it later, a job run over TLS.
+    res = aws_user.invoke("up", "--config", cfg, "--cluster-id", cid, "--tls")
     assert res.returncode == 0, failed(res)
-    assert "RAY_ADDRESS" in res.stdout
+    assert "RAY_ADDRESS" in res.stdout and "RAY_USE_TLS=1" in res.stdout
     rdv = open_rendezvous(f"s3://{shared_bucket}/team", cid)
     assert rdv.read_status() is not None and rdv.read_status().phase == "serving"  # type: ignore[union-attr]
 
@@ -190,7 +192,8 @@ def _up_grow_shrink_down(
     job_dir = aws_user.root / "job"
     job_dir.mkdir()
     (job_dir / "printer.py").write_text(
-        "import ray\nray.init()\nprint('cluster cpus', int(ray.cluster_resources()['CPU']))\n"
+        "import os, ray\nray.init()\nprint('cluster cpus', int(ray.cluster_resources()['CPU']))\n"
+        "print('tls', os.environ.get('RAY_USE_TLS'))\n"
     )
     give_to_ci_user(job_dir)
     give_to_ci_user(job_dir / "printer.py")
@@ -200,6 +203,7 @@ def _up_grow_shrink_down(
     )  # fmt: skip
     assert res.returncode == 0, failed(res)
     assert "cluster cpus 3" in res.stdout and "succeeded" in res.stderr
+    assert "tls 1" in res.stdout
     kept = {r: ranks[r] for r in (0, 1)}
     res = aws_user.invoke("shrink", "--cluster-id", cid, "--group", "cpu")
     assert res.returncode == 0, failed(res)
@@ -273,7 +277,10 @@ def test_lost_machines_under_a_running_deploy(
     summary = json.loads((aws_user.results / cid / "deploy.json").read_text())
     assert "the head vanished" in summary["message"]
     [event] = summary["recovery"]
-    assert event["rank"] == 2 and event["replaced"] == 'rank 2 (aws_instance.node["2"] re-created)'
+    assert (
+        event["rank"] == 2
+        and event["replaced"] == 'rank 2 (module.cluster.aws_instance.node["2"] re-created)'
+    )
     assert event["lost_s"] <= event["replaced_s"] <= event["joined_s"], event
     # The times are measurements, printed for the record (the goal for the first is
     # 30 s; how long it takes is Ray's health check on a loaded machine, not a pass mark).
@@ -343,7 +350,7 @@ def test_a_spot_notice_drains_the_node_and_its_successor_comes_first(
     summary = json.loads((aws_user.results / cid / "deploy.json").read_text())
     [event] = summary["recovery"]
     assert event["rank"] == 2 and event["interrupted"] == "aws", event
-    assert event["replaced"] == 'rank 2 (aws_instance.node["2"] re-created)', event
+    assert event["replaced"] == 'rank 2 (module.cluster.aws_instance.node["2"] re-created)', event
     assert event["notice_s"] <= event["replaced_s"] <= event["joined_s"], event
     assert [e for e in everything(admin) if e != f"bucket {shared_bucket}"] == []
     print(f"\nspot notice -> in the status: {noticed_s:.1f} s; -> successor joined: "
