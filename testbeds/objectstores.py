@@ -16,6 +16,7 @@ import importlib.util
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 SETUP_HINT = "run scripts/setup.d/object-stores.sh"
 AZURITE_ACCOUNT = "devstoreaccount1"
@@ -72,10 +74,11 @@ class Server:
     log: Path
     env: dict[str, str] = field(default_factory=dict)  # what a client needs to reach it
     host: str = "127.0.0.1"  # or a test bed's bridge address, for clients in its namespaces
+    scheme: str = "http"  # https: Azurite with OAuth (azurite_oauth)
 
     @property
     def endpoint(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     @property
     def pid(self) -> int:
@@ -162,9 +165,9 @@ def azurite_connection_string(endpoint: str, key: str) -> str:
     )
 
 
-def _ready(url: str) -> bool:
+def _ready(url: str, context: ssl.SSLContext | None = None) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=1):
+        with urllib.request.urlopen(url, timeout=1, context=context):
             return True
     except urllib.error.HTTPError:
         return True  # any HTTP answer means it is serving (Azurite answers 4xx here)
@@ -224,6 +227,66 @@ def running(
         server.stop()
 
 
+# ---------------------------------------------------------------------- Azurite + OAuth
+@contextlib.contextmanager
+def azurite_oauth(log_dir: Path, timeout_s: float = 30.0) -> Iterator[Server]:
+    """Azurite that also takes Azure AD (Bearer) tokens, as a blob service does for an
+    identity: ``--oauth basic`` checks a token's form, audience, issuer and time window
+    (not its signature), and only over HTTPS, so it serves TLS with a certificate of a
+    CA made here.  ``env`` names the endpoint (``SYNDEO_AZURE_ACCOUNT_URL``) and that CA
+    (``REQUESTS_CA_BUNDLE``, which azure-core's requests transport trusts); no key."""
+    from syndeo.core.tls import new_authority
+
+    binary = shutil.which("azurite-blob")
+    if binary is None:
+        raise ServerMissing(f"azurite-blob is not on PATH: {SETUP_HINT}")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    authority = new_authority("azurite")
+    cert, key = authority.issue("azurite", ["127.0.0.1"])
+    paths = {name: log_dir / f"azurite-{name}.pem" for name in ("ca", "cert", "key")}
+    for name, pem in zip(paths, (authority.cert_pem, cert, key), strict=True):
+        paths[name].write_bytes(pem)
+    ca = ssl.create_default_context(cafile=str(paths["ca"]))
+    for _ in range(3):  # a free port can be taken between probe and bind: retry
+        port = free_port()
+        log = log_dir / f"az-oauth-{port}.log"
+        with log.open("wb") as fh:
+            proc = subprocess.Popen(
+                [*_azurite_cmd(port, "127.0.0.1"), "--oauth", "basic",
+                 *("--cert", str(paths["cert"]), "--key", str(paths["key"]))],
+                stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        server = Server("az", port, proc, log, scheme="https")
+        server.env = {
+            "SYNDEO_AZURE_ACCOUNT_URL": f"{server.endpoint}/{AZURITE_ACCOUNT}",
+            "REQUESTS_CA_BUNDLE": str(paths["ca"]),
+        }
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and proc.poll() is None:
+            if _ready(f"{server.endpoint}/{AZURITE_ACCOUNT}", ca) and listens(proc.pid, port):
+                try:
+                    yield server
+                finally:
+                    server.stop()
+                return
+            time.sleep(0.1)
+        server.stop()
+    raise RuntimeError(f"azurite (oauth) did not start; last log:\n{log.read_text()[-2000:]}")
+
+
+def azurite_admin(server: Server) -> Any:
+    """A BlobServiceClient with the account key of ``server`` (test setup only)."""
+    from azure.storage.blob import BlobServiceClient
+
+    conn = azurite_connection_string(server.endpoint, AZURITE_KEY).replace(
+        "DefaultEndpointsProtocol=http;", f"DefaultEndpointsProtocol={server.scheme};"
+    )
+    return BlobServiceClient.from_connection_string(
+        conn, connection_verify=server.env.get("REQUESTS_CA_BUNDLE", True)
+    )
+
+
 # ---------------------------------------------------------------------- buckets
 def make_bucket(server: Server, name: str) -> None:
     """Create a bucket/container on ``server`` with the plain SDK (test setup only)."""
@@ -247,11 +310,7 @@ def make_bucket(server: Server, name: str) -> None:
             client_options={"api_endpoint": server.endpoint},
         ).create_bucket(name)
     else:
-        from azure.storage.blob import BlobServiceClient
-
-        BlobServiceClient.from_connection_string(
-            azurite_connection_string(server.endpoint, AZURITE_KEY)
-        ).create_container(name)
+        azurite_admin(server).create_container(name)
 
 
 def list_keys(server: Server, bucket: str) -> list[str]:

@@ -13,7 +13,11 @@ launcher's own long-lived keys (readable by every process of every node).  Now:
   or a credentials file) and the launcher says they are not scoped.
 * **Azure** with an account key: a container SAS (read, add, create, write, delete,
   list) that expires with the cluster, instead of the key that opens the whole account.
-  A SAS cannot name a prefix in a flat namespace: it is the container's.
+  A SAS cannot name a prefix in a flat namespace: it is the container's.  With an Azure AD
+  (Entra) identity (a service principal, ``az login``, a managed identity): the same
+  container SAS signed with a user delegation key the blob service gives that identity
+  (syndeo/launcher/azcreds.py), for the cluster's life but at most the key's seven days;
+  the identity's own variables are not passed on.
 * **GCS**: a downscoped token (Credential Access Boundary: objects under the cluster's
   prefix, listing with it only) from Google's STS.  It lives an hour and only its source
   credential can renew it, which a node must not hold: the launcher renews it while the
@@ -34,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from syndeo.core.errors import ConfigError
-from syndeo.launcher import gcscreds
+from syndeo.launcher import azcreds, gcscreds
 from syndeo.rendezvous import passthrough_env
 from syndeo.rendezvous._cloud import parse_bucket_uri
 from syndeo.rendezvous.gstoken import EXPIRY_VAR, TOKEN_VAR
@@ -53,7 +57,7 @@ _AZ_OWN = (
     "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN",
     "AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PATH",
     "AZURE_FEDERATED_TOKEN_FILE", "IDENTITY_ENDPOINT", "IDENTITY_HEADER", "MSI_ENDPOINT",
-    "MSI_SECRET",
+    "MSI_SECRET", "AZURE_AUTHORITY_HOST",
 )  # fmt: skip
 
 
@@ -174,14 +178,27 @@ def _azure(
     uri: str, lifetime_s: float, env: dict[str, str], forwarded: dict[str, str]
 ) -> NodeCredentials:
     account, key, url = _azure_account_key(env)
+    keep = {k: v for k, v in forwarded.items() if k not in _AZ_OWN and k != "AZURE_STORAGE_ACCOUNT"}
+    container, _prefix = parse_bucket_uri(uri, "az")
     if key is None or account is None or url is None:
-        # An identity (az login, a service principal) or a SAS of the user's own.
-        return NodeCredentials(forwarded, "forwarded" if forwarded else "none")
+        if (endpoint := azcreds.identity_endpoint(env)) is None:
+            # A SAS of the user's own (forwarded as it is), or no credential at all.
+            return NodeCredentials(forwarded, "forwarded" if forwarded else "none")
+        # An Azure AD identity: a SAS signed with a key it is given, never the identity.
+        made = azcreds.user_delegation_sas(
+            endpoint, container, lifetime_s, azcreds.launcher_credential()
+        )
+        kind = f"a user-delegation SAS of container {container}" + (
+            " (Azure's 7-day limit: the cluster may outlive it)" if made.capped else ""
+        )
+        own = {"SYNDEO_AZURE_ACCOUNT_URL": endpoint, "AZURE_STORAGE_SAS_TOKEN": made.token}
+        return NodeCredentials(
+            {**keep, **own}, kind, made.expires.timestamp(), ["AZURE_STORAGE_SAS_TOKEN"]
+        )
     from datetime import UTC, datetime, timedelta
 
     from azure.storage.blob import ContainerSasPermissions, generate_container_sas
 
-    container, _prefix = parse_bucket_uri(uri, "az")
     expires = datetime.now(UTC) + timedelta(seconds=max(lifetime_s, STS_MIN_S))
     sas = generate_container_sas(
         account_name=account, container_name=container, account_key=key,
@@ -190,7 +207,6 @@ def _azure(
         ),
         expiry=expires, protocol="https" if url.startswith("https:") else "https,http",
     )  # fmt: skip
-    keep = {k: v for k, v in forwarded.items() if k not in _AZ_OWN and k != "AZURE_STORAGE_ACCOUNT"}
     own = {"SYNDEO_AZURE_ACCOUNT_URL": url, "AZURE_STORAGE_SAS_TOKEN": sas}
     return NodeCredentials(
         {**keep, **own}, f"a SAS of container {container}", expires.timestamp(),
