@@ -1,5 +1,5 @@
 """Small secrets sealed for one launch's nodes: AES-256-GCM under a key derived from the
-launch key, the way syndeo/core/tls.py seals the cluster's CA.
+launch key (the cluster's CA for TLS, the nodes' GCS token).
 
 Each use names its own ``purpose`` (the HKDF info): a key made for one kind of blob can
 never open another kind, even of the same launch.  The cluster id is the associated

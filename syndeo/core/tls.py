@@ -26,18 +26,16 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import json
-import secrets
 import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from syndeo.core import sealed
 from syndeo.core.errors import ConfigError
-from syndeo.core.launchkey import KEY_RE
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 # cryptography (~50 ms to import) is imported inside the functions that use it: a node
 # or a launcher without TLS never loads it.
@@ -51,10 +49,10 @@ VALIDITY = datetime.timedelta(days=7)
 # Certificates start this long before they are made: a node whose clock lags the
 # launcher's by up to this still accepts them.
 CLOCK_SKEW = datetime.timedelta(hours=1)
-# Sealed bundle: MAGIC | 12-byte nonce | AES-256-GCM(JSON {ca_cert, ca_key}).
-MAGIC = b"SYNDEO-TLS-1\n"
-_INFO = b"syndeo tls bundle v1"  # HKDF info: this key is for nothing but the bundle
-_NONCE_LEN = 12
+# Sealed with syndeo/core/sealed.py for this purpose (its HKDF info: a key for nothing but
+# the bundle): MAGIC | 12-byte nonce | AES-256-GCM(JSON {ca_cert, ca_key}).
+_INFO = b"syndeo tls bundle v1"
+MAGIC = _INFO + b"\n"
 
 
 class BundleRejected(Exception):
@@ -167,42 +165,22 @@ def new_authority(cluster_id: str) -> Authority:
     return Authority(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
-def _aead(launch_key: str) -> AESGCM:
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
-    if not KEY_RE.match(launch_key):
-        raise ValueError("a launch key is 64 hex digits")
-    hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO)
-    return AESGCM(hkdf.derive(bytes.fromhex(launch_key)))
-
-
-def _aad(cluster_id: str) -> bytes:
-    return _INFO + b"\0" + cluster_id.encode()
-
-
 def seal(authority: Authority, launch_key: str, cluster_id: str) -> bytes:
     """The CA (certificate and key) as a blob only this launch's nodes can open."""
     plain = json.dumps(
         {"ca_cert": authority.cert_pem.decode(), "ca_key": authority.key_pem.decode()}
     ).encode()
-    nonce = secrets.token_bytes(_NONCE_LEN)
-    return MAGIC + nonce + _aead(launch_key).encrypt(nonce, plain, _aad(cluster_id))
+    return sealed.seal(plain, launch_key, cluster_id, _INFO)
 
 
 def unseal(blob: bytes, launch_key: str, cluster_id: str) -> Authority:
     """The CA in ``blob``, or :class:`BundleRejected` if it fails authentication."""
     from cryptography import x509
-    from cryptography.exceptions import InvalidTag
 
-    if not blob.startswith(MAGIC) or len(blob) < len(MAGIC) + _NONCE_LEN + 16:
-        raise BundleRejected("not a syndeo TLS bundle")
-    nonce = blob[len(MAGIC) : len(MAGIC) + _NONCE_LEN]
     try:
-        plain = _aead(launch_key).decrypt(nonce, blob[len(MAGIC) + _NONCE_LEN :], _aad(cluster_id))
-    except InvalidTag:
-        raise BundleRejected("it fails authentication with this launch's key") from None
+        plain = sealed.unseal(blob, launch_key, cluster_id, _INFO)
+    except sealed.Rejected as exc:
+        raise BundleRejected(str(exc)) from None
     try:
         data = json.loads(plain)
         authority = Authority(data["ca_cert"].encode(), data["ca_key"].encode())
