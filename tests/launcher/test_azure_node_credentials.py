@@ -211,18 +211,6 @@ def test_a_cluster_that_may_outlive_the_key_is_told(azurite: Server, identity: l
     assert "the cluster may outlive it" in creds.describe()
 
 
-@pytest.fixture
-def fake_sbatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A stand-in sbatch that records its environment and script."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    log = tmp_path / "sbatch"
-    (bin_dir / "sbatch").write_text(f'#!/bin/sh\nenv > "{log}.env"\ncat > "{log}.stdin"\necho 77\n')
-    (bin_dir / "sbatch").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    return log
-
-
 def test_a_slurm_job_gets_the_sas_and_none_of_the_service_principal(
     azurite: Server, identity: list[str], fake_sbatch: Path, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

@@ -348,18 +348,6 @@ def test_a_node_that_queued_past_its_token_renews_from_the_job_dir(
         open_rendezvous(URI, "gc-queued").cleanup(all_attempts=True)
 
 
-@pytest.fixture
-def fake_sbatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A stand-in sbatch that records its environment and script."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    log = tmp_path / "sbatch"
-    (bin_dir / "sbatch").write_text(f'#!/bin/sh\nenv > "{log}.env"\ncat > "{log}.stdin"\necho 77\n')
-    (bin_dir / "sbatch").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    return log
-
-
 def test_a_slurm_job_gets_the_token_and_none_of_the_launchers_credentials(
     launcher_env: dict[str, str], fake_sbatch: Path, tmp_path: Path
 ) -> None:

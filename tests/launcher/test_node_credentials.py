@@ -132,18 +132,6 @@ def test_an_s3_store_without_sts_keeps_what_the_launcher_forwards(
     assert creds.env["AWS_PROFILE"] == "launcher"
 
 
-@pytest.fixture
-def fake_sbatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A stand-in sbatch that records its environment and script."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    log = tmp_path / "sbatch"
-    (bin_dir / "sbatch").write_text(f'#!/bin/sh\nenv > "{log}.env"\ncat > "{log}.stdin"\necho 77\n')
-    (bin_dir / "sbatch").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    return log
-
-
 def test_a_slurm_job_gets_the_made_credentials_and_none_of_the_launchers(
     launcher_env: dict[str, str], fake_sbatch: Path, tmp_path: Path
 ) -> None:
