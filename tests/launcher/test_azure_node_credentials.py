@@ -35,12 +35,10 @@ import pytest
 
 from syndeo.core.errors import ConfigError
 from syndeo.launcher import azcreds
-from syndeo.launcher.config import load_config
 from syndeo.launcher.nodecreds import node_credentials
-from syndeo.launcher.spec import ClusterSpec
-from syndeo.launcher.targets.slurm.target import SlurmTarget
 from syndeo.rendezvous import open_rendezvous
 from testbeds.objectstores import AZURITE_ACCOUNT, Server, azurite_admin, azurite_oauth
+from tests.launcher.conftest import StandInSbatch
 from tests.support.helpers import environ
 
 OID, TID = "5f0c7a52-0d1e-4e53-9e0b-0a1b2c3d4e5f", "72f988bf-86f1-41af-91ab-2d7cd011db47"
@@ -212,7 +210,7 @@ def test_a_cluster_that_may_outlive_the_key_is_told(azurite: Server, identity: l
 
 
 def test_a_slurm_job_gets_the_sas_and_none_of_the_service_principal(
-    azurite: Server, identity: list[str], fake_sbatch: Path, tmp_path: Path,
+    azurite: Server, identity: list[str], fake_sbatch: StandInSbatch, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     # A service principal's secret would have the launcher ask login.microsoftonline.com:
@@ -221,24 +219,14 @@ def test_a_slurm_job_gets_the_sas_and_none_of_the_service_principal(
                  "AZURE_CLIENT_SECRET": SP_SECRET}.items():  # fmt: skip
         monkeypatch.setenv(k, v)
     monkeypatch.setattr(azcreds, "launcher_credential", lambda: TokenCredential(_jwt()))
-    cfg = load_config(
-        target="slurm", rendezvous="az://rdv/team",
-        slurm={"job_dir": str(tmp_path / "jobs"), "python": "python3", "time": "02:00:00"},
-    )  # fmt: skip
-    spec = ClusterSpec.from_config(cfg, "az://rdv/team", "nc-az-slurm")
-    said: list[str] = []
-    target = SlurmTarget(cfg, echo=said.append)
-    job = target._job(spec)
-    job.job_dir.mkdir(parents=True)
-    target._submit(job)
-    env = dict(ln.split("=", 1) for ln in fake_sbatch.with_suffix(".env").read_text().splitlines()
-               if "=" in ln)  # fmt: skip
+    sb = fake_sbatch.submit("az://rdv/team", "nc-az-slurm")
+    env, said = sb.env, sb.said
     q = _fields(env["AZURE_STORAGE_SAS_TOKEN"])
     assert (q["skoid"], q["sktid"], q["sks"]) == (OID, TID, "b")
     assert not {"AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET"} & set(env)
     assert not {"IDENTITY_ENDPOINT", "IDENTITY_HEADER"} & set(env)
     assert SP_SECRET not in json.dumps(env) and IDENTITY_SECRET not in json.dumps(env)
-    script = fake_sbatch.with_suffix(".stdin").read_text()
+    script = sb.script
     assert env["AZURE_STORAGE_SAS_TOKEN"] not in script and SP_SECRET not in script
     assert '"${AZURE_STORAGE_SAS_TOKEN}"' in script and "AZURE_CLIENT_SECRET" not in script
     [line] = [s for s in said if "node credentials" in s]

@@ -27,10 +27,8 @@ import pytest
 from syndeo.core.errors import ConfigError, RendezvousError
 from syndeo.core.launchkey import new_key
 from syndeo.launcher import gcscreds
-from syndeo.launcher.config import load_config
 from syndeo.launcher.nodecreds import node_credentials
-from syndeo.launcher.spec import ClusterSpec, Launched
-from syndeo.launcher.targets.slurm.target import SlurmTarget
+from syndeo.launcher.spec import Launched
 from syndeo.rendezvous import open_rendezvous, without_secrets
 from syndeo.rendezvous.gstoken import (
     EXPIRY_VAR,
@@ -41,6 +39,7 @@ from syndeo.rendezvous.gstoken import (
     unseal_token,
 )
 from testbeds.objectstores import Server, make_bucket, running
+from tests.launcher.conftest import StandInSbatch
 from tests.support.helpers import environ
 
 LAUNCHER_ACCESS = "launcher-access-token"
@@ -349,28 +348,18 @@ def test_a_node_that_queued_past_its_token_renews_from_the_job_dir(
 
 
 def test_a_slurm_job_gets_the_token_and_none_of_the_launchers_credentials(
-    launcher_env: dict[str, str], fake_sbatch: Path, tmp_path: Path
+    launcher_env: dict[str, str], fake_sbatch: StandInSbatch, tmp_path: Path
 ) -> None:
-    cfg = load_config(
-        target="slurm", rendezvous=URI,
-        slurm={"job_dir": str(tmp_path / "jobs"), "python": "python3", "time": "02:00:00"},
-    )  # fmt: skip
-    spec = ClusterSpec.from_config(cfg, URI, "gc-slurm")
-    said: list[str] = []
-    target = SlurmTarget(cfg, echo=said.append)
-    job = target._job(spec)
-    job.job_dir.mkdir(parents=True)
-    target._submit(job)
-    env = dict(ln.split("=", 1) for ln in fake_sbatch.with_suffix(".env").read_text().splitlines()
-               if "=" in ln)  # fmt: skip
+    sb = fake_sbatch.submit(URI, "gc-slurm")
+    env, said = sb.env, sb.said
     assert env[TOKEN_VAR] == "downscoped-1" and float(env[EXPIRY_VAR]) > time.time() + 3000
     assert "GOOGLE_APPLICATION_CREDENTIALS" not in env
     assert "PRIVATE KEY" not in json.dumps(env)
-    script = fake_sbatch.with_suffix(".stdin").read_text()
+    script = sb.script
     assert env[TOKEN_VAR] not in script and f'"${{{TOKEN_VAR}}}"' in script
     assert "GOOGLE_APPLICATION_CREDENTIALS" not in script
     # Where the launcher's renewals reach a job that queued past the token's hour.
-    assert str(job.job_dir / FILE_NAME) in script
+    assert sb.job_dir is not None and str(sb.job_dir / FILE_NAME) in script
     [line] = [s for s in said if "node credentials" in s]
     assert "scoped to the cluster's prefix" in line
     # On the node, the token stays out of Ray's and the workload's environment.
@@ -382,23 +371,13 @@ def test_a_slurm_job_gets_the_token_and_none_of_the_launchers_credentials(
 
 def test_forward_passes_the_launchers_own_by_reference(
     launcher_env: dict[str, str],
-    fake_sbatch: Path,
+    fake_sbatch: StandInSbatch,
     tmp_path: Path,
     google: FakeGoogle,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``node_credentials = "forward"``: the job inherits the launcher's own, as before."""
-    cfg = load_config(
-        target="slurm", rendezvous=URI, node_credentials="forward",
-        slurm={"job_dir": str(tmp_path / "jobs"), "python": "python3"},
-    )  # fmt: skip
-    spec = ClusterSpec.from_config(cfg, URI, "gc-fwd")
-    target = SlurmTarget(cfg)
-    job = target._job(spec)
-    job.job_dir.mkdir(parents=True)
-    target._submit(job)
-    env = dict(ln.split("=", 1) for ln in fake_sbatch.with_suffix(".env").read_text().splitlines()
-               if "=" in ln)  # fmt: skip
+    env = fake_sbatch.submit(URI, "gc-fwd", time=None, node_credentials="forward").env
     assert env["GOOGLE_APPLICATION_CREDENTIALS"] == launcher_env["GOOGLE_APPLICATION_CREDENTIALS"]
     assert TOKEN_VAR not in env and google.sts == []
     # Where nothing is to be had but the launcher's own (an emulator, no STS named), and

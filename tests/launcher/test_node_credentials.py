@@ -17,12 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from syndeo.launcher.config import load_config
 from syndeo.launcher.nodecreds import node_credentials, session_policy
-from syndeo.launcher.spec import ClusterSpec
-from syndeo.launcher.targets.slurm.target import SlurmTarget
 from syndeo.rendezvous import open_rendezvous
 from testbeds.objectstores import Server, make_bucket, running
+from tests.launcher.conftest import StandInSbatch
 from tests.support.helpers import environ
 from tests.support.iam_eval import Request, allowed
 
@@ -133,24 +131,14 @@ def test_an_s3_store_without_sts_keeps_what_the_launcher_forwards(
 
 
 def test_a_slurm_job_gets_the_made_credentials_and_none_of_the_launchers(
-    launcher_env: dict[str, str], fake_sbatch: Path, tmp_path: Path
+    launcher_env: dict[str, str], fake_sbatch: StandInSbatch, tmp_path: Path
 ) -> None:
-    cfg = load_config(
-        target="slurm", rendezvous="s3://team-bucket/team",
-        slurm={"job_dir": str(tmp_path / "jobs"), "python": "python3", "time": "02:00:00"},
-    )  # fmt: skip
-    spec = ClusterSpec.from_config(cfg, "s3://team-bucket/team", "nc-slurm")
-    said: list[str] = []
-    target = SlurmTarget(cfg, echo=said.append)
-    job = target._job(spec)
-    job.job_dir.mkdir(parents=True)
-    target._submit(job)
-    env = dict(ln.split("=", 1) for ln in fake_sbatch.with_suffix(".env").read_text().splitlines()
-               if "=" in ln)  # fmt: skip
+    sb = fake_sbatch.submit("s3://team-bucket/team", "nc-slurm")
+    env, said = sb.env, sb.said
     assert env["AWS_SESSION_TOKEN"] and env["AWS_ACCESS_KEY_ID"] != "AKIALAUNCHER"
     assert "AWS_PROFILE" not in env and "AWS_SHARED_CREDENTIALS_FILE" not in env
     assert LAUNCHER_SECRET not in json.dumps(env)
-    script = fake_sbatch.with_suffix(".stdin").read_text()
+    script = sb.script
     assert env["AWS_SESSION_TOKEN"] not in script and env["AWS_SECRET_ACCESS_KEY"] not in script
     assert '"${AWS_SESSION_TOKEN}"' in script and "AWS_PROFILE" not in script
     [line] = [s for s in said if "node credentials" in s]
@@ -189,23 +177,13 @@ def test_azure_nodes_get_a_container_sas_not_the_account_key(
 
 
 def test_forward_passes_the_launchers_own_by_reference(
-    launcher_env: dict[str, str], fake_sbatch: Path, tmp_path: Path
+    launcher_env: dict[str, str], fake_sbatch: StandInSbatch, tmp_path: Path
 ) -> None:
     """``node_credentials = "forward"`` (an `up` cluster that must outlive STS's 36 h):
     the job inherits the launcher's own, named in the script, as before."""
-    cfg = load_config(
-        target="slurm", rendezvous="s3://team-bucket/team", node_credentials="forward",
-        slurm={"job_dir": str(tmp_path / "jobs"), "python": "python3"},
-    )  # fmt: skip
-    spec = ClusterSpec.from_config(cfg, "s3://team-bucket/team", "nc-fwd")
-    said: list[str] = []
-    target = SlurmTarget(cfg, echo=said.append)
-    job = target._job(spec)
-    job.job_dir.mkdir(parents=True)
-    target._submit(job)
-    env = dict(
-        ln.split("=", 1) for ln in fake_sbatch.with_suffix(".env").read_text().splitlines()
-        if "=" in ln
-    )  # fmt: skip
+    sb = fake_sbatch.submit(
+        "s3://team-bucket/team", "nc-fwd", time=None, node_credentials="forward"
+    )
+    env, said = sb.env, sb.said
     assert env["AWS_PROFILE"] == "launcher" and "AWS_SESSION_TOKEN" not in env
     assert not [s for s in said if "node credentials" in s]
