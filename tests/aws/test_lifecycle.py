@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.aws, pytest.mark.slow]
 LOST_WAIT_S = 120.0  # a lost rank must be in the status by then (goal: 30 s, measured)
 
 
-def _config(user: AwsUser, bucket: str, groups: str = "") -> str:
+def _config(user: AwsUser, bucket: str, groups: str = "", aws: str = "") -> str:
     path = user.root / "aws.toml"
     path.write_text(textwrap.dedent(f"""\
         target = "aws"
@@ -47,7 +47,7 @@ def _config(user: AwsUser, bucket: str, groups: str = "") -> str:
         instance_type = "c7i.xlarge"
         region = "{user.state.region}"
         image = "{user.state.image_id}"
-        """) + groups)  # fmt: skip
+        """) + aws + groups)  # fmt: skip
     os.chown(path, *_ids())
     return str(path)
 
@@ -99,6 +99,15 @@ def _instances(state: awsemu.State, cid: str) -> dict[int, str]:
             tags = {t["Key"]: t["Value"] for t in i.get("Tags", [])}
             found[int(tags["syndeo-rank"])] = i["InstanceId"]
     return found
+
+
+def _zones(state: awsemu.State, cid: str) -> list[str]:
+    """Availability zones of cluster ``cid``'s running instances."""
+    ec2 = boto3.client("ec2", endpoint_url=state.endpoint, region_name=state.region)
+    return [i["Placement"]["AvailabilityZone"] for r in ec2.describe_instances(Filters=[
+        {"Name": "tag:syndeo-cluster", "Values": [cid]},
+        {"Name": "instance-state-name", "Values": ["running"]},
+    ])["Reservations"] for i in r["Instances"]]  # fmt: skip
 
 
 def _wait_status(
@@ -168,7 +177,10 @@ print(json.dumps(out))
 def test_up_grow_shrink_and_down_from_new_shells(
     aws_user: AwsUser, admin: awsemu.State, shared_bucket: str
 ) -> None:
-    cfg = _config(aws_user, shared_bucket, '[[groups]]\nname = "cpu"\nnodes = 1\n')
+    # The AWS provider retries InsufficientInstanceCapacity itself (25 times by default,
+    # for minutes): the config lets it retry once.
+    cfg = _config(aws_user, shared_bucket, '[[groups]]\nname = "cpu"\nnodes = 1\n',
+                  aws="api_max_retries = 1\n")  # fmt: skip
     cid = f"aws-up-{uuid.uuid4().hex[:6]}"
     with _taken_down(aws_user, cid):
         _up_grow_shrink_down(aws_user, admin, shared_bucket, cfg, cid)
@@ -178,9 +190,19 @@ def _up_grow_shrink_down(
     aws_user: AwsUser, admin: awsemu.State, shared_bucket: str, cfg: str, cid: str
 ) -> None:
     # With Ray's TLS: the CA sealed into the existing bucket before the apply, a grown
-    # node's certificate made from it later, a job run over TLS.
-    res = aws_user.invoke("up", "--config", cfg, "--cluster-id", cid, "--tls")
+    # node's certificate made from it later, a job run over TLS.  The zone the module
+    # picks first (us-east-1a, the first by name offering c7i.xlarge) has no capacity,
+    # as EC2 says at times: the launcher destroys that attempt (not the bucket it did
+    # not create) and starts the cluster in the next zone.
+    no_capacity = aws_user.state.base / "no-capacity"
+    no_capacity.write_text("us-east-1a\n")
+    try:
+        res = aws_user.invoke("up", "--config", cfg, "--cluster-id", cid, "--tls")
+    finally:
+        no_capacity.unlink()
     assert res.returncode == 0, failed(res)
+    said = res.stdout + res.stderr
+    assert "aws: us-east-1a: InsufficientInstanceCapacity; trying us-east-1b" in said, said
     assert "RAY_ADDRESS" in res.stdout and "RAY_USE_TLS=1" in res.stdout
     rdv = open_rendezvous(f"s3://{shared_bucket}/team", cid)
     assert rdv.read_status() is not None and rdv.read_status().phase == "serving"  # type: ignore[union-attr]
@@ -202,6 +224,8 @@ def _up_grow_shrink_down(
     res = aws_user.invoke("grow", "--cluster-id", cid, "--group", "cpu", "--wait-s", "240")
     assert res.returncode == 0, failed(res)
     assert sorted(_instances(admin, cid)) == [0, 1, 2]
+    # Every instance, the grown one too, runs in the zone that had capacity.
+    assert set(_zones(admin, cid)) == {"us-east-1b"}, _zones(admin, cid)
     _wait_status(rdv, lambda st: len(st.nodes_joined) == 3, "3 nodes joined", timeout=60)
     # A job through the rendezvous: the head has no public address and no open port.
     job_dir = aws_user.root / "job"
