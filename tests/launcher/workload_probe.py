@@ -1,9 +1,11 @@
 """A user's Ray program, as a test workload: plain ray.init(), no syndeo imports.
 
-Usage: python workload_probe.py [EXIT_CODE] [SLEEP_S] [READY_FILE]
+Usage: python workload_probe.py [EXIT_CODE] [SLEEP_S] [READY_FILE] [GO_FILE]
 
 READY_FILE is created once the pinned tasks have run on every node (before the sleep):
-what a test waits for before it takes a node away.
+what a test waits for before it takes a node away.  With GO_FILE the sleep ends as soon
+as that file exists (SLEEP_S is then only a bound): a test that ends the workload on
+an event rather than after a guessed time.
 """
 
 import json
@@ -17,6 +19,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 exit_code = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 sleep_s = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
 ready = sys.argv[3] if len(sys.argv) > 3 else None
+go = sys.argv[4] if len(sys.argv) > 4 else None
 
 ray.init()
 alive = [n for n in ray.nodes() if n["Alive"]]
@@ -54,7 +57,12 @@ if ready:
     with open(ready + ".tmp", "w") as fh:
         fh.write(f"{len(task_nodes)}\n")
     os.replace(ready + ".tmp", ready)
-time.sleep(sleep_s)
+if go is None:
+    time.sleep(sleep_s)
+else:
+    until = time.monotonic() + sleep_s
+    while time.monotonic() < until and not os.path.exists(go):
+        time.sleep(0.2)
 out = {
     "nodes": len(alive),
     "node_ips": sorted(n["NodeManagerAddress"] for n in alive),

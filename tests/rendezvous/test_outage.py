@@ -6,11 +6,11 @@ outage of minutes, the result waits on the head's disk and is uploaded when the
 store returns, and the launcher keeps following (the target says the cluster runs).
 The outage is real: the S3 server process (moto) is frozen with SIGSTOP, so
 requests hang exactly as they do when a store stops answering.  It lasts until
-the head has logged the store unreachable and the workload has ended (events in the
-head's log, not a fixed time): a frozen server costs one call ~50 s (the SDK's read
-timeout times its retries) before that call fails, so the workload sleeps 65 s to
-outlive the first failed calls, and it ends while the store is still down, so its
-result has to wait on the head's disk.
+the head has logged the store unreachable (a frozen server costs one call ~50 s, the
+SDK's read timeout times its retries, before that call fails); the test then lets the
+workload end, while the store is still down, so its result has to wait on the head's
+disk, and the store comes back once the workload's last line is in the head's log.
+Events, not fixed times.
 """
 
 from __future__ import annotations
@@ -62,12 +62,13 @@ def test_running_workload_survives_a_store_outage(
     proc: subprocess.Popen[str] | None = None
     stopped = False
     ready = tmp_path / "pinned-tasks-ran"
+    go = tmp_path / "end-the-workload"
     head_log_path = syndeo_home / "clusters" / cid / "node-0.log"
     try:
         proc = start_syndeo(
             "deploy", "--target", "local", "--nodes", "2", "--cluster-id", cid,
             "--rendezvous", backend.uri, "--results-dir", str(tmp_path / "res"),
-            "--join-timeout", "240", "--run", f"python {PROBE} 0 65 {ready}",
+            "--join-timeout", "240", "--run", f"python {PROBE} 0 {OUTAGE_LIMIT_S} {ready} {go}",
             cwd=tmp_path, env=backend.env,
         )  # fmt: skip
         watcher = backend.open(cid)
@@ -81,13 +82,16 @@ def test_running_workload_survives_a_store_outage(
             time.sleep(0.5)
         os.kill(server.pid, signal.SIGSTOP)
         stopped = True
-        # Down until the head said the store is unreachable and the workload ended
-        # (the probe prints its PROBE line last): its result now waits on the head's disk.
+        # Down until the head said the store is unreachable; then the workload ends and
+        # the store stays down until its PROBE line (printed last) is in the head's log:
+        # its result now waits on the head's disk.
         deadline = time.monotonic() + OUTAGE_LIMIT_S
-        while not {"rendezvous unreachable", "PROBE "} <= _words(head_log_path):
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, head_log_path.read_text()[-3000:]
-            time.sleep(1)
+        for words in ({"rendezvous unreachable"}, {"rendezvous unreachable", "PROBE "}):
+            while not words <= _words(head_log_path):
+                assert proc.poll() is None, proc.communicate()[1][-3000:]
+                assert time.monotonic() < deadline, head_log_path.read_text()[-3000:]
+                time.sleep(0.5)
+            go.touch()
         os.kill(server.pid, signal.SIGCONT)
         stopped = False
         _out, err = proc.communicate(timeout=600)
