@@ -12,13 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from testbeds.machine import CHECKOUT_KEY, ROOT, machine_lock
+from testbeds.machine import CHECKOUT_KEY, IMAGE_DIR, ROOT, machine_lock
 from tests.support.helpers import lock_is_held
 
 
 def test_the_test_image_is_built_per_checkout() -> None:
-    from tests.apptainer.conftest import IMAGE_DIR
-
     if "SYNDEO_TEST_IMAGE_DIR" not in os.environ:
         assert CHECKOUT_KEY in IMAGE_DIR.name
 

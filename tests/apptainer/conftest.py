@@ -1,5 +1,4 @@
-"""The real Syndeo SIF, built once per machine and reused (the build is cached by
-its inputs digest, so a second session only re-hashes it)."""
+"""The real Syndeo SIF (testbeds/image.py) and who runs its containers."""
 
 from __future__ import annotations
 
@@ -12,23 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from syndeo.image import build, manifest
-from testbeds.machine import IMAGE_DIR
+from syndeo.image import manifest
+from testbeds.image import test_image
 
 RUN_USER = os.environ.get("SYNDEO_BUILD_USER", "syndeo-ci")
 
 
 @pytest.fixture(scope="session")
 def built_image() -> manifest.ImageManifest:
-    reuse = os.environ.get("SYNDEO_TEST_SIF")
-    if reuse:
-        # Developer shortcut: test an already-built SIF (CI never sets this; it builds).
-        found = manifest.verify_sif(Path(reuse))
-        assert found is not None, f"{reuse} has no manifest"
-        return found
-    IMAGE_DIR.mkdir(parents=True, exist_ok=True)
-    IMAGE_DIR.chmod(0o755)
-    return build.build("debootstrap", IMAGE_DIR / "syndeo.sif")
+    return test_image()
 
 
 @pytest.fixture(scope="session")

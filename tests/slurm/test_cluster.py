@@ -20,7 +20,7 @@ import pytest
 
 from syndeo.launcher.targets.slurm import jobs
 from testbeds import slurmcluster
-from testbeds.machine import IMAGE_DIR, SLURM_TESTBED_LOCK
+from testbeds.machine import SLURM_TESTBED_LOCK
 from testbeds.users import CI_PYTHON, CI_USER, INVOKE, UserRun, as_user
 from tests.slurm.conftest import HERE, WORKLOAD
 from tests.support.helpers import launcher_of, lock_is_held
@@ -45,16 +45,10 @@ def test_three_node_job(slurm_cluster: slurmcluster.LocalCluster, user_run: User
 
 @pytest.fixture(scope="module")
 def sif() -> Path:
-    """The real Syndeo image (built once per machine, cached by its inputs' digest)."""
-    from syndeo.image import build, manifest
+    """The real Syndeo image (testbeds/image.py)."""
+    from testbeds.image import test_image
 
-    reuse = os.environ.get("SYNDEO_TEST_SIF")
-    if reuse:  # developer shortcut (CI never sets it): an already-built, verified SIF
-        assert manifest.verify_sif(Path(reuse)) is not None, f"{reuse} has no manifest"
-        return Path(reuse)
-    IMAGE_DIR.mkdir(parents=True, exist_ok=True)
-    IMAGE_DIR.chmod(0o755)
-    return Path(build.build("debootstrap", IMAGE_DIR / "syndeo.sif").sif)
+    return Path(test_image().sif)
 
 
 @pytest.mark.apptainer
@@ -263,7 +257,6 @@ def _wait_phase(status: Path, phase: str, timeout: float = 300) -> None:
 
 
 def _mk(tmp_path: Path, name: str) -> Path:
-    import os
     import pwd
 
     root = Path(f"/home/syndeo-ci/t-{uuid.uuid4().hex[:8]}-{name}")

@@ -1,0 +1,39 @@
+"""The test image: the real Syndeo SIF, built the way users build it and kept once per
+checkout in ``testbeds.machine.IMAGE_DIR`` (the build is cached by its inputs' digest,
+so a second session only re-hashes it).
+
+``python -m testbeds.image`` builds it ahead of pytest: ``scripts/test`` runs that
+alongside the lint and type checks, which need no image, so the ~2 min build is not
+all on the suite's clock.  The fixtures then find it up to date.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from syndeo.image import build, manifest
+from testbeds.machine import IMAGE_DIR
+
+
+def test_image() -> manifest.ImageManifest:
+    """The SIF the container, Slurm and AWS tests run; ``SYNDEO_TEST_SIF`` names an
+    already-built one instead (a developer shortcut: CI never sets it, it builds)."""
+    reuse = os.environ.get("SYNDEO_TEST_SIF")
+    if reuse:
+        found = manifest.verify_sif(Path(reuse))
+        if found is None:
+            raise RuntimeError(f"SYNDEO_TEST_SIF={reuse} has no manifest")
+        return found
+    IMAGE_DIR.mkdir(parents=True, exist_ok=True)
+    IMAGE_DIR.chmod(0o755)  # the unprivileged user that runs the containers reads it
+    return build.build("debootstrap", IMAGE_DIR / "syndeo.sif")
+
+
+# Not a test, whatever its name: pytest must not collect it from a test module's imports.
+test_image.__test__ = False  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    print(f"test image: {test_image().sif}", file=sys.stderr)
