@@ -40,3 +40,14 @@ def test_a_failed_pip_install_fails_setup_with_pips_error(tmp_path: Path) -> Non
     assert proc.returncode != 0, out
     assert "syndeo-no-such-distribution" in out and "ERROR:" in out, out  # pip's own words
     assert "setup: done" not in out
+
+
+def test_setup_installs_the_setuptools_the_build_system_requires() -> None:
+    # The image build makes syndeo's wheel with the venv's own setuptools (no build
+    # isolation): scripts/setup must install what pyproject.toml's [build-system] asks,
+    # not leave a new venv's older one (which refuses the license field).
+    import tomllib
+
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    [wanted] = [r for r in requires if r.startswith("setuptools")]
+    assert f'"{wanted}"' in (ROOT / "scripts" / "setup").read_text(), wanted
