@@ -105,8 +105,14 @@ class AwsUser:
 @pytest.fixture
 def admin(aws: awsemu.State, monkeypatch: pytest.MonkeyPatch) -> awsemu.State:
     """This test process speaks to the emulator as its admin (boto3, the rendezvous)."""
+    import boto3
+
     for k, v in aws.env().items():
         monkeypatch.setenv(k, v)
+    # boto3.client() uses a default session that keeps the credentials it first found:
+    # one made earlier in this process by another module would still hold that
+    # module's keys.  A new one reads the admin's from the environment just set.
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
     return aws
 
 
