@@ -34,6 +34,9 @@ UNAVOIDABLE_WILDCARD = {
     "core worker": 1,  # each worker's own gRPC server (tasks, actors, ray::IDLE)
     # DashboardAgent._init_non_minimal: the agent's gRPC server, same rule.
     "ray::DashboardAgent": 1,
+    # The workload's driver (the user's program, started by the head's `syndeo node`)
+    # is a core worker too: its gRPC server, once ray.init() has connected.
+    "driver": 1,
 }
 AGENTS = {"ray::DashboardAgent", "ray::RuntimeEnvAgent"}
 
@@ -42,7 +45,7 @@ AGENTS = {"ray::DashboardAgent", "ray::RuntimeEnvAgent"}
 class Listener:
     pid: int
     name: str  # the process's name: gcs_server, raylet, ray::DashboardAgent, ...
-    parent: str  # its parent's name (a core worker's is "raylet")
+    parent: str  # its parent's name (a core worker's is "raylet", a driver's "syndeo node")
     ip: str  # as the kernel reports it, IPv4-mapped IPv6 unwrapped
     port: int
 
@@ -55,6 +58,8 @@ class Listener:
         """The name, or "core worker" for a worker the raylet started."""
         if self.parent == "raylet" and self.name not in AGENTS:
             return "core worker"
+        if self.parent == "syndeo node":
+            return "driver"
         return self.name
 
     @property
@@ -114,6 +119,8 @@ def listeners(procs: list[psutil.Process]) -> list[Listener]:
             name = p.name()
             parent = p.parent()
             pname = parent.name() if parent is not None else ""
+            if parent is not None and parent.cmdline()[-3:] == ["-m", "syndeo", "node"]:
+                pname = "syndeo node"
             ns = os.stat(f"/proc/{p.pid}/ns/net").st_ino
             if ns not in tables:
                 tables[ns] = _listen_table(p.pid)
