@@ -59,6 +59,7 @@ from testbeds import cloudinit, imds, netns, sshhosts
 from testbeds.procs import pid_alive, run, terminate, wait_until
 
 REGION = "us-east-1"
+ADMIN_USER = "syndeo-emulator-admin"  # the emulator's IAM user; every test speaks as it
 # terraform/aws's default network_cidr and the address AWS gives the VPC router.
 NETWORK = "10.42.0.0/16"
 GATEWAY = "10.42.0.1"
@@ -342,13 +343,13 @@ class Cloud:
             "iam", endpoint_url=self.endpoint, region_name=REGION,
             aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap",
         )  # fmt: skip
-        iam.create_user(UserName="syndeo-emulator-admin")
+        iam.create_user(UserName=ADMIN_USER)
         iam.put_user_policy(
-            UserName="syndeo-emulator-admin", PolicyName="admin",
+            UserName=ADMIN_USER, PolicyName="admin",
             PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
                 {"Effect": "Allow", "Action": "*", "Resource": "*"}]}),
         )  # fmt: skip
-        k = iam.create_access_key(UserName="syndeo-emulator-admin")["AccessKey"]
+        k = iam.create_access_key(UserName=ADMIN_USER)["AccessKey"]
         return k["AccessKeyId"], k["SecretAccessKey"]
 
     def _cli_config(self) -> Path | None:

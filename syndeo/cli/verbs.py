@@ -32,7 +32,7 @@ def print_outcome(outcome: Outcome, ui: Ui) -> None:
             (outcome.cluster_id, "bold"),
             f": {outcome.message}; all nodes joined after "
             f"{t.get('all_joined_s', float('nan')):.1f} s, finished after "
-            f"{t.get('teardown_done_s', float('nan')):.1f} s (torn down)",
+            f"{t.get('teardown_done_s', float('nan')):.1f} s ({outcome.teardown})",
         )
     )
     if outcome.attempt:

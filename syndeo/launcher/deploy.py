@@ -21,7 +21,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from syndeo.core.errors import ConfigError, RendezvousError, TargetError, WorkloadError
+from syndeo.core.errors import (
+    ConfigError,
+    RendezvousError,
+    SyndeoError,
+    TargetError,
+    WorkloadError,
+)
 from syndeo.launcher import gcscreds
 from syndeo.launcher import tls as launcher_tls
 from syndeo.launcher import watch as watcher
@@ -57,6 +63,9 @@ class Outcome:
     # The rendezvous attempt that finished: above 0 after the launcher restarted the
     # cluster for a lost head ([recovery] max_restarts) or Slurm requeued its job.
     attempt: int = 0
+    # What became of the machines: "torn down", "kept up" (--keep) or "left up" (the
+    # teardown failed; the message says what may still exist).
+    teardown: str = "torn down"
 
 
 @contextlib.contextmanager
@@ -284,6 +293,8 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
     finished = False
     result_path: Path | None = None
     nodes_timeline: dict[int, Any] = {}
+    pending: BaseException | None = None  # what ended the run early, if anything
+    teardown_failure: str | None = None
     output = WorkloadLog(
         cfg.results_dir / spec.cluster_id / "workload.log",
         None if target.shows_head_output else ui.echo,
@@ -336,17 +347,32 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
                 ui.info(f"syndeo: the result could not be collected: {exc}")
             if owned:
                 nodes_timeline = _await_timelines(rdv, spec.nodes)
-        except KeyboardInterrupt:
-            with contextlib.suppress(Exception):
-                rdv.request_stop("interrupted")
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                with contextlib.suppress(Exception):
+                    rdv.request_stop("interrupted")
+            pending = exc
             raise
         finally:
             renewal.stop(remove=not keep)  # before the cleanup removes the token it writes
             output.close()
             if not keep:
-                if launched is not None:
-                    target.stop(launched)
-                forget(spec.cluster_id)  # nothing of it is up any more (its TLS files too)
+                try:
+                    if launched is not None:
+                        target.stop(launched)
+                    forget(spec.cluster_id)  # nothing of it is up any more (its TLS files too)
+                except TargetError as exc:
+                    # The user needs both: why the run ended (and its result) and what
+                    # still exists.  The state stays: `invoke down --cluster-id` ends it.
+                    if pending is None:
+                        teardown_failure = str(exc)
+                    elif isinstance(pending, SyndeoError):
+                        raise TargetError(
+                            f"{pending}; and the teardown failed: {exc}",
+                            exit_code=pending.exit_code,
+                        ) from pending
+                    else:
+                        raise  # an interrupt or a bug: the teardown's failure is news
             left_running = launched is not None and launched.data.get("unobserved")
             gone = owned and not keep  # never made, or destroyed with the cluster
             if not finished and not keep and not left_running and not gone:
@@ -377,6 +403,9 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
         # The target knows what the rendezvous cannot: cancelled, time limit, logs.
         where = target.describe(launched)
         message = f"{message}; {where}" if where else message
+    if teardown_failure is not None:
+        message = f"{message}; and the teardown failed: {teardown_failure}"
+        exit_code = exit_code or 1
     outcome = Outcome(
         cluster_id=spec.cluster_id,
         exit_code=exit_code,
@@ -385,6 +414,7 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
         lost_ranks=list(done.lost_ranks) if done else [],
         timings=timings,
         attempt=rdv.attempt,
+        teardown="kept up" if keep else "left up" if teardown_failure else "torn down",
     )
     extra = target.summary(launched) if launched else {}
     if recovery.events:

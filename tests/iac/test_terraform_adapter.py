@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from syndeo.launcher.targets import tfexec
 from syndeo.launcher.targets.tfexec import Terraform, TerraformError, Workspace
 
 MODULE = """
@@ -130,6 +131,64 @@ def test_interrupt_stops_gracefully_and_keeps_state(module: Path, tmp_path: Path
     tf.destroy()
     assert tf.resources() == []
     assert not list(tmp_path.glob("m-*"))
+
+
+# A resource whose delete fails the first ``fails`` times (as a cloud's delete that
+# loses a race with another, or one refused for good).
+FLAKY = """
+variable "count_file" {
+  type = string
+}
+variable "fails" {
+  type = number
+}
+resource "terraform_data" "flaky" {
+  input = { file = var.count_file, fails = var.fails }
+  provisioner "local-exec" {
+    when    = destroy
+    command = <<-EOT
+      echo x >> ${self.input.file}
+      if [ "$(wc -l < ${self.input.file})" -le ${self.input.fails} ]; then
+        echo "Error: the delete lost a race" >&2
+        exit 1
+      fi
+    EOT
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("fails", [1, 5])
+def test_a_failed_destroy_is_run_again_before_it_is_reported(
+    fails: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A destroy that fails is run again (after a pause, here none) up to
+    DESTROY_ATTEMPTS times; only then is it an error, and the state still names what
+    is left."""
+    monkeypatch.setattr(tfexec, "DESTROY_RETRY_S", 0.0)
+    d = tmp_path / "module"
+    d.mkdir()
+    (d / "main.tf").write_text(FLAKY)
+    seen: list[str] = []
+    tf = Terraform(Workspace(d, tmp_path / "c" / "terraform"), echo=seen.append)
+    count = tmp_path / "deletes"
+    tf.write_vars({"count_file": str(count), "fails": fails})
+    tf.init()
+    tf.apply()
+    if fails < tfexec.DESTROY_ATTEMPTS:
+        tf.destroy()
+        assert tf.resources() == []
+        runs = fails + 1
+    else:
+        with pytest.raises(TerraformError) as err:
+            tf.destroy()
+        assert "the delete lost a race" in str(err.value), err.value
+        assert tf.resources() == ["terraform_data.flaky"]
+        runs = tfexec.DESTROY_ATTEMPTS
+    assert _log(tf).count("terraform destroy") == runs
+    assert len(count.read_text().splitlines()) == runs
+    again = [line for line in seen if "destroy again" in line]
+    assert len(again) == runs - 1, seen
 
 
 def _log(tf: Terraform) -> str:

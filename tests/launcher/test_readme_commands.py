@@ -43,6 +43,7 @@ def test_keep_then_down_without_an_id_and_several_up_named(
                         "--run", "python -c pass", cwd=tmp_path)  # fmt: skip
         assert deploy.returncode == 0, deploy.stderr[-3000:]
         assert f"cluster {kept} kept up" in deploy.stderr
+        assert "(kept up)" in deploy.stderr and "(torn down)" not in deploy.stderr
         up = invoke("up", "--nodes", "2", "--cluster-id", other, cwd=tmp_path)
         assert up.returncode == 0, up.stderr[-3000:]
         several = invoke("down", cwd=tmp_path)

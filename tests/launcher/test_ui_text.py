@@ -36,6 +36,7 @@ def test_outcome_message_is_printed_as_it_is() -> None:
     assert "\x1b]8;" not in text  # no OSC 8 hyperlink
     assert "\x1b[1mlocal-1" in text  # the launcher's own styling still applies
     assert "nodes lost during the run: ranks [2]" in text
+    assert "(torn down)" in text  # the default; "kept up" and "left up" are tested whole
 
 
 def test_info_shows_a_store_error_as_it_is() -> None:

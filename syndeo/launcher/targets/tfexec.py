@@ -21,6 +21,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,11 @@ from syndeo.core.errors import TargetError
 
 # Terraform exits on its own after a graceful stop; this bounds the wait for it.
 INTERRUPT_GRACE_S = 120.0
+# A destroy that fails is run again before anything is reported left over: a cloud's
+# deletes race each other (a rule another delete just took with it, an interface that
+# still holds a security group) and a new run, after its refresh, usually finishes.
+DESTROY_ATTEMPTS = 3
+DESTROY_RETRY_S = 5.0
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PLUGIN_CACHE = re.compile(r"^\s*plugin_cache_dir\s*=", re.M)
 # State is local to the cluster dir (-state), never in a backend of the module's.
@@ -247,7 +253,16 @@ class Terraform:
     def destroy(self) -> None:
         if not self.ws.state.exists():
             return  # nothing was ever created
-        self._run(self.argv("destroy"), "destroy")
+        for attempt in range(1, DESTROY_ATTEMPTS + 1):
+            try:
+                self._run(self.argv("destroy"), "destroy")
+                return
+            except TerraformError as exc:
+                if attempt == DESTROY_ATTEMPTS:
+                    raise
+                if self.echo is not None:
+                    self.echo(f"terraform: {exc}; destroy again ({attempt + 1}/{DESTROY_ATTEMPTS})")
+                time.sleep(DESTROY_RETRY_S)
 
     def output(self) -> dict[str, Any]:
         text = self._run(self.argv("output"), "output")
@@ -277,6 +292,8 @@ class Terraform:
             return []
         out = []
         for res in state.get("resources", []):
+            if res.get("mode") == "data":
+                continue  # read from the cloud, never created: nothing to remove
             addr = ".".join(p for p in (res.get("module"), res.get("type"), res.get("name")) if p)
             for inst in res.get("instances", []):
                 key = inst.get("index_key")
