@@ -2,9 +2,11 @@
 checkout in ``testbeds.machine.IMAGE_DIR`` (the build is cached by its inputs' digest,
 so a second session only re-hashes it).
 
-``python -m testbeds.image`` builds it ahead of pytest: ``scripts/test`` runs that
-alongside the lint and type checks, which need no image, so the ~2 min build is not
-all on the suite's clock.  The fixtures then find it up to date.
+``python -m testbeds.image`` builds it ahead: ``scripts/test`` starts that in the
+background before the rest of the setup, the lint and the tests that need no image
+(tests/conftest.py runs those first), so the ~2-3 min build is off the suite's clock.
+One build at a time (a lock in the image's directory): the first test that needs the
+image waits for that build and finds the image up to date.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sys
 from pathlib import Path
 
 from syndeo.image import build, manifest
-from testbeds.machine import IMAGE_DIR
+from testbeds.machine import IMAGE_DIR, machine_lock
 
 
 def test_image() -> manifest.ImageManifest:
@@ -28,7 +30,8 @@ def test_image() -> manifest.ImageManifest:
         return found
     IMAGE_DIR.mkdir(parents=True, exist_ok=True)
     IMAGE_DIR.chmod(0o755)  # the unprivileged user that runs the containers reads it
-    return build.build("debootstrap", IMAGE_DIR / "syndeo.sif")
+    with machine_lock(IMAGE_DIR / "build.lock", "test image build"):
+        return build.build("debootstrap", IMAGE_DIR / "syndeo.sif")
 
 
 # Not a test, whatever its name: pytest must not collect it from a test module's imports.

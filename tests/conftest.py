@@ -29,6 +29,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=left)
         items[:] = keep
     config.stash[_GPU_LEFT] = 0 if gpu else len(left)
+    _image_modules_last(items)
+
+
+def _image_modules_last(items: list[pytest.Item]) -> None:
+    """Modules with a test that needs the test image run after all others, in their
+    order: scripts/test builds the image in the background meanwhile (testbeds/image.py;
+    the first test that needs it waits for that build).  Whole modules, so that no
+    module-scoped fixture is set up twice."""
+    needs = {i.nodeid.split("::")[0] for i in items if "built_image" in i.fixturenames}
+    needs |= {i.nodeid.split("::")[0] for i in items if "sif" in i.fixturenames}
+    items.sort(key=lambda i: i.nodeid.split("::")[0] in needs)  # stable: order kept
 
 
 _GPU_LEFT = pytest.StashKey[int]()
