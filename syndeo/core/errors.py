@@ -56,6 +56,12 @@ class TargetError(SyndeoError):
     """A deployment target could not provide or reach its machines."""
 
 
+def teardown_failed(cause: SyndeoError, teardown: SyndeoError) -> TargetError:
+    """One error carrying both: why a run or launch ended, and what its teardown could
+    not remove (the first must not be lost to the second)."""
+    return TargetError(f"{cause}; and the teardown failed: {teardown}", exit_code=cause.exit_code)
+
+
 class ClusterLeftRunning(TargetError):
     """We lost sight of a cluster (its scheduler stopped answering) and left it running.
 

@@ -27,6 +27,7 @@ from syndeo.core.errors import (
     SyndeoError,
     TargetError,
     WorkloadError,
+    teardown_failed,
 )
 from syndeo.launcher import gcscreds
 from syndeo.launcher import tls as launcher_tls
@@ -367,10 +368,7 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
                     if pending is None:
                         teardown_failure = str(exc)
                     elif isinstance(pending, SyndeoError):
-                        raise TargetError(
-                            f"{pending}; and the teardown failed: {exc}",
-                            exit_code=pending.exit_code,
-                        ) from pending
+                        raise teardown_failed(pending, exc) from pending
                     else:
                         raise  # an interrupt or a bug: the teardown's failure is news
             left_running = launched is not None and launched.data.get("unobserved")

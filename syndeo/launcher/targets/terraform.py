@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from syndeo.core.errors import ConfigError, TargetError
+from syndeo.core.errors import ConfigError, SyndeoError, TargetError, teardown_failed
 from syndeo.core.groups import Group, Layout
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.nodecreds import STS_MAX_S, NodeCredentials, node_credentials
@@ -209,8 +209,13 @@ class TerraformTarget(Target):
             tf.init()
             tf.apply()
             launched.data["outputs"] = tf.output()
-        except BaseException:
-            self._destroy(tf, launched)
+        except BaseException as exc:
+            try:
+                self._destroy(tf, launched)
+            except TargetError as teardown:
+                if isinstance(exc, SyndeoError):  # why the apply failed, and what is left
+                    raise teardown_failed(exc, teardown) from exc
+                raise
             raise
         return launched
 

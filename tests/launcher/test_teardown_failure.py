@@ -1,0 +1,90 @@
+"""A launch whose apply fails and whose teardown then fails too: the user gets both in
+one line -- Terraform's reason for the failed apply and what may still exist, with the
+command that removes it -- never only the second (the first used to be lost to it).
+
+A Terraform-backed target on a small provider-free module, with the real terraform
+binary; the run-path counterpart (a run that ended, then a destroy refused for good) is
+tested whole on the emulated AWS (tests/aws/test_lifecycle.py).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syndeo.core.errors import TargetError
+from syndeo.launcher.spec import ClusterSpec
+from syndeo.launcher.targets import tfexec
+from syndeo.launcher.targets.terraform import TerraformTarget
+
+# One resource made, one whose creation fails; the first's delete fails every time.
+MODULE = """
+variable "marker" {
+  type = string
+}
+resource "terraform_data" "made" {
+  input = var.marker
+  provisioner "local-exec" {
+    when    = destroy
+    command = "echo 'Error: the delete was refused' >&2; exit 1"
+  }
+}
+resource "terraform_data" "broken" {
+  depends_on = [terraform_data.made]
+  provisioner "local-exec" {
+    command = "echo 'Error: no capacity in this zone' >&2; exit 1"
+  }
+}
+"""
+
+
+class _Target(TerraformTarget):
+    name = "fake"
+    module = "ssh"
+
+    def __init__(self, module_dir: Path, marker: Path) -> None:  # no config: launch needs none
+        self._rdv = None
+        self._node_creds = None
+        self.echo = None
+        self.module_dir = module_dir
+        self.marker = marker
+
+    def machine_vars(self, spec: ClusterSpec) -> dict[str, Any]:
+        return {}
+
+    def default_rendezvous(self) -> str:
+        return ""
+
+    def tfvars(self, spec: ClusterSpec) -> dict[str, Any]:
+        return {"marker": str(self.marker)}
+
+
+def test_a_failed_apply_then_a_failed_destroy_reports_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SYNDEO_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(tfexec, "DESTROY_RETRY_S", 0.0)
+    module = tmp_path / "module"
+    module.mkdir()
+    (module / "main.tf").write_text(MODULE)
+    spec = ClusterSpec(
+        target="fake", cluster_id="tf-both", rendezvous=f"file://{tmp_path / 'rdv'}", nodes=1,
+        cpus=1, gpus=0, memory_mb=None, object_store_mb=None, join_timeout=60, run="true",
+        workdir=None, image=None, not_before=time.time(),
+    )  # fmt: skip
+    with pytest.raises(TargetError) as err:
+        _Target(module, tmp_path / "m").launch(spec)
+    msg = str(err.value)
+    assert "\n" not in msg
+    apply_failed, _, teardown = msg.partition("; and the teardown failed: ")
+    assert "terraform apply failed" in apply_failed and "no capacity in this zone" in apply_failed
+    assert "terraform destroy failed" in teardown and "the delete was refused" in teardown, msg
+    assert "may still exist: terraform_data.made;" in teardown, msg
+    assert teardown.endswith("remove with: invoke down --cluster-id tf-both"), msg
+    # What that command needs is still there.
+    assert (tmp_path / "home" / "clusters" / "tf-both" / "launched.json").exists()
+    log = (tmp_path / "home" / "clusters" / "tf-both" / "terraform" / "terraform.log").read_text()
+    assert log.count("terraform destroy") == tfexec.DESTROY_ATTEMPTS
