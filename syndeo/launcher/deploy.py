@@ -359,18 +359,18 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
             output.close()
             if not keep:
                 try:
-                    if launched is not None:
+                    if launched is not None and pending is not None:
+                        _stop_after(target, launched, pending)
+                    elif launched is not None:
                         target.stop(launched)
                     forget(spec.cluster_id)  # nothing of it is up any more (its TLS files too)
                 except TargetError as exc:
-                    # The user needs both: why the run ended (and its result) and what
-                    # still exists.  The state stays: `invoke down --cluster-id` ends it.
-                    if pending is None:
-                        teardown_failure = str(exc)
-                    elif isinstance(pending, SyndeoError):
-                        raise teardown_failed(pending, exc) from pending
-                    else:
-                        raise  # an interrupt or a bug: the teardown's failure is news
+                    if pending is not None:
+                        raise
+                    # A run that ended, then could not be torn down: the user needs its
+                    # outcome (why it ended, its result) and what still exists.  The
+                    # state stays: `invoke down --cluster-id` ends it.
+                    teardown_failure = str(exc)
             left_running = launched is not None and launched.data.get("unobserved")
             gone = owned and not keep  # never made, or destroyed with the cluster
             if not finished and not keep and not left_running and not gone:
@@ -499,10 +499,10 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
                 rdv.check()  # the bucket exists only now; the nodes wait for the bundle
                 launcher_tls.deliver(rdv, spec, authority)
             rc, done, _, rdv = _follow(target, launched, rdv, spec, ui, until_phase="serving")
-        except BaseException:
+        except BaseException as exc:
             renewal.stop()
             if launched is not None:
-                target.stop(launched)
+                _stop_after(target, launched, exc)
             forget(spec.cluster_id)
             if not (launched is not None and launched.data.get("unobserved")):
                 with contextlib.suppress(Exception):
@@ -511,20 +511,21 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
     renewal.stop(remove=False)  # the watcher renews from here on
     renew = gcscreds.issued(spec.rendezvous, spec.cluster_id)
     if rc is not None:
-        target.stop(launched)
+        why = done.message if done else "its head exited"
+        failure = TargetError(
+            f"cluster {spec.cluster_id} did not come up: {why}; {target.describe(launched)}"
+        )
+        _stop_after(target, launched, failure)
         forget(spec.cluster_id)
         with contextlib.suppress(Exception):
             rdv.cleanup(all_attempts=True)
-        why = done.message if done else "its head exited"
-        raise TargetError(
-            f"cluster {spec.cluster_id} did not come up: {why}; {target.describe(launched)}"
-        )
+        raise failure
     if recovery.replace_lost or renew:
         launched.data["renew_gcs_token"] = renew
         try:
             watcher.start(launched, spec, recovery)
-        except BaseException:
-            target.stop(launched)
+        except BaseException as exc:
+            _stop_after(target, launched, exc)
             forget(spec.cluster_id)
             with contextlib.suppress(Exception):
                 rdv.cleanup(all_attempts=True)
@@ -534,13 +535,14 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
     found, st = rdv.check_head(spec.launch_key), rdv.read_status()
     head, token = found.head, found.token
     if head is None or token is None:
-        target.stop(launched)
-        forget(spec.cluster_id)
         why = "a head record with a bad signature" if found.rejected else "no head record"
-        raise TargetError(
+        failure = TargetError(
             f"cluster {spec.cluster_id} reported serving but the rendezvous holds {why}: "
             "not connecting to it; the cluster was stopped"
         )
+        _stop_after(target, launched, failure)
+        forget(spec.cluster_id)
+        raise failure
     token_path = cluster_dir(spec.cluster_id) / "token"
     write_atomic(token_path, token)
     tls_env: dict[str, str] = {}
@@ -553,6 +555,17 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
         spec.cluster_id, head.address, token_path, st.dashboard_url if st else "", spec.nodes,
         tls_env,
     )  # fmt: skip
+
+
+def _stop_after(target: Target, launched: Launched, cause: BaseException) -> None:
+    """Tear down a cluster that ``cause`` ended; a teardown that fails too is reported
+    with the cause, never instead of it (the cluster's state stays for ``down``)."""
+    try:
+        target.stop(launched)
+    except TargetError as teardown:
+        if isinstance(cause, SyndeoError):
+            raise teardown_failed(cause, teardown) from cause
+        raise  # an interrupt or a bug: the teardown's failure is the news
 
 
 def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) -> str:

@@ -4,20 +4,22 @@ command that removes it -- never only the second (the first used to be lost to i
 
 A Terraform-backed target on a small provider-free module, with the real terraform
 binary; the run-path counterpart (a run that ended, then a destroy refused for good) is
-tested whole on the emulated AWS (tests/aws/test_lifecycle.py).
+tested whole on the emulated AWS (tests/aws/test_lifecycle.py); `up`'s early ends share
+one helper, tested here on a target whose teardown fails.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from syndeo.core.errors import TargetError
-from syndeo.launcher.spec import ClusterSpec
-from syndeo.launcher.targets import tfexec
+from syndeo.launcher import deploy
+from syndeo.launcher.spec import ClusterSpec, Launched
+from syndeo.launcher.targets import Target, tfexec
 from syndeo.launcher.targets.terraform import TerraformTarget
 
 # One resource made, one whose creation fails; the first's delete fails every time.
@@ -88,3 +90,31 @@ def test_a_failed_apply_then_a_failed_destroy_reports_both(
     assert (tmp_path / "home" / "clusters" / "tf-both" / "launched.json").exists()
     log = (tmp_path / "home" / "clusters" / "tf-both" / "terraform" / "terraform.log").read_text()
     assert log.count("terraform destroy") == tfexec.DESTROY_ATTEMPTS
+
+
+class _Refuses:
+    """A target whose teardown fails (only ``stop`` is called)."""
+
+    def stop(self, launched: Launched) -> None:
+        raise TargetError("terraform destroy failed: refused; may still exist: x; remove with: …")
+
+
+@pytest.mark.parametrize(
+    "cause", [TargetError("cluster c did not come up: its head exited", exit_code=3),
+              KeyboardInterrupt()],
+)  # fmt: skip
+def test_up_reports_a_failed_teardown_with_what_ended_it(cause: BaseException) -> None:
+    """`up`'s every early end (did not come up, no signed head, the watcher, Ctrl-C)
+    tears down through one helper: a failure of ours keeps its message and exit code
+    with the teardown's added; after an interrupt the teardown's failure is the news."""
+    launched = Launched(target="fake", cluster_id="c", rendezvous="file:///x", started_at=0.0)
+    with pytest.raises(TargetError) as err:
+        deploy._stop_after(cast(Target, _Refuses()), launched, cause)
+    if isinstance(cause, TargetError):
+        assert str(err.value) == (
+            "cluster c did not come up: its head exited; and the teardown failed: "
+            "terraform destroy failed: refused; may still exist: x; remove with: …"
+        )
+        assert err.value.exit_code == 3 and err.value.__cause__ is cause
+    else:
+        assert str(err.value).startswith("terraform destroy failed: refused")
