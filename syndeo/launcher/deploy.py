@@ -585,10 +585,13 @@ def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) 
 
     target = get_target(load_config(target=launched.target))
     try:
-        rdv.request_stop("down")
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and target.poll(launched) is None:
-            time.sleep(0.2)
+        # After a teardown that failed, the run is over and its stop was asked for: what
+        # is left is the teardown, not a head to wait for.
+        if not launched.data.get("destroy_failed"):
+            rdv.request_stop("down")
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline and target.poll(launched) is None:
+                time.sleep(0.2)
     except RendezvousError:
         pass  # its store is gone or never came up (a launch killed early): stop all the same
     target.stop(launched)

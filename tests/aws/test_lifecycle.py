@@ -336,7 +336,9 @@ def test_lost_machines_under_a_running_deploy(
         assert "the teardown failed" in summary["message"], summary
         assert [e for e in everything(admin) if e.startswith("vpc ")], everything(admin)
         # What the message says to run, from a new shell, finishes the teardown.
+        t2 = time.monotonic()
         res = aws_user.invoke("down", "--cluster-id", cid)
+        down_s = time.monotonic() - t2
         assert res.returncode == 0, failed(res)
     assert [e for e in everything(admin) if e != f"bucket {shared_bucket}"] == []
     [event] = summary["recovery"]
@@ -349,7 +351,8 @@ def test_lost_machines_under_a_running_deploy(
     # 30 s; how long it takes is Ray's health check on a loaded machine, not a pass mark).
     print(f"\nworker terminated -> reported lost: {lost_s:.1f} s; -> replacement joined: "
           f"{back_s:.1f} s (launcher: lost -> joined {event['replacement_joined_after_s']} s); "
-          f"head terminated -> run ended and destroyed: {ended_s:.1f} s")  # fmt: skip
+          f"head terminated -> run ended, destroy refused 3 times: {ended_s:.1f} s; "
+          f"then down: {down_s:.1f} s")  # fmt: skip
 
 
 # The workload of the spot test, on the head: ends (0) once Ray has known two rank-2

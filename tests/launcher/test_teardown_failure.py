@@ -10,6 +10,7 @@ one helper, tested here on a target whose teardown fails.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any, cast
@@ -86,8 +87,10 @@ def test_a_failed_apply_then_a_failed_destroy_reports_both(
     assert "terraform destroy failed" in teardown and "the delete was refused" in teardown, msg
     assert "may still exist: terraform_data.made;" in teardown, msg
     assert teardown.endswith("remove with: invoke down --cluster-id tf-both"), msg
-    # What that command needs is still there.
-    assert (tmp_path / "home" / "clusters" / "tf-both" / "launched.json").exists()
+    # What that command needs is still there, and it knows the run is over (it goes
+    # straight to the teardown instead of asking a head to stop).
+    state = json.loads((tmp_path / "home" / "clusters" / "tf-both" / "launched.json").read_text())
+    assert state["data"]["destroy_failed"] is True
     log = (tmp_path / "home" / "clusters" / "tf-both" / "terraform" / "terraform.log").read_text()
     assert log.count("terraform destroy") == tfexec.DESTROY_ATTEMPTS
 

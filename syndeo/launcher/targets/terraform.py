@@ -285,6 +285,9 @@ class TerraformTarget(Target):
                 tf.destroy()
             except TerraformError as exc:
                 left = tf.resources()
+                # `down` finishes from here: the run is over, nothing to ask the head.
+                launched.data["destroy_failed"] = True
+                save_launched(launched)
                 raise TargetError(
                     f"{exc}; may still exist: {', '.join(left) or 'unknown (see the log)'}; "
                     f"remove with: invoke down --cluster-id {launched.cluster_id}"
