@@ -6,6 +6,8 @@ The CLI and the invoke tasks print ``str(err)`` as one line and exit with
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class SyndeoError(Exception):
     """Base class: a failure with a message a user can act on."""
@@ -56,10 +58,18 @@ class TargetError(SyndeoError):
     """A deployment target could not provide or reach its machines."""
 
 
-def teardown_failed(cause: SyndeoError, teardown: SyndeoError) -> TargetError:
-    """One error carrying both: why a run or launch ended, and what its teardown could
-    not remove (the first must not be lost to the second)."""
-    return TargetError(f"{cause}; and the teardown failed: {teardown}", exit_code=cause.exit_code)
+def tear_down_after(cause: BaseException, stop: Callable[[], None]) -> None:
+    """Run ``stop`` for a launch or run that ``cause`` ended.  A teardown that fails too
+    is reported with the cause, never instead of it: one error carrying both (and the
+    cause's exit code).  After an interrupt or a bug, the teardown's failure is the news."""
+    try:
+        stop()
+    except TargetError as teardown:
+        if isinstance(cause, SyndeoError):
+            raise TargetError(
+                f"{cause}; and the teardown failed: {teardown}", exit_code=cause.exit_code
+            ) from cause
+        raise
 
 
 class ClusterLeftRunning(TargetError):

@@ -24,10 +24,9 @@ from typing import Any
 from syndeo.core.errors import (
     ConfigError,
     RendezvousError,
-    SyndeoError,
     TargetError,
     WorkloadError,
-    teardown_failed,
+    tear_down_after,
 )
 from syndeo.launcher import gcscreds
 from syndeo.launcher import tls as launcher_tls
@@ -360,7 +359,7 @@ def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
             if not keep:
                 try:
                     if launched is not None and pending is not None:
-                        _stop_after(target, launched, pending)
+                        tear_down_after(pending, partial(target.stop, launched))
                     elif launched is not None:
                         target.stop(launched)
                     forget(spec.cluster_id)  # nothing of it is up any more (its TLS files too)
@@ -502,7 +501,7 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
         except BaseException as exc:
             renewal.stop()
             if launched is not None:
-                _stop_after(target, launched, exc)
+                tear_down_after(exc, partial(target.stop, launched))
             forget(spec.cluster_id)
             if not (launched is not None and launched.data.get("unobserved")):
                 with contextlib.suppress(Exception):
@@ -515,7 +514,7 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
         failure = TargetError(
             f"cluster {spec.cluster_id} did not come up: {why}; {target.describe(launched)}"
         )
-        _stop_after(target, launched, failure)
+        tear_down_after(failure, partial(target.stop, launched))
         forget(spec.cluster_id)
         with contextlib.suppress(Exception):
             rdv.cleanup(all_attempts=True)
@@ -525,7 +524,7 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
         try:
             watcher.start(launched, spec, recovery)
         except BaseException as exc:
-            _stop_after(target, launched, exc)
+            tear_down_after(exc, partial(target.stop, launched))
             forget(spec.cluster_id)
             with contextlib.suppress(Exception):
                 rdv.cleanup(all_attempts=True)
@@ -540,7 +539,7 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
             f"cluster {spec.cluster_id} reported serving but the rendezvous holds {why}: "
             "not connecting to it; the cluster was stopped"
         )
-        _stop_after(target, launched, failure)
+        tear_down_after(failure, partial(target.stop, launched))
         forget(spec.cluster_id)
         raise failure
     token_path = cluster_dir(spec.cluster_id) / "token"
@@ -555,17 +554,6 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
         spec.cluster_id, head.address, token_path, st.dashboard_url if st else "", spec.nodes,
         tls_env,
     )  # fmt: skip
-
-
-def _stop_after(target: Target, launched: Launched, cause: BaseException) -> None:
-    """Tear down a cluster that ``cause`` ended; a teardown that fails too is reported
-    with the cause, never instead of it (the cluster's state stays for ``down``)."""
-    try:
-        target.stop(launched)
-    except TargetError as teardown:
-        if isinstance(cause, SyndeoError):
-            raise teardown_failed(cause, teardown) from cause
-        raise  # an interrupt or a bug: the teardown's failure is the news
 
 
 def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) -> str:

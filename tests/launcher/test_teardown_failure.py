@@ -4,8 +4,8 @@ command that removes it -- never only the second (the first used to be lost to i
 
 A Terraform-backed target on a small provider-free module, with the real terraform
 binary; the run-path counterpart (a run that ended, then a destroy refused for good) is
-tested whole on the emulated AWS (tests/aws/test_lifecycle.py); `up`'s early ends share
-one helper, tested here on a target whose teardown fails.
+tested whole on the emulated AWS (tests/aws/test_lifecycle.py).  Both, and `up`'s early
+ends, share one helper (core.errors.tear_down_after), tested here on its own too.
 """
 
 from __future__ import annotations
@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from syndeo.core.errors import TargetError
-from syndeo.launcher import deploy
-from syndeo.launcher.spec import ClusterSpec, Launched
-from syndeo.launcher.targets import Target, tfexec
+from syndeo.core.errors import TargetError, tear_down_after
+from syndeo.launcher.spec import ClusterSpec
+from syndeo.launcher.targets import tfexec
 from syndeo.launcher.targets.terraform import TerraformTarget
 
 # One resource made, one whose creation fails; the first's delete fails every time.
@@ -95,24 +94,22 @@ def test_a_failed_apply_then_a_failed_destroy_reports_both(
     assert log.count("terraform destroy") == tfexec.DESTROY_ATTEMPTS
 
 
-class _Refuses:
-    """A target whose teardown fails (only ``stop`` is called)."""
-
-    def stop(self, launched: Launched) -> None:
-        raise TargetError("terraform destroy failed: refused; may still exist: x; remove with: …")
+def _refused() -> None:
+    """A teardown that fails."""
+    raise TargetError("terraform destroy failed: refused; may still exist: x; remove with: …")
 
 
 @pytest.mark.parametrize(
     "cause", [TargetError("cluster c did not come up: its head exited", exit_code=3),
               KeyboardInterrupt()],
 )  # fmt: skip
-def test_up_reports_a_failed_teardown_with_what_ended_it(cause: BaseException) -> None:
-    """`up`'s every early end (did not come up, no signed head, the watcher, Ctrl-C)
-    tears down through one helper: a failure of ours keeps its message and exit code
-    with the teardown's added; after an interrupt the teardown's failure is the news."""
-    launched = Launched(target="fake", cluster_id="c", rendezvous="file:///x", started_at=0.0)
+def test_a_failed_teardown_is_reported_with_what_ended_it(cause: BaseException) -> None:
+    """Every early end (a failed apply, `up` not coming up, no signed head, the watcher,
+    Ctrl-C, deploy's run) tears down through one helper: a failure of ours keeps its
+    message and exit code with the teardown's added; after an interrupt the teardown's
+    failure is the news."""
     with pytest.raises(TargetError) as err:
-        deploy._stop_after(cast(Target, _Refuses()), launched, cause)
+        tear_down_after(cause, _refused)
     if isinstance(cause, TargetError):
         assert str(err.value) == (
             "cluster c did not come up: its head exited; and the teardown failed: "

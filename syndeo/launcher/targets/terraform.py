@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from syndeo.core.errors import ConfigError, SyndeoError, TargetError, teardown_failed
+from syndeo.core.errors import ConfigError, TargetError, tear_down_after
 from syndeo.core.groups import Group, Layout
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.nodecreds import STS_MAX_S, NodeCredentials, node_credentials
@@ -210,12 +210,7 @@ class TerraformTarget(Target):
             tf.apply()
             launched.data["outputs"] = tf.output()
         except BaseException as exc:
-            try:
-                self._destroy(tf, launched)
-            except TargetError as teardown:
-                if isinstance(exc, SyndeoError):  # why the apply failed, and what is left
-                    raise teardown_failed(exc, teardown) from exc
-                raise
+            tear_down_after(exc, lambda: self._destroy(tf, launched))
             raise
         return launched
 
