@@ -1,15 +1,17 @@
 """What comes through the rendezvous as a .tar.gz is unpacked only as plain files below
-the destination, within a size limit, on every Python 3.11 (some lack filter="data")."""
+the destination, within a size and a count limit, read as a stream, on every Python 3.11
+(some lack filter="data")."""
 
 from __future__ import annotations
 
 import io
 import tarfile
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
-from syndeo.core.archive import UnsafeArchive, safe_extract
+from syndeo.core.archive import MAX_MEMBERS, UnsafeArchive, safe_extract
 
 
 def _archive(*members: tuple[tarfile.TarInfo, bytes | None]) -> bytes:
@@ -59,11 +61,46 @@ def test_anything_but_plain_files_below_dest_is_refused(
     dest.mkdir()
     with pytest.raises(UnsafeArchive, match="refusing"):
         safe_extract(_archive(_file("a.txt"), member), dest, 1000)
-    assert list(dest.iterdir()) == []  # checked before anything is written
+    assert list(dest.iterdir()) == []  # what came before it is removed again
     assert not (tmp_path / "evil").exists()
 
 
-def test_the_size_limit_holds_before_anything_is_written(tmp_path: Path) -> None:
+def test_the_size_limit_leaves_nothing_behind(tmp_path: Path) -> None:
     with pytest.raises(UnsafeArchive, match="more than"):
         safe_extract(_archive(_file("a", b"x" * 600), _file("b", b"y" * 600)), tmp_path, 1000)
     assert list(tmp_path.iterdir()) == []
+
+
+def _empty_files(count: int) -> bytes:
+    """An archive of ``count`` empty files: tiny packed, one header each unpacked."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
+        info = tarfile.TarInfo()
+        for i in range(count):
+            info.name = f"f{i}"
+            tar.addfile(info)
+    return buf.getvalue()
+
+
+def test_an_archive_of_too_many_entries_is_refused_as_it_streams(tmp_path: Path) -> None:
+    """The bomb of the review (a million empty files in 2 MiB) on a smaller scale: it is
+    refused at the entry limit, having read no more headers than that (the old code's
+    getmembers() read and kept every one first: ~375 MiB for a million)."""
+    bomb = _empty_files(40_000)  # ~380 KB packed
+    dest = tmp_path / "dest"
+    tracemalloc.start()
+    try:
+        with pytest.raises(UnsafeArchive, match="more than 1000 entries"):
+            safe_extract(bomb, dest, 1 << 30, max_members=1000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # 40,000 headers kept would be ~15 MiB; 1,000 and the gzip window are well under 2.
+    assert peak < 2 * 1024 * 1024, peak
+    assert list(dest.iterdir()) == []  # the 1,000 files it unpacked are gone again
+    assert MAX_MEMBERS == 20_000  # the default both sides apply (pack_workdir, the agent)
+
+
+def test_an_archive_at_the_entry_limit_is_unpacked(tmp_path: Path) -> None:
+    names = safe_extract(_empty_files(100), tmp_path, 1000, max_members=100)
+    assert len(names) == 100 and len(list(tmp_path.iterdir())) == 100
