@@ -73,7 +73,7 @@ def measure(backend: str, jobs: int) -> dict[str, Any]:
             try:
                 for _ in range(jobs):
                     t0 = time.time()
-                    rdv, spec = jobs_api.submit(["python", "printer.py"], cluster_id=cid,
+                    cluster, spec = jobs_api.submit(["python", "printer.py"], cluster_id=cid,
                                                 workdir=work)  # fmt: skip
                     seen: list[float] = []
 
@@ -84,7 +84,7 @@ def measure(backend: str, jobs: int) -> dict[str, Any]:
                                 seen.append(now)
                                 lags.append(now - float(line.split()[2]))
 
-                    jobs_api.logs(spec.job_id, emit, follow=True, rdv=rdv)
+                    jobs_api.logs(spec.job_id, emit, follow=True, cluster=cluster)
                     first_line.append(seen[0] - t0)
             finally:
                 _syndeo("down", "--cluster-id", cid, env=env, cwd=tmp)

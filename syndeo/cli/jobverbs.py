@@ -53,14 +53,14 @@ def run_submit(
     ui: Ui | None = None,
 ) -> int:  # fmt: skip
     ui = ui or Ui()
-    rdv, spec = jobs.submit(
+    cluster, spec = jobs.submit(
         command, cluster_id=cluster_id, workdir=workdir, env=env, excludes=exclude
     )
     print(spec.job_id, flush=True)
     if not follow:
-        ui.info(f"submitted to {rdv.cluster_id}: `invoke logs {spec.job_id} --follow`")
+        ui.info(f"submitted to {spec.cluster_id}: `invoke logs {spec.job_id} --follow`")
         return 0
-    state = jobs.logs(spec.job_id, _write, follow=True, rdv=rdv)
+    state = jobs.logs(spec.job_id, _write, follow=True, cluster=cluster)
     _say_end(ui, state)
     return exit_status(state)
 
@@ -108,7 +108,7 @@ def run_cancel(job: str, cluster_id: str | None = None) -> int:
 
 
 def run_fetch(job: str, cluster_id: str | None = None, out: Path | None = None) -> int:
-    rdv = jobs.open_cluster(cluster_id)
+    rdv = jobs.open_cluster(cluster_id).rdv
     dest = out or Path("results") / rdv.cluster_id / "jobs" / job
     files = jobs.fetch(job, dest, cluster_id=rdv.cluster_id)
     Ui().info(f"{len(files)} file(s) of {job} in {dest}")

@@ -34,6 +34,10 @@ class RendezvousDenied(RendezvousError):
     arrive after the machine does."""
 
 
+class BlobTooLarge(RendezvousError):
+    """A blob in the store is larger than its reader's limit: not read past the limit."""
+
+
 class RendezvousTimeout(RendezvousError):
     """A wait on the rendezvous passed its deadline."""
 

@@ -63,3 +63,36 @@ def verify(key: str, fields: Mapping[str, Any], token: bytes) -> bool:
     except (ValueError, TypeError):  # a field JSON cannot hold: not a record we made
         return False
     return hmac.compare_digest(signature.encode(), expected.encode())
+
+
+# ---------------------------------------------------------------------- other records
+# Records the launcher writes for the head (a job, a cancel request) are signed with a key
+# derived from the launch key for their kind, never with the launch key itself: a
+# signature made for one kind can never pass as another's (a job's as a head record's).
+def _derived(key: str, purpose: str) -> bytes:
+    if not KEY_RE.match(key):
+        raise ValueError("a launch key is 64 hex digits")
+    info = b"syndeo record: " + purpose.encode()
+    return hmac.new(bytes.fromhex(key), info, hashlib.sha256).digest()
+
+
+def _record_material(fields: Mapping[str, Any]) -> bytes:
+    body = {k: v for k, v in fields.items() if k != SIGNATURE_FIELD}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+def sign_record(key: str, purpose: str, fields: Mapping[str, Any]) -> str:
+    """The signature of a ``purpose`` record's ``fields`` (any ``signature`` field left out)."""
+    return hmac.new(_derived(key, purpose), _record_material(fields), hashlib.sha256).hexdigest()
+
+
+def verify_record(key: str, purpose: str, fields: Mapping[str, Any]) -> bool:
+    """True if ``fields["signature"]`` is ``key``'s signature of the others for ``purpose``."""
+    signature = fields.get(SIGNATURE_FIELD)
+    if not isinstance(signature, str):
+        return False
+    try:
+        expected = sign_record(key, purpose, fields)
+    except (ValueError, TypeError):  # a field JSON cannot hold: not a record we made
+        return False
+    return hmac.compare_digest(signature.encode(), expected.encode())

@@ -492,6 +492,9 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
             if authority is not None and not owned:
                 launcher_tls.deliver(rdv, spec, authority)  # before any node starts
             launched = target.launch(spec, detach=True)
+            # The spec, its launch key with it (0600): what signs the jobs submitted later
+            # and what a grow or a replacement needs.
+            launched.data["spec"] = spec.model_dump(mode="json")
             renewal.start(launched)
             save_launched(launched)
             if authority is not None and owned:

@@ -4,8 +4,10 @@
 content digest so an unchanged directory is uploaded once), records the job and rings
 the head's doorbell; the head's job agent (:mod:`syndeo.node.jobs`) claims it, runs it
 through Ray's Job API on the head itself and streams its output back.  ``logs``,
-``jobs``, ``cancel`` and ``fetch`` read and write the same records.  Only someone who
-can write the cluster's prefix can submit: the store's own access control is the gate.
+``jobs``, ``cancel`` and ``fetch`` read and write the same records.  Every job record and
+cancel request is signed with the cluster's launch key (kept 0600 in the cluster's state
+by ``up``): the head runs only what this launcher signed, and the listing shows only
+that, whatever else someone who can write the prefix puts there.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ import tarfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pathspec
 
-from syndeo.core.archive import UnsafeArchive, safe_extract
-from syndeo.core.errors import ConfigError, TargetError
+from syndeo.core.archive import MAX_MEMBERS, UnsafeArchive, safe_extract
+from syndeo.core.errors import BlobTooLarge, ConfigError, TargetError
+from syndeo.launcher.spec import launched_key
 from syndeo.launcher.state import load_launched
 from syndeo.rendezvous import JobSpec, JobState, Rendezvous, open_rendezvous
 from syndeo.rendezvous.base import JOB_ID_RE, MAX_JOB_ARCHIVE, MAX_OUTPUTS, TERMINAL
@@ -38,11 +42,24 @@ ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 FOLLOW_POLL_S = 0.5
 
 
-def open_cluster(cluster_id: str | None) -> Rendezvous:
-    """The rendezvous of a cluster ``up`` started (the only one up when no id is given)."""
+class Cluster(NamedTuple):
+    """An ``up`` cluster as its job verbs reach it: its rendezvous and its launch key."""
+
+    rdv: Rendezvous
+    key: str
+
+
+def open_cluster(cluster_id: str | None) -> Cluster:
+    """The cluster ``up`` started (the only one up when no id is given)."""
     launched = load_launched(cluster_id)
     attempt = int(launched.data.get("attempt", 0))
-    return open_rendezvous(launched.rendezvous, launched.cluster_id, attempt)
+    key = launched_key(launched)
+    if key is None:
+        raise TargetError(
+            f"cluster {launched.cluster_id} was started without a launch key (an older "
+            "syndeo), so its head runs no job: `invoke down` it and `invoke up` again"
+        )
+    return Cluster(open_rendezvous(launched.rendezvous, launched.cluster_id, attempt), key)
 
 
 # ---------------------------------------------------------------------- the work dir
@@ -79,7 +96,13 @@ def pack_workdir(root: Path, extra_excludes: list[str], max_bytes: int = MAX_JOB
     total = 0
     # mtime 0 in the gzip header and in every member: the digest depends on content only.
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6, format=tarfile.PAX_FORMAT) as tar:
-        for rel in _files(root, spec):
+        for count, rel in enumerate(_files(root, spec), start=1):
+            if count > MAX_MEMBERS:
+                raise ConfigError(
+                    f"--workdir {root} holds more than {MAX_MEMBERS} files after excludes: "
+                    "add patterns to .syndeoignore (or --exclude), or put data in a bucket "
+                    "the job reads"
+                )
             path = root / rel
             size = path.stat().st_size
             total += size
@@ -117,12 +140,13 @@ def submit(
     workdir: Path | None = None,
     env: list[str] | None = None,
     excludes: list[str] | None = None,
-) -> tuple[Rendezvous, JobSpec]:
+) -> tuple[Cluster, JobSpec]:
     """Record a job for the cluster's head and ring its doorbell; the job's spec."""
     if not command or not "".join(command).strip():
         raise ConfigError("nothing to run: give the command after `--`, e.g. -- python train.py")
     variables = _env(env or [])
-    rdv = open_cluster(cluster_id)
+    cluster = open_cluster(cluster_id)
+    rdv, key = cluster
     archive = pack_workdir((workdir or Path.cwd()).resolve(), excludes or [])
     if rdv.read_head() is None:
         raise TargetError(f"cluster {rdv.cluster_id} has no head at {rdv.uri} (is it up?)")
@@ -133,24 +157,25 @@ def submit(
         cluster_id=rdv.cluster_id, attempt=rdv.attempt, command=command, env=variables,
         workdir_digest=digest, submitted_at=time.time(),
         submitted_by=f"{getpass.getuser()}@{socket.gethostname()}",
-    )  # fmt: skip
+    ).signed(key)  # fmt: skip
     rdv.submit_job(spec)
-    return rdv, spec
+    return cluster, spec
 
 
-def _job(rdv: Rendezvous, job_id: str) -> JobSpec:
+def _job(cluster: Cluster, job_id: str) -> JobSpec:
     if not JOB_ID_RE.match(job_id):
         raise ConfigError(f"{job_id!r} is not a job id (see `invoke jobs`)")
-    spec = rdv.read_job_spec(job_id)
+    rdv = cluster.rdv
+    spec, _why = rdv.check_job_spec(job_id, cluster.key)
     if spec is None:
         raise ConfigError(f"no job {job_id} on cluster {rdv.cluster_id} (see `invoke jobs`)")
     return spec
 
 
 def list_jobs(cluster_id: str | None = None) -> tuple[Rendezvous, list[tuple[JobSpec, JobState]]]:
-    rdv = open_cluster(cluster_id)
+    rdv, key = open_cluster(cluster_id)
     out = []
-    for spec in rdv.list_jobs():
+    for spec in rdv.list_jobs(key):
         state = rdv.read_job_state(spec.job_id) or JobState(job_id=spec.job_id, state="pending")
         out.append((spec, state))
     return rdv, sorted(out, key=lambda pair: pair[0].submitted_at)
@@ -162,11 +187,12 @@ def logs(
     *,
     cluster_id: str | None = None,
     follow: bool = False,
-    rdv: Rendezvous | None = None,
+    cluster: Cluster | None = None,
 ) -> JobState | None:
     """Emit the job's output from the start; with ``follow`` until it ends.  Its state."""
-    rdv = rdv or open_cluster(cluster_id)
-    _job(rdv, job_id)
+    cluster = cluster or open_cluster(cluster_id)
+    _job(cluster, job_id)
+    rdv = cluster.rdv
     seq, polls = 0, 0
     while True:
         # The state first: output written before a terminal state is then all there.
@@ -182,23 +208,27 @@ def logs(
 
 
 def cancel(job_id: str, cluster_id: str | None = None) -> JobState | None:
-    rdv = open_cluster(cluster_id)
-    _job(rdv, job_id)
-    state = rdv.read_job_state(job_id)
+    cluster = open_cluster(cluster_id)
+    _job(cluster, job_id)
+    state = cluster.rdv.read_job_state(job_id)
     if state is not None and state.state in TERMINAL:
         return state
-    rdv.request_cancel(job_id)
+    cluster.rdv.request_cancel(job_id, cluster.key)
     return state
 
 
 def fetch(job_id: str, dest: Path, cluster_id: str | None = None) -> list[Path]:
     """Unpack the files the job left in its ``outputs/`` into ``dest``; their paths."""
-    rdv = open_cluster(cluster_id)
-    _job(rdv, job_id)
+    cluster = open_cluster(cluster_id)
+    _job(cluster, job_id)
+    rdv = cluster.rdv
     state = rdv.read_job_state(job_id)
     if state is None or state.state not in TERMINAL:
         raise ConfigError(f"job {job_id} has not ended yet ({state.state if state else 'pending'})")
-    data = rdv.get_job_outputs(job_id)
+    try:
+        data = rdv.get_job_outputs(job_id)
+    except BlobTooLarge as exc:
+        raise TargetError(f"the outputs of job {job_id} are not fetched: {exc}") from None
     if data is None:
         raise ConfigError(f"job {job_id} left no files in its outputs/ directory")
     dest.mkdir(parents=True, exist_ok=True)

@@ -152,8 +152,19 @@ def saved_group(launched: Launched, group: str) -> tuple[ClusterSpec, Group]:
             "clusters started with [[groups]]"
         )
     spec = ClusterSpec.model_validate(launched.data["spec"])
-    assert spec.layout is not None
+    if spec.layout is None:
+        raise ConfigError(
+            f"cluster {launched.cluster_id} has no node groups: grow/shrink work on "
+            "clusters started with [[groups]]"
+        )
     try:
         return spec, spec.layout.group(group)
     except KeyError as exc:
         raise ConfigError(str(exc.args[0])) from None
+
+
+def launched_key(launched: Launched) -> str | None:
+    """The launch key of an ``up`` cluster (its saved spec), or None if it has none."""
+    spec = launched.data.get("spec")
+    key = spec.get("launch_key") if isinstance(spec, dict) else None
+    return key if isinstance(key, str) else None

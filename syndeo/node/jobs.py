@@ -2,10 +2,12 @@
 
 It sees jobs in the same list of ``ctl/`` by which the head already learns of a stop
 request, so an idle agent adds no request to the store.  A job is run only if its
-record is well formed, names this cluster and attempt, and this agent wins its claim
-(an atomic create): then it runs through Ray's Job API on the head itself, so the
-cluster's token never leaves the cluster.  Its output (Ray's driver log, tailed) goes
-back in chunks; the files it leaves under ``outputs/`` are uploaded when it ends.
+record is well formed, names this cluster and attempt, is signed with this launch's key
+(only the launcher holds it: whoever else can write the prefix cannot start work here),
+and this agent wins its claim (an atomic create): then it runs through Ray's Job API on
+the head itself, so the cluster's token never leaves the cluster.  Its output (Ray's
+driver log, tailed) goes back in chunks; the files it leaves under ``outputs/`` are
+uploaded when it ends.
 
 Limits, so that a flood of jobs or a huge log cannot fill the node's disk or the
 bucket: :data:`MAX_RUNNING` jobs at once (more are rejected, not queued here: Ray
@@ -30,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from syndeo.core.archive import safe_extract
-from syndeo.core.errors import RendezvousError
+from syndeo.core.archive import MAX_MEMBERS, safe_extract
+from syndeo.core.errors import BlobTooLarge, RendezvousError
 from syndeo.node.output import OutputStream
 from syndeo.rendezvous import Control, JobSpec, JobState, Rendezvous
 from syndeo.rendezvous.base import MAX_JOB_ARCHIVE, MAX_OUTPUTS
@@ -59,6 +61,8 @@ def _pack_outputs(outputs: Path) -> bytes | None:
     files = [p for p in sorted(outputs.rglob("*")) if p.is_file() and not p.is_symlink()]
     if not files:
         return None
+    if len(files) > MAX_MEMBERS:
+        raise ValueError(f"outputs/ holds more than {MAX_MEMBERS} files: not uploaded")
     if sum(p.stat().st_size for p in files) > MAX_OUTPUTS:
         raise ValueError(f"outputs/ holds more than {MAX_OUTPUTS >> 20} MiB: not uploaded")
     buf = io.BytesIO()
@@ -72,17 +76,21 @@ class JobAgent:
     def __init__(
         self,
         rdv: Rendezvous,
+        launch_key: str | None,
         dashboard: str,
         ray_temp_dir: Path,
         scratch: Path,
         log: Callable[[str], None],
     ) -> None:
-        self.rdv, self.log = rdv, log
+        self.rdv, self.launch_key, self.log = rdv, launch_key, log
         # Ray's dashboard on the head's own 127.0.0.1 ("" = started without it).
         self.dashboard = dashboard.split("//")[-1]
         self.ray_temp_dir, self.jobs_dir = ray_temp_dir, scratch / "jobs"
         self.running: dict[str, _Job] = {}
         self.seen: set[str] = set()
+        # Cancel requests refused, by job and reason: each is said once, however often
+        # a planter writes it again.
+        self.refused: set[tuple[str, str]] = set()
         self._client: Any = None
 
     # ------------------------------------------------------------------ Ray's Job API
@@ -102,8 +110,16 @@ class JobAgent:
                 self.seen.add(job_id)
                 self._safely(job_id, lambda j=job_id: self._start(j))  # type: ignore[misc]
         for job_id in ctl.cancels:
+            try:
+                why = self.rdv.check_cancel(job_id, self.launch_key)
+            except RendezvousError:
+                continue  # the store has a bad moment: the request is still there next time
             job = self.running.get(job_id)
-            if job is not None and not job.cancelled:
+            if why:
+                if (job_id, why) not in self.refused:
+                    self.refused.add((job_id, why))
+                    self.log(f"ignoring a cancel request for job {job_id}: {why}")
+            elif job is not None and not job.cancelled:
                 job.cancelled = True
                 self._safely(job_id, lambda j=job: self.client().stop_job(j.submission_id))  # type: ignore[misc]
             with contextlib.suppress(RendezvousError):
@@ -139,10 +155,11 @@ class JobAgent:
 
     # ------------------------------------------------------------------ one job
     def _start(self, job_id: str) -> None:
-        spec = self.rdv.read_job_spec(job_id)
+        spec, why = self.rdv.check_job_spec(job_id, self.launch_key)
         if spec is None:
-            # Not a well-formed job of this cluster and attempt: never run, never claimed.
-            self.log(f"ignoring doorbell {job_id}: no valid job record for this cluster/attempt")
+            # Not a job this launch's launcher signed for this cluster and attempt: never
+            # run, never claimed (the claim would keep the real one from running).
+            self.log(f"ignoring job {job_id}: {why}")
             with contextlib.suppress(RendezvousError):
                 self.rdv.clear_doorbell(job_id)
             return
@@ -163,14 +180,18 @@ class JobAgent:
         work = self.jobs_dir / job_id / "work"
         work.mkdir(parents=True, mode=0o700)
         if spec.workdir_digest is not None:
-            archive = self.rdv.get_workdir(spec.workdir_digest)
+            try:
+                archive = self.rdv.get_workdir(spec.workdir_digest)
+            except BlobTooLarge as exc:
+                self._reject(spec, f"its work dir is too large: {exc}", work)
+                return
             if archive is None or hashlib.sha256(archive).hexdigest() != spec.workdir_digest:
-                self._reject(spec, "its work dir is missing or does not match its digest")
+                self._reject(spec, "its work dir is missing or does not match its digest", work)
                 return
             try:
                 safe_extract(archive, work, MAX_UNPACKED)
             except (ValueError, tarfile.TarError) as exc:
-                self._reject(spec, f"its work dir cannot be unpacked: {exc}")
+                self._reject(spec, f"its work dir cannot be unpacked: {exc}", work)
                 return
         submission_id = f"syndeo-{job_id}"
         stream = OutputStream(
@@ -256,7 +277,9 @@ class JobAgent:
             f"job {job_id} {state}" + (f" (exit {exit_code})" if exit_code is not None else "")
         )
 
-    def _reject(self, spec: JobSpec, why: str) -> None:
+    def _reject(self, spec: JobSpec, why: str, work: Path | None = None) -> None:
+        if work is not None:
+            shutil.rmtree(work.parent, ignore_errors=True)
         self.rdv.put_job_state(JobState(
             job_id=spec.job_id, state="rejected", message=why, ended_at=time.time(),
         ))  # fmt: skip

@@ -117,7 +117,7 @@ def run_head(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
         tl.mark("gcs_reachable")
         ip, port = address.rsplit(":", 1)
         # Secret first: a worker that sees the head record can fetch the token at once.
-        rdv.put_secret("token", token.encode())
+        rdv.publish_token(token.encode(), s.launch_key)
         record = HeadRecord(
             cluster_id=s.cluster_id, attempt=s.attempt, ip=ip, gcs_port=int(port),
             ray_version=_ray_version(), syndeo_version=__version__,

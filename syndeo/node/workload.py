@@ -333,9 +333,13 @@ def _serve(monitor: Monitor) -> tuple[int, str]:
     monitor.workload_started = True
     monitor.publish("serving", force=True)
     agent = JobAgent(
-        monitor.rdv, monitor.dashboard_url, monitor.ray_proc.temp_dir, monitor.s.scratch,
+        monitor.rdv,
+        monitor.s.launch_key,
+        monitor.dashboard_url,
+        monitor.ray_proc.temp_dir,
+        monitor.s.scratch,
         lambda msg: log(monitor.s, msg),
-    )  # fmt: skip
+    )
     health, control = _Every(HEALTH_EVERY_S), _Every(STOP_EVERY_S)
     try:
         while True:

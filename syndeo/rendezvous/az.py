@@ -143,10 +143,17 @@ class AzureRendezvous(_cloud.CloudRendezvous):
         with self._op("write", key):
             self.container.upload_blob(self._name(key), data, overwrite=True)
 
-    def _read(self, key: str) -> bytes | None:
+    def _read(self, key: str, limit: int | None = None) -> bytes | None:
         with self._op("read", key):
             try:
-                return bytes(self.container.download_blob(self._name(key)).readall())
+                if limit is None:
+                    return bytes(self.container.download_blob(self._name(key)).readall())
+                # A ranged GET: never more than limit + 1 bytes, whatever the blob holds.
+                stream = self.container.download_blob(self._name(key), offset=0, length=limit + 1)
+                data = bytes(stream.readall())
+                if len(data) > limit:
+                    raise self._too_large(key, limit)
+                return data
             except ResourceNotFoundError as exc:
                 if _code(exc) == "ContainerNotFound":
                     raise

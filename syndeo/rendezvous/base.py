@@ -15,7 +15,7 @@ rendezvous: replaced by the launcher while the cluster lives, removed with the c
 and per attempt below ``a<attempt>/``::
 
     head.json            published once by rank 0 (atomic create: one winner)
-    secret/token         the Ray auth token (owner-only)
+    secret/token         the Ray auth token, sealed with the launch key (owner-only)
     logs/rank-N          the last words of a node that failed (error, Ray log tail)
     nodes/<rank>.json    one per node, written when its raylet has joined
     interrupted/<rank>.json  a spot/preemption notice a node saw (cloud, when, deadline);
@@ -26,8 +26,8 @@ and per attempt below ``a<attempt>/``::
     output/<seq>         what the workload printed, in chunks, as it ran
     ctl/stop             a request from the launcher to tear the cluster down
     ctl/job-<id>         a doorbell: a job was submitted (``up`` clusters)
-    ctl/cancel-<id>      a request to cancel a job
-    jobs/<id>/spec.json  a submitted job (created once by ``submit``)
+    ctl/cancel-<id>      a request to cancel a job (signed with the launch key)
+    jobs/<id>/spec.json  a submitted job (created once by ``submit``; signed)
     jobs/<id>/claim      taken by the head's job agent (atomic create: runs once)
     jobs/<id>/state.json pending | running | succeeded | failed | cancelled | rejected
     jobs/<id>/log/<seq>  the job's output, in chunks
@@ -55,8 +55,8 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from syndeo.core import launchkey
-from syndeo.core.errors import RendezvousError, RendezvousTimeout
+from syndeo.core import launchkey, sealed
+from syndeo.core.errors import BlobTooLarge, RendezvousError, RendezvousTimeout
 from syndeo.core.nodeconfig import CLUSTER_ID_RE
 
 # Clock skew we tolerate between the machine that launched a cluster and its head.
@@ -150,6 +150,9 @@ JOB_ID_RE = re.compile(r"^j[0-9]{5}-[0-9a-f]{6}$")
 TERMINAL = ("succeeded", "failed", "cancelled", "rejected")
 MAX_JOB_ARCHIVE = 100 * 1024 * 1024  # a submitted work dir, packed (the launcher refuses more)
 MAX_OUTPUTS = 256 * 1024 * 1024  # what a job leaves in outputs/ (the agent uploads no more)
+# What a launch key signs for the head besides its record (syndeo/core/launchkey.py).
+JOB_PURPOSE, CANCEL_PURPOSE = "job", "cancel"
+TOKEN_PURPOSE = b"syndeo ray token v1"
 
 
 class JobSpec(_Record):
@@ -161,6 +164,23 @@ class JobSpec(_Record):
     workdir_digest: str | None = None
     submitted_at: float
     submitted_by: str = ""
+    # launchkey.sign_record(key, JOB_PURPOSE, the other fields) by the launcher that
+    # holds the cluster's launch key: the head's agent runs nothing else.
+    signature: str | None = None
+
+    def signed(self, key: str) -> JobSpec:
+        fields = self.model_dump(mode="json", exclude={"signature"})
+        signature = launchkey.sign_record(key, JOB_PURPOSE, fields)
+        return self.model_copy(update={"signature": signature})
+
+
+class CancelRequest(_Record):
+    """The body of ``ctl/cancel-<id>``: which job, of which cluster and attempt, signed."""
+
+    job_id: str
+    cluster_id: str
+    attempt: int
+    signature: str | None = None
 
 
 class JobState(_Record):
@@ -245,8 +265,13 @@ class Rendezvous(ABC):
         """Create or replace ``key``; readers see the old or the new blob, never a mix."""
 
     @abstractmethod
-    def _read(self, key: str) -> bytes | None:
-        """The blob at ``key``, or None if absent."""
+    def _read(self, key: str, limit: int | None = None) -> bytes | None:
+        """The blob at ``key``, or None if absent.
+
+        With ``limit``: :class:`BlobTooLarge` for a blob of more bytes, found without
+        reading more than ``limit + 1`` of them (a blob anyone who can write the prefix
+        may have put there is never taken into memory whole before its size is known).
+        """
 
     @abstractmethod
     def _list(self, prefix: str) -> list[str]:
@@ -260,6 +285,9 @@ class Rendezvous(ABC):
         """Fail fast with a clear message if the location is unusable (override)."""
 
     # ------------------------------------------------------------------ helpers
+    def _too_large(self, key: str, limit: int) -> BlobTooLarge:
+        return BlobTooLarge(f"{self.uri}: {key} holds more than {limit >> 20} MiB: not read")
+
     def _key(self, name: str) -> str:
         return f"a{self.attempt}/{name}"
 
@@ -344,9 +372,13 @@ class Rendezvous(ABC):
         if not_before is not None and rec.created_at < not_before - CLOCK_SKEW_S:
             return HeadCheck(None, None)  # left over from an earlier launch
         # The head writes the token before its record: both are there, or it is not ours.
-        token = self.get_secret("token")
+        blob = self.get_secret("token")
         if key is None:
-            return HeadCheck(rec, token)
+            return HeadCheck(rec, blob)
+        try:
+            token = None if blob is None else self.open_token(blob, key)
+        except sealed.Rejected:
+            token = None
         # The signature covers the record as stored (every field, also ones this version
         # does not know), not as parsed.
         if token is None or not launchkey.verify(key, fields, token):
@@ -404,6 +436,18 @@ class Rendezvous(ABC):
         )
 
     # ------------------------------------------------------------------ secrets
+    # The Ray token is sealed with the launch key (syndeo/core/sealed.py): whoever can
+    # read the prefix without the key (a deployer, another cluster's nodes where their
+    # identity reaches the whole bucket) cannot join the cluster or call its APIs with it.
+    def publish_token(self, token: bytes, key: str | None) -> None:
+        """The head's Ray token, sealed when there is a launch key (plain without one)."""
+        blob = token if key is None else sealed.seal(token, key, self.cluster_id, TOKEN_PURPOSE)
+        self.put_secret("token", blob)
+
+    def open_token(self, blob: bytes, key: str) -> bytes:
+        """The token in ``blob`` (raises :class:`sealed.Rejected` if not this launch's)."""
+        return sealed.unseal(blob, key, self.cluster_id, TOKEN_PURPOSE)
+
     def put_secret(self, name: str, value: bytes) -> None:
         if not self._create(self._key(f"secret/{name}"), value):
             raise RendezvousError(f"secret {name!r} already exists for cluster {self.cluster_id!r}")
@@ -541,7 +585,8 @@ class Rendezvous(ABC):
             self._create(key, archive)  # identical bytes from a racing submit: both fine
 
     def get_workdir(self, digest: str) -> bytes | None:
-        return self._read(self._key(f"workdirs/{digest}.tar.gz"))
+        """The work dir of that digest (:class:`BlobTooLarge` past ``MAX_JOB_ARCHIVE``)."""
+        return self._read(self._key(f"workdirs/{digest}.tar.gz"), MAX_JOB_ARCHIVE)
 
     def submit_job(self, spec: JobSpec) -> None:
         if spec.cluster_id != self.cluster_id or spec.attempt != self.attempt:
@@ -553,16 +598,37 @@ class Rendezvous(ABC):
         # The doorbell last: a head that sees it finds the whole spec.
         self._write(self._key(f"ctl/job-{spec.job_id}"), b"")
 
-    def read_job_spec(self, job_id: str) -> JobSpec | None:
-        spec = self._read_model(self._key(f"jobs/{job_id}/spec.json"), JobSpec)
-        if spec is None or spec.job_id != job_id or spec.cluster_id != self.cluster_id:
-            return None
-        return spec if spec.attempt == self.attempt else None
+    def check_job_spec(self, job_id: str, key: str | None) -> tuple[JobSpec | None, str]:
+        """The job record ``job_id`` if the launch key ``key`` signed it for this cluster
+        and attempt; else None and why it is not taken (one line, for a log).
 
-    def list_jobs(self) -> list[JobSpec]:
+        Anyone who can write the prefix can put a record here; only the holder of the
+        launch key can sign one.  The signature covers the record as stored (every field,
+        also ones this version does not know), not as parsed.  No key: nothing is taken.
+        """
+        raw = self._read(self._key(f"jobs/{job_id}/spec.json"))
+        if raw is None:
+            return None, "no job record"
+        try:
+            fields = json.loads(raw)
+            spec = JobSpec.model_validate(fields)
+        except (ValueError, ValidationError):
+            return None, "its record is not a job record"
+        if spec.job_id != job_id or spec.cluster_id != self.cluster_id:
+            return None, "its record names another job or cluster"
+        if spec.attempt != self.attempt:
+            return None, f"its record is of attempt {spec.attempt}, not {self.attempt}"
+        if key is None:
+            return None, "this node has no launch key to check its signature with"
+        if not launchkey.verify_record(key, JOB_PURPOSE, fields):
+            return None, "its record is not signed with this launch's key"
+        return spec, ""
+
+    def list_jobs(self, key: str | None) -> list[JobSpec]:
+        """The jobs ``key`` signed (see :meth:`check_job_spec`); planted records are left out."""
         prefix = self._key("jobs/")
         ids = {k.removeprefix(prefix).split("/", 1)[0] for k in self._list(prefix)}
-        specs = [self.read_job_spec(i) for i in sorted(ids) if JOB_ID_RE.match(i)]
+        specs = [self.check_job_spec(i, key)[0] for i in sorted(ids) if JOB_ID_RE.match(i)]
         return [s for s in specs if s is not None]
 
     def claim_job(self, job_id: str) -> bool:
@@ -586,8 +652,33 @@ class Rendezvous(ABC):
     def read_job_output(self, job_id: str, start: int, emit: Callable[[bytes], None]) -> int:
         return self._read_chunks(f"jobs/{job_id}/log/", start, emit)
 
-    def request_cancel(self, job_id: str) -> None:
-        self._write(self._key(f"ctl/cancel-{job_id}"), b"")
+    def request_cancel(self, job_id: str, key: str) -> None:
+        """Ask the head to cancel ``job_id``, signed with the launch key ``key``."""
+        request = CancelRequest(job_id=job_id, cluster_id=self.cluster_id, attempt=self.attempt)
+        fields = request.model_dump(mode="json", exclude={"signature"})
+        request = request.model_copy(
+            update={"signature": launchkey.sign_record(key, CANCEL_PURPOSE, fields)}
+        )
+        self._write(self._key(f"ctl/cancel-{job_id}"), self._dump(request))
+
+    def check_cancel(self, job_id: str, key: str | None) -> str:
+        """ "" if the cancel request for ``job_id`` is signed by ``key`` for this cluster and
+        attempt; else why it is not taken."""
+        raw = self._read(self._key(f"ctl/cancel-{job_id}"))
+        try:
+            fields = json.loads(raw or b"null")
+            request = CancelRequest.model_validate(fields)
+        except (ValueError, ValidationError):
+            return "it is not a cancel request"
+        if (request.job_id, request.cluster_id) != (job_id, self.cluster_id):
+            return "it names another job or cluster"
+        if request.attempt != self.attempt:
+            return f"it is of attempt {request.attempt}, not {self.attempt}"
+        if key is None:
+            return "this node has no launch key to check its signature with"
+        if not launchkey.verify_record(key, CANCEL_PURPOSE, fields):
+            return "it is not signed with this launch's key"
+        return ""
 
     def clear_cancel(self, job_id: str) -> None:
         self._delete_prefix(self._key(f"ctl/cancel-{job_id}"))
@@ -596,7 +687,8 @@ class Rendezvous(ABC):
         self._write(self._key(f"jobs/{job_id}/outputs.tar.gz"), archive)
 
     def get_job_outputs(self, job_id: str) -> bytes | None:
-        return self._read(self._key(f"jobs/{job_id}/outputs.tar.gz"))
+        """The job's outputs archive (:class:`BlobTooLarge` past ``MAX_OUTPUTS``)."""
+        return self._read(self._key(f"jobs/{job_id}/outputs.tar.gz"), MAX_OUTPUTS)
 
     # ------------------------------------------------------------------ cleanup
     def cleanup(self, all_attempts: bool = False) -> None:

@@ -118,9 +118,10 @@ class FileRendezvous(Rendezvous):
                 os.unlink(tmp)
             raise RendezvousError(f"cannot write {dest}: {exc.strerror}") from exc
 
-    def _read(self, key: str) -> bytes | None:
+    def _read(self, key: str, limit: int | None = None) -> bytes | None:
         try:
-            return self._path(key).read_bytes()
+            with self._path(key).open("rb") as fh:
+                data = fh.read() if limit is None else fh.read(limit + 1)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except PermissionError as exc:
@@ -128,6 +129,9 @@ class FileRendezvous(Rendezvous):
         except OSError as exc:
             # ESTALE/EIO from a shared filesystem having a bad moment, EISDIR, ELOOP, ...
             raise RendezvousError(f"cannot read {self._path(key)}: {exc.strerror}") from exc
+        if limit is not None and len(data) > limit:
+            raise self._too_large(key, limit)
+        return data
 
     def _list(self, prefix: str) -> list[str]:
         try:

@@ -114,16 +114,22 @@ class GCSRendezvous(_cloud.CloudRendezvous):
                 data, retry=_RETRY, timeout=_TIMEOUT
             )
 
-    def _read(self, key: str) -> bytes | None:
+    def _read(self, key: str, limit: int | None = None) -> bytes | None:
+        # With a limit, a ranged GET (``end`` is inclusive): never more than limit + 1 bytes.
+        end = None if limit is None else limit
         with self._op("read", key):
             try:
-                return bytes(
+                data = bytes(
                     self.gbucket.blob(self._name(key)).download_as_bytes(
-                        retry=_RETRY, timeout=_TIMEOUT
+                        start=None if end is None else 0, end=end, retry=_RETRY, timeout=_TIMEOUT
                     )
                 )
             except gexc.NotFound:
                 pass
+            else:
+                if limit is not None and len(data) > limit:
+                    raise self._too_large(key, limit)
+                return data
         # A 404 does not say whether the object or the whole bucket is missing:
         # ask once, so that a wrong bucket fails fast instead of timing out.
         if not self._bucket_seen:

@@ -142,7 +142,7 @@ class S3Rendezvous(_cloud.CloudRendezvous):
         with self._op("write", key):
             self.client.put_object(Bucket=self.bucket, Key=self._name(key), Body=data)
 
-    def _read(self, key: str) -> bytes | None:
+    def _read(self, key: str, limit: int | None = None) -> bytes | None:
         with self._op("read", key):
             try:
                 obj = self.client.get_object(Bucket=self.bucket, Key=self._name(key))
@@ -150,7 +150,18 @@ class S3Rendezvous(_cloud.CloudRendezvous):
                 if self._code(exc) == "NoSuchKey":
                     return None
                 raise
-            return bytes(obj["Body"].read())
+            body = obj["Body"]
+            if limit is None:
+                return bytes(body.read())
+            # The length is known before the body is read: a larger blob is not read.
+            if int(obj.get("ContentLength", 0)) > limit:
+                body.close()
+                raise self._too_large(key, limit)
+            data = bytes(body.read(limit + 1))
+            body.close()
+        if len(data) > limit:
+            raise self._too_large(key, limit)
+        return data
 
     def _list(self, prefix: str) -> list[str]:
         with self._op("list", prefix):

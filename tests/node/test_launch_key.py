@@ -129,12 +129,13 @@ def _run_node(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 def _plant(
     env: dict[str, str], signing_key: str | None, token: bytes = TOKEN,
-    signed_token: bytes = TOKEN, done: bool = False,
+    signed_token: bytes = TOKEN, done: bool = False, sealed: bool = True,
 ) -> None:  # fmt: skip
-    """A head record (signed with ``signing_key``, or unsigned) and a token in the store."""
+    """A head record (signed with ``signing_key``, or unsigned) and a token in the store
+    (sealed with the same key, as a head does, unless ``sealed`` is False)."""
     rdv = open_rendezvous(env["SYNDEO_RENDEZVOUS"], CID)
     rdv.check()
-    rdv.put_secret("token", token)
+    rdv.publish_token(token, signing_key if sealed else None)
     rec = HeadRecord(
         cluster_id=CID, attempt=0, ip="127.0.0.1", gcs_port=9, ray_version="x",
         syndeo_version=__version__, nonce="planted", created_at=time.time(), hostname="evil\nhost",
@@ -148,16 +149,21 @@ def _plant(
 
 
 @pytest.mark.parametrize(
-    ("signing_key", "signed_token"),
-    [(None, TOKEN), (OTHER_KEY, TOKEN), (KEY, b"another token")],
-    ids=["unsigned", "another-key", "token-not-the-signed-one"],
+    ("signing_key", "signed_token", "sealed"),
+    [
+        (None, TOKEN, True),
+        (OTHER_KEY, TOKEN, True),
+        (KEY, b"another token", True),
+        (KEY, TOKEN, False),
+    ],
+    ids=["unsigned", "another-key", "token-not-the-signed-one", "token-not-sealed"],
 )
 def test_a_worker_never_joins_a_head_record_that_fails_the_check(
-    tmp_path: Path, scratch: Path, signing_key: str | None, signed_token: bytes
+    tmp_path: Path, scratch: Path, signing_key: str | None, signed_token: bytes, sealed: bool
 ) -> None:
     env = _node_env(tmp_path, scratch)
     # A done record too: a worker that took the head would start Ray and leave with 0.
-    _plant(env, signing_key, signed_token=signed_token, done=True)
+    _plant(env, signing_key, signed_token=signed_token, done=True, sealed=sealed)
     proc = _run_node(env)
     assert proc.returncode == 3, proc.stderr
     assert "Traceback" not in proc.stderr

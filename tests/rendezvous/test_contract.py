@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from syndeo.core.errors import RendezvousError, RendezvousTimeout
+from syndeo.core import launchkey
+from syndeo.core.errors import BlobTooLarge, RendezvousError, RendezvousTimeout
 from syndeo.rendezvous import (
     ClaimRecord,
     Control,
@@ -358,11 +359,14 @@ def test_wait_for_head_times_out_clearly(backend: Backend, monkeypatch: pytest.M
 
 
 # ---------------------------------------------------------------------- jobs and output
+KEY = launchkey.new_key()
+
+
 def job(job_id: str = "j00001-abcdef", cluster: str = "c1", attempt: int = 0) -> JobSpec:
     return JobSpec(
         job_id=job_id, cluster_id=cluster, attempt=attempt, command=["python", "x.py"],
         env={"A": "1"}, workdir_digest=None, submitted_at=time.time(),
-    )  # fmt: skip
+    ).signed(KEY)  # fmt: skip
 
 
 def test_control_is_one_list_of_stop_jobs_and_cancels(backend: Backend) -> None:
@@ -370,7 +374,7 @@ def test_control_is_one_list_of_stop_jobs_and_cancels(backend: Backend) -> None:
     assert rv.control() == Control()
     backend.open().submit_job(job("j00001-abcdef"))
     backend.open().submit_job(job("j00002-abcdef"))
-    backend.open().request_cancel("j00001-abcdef")
+    backend.open().request_cancel("j00001-abcdef", KEY)
     rv._write(rv._key("ctl/job-not-a-job-id"), b"")  # never reported
     ctl = rv.control()
     assert ctl == Control(jobs=["j00001-abcdef", "j00002-abcdef"], cancels=["j00001-abcdef"])
@@ -402,11 +406,76 @@ def test_job_records_of_another_cluster_or_attempt_are_never_read(backend: Backe
         job("j00003-abcdef", "c2").model_dump_json().encode(),
     )
     rv._write(rv._key("jobs/j00004-abcdef/spec.json"), b"{not json")
-    assert rv.read_job_spec("j00003-abcdef") is None
-    assert rv.read_job_spec("j00004-abcdef") is None
+    assert rv.check_job_spec("j00003-abcdef", KEY) == (
+        None,
+        "its record names another job or cluster",
+    )
+    assert rv.check_job_spec("j00004-abcdef", KEY) == (None, "its record is not a job record")
     rv.submit_job(job("j00005-abcdef"))
-    assert [s.job_id for s in rv.list_jobs()] == ["j00005-abcdef"]
-    assert backend.open("c1", attempt=1).list_jobs() == []
+    assert [s.job_id for s in rv.list_jobs(KEY)] == ["j00005-abcdef"]
+    assert backend.open("c1", attempt=1).list_jobs(KEY) == []
+
+
+def test_only_jobs_and_cancels_the_launch_key_signed_are_taken(backend: Backend) -> None:
+    """Anyone who can write the prefix can put records there; none of theirs is taken."""
+    rv = backend.open("c1")
+    rv.submit_job(job("j00001-abcdef"))
+    good, why = rv.check_job_spec("j00001-abcdef", KEY)
+    assert why == "" and good is not None and good.command == ["python", "x.py"]
+    unsigned = job("j00002-abcdef").model_copy(update={"signature": None})
+    other_key = job("j00003-abcdef").signed(launchkey.new_key())
+    changed = job("j00004-abcdef").model_copy(update={"command": ["sh", "-c", "cat ~/.ssh/*"]})
+    # Signed, but for attempt 1: not replayed into attempt 0 (nor re-labelled: signed).
+    replayed = job("j00005-abcdef", attempt=1)
+    relabelled = job("j00006-abcdef", attempt=1).model_copy(update={"attempt": 0})
+    for spec in (unsigned, other_key, changed, replayed, relabelled):
+        rv._write(rv._key(f"jobs/{spec.job_id}/spec.json"), spec.model_dump_json().encode())
+    bad = "its record is not signed with this launch's key"
+    assert rv.check_job_spec("j00002-abcdef", KEY) == (None, bad)
+    assert rv.check_job_spec("j00003-abcdef", KEY) == (None, bad)
+    assert rv.check_job_spec("j00004-abcdef", KEY) == (None, bad)
+    assert rv.check_job_spec("j00005-abcdef", KEY) == (None, "its record is of attempt 1, not 0")
+    assert rv.check_job_spec("j00006-abcdef", KEY) == (None, bad)
+    assert rv.check_job_spec("j00001-abcdef", None)[0] is None  # no key: nothing runs
+    assert [s.job_id for s in rv.list_jobs(KEY)] == ["j00001-abcdef"]
+
+    rv.request_cancel("j00001-abcdef", KEY)
+    assert rv.check_cancel("j00001-abcdef", KEY) == ""
+    rv._write(rv._key("ctl/cancel-j00001-abcdef"), b"")  # what a planter can write
+    assert rv.check_cancel("j00001-abcdef", KEY) == "it is not a cancel request"
+    backend.open("c1", attempt=1).request_cancel("j00001-abcdef", KEY)
+    rv._write(
+        rv._key("ctl/cancel-j00001-abcdef"),
+        backend.open("c1", attempt=1)._read("a1/ctl/cancel-j00001-abcdef") or b"",
+    )
+    assert rv.check_cancel("j00001-abcdef", KEY) == "it is of attempt 1, not 0"
+    rv.request_cancel("j00001-abcdef", launchkey.new_key())
+    assert rv.check_cancel("j00001-abcdef", KEY) == "it is not signed with this launch's key"
+
+
+def test_the_ray_token_is_sealed_with_the_launch_key(backend: Backend) -> None:
+    rv = backend.open("c1")
+    rv.publish_token(b"the-ray-token", KEY)
+    stored = rv.get_secret("token")
+    assert stored is not None and b"the-ray-token" not in stored
+    record = head("c1")
+    fields = record.model_copy(
+        update={"signature": launchkey.sign(KEY, record.model_dump(mode="json"), b"the-ray-token")}
+    )
+    rv.publish_head(fields)
+    found = backend.open("c1").check_head(KEY)
+    assert found.head is not None and found.token == b"the-ray-token"
+    # Another launch's key opens neither the token nor the record.
+    assert backend.open("c1").check_head(launchkey.new_key()).head is None
+
+
+def test_a_blob_over_its_reader_s_limit_is_refused_unread(backend: Backend) -> None:
+    rv = backend.open()
+    rv._write(rv._key("big"), b"x" * 4096)
+    assert rv._read(rv._key("big"), 4096) == b"x" * 4096
+    with pytest.raises(BlobTooLarge, match="more than"):
+        rv._read(rv._key("big"), 4095)
+    assert rv._read(rv._key("absent"), 10) is None
 
 
 def test_job_state_output_and_outputs_round_trip(backend: Backend) -> None:
