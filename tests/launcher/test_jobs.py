@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import tarfile
+import time
 from pathlib import Path
 
 import psutil
@@ -19,6 +21,10 @@ import pytest
 
 from syndeo.core.errors import ConfigError
 from syndeo.launcher.jobs import pack_workdir
+from syndeo.launcher.spec import launched_key
+from syndeo.launcher.state import load_launched
+from syndeo.rendezvous import JobSpec, open_rendezvous
+from syndeo.rendezvous.file import parse_file_uri
 from tests.support.helpers import assert_nothing_left, one_line_error, reap, start_syndeo, syndeo
 
 PROGRAM = """\
@@ -184,3 +190,78 @@ def _wait_for_output(cwd: Path, job: str) -> None:
     finally:
         follower.kill()
         follower.wait()
+
+
+def _head_log(syndeo_home: Path, cid: str) -> Path:
+    launched = json.loads((syndeo_home / "clusters" / cid / "launched.json").read_text())
+    return Path(launched["data"]["logs"][0])
+
+
+def _wait_in_log(log: Path, text: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while text not in log.read_text(errors="replace"):
+        assert time.monotonic() < deadline, f"{text!r} never in the head's log"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_records_planted_in_the_store_never_run(tmp_path: Path, syndeo_home: Path) -> None:
+    """Whoever can write the cluster's prefix but holds no launch key (a deployer, another
+    cluster's nodes on a shared bucket) plants, with plain file writes as such a writer
+    would: a job, a job signed for another attempt (replayed), and a cancel of a real
+    job.  None is acted on, each is logged once, and the listing shows none of them."""
+    cid = "jobs-planted"
+    work = _workdir(tmp_path)
+    marker = tmp_path / "planted-ran"
+    try:
+        up = syndeo("up", "--nodes", "1", "--cluster-id", cid, "--join-timeout", "240",
+                    cwd=tmp_path, timeout=400)  # fmt: skip
+        assert up.returncode == 0, up.stderr[-3000:]
+        launched = load_launched(cid)
+        rdv = open_rendezvous(launched.rendezvous, cid)
+        key = launched_key(launched)
+        assert key is not None
+        log = _head_log(syndeo_home, cid)
+        store = Path(parse_file_uri(launched.rendezvous)) / cid / "a0"
+
+        def plant(spec: JobSpec) -> None:
+            (store / "jobs" / spec.job_id).mkdir(parents=True)
+            (store / "jobs" / spec.job_id / "spec.json").write_text(spec.model_dump_json())
+            (store / "ctl").mkdir(exist_ok=True)
+            (store / "ctl" / f"job-{spec.job_id}").write_text("")
+
+        evil = ["sh", "-c", f"echo pwned > {marker}"]
+        base = {"cluster_id": cid, "command": evil, "submitted_at": time.time()}
+        plant(JobSpec(job_id="j00001-aaaaaa", attempt=0, **base))  # unsigned
+        plant(JobSpec(job_id="j00002-bbbbbb", attempt=1, **base).signed(key))  # replayed
+        _wait_in_log(log, "ignoring job j00001-aaaaaa: its record is not signed")
+        _wait_in_log(log, "ignoring job j00002-bbbbbb: its record is of attempt 1, not 0")
+
+        # A real job, and a planted cancel of it: the job runs on.
+        slow = syndeo("submit", "--workdir", str(work), "--", "python", "slow.py", cwd=tmp_path)
+        assert slow.returncode == 0, slow.stderr
+        slow_id = slow.stdout.strip()
+        _wait_for_output(tmp_path, slow_id)
+        (store / "ctl" / f"cancel-{slow_id}").write_text("")
+        _wait_in_log(log, f"ignoring a cancel request for job {slow_id}: it is not a cancel")
+        state = rdv.read_job_state(slow_id)
+        assert state is not None and state.state == "running"
+        # The launcher's own cancel, some control polls later, still works.
+        assert syndeo("cancel", "--job", slow_id, cwd=tmp_path).returncode == 0
+        _wait_in_log(log, f"job {slow_id} cancelled")
+
+        assert not marker.exists(), "a planted job ran"
+        text = log.read_text(errors="replace")
+        for line in ("ignoring job j00001-aaaaaa", "ignoring job j00002-bbbbbb",
+                     f"ignoring a cancel request for job {slow_id}"):  # fmt: skip
+            assert text.count(line) == 1, text[-3000:]
+        for planted in ("j00001-aaaaaa", "j00002-bbbbbb"):
+            assert not (store / "jobs" / planted / "claim").exists()  # never claimed
+            assert rdv.read_job_state(planted) is None
+        listing = syndeo("jobs", cwd=tmp_path)
+        assert listing.returncode == 0, listing.stderr
+        assert slow_id in listing.stdout and "j00001" not in listing.stdout
+        assert "j00002" not in listing.stdout
+    finally:
+        syndeo("down", "--cluster-id", cid, cwd=tmp_path)
+        reap(cid)
