@@ -57,7 +57,8 @@ def _extract(
     with tarfile.open(fileobj=io.BytesIO(data), mode="r|gz") as tar:
         count = 0
         while (m := tar.next()) is not None:
-            tar.members = []  # TarFile keeps every header it read, also when streaming
+            # TarFile keeps every header it read, also when streaming (not in its stubs).
+            tar.members = []  # type: ignore[attr-defined]
             count += 1
             if count > max_members:
                 raise UnsafeArchive(f"it holds more than {max_members} entries")

@@ -8,7 +8,10 @@ must not hold: so the launcher, while the cluster lives, mints a fresh one well 
 the last expires and writes it sealed with the launch key (syndeo/core/sealed.py) to the
 cluster-wide key :data:`KEY` of the rendezvous.  The node's client renews by reading
 that object with the token it still holds, and takes it only if it opens with its
-launch key: a planted or changed token is refused and logged, never used.
+launch key: a planted or changed token is refused and logged, never used.  The expiry is
+sealed with the token, and a node never takes one that ends before the one it holds: an
+older token of the same launch, put back by someone who can write the prefix, is
+refused like a planted one.
 
 A Slurm job may queue for longer than its token lives, and then has nothing to read the
 store with: the launcher also writes the sealed token to the job dir, which the nodes
@@ -92,6 +95,8 @@ class SealedTokenRefresher:
         self.cluster_id = cluster_id
         self.path = path
         self.credentials: Any = None  # set by node_credentials: whose token reads
+        # The expiry of the newest token this node has held: none older is taken.
+        self.newest = 0.0
 
     def __call__(self, request: Any, scopes: Any = None) -> tuple[str, datetime.datetime]:
         """(token, expiry) of the sealed object; a RefreshError (google-auth's) if none can
@@ -121,12 +126,24 @@ class SealedTokenRefresher:
         if reply.status_code != 200:
             raise _refresh_error(f"cannot read the renewed token: HTTP {reply.status_code}")
         try:
-            token, expires_at = unseal_token(reply.content, self.launch_key, self.cluster_id)
+            token, expires_at = self._take(reply.content)
         except (sealed.Rejected, ValueError) as exc:
             # Someone who can write the prefix but holds no launch key: never use it.
             log.warning("syndeo: refused the GCS token in the rendezvous: %s", exc)
             raise _refresh_error(f"refused the token in the rendezvous: {exc}") from None
         return token, _naive_utc(expires_at)
+
+    def _take(self, blob: bytes) -> tuple[str, float]:
+        """The token in ``blob`` if it is this launch's and no older than the one held."""
+        token, expires_at = unseal_token(blob, self.launch_key, self.cluster_id)
+        if expires_at <= time.time():
+            raise sealed.Rejected("it has expired")
+        if expires_at < self.newest:
+            raise sealed.Rejected(
+                "it ends before the token this node holds (an older one put back)"
+            )
+        self.newest = expires_at
+        return token, expires_at
 
     def _from_file(self) -> tuple[str, datetime.datetime] | None:
         """The launcher's latest token from the shared file, if it opens and is fresh."""
@@ -139,8 +156,9 @@ class SealedTokenRefresher:
         except (sealed.Rejected, ValueError) as exc:
             log.warning("syndeo: refused the GCS token in %s: %s", self.path, exc)
             return None
-        if expires_at - time.time() < FILE_FRESH_S:
-            return None
+        if expires_at - time.time() < FILE_FRESH_S or expires_at < self.newest:
+            return None  # the store may hold a newer one
+        self.newest = expires_at
         return token, _naive_utc(expires_at)
 
 
@@ -162,6 +180,7 @@ def node_credentials(
         expires_at = float(expiry or 0)
     except ValueError:
         expires_at = time.time()  # unreadable: renew at once
+    refresher.newest = expires_at
     creds = Credentials(  # type: ignore[no-untyped-call]
         token, expiry=_naive_utc(expires_at), refresh_handler=refresher
     )

@@ -258,6 +258,35 @@ def test_the_node_renews_from_the_sealed_token_and_refuses_a_planted_one(
     launcher.cleanup(all_attempts=True)
 
 
+def test_an_older_token_of_the_same_launch_put_back_is_refused(
+    launcher_env: dict[str, str], gcs: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Sealed blobs carry their expiry: a prefix writer who kept an earlier token of this
+    launch and puts it back cannot make a node take it (nor an expired one)."""
+    key = new_key()
+    launcher = open_rendezvous(URI, "gc-fresh")
+    now = time.time()
+    launcher.put_store_token(seal_token("newer", now + 3000, key, "gc-fresh"))
+    with environ(_node_env(gcs, "initial", now + 60, key)):
+        node = open_rendezvous(URI, "gc-fresh")
+        node.put_secret("probe", b"x")  # renews at once: takes "newer"
+        creds = node.client._credentials  # type: ignore[attr-defined]
+        assert creds.token == "newer"
+        refresher = creds._refresh_handler
+        for blob, why in (
+            (seal_token("older", now + 2000, key, "gc-fresh"), "ends before the token"),
+            (seal_token("expired", now - 10, key, "gc-fresh"), "it has expired"),
+        ):
+            launcher.put_store_token(blob)
+            caplog.clear()
+            with caplog.at_level(logging.WARNING), pytest.raises(Exception, match=why):
+                refresher(None)
+            assert "refused the GCS token" in caplog.text
+        launcher.put_store_token(seal_token("newest", now + 3500, key, "gc-fresh"))
+        assert refresher(None)[0] == "newest"
+    launcher.cleanup(all_attempts=True)
+
+
 def test_the_renewer_writes_before_expiry_and_the_teardown_removes_it(
     launcher_env: dict[str, str], google: FakeGoogle
 ) -> None:
