@@ -260,7 +260,6 @@ def _write_timeline(
     write_atomic(
         cfg.results_dir / cluster_id / "timeline.json",
         json.dumps(data, indent=2, sort_keys=True).encode(),
-        mode=0o644,
     )
 
 
@@ -269,7 +268,7 @@ def _collect(cfg: DeployConfig, rdv: Rendezvous, cluster_id: str) -> Path | None
     if data is None:
         return None
     path = cfg.results_dir / cluster_id / "result.json"
-    write_atomic(path, data, mode=0o644)
+    write_atomic(path, data)
     return path
 
 
@@ -446,8 +445,6 @@ def _write_summary(
     write_atomic(
         cfg.results_dir / spec.cluster_id / "deploy.json",
         json.dumps(summary, indent=2).encode(),
-        # A command of the user's own (--run) may carry what only they should read.
-        mode=0o600 if cfg.run is not None else 0o644,
     )
 
 

@@ -32,7 +32,7 @@ import pathspec
 from syndeo.core.archive import MAX_MEMBERS, UnsafeArchive, safe_extract
 from syndeo.core.errors import BlobTooLarge, ConfigError, TargetError
 from syndeo.launcher.spec import launched_key
-from syndeo.launcher.state import load_launched
+from syndeo.launcher.state import load_launched, private_dirs
 from syndeo.rendezvous import JobSpec, JobState, Rendezvous, open_rendezvous
 from syndeo.rendezvous.base import JOB_ID_RE, MAX_JOB_ARCHIVE, MAX_OUTPUTS, TERMINAL
 
@@ -231,7 +231,7 @@ def fetch(job_id: str, dest: Path, cluster_id: str | None = None) -> list[Path]:
         raise TargetError(f"the outputs of job {job_id} are not fetched: {exc}") from None
     if data is None:
         raise ConfigError(f"job {job_id} left no files in its outputs/ directory")
-    dest.mkdir(parents=True, exist_ok=True)
+    private_dirs(dest)
     try:
         names = safe_extract(data, dest, MAX_OUTPUTS)
     except (UnsafeArchive, tarfile.TarError) as exc:

@@ -8,10 +8,12 @@ log lives on a machine that is destroyed with the cluster).
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from syndeo.launcher.state import private_dirs
 from syndeo.rendezvous import Rendezvous
 
 
@@ -37,8 +39,10 @@ class WorkloadLog:
 
     def _emit(self, data: bytes) -> None:
         if self._fh is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = self.path.open("ab")
+            # The workload's own output: for the user alone, like every file of a run.
+            private_dirs(self.path.parent)
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            self._fh = os.fdopen(fd, "ab")
         self._fh.write(data)
         self._fh.flush()
         self.bytes += len(data)

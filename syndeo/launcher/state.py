@@ -6,6 +6,7 @@ rendezvous (which holds auth tokens) are never readable by other users.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -30,9 +31,26 @@ def cluster_dir(cluster_id: str) -> Path:
     return path
 
 
+def private_dirs(path: Path) -> Path:
+    """``mkdir -p path``, each directory it creates 0700; ``path``.
+
+    Existing directories keep their mode: one the user opened to others on purpose (a
+    shared ``results/``) stays open, while what is written in it stays 0600.
+    """
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another writer was first
+            directory.mkdir(mode=0o700)
+    return path if not missing else missing[0]
+
+
 def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
-    """Readers see the old file or the whole new one, never a prefix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Readers see the old file or the whole new one, never a prefix; new directories
+    on the way are 0700 (:func:`private_dirs`)."""
+    private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -448,8 +448,9 @@ def _keep(path: Path, s: NodeSettings | None) -> Path:
         return path
     dest = s.workdir / "syndeo-kept-results" / f"{s.cluster_id}-a{s.attempt}-r{s.rank}-{path.name}"
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # for the user alone
         shutil.move(path, dest)
+        dest.chmod(0o600)
     except OSError as exc:
         log(s, f"could not move the result to {dest} ({exc.strerror}); it stays at {path}")
         return path

@@ -45,7 +45,8 @@ def test_a_workload_that_writes_broken_json_gets_no_result_but_keeps_it(
 ) -> None:
     script = tmp_path / "broken.py"
     script.write_text(
-        "import os\nopen(os.environ['SYNDEO_RESULT_PATH'], 'w').write('{\"half\": ')\n"
+        "import os\nprint('private', flush=True)\n"
+        "open(os.environ['SYNDEO_RESULT_PATH'], 'w').write('{\"half\": ')\n"
     )
     cid = "tbroken"
     proc = syndeo(
@@ -58,10 +59,15 @@ def test_a_workload_that_writes_broken_json_gets_no_result_but_keeps_it(
     kept = tmp_path / "syndeo-kept-results" / f"{cid}-a0-r0-result.json"
     assert f"at {kept}" in proc.stderr, proc.stderr
     assert kept.read_text() == '{"half": '
+    assert kept.stat().st_mode & 0o777 == 0o600 and kept.parent.stat().st_mode & 0o777 == 0o700
     assert not (tmp_path / "res" / cid / "result.json").exists()
     assert json.loads((tmp_path / "res" / cid / "deploy.json").read_text())["exit_code"] == 1
-    # It records the user's own command: for the user alone.
-    assert (tmp_path / "res" / cid / "deploy.json").stat().st_mode & 0o777 == 0o600
     assert_nothing_left(cid)
-    # No result.json: the summary and the bring-up timeline only.
-    assert sorted(os.listdir(tmp_path / "res" / cid)) == ["deploy.json", "timeline.json"]
+    # No result.json: the summary, the bring-up timeline and what the workload printed.
+    files = sorted(os.listdir(tmp_path / "res" / cid))
+    assert files == ["deploy.json", "timeline.json", "workload.log"]
+    # A run's files are for the user alone (other users of the machine read none).
+    for name in files:
+        assert (tmp_path / "res" / cid / name).stat().st_mode & 0o777 == 0o600, name
+    for directory in (tmp_path / "res", tmp_path / "res" / cid):
+        assert directory.stat().st_mode & 0o777 == 0o700, directory
