@@ -25,50 +25,51 @@ def _owner(uid: int) -> str:
     return f"uid {uid}"
 
 
-def _check(level: Path) -> None:
+def _check(level: Path, what: str = "scratch dir") -> None:
     try:
         st = os.lstat(level)
         if stat.S_ISLNK(st.st_mode):
             raise InsecurePath(
-                f"refusing scratch dir {level}: it is a symlink (to {os.readlink(level)})"
+                f"refusing {what} {level}: it is a symlink (to {os.readlink(level)})"
             )
         if not stat.S_ISDIR(st.st_mode):
-            raise InsecurePath(f"refusing scratch dir {level}: it is not a directory")
-        _check_stat(level, st)
+            raise InsecurePath(f"refusing {what} {level}: it is not a directory")
+        _check_stat(level, st, what)
         # And what we actually use is what we checked: opened without following a
         # link that may have replaced it since (fails with ELOOP/ENOTDIR if so).
         fd = os.open(level, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as exc:
-        raise InsecurePath(f"refusing scratch dir {level}: {exc.strerror}") from None
+        raise InsecurePath(f"refusing {what} {level}: {exc.strerror}") from None
     try:
         now = os.fstat(fd)
     finally:
         os.close(fd)
     if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-        raise InsecurePath(f"refusing scratch dir {level}: it was replaced while being checked")
-    _check_stat(level, now)
+        raise InsecurePath(f"refusing {what} {level}: it was replaced while being checked")
+    _check_stat(level, now, what)
 
 
-def _check_stat(level: Path, st: os.stat_result) -> None:
+def _check_stat(level: Path, st: os.stat_result, what: str) -> None:
     if st.st_uid != os.getuid():
         raise InsecurePath(
-            f"refusing scratch dir {level}: it belongs to {_owner(st.st_uid)}, not to us "
-            "(created by another user before us?); remove it or use another scratch location"
+            f"refusing {what} {level}: it belongs to {_owner(st.st_uid)}, not to us "
+            "(created by another user before us?); remove it or use another location"
         )
     if stat.S_IMODE(st.st_mode) & 0o022:
         raise InsecurePath(
-            f"refusing scratch dir {level}: it is writable by "
+            f"refusing {what} {level}: it is writable by "
             f"{'group and others' if st.st_mode & 0o002 else 'its group'} "
             f"(mode {stat.S_IMODE(st.st_mode):04o}); make it 0700 or remove it"
         )
 
 
-def secure_dir(path: Path, base: Path | None = None) -> Path:
+def secure_dir(path: Path, base: Path | None = None, what: str = "scratch dir") -> Path:
     """Create or accept ``path`` and every level between ``base`` and it as private dirs.
 
     ``base`` (default: the deepest existing ancestor) is trusted as it is, e.g.
     ``/tmp``.  Raises :class:`InsecurePath` (one line) for a level that exists but is
-    a symlink, not a directory, another user's, or writable by group/others.
+    a symlink, not a directory, another user's, or writable by group/others; ``what``
+    names the directory in that line.
     """
     path = Path(os.path.abspath(path))
     if base is None:
@@ -80,8 +81,8 @@ def secure_dir(path: Path, base: Path | None = None) -> Path:
         except FileExistsError:
             pass  # checked below, like one we made
         except OSError as exc:
-            raise InsecurePath(f"cannot create scratch dir {level}: {exc.strerror}") from None
-        _check(level)
+            raise InsecurePath(f"cannot create {what} {level}: {exc.strerror}") from None
+        _check(level, what)
     return path
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from syndeo.core.errors import ClusterLeftRunning, ConfigError, ImageError, TargetError
 from syndeo.core.groups import Group
 from syndeo.core.nodeconfig import LAUNCH_KEY_VAR
+from syndeo.core.securedir import secure_dir
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.nodecreds import STS_MAX_S, node_credentials
 from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
@@ -165,10 +166,15 @@ class SlurmTarget(Target):
     def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
         batch = self._jobs(spec)
         job = batch[0]
+        base = self._base_dir()
         try:
-            job.job_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            base.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
-            raise TargetError(f"cannot create job dir {job.job_dir}: {exc.strerror}") from None
+            raise TargetError(f"cannot create job dir {base}: {exc.strerror}") from None
+        # The job dir holds the script, Slurm's log and the rank-0 exit status, under a
+        # job_dir that other users may share: every level below it is ours and private,
+        # or refused (one pre-created by someone else could hold a planted symlink).
+        secure_dir(job.job_dir, base=base, what="job dir")
         submitted: list[dict[str, Any]] = []
         try:
             for j in batch:
