@@ -5,6 +5,8 @@ resource "aws_iam_role" "nodes" {
   name_prefix = "syndeo-${substr(var.cluster_name, 0, 24)}-"
   description = "Syndeo ${var.cluster_name} nodes: rendezvous prefix only"
   # Caps whatever the role is ever given (deployer-policy.json creates roles only with it).
+  # Created with the syndeo-cluster tag (local.tags) as well: deployer-policy.json passes
+  # (iam:PassRole) only roles so tagged and lets a deployer tag no existing role so.
   permissions_boundary = var.permissions_boundary
   tags                 = local.tags
   assume_role_policy = jsonencode({

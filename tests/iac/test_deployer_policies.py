@@ -82,10 +82,22 @@ NEEDED = [
             {"iam:PermissionsBoundary": BOUNDARY_ARN}),
     Request("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
             {"iam:PermissionsBoundary": BOUNDARY_ARN}),
+    # The node role iam.tf creates carries the cluster tag and the boundary: RunInstances
+    # and AddRoleToInstanceProfile pass it (iam:PassRole), destroy deletes it.
     Request("iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
-            {"iam:PassedToService": "ec2.amazonaws.com"}),
+            _ctx(resource_tags=OURS, extra={"iam:PassedToService": "ec2.amazonaws.com"})),
     Request("iam:CreateInstanceProfile", f"arn:aws:iam::{ACCOUNT}:instance-profile/syndeo-a"),
-    Request("iam:DeleteRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x"),
+    Request("iam:AddRoleToInstanceProfile",
+            f"arn:aws:iam::{ACCOUNT}:instance-profile/syndeo-a"),
+    Request("iam:DeleteRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
+            {"iam:PermissionsBoundary": BOUNDARY_ARN}),
+    # A tag change on the role (the provider's update of `tags`), the cluster tag kept.
+    Request("iam:TagRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
+            _ctx({"Name": "x"}, OURS)),
+    Request("iam:UntagRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
+            {**_ctx(resource_tags=OURS), "aws:TagKeys": ["Name"]}),
+    # Terraform reads back its instances' attributes (user data among them).
+    Request("ec2:DescribeInstanceAttribute", EC2 + "instance/i-1", _ctx(resource_tags=OURS)),
     Request("s3:CreateBucket", "arn:aws:s3:::syndeo-0123456789ab"),
     Request("s3:PutObject", "arn:aws:s3:::syndeo-0123456789ab/syndeo/aws-1/claim.json"),
 ]  # fmt: skip
@@ -137,6 +149,32 @@ ESCALATIONS = {
                 {**_ctx(OURS), "aws:RequestedRegion": "eu-west-1"}),
     "someone else's bucket":
         Request("s3:GetObject", "arn:aws:s3:::payroll/2026.csv"),
+    # Issue 33, item 3.  User data holds every cluster's launch key and other teams'
+    # bootstrap secrets: only instances carrying the cluster tag.
+    "reading an untagged instance's user data":
+        Request("ec2:DescribeInstanceAttribute", EC2 + "instance/i-theirs", _ctx()),
+    "reading user data in another region":
+        Request("ec2:DescribeInstanceAttribute",
+                EC2.replace(REGION, "eu-west-1") + "instance/i-3",
+                {**_ctx(resource_tags=OURS), "aws:RequestedRegion": "eu-west-1"}),
+    # A syndeo-* role made by someone else, without the boundary and the tag that only
+    # CreateRole (boundary required) gives: never passed, deleted or tagged as ours.
+    "passing a syndeo-* role without the boundary to an instance":
+        Request("iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-old",
+                _ctx(extra={"iam:PassedToService": "ec2.amazonaws.com"})),
+    "deleting a syndeo-* role without the boundary":
+        Request("iam:DeleteRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-old"),
+    "deleting a syndeo-* role with another boundary":
+        Request("iam:DeleteRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-old",
+                {"iam:PermissionsBoundary": f"arn:aws:iam::{ACCOUNT}:policy/AdminAccess"}),
+    "tagging an untagged syndeo-* role as ours (then passing it)":
+        Request("iam:TagRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-old", _ctx(OURS)),
+    "tagging an otherwise-tagged syndeo-* role as ours":
+        Request("iam:TagRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-old",
+                _ctx(OURS, {"team": "x"})),
+    "moving a node role's cluster tag":
+        Request("iam:TagRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
+                _ctx({"syndeo-cluster": "b"}, OURS)),
 }  # fmt: skip
 
 
@@ -148,6 +186,27 @@ def test_what_a_deploy_needs_is_allowed(req: Request) -> None:
 @pytest.mark.parametrize("what", sorted(ESCALATIONS))
 def test_no_escalation_is_allowed(what: str) -> None:
     assert not allowed(DEPLOYER, ESCALATIONS[what]), what
+
+
+def test_a_role_goes_into_an_instance_profile_only_if_it_may_be_passed() -> None:
+    """AddRoleToInstanceProfile's resource is the instance profile alone (Service
+    Authorization Reference: instance-profile*); the role is checked as the iam:PassRole
+    the API requires of its caller (IAM API reference, AddRoleToInstanceProfile).  So a
+    syndeo-* role without the boundary goes into a profile only as far as PassRole lets
+    it: not at all."""
+
+    def add(role: str, role_tags: dict[str, str]) -> list[Request]:
+        return [
+            Request("iam:AddRoleToInstanceProfile",
+                    f"arn:aws:iam::{ACCOUNT}:instance-profile/syndeo-a"),
+            Request("iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/{role}",
+                    _ctx(resource_tags=role_tags,
+                         extra={"iam:PassedToService": "ec2.amazonaws.com"})),
+        ]  # fmt: skip
+
+    assert all(allowed(DEPLOYER, r) for r in add("syndeo-aws-1-x", OURS))
+    assert not all(allowed(DEPLOYER, r) for r in add("syndeo-old", {}))
+    assert not all(allowed(DEPLOYER, r) for r in add("syndeo-old", {"team": "x"}))
 
 
 def test_a_node_role_is_capped_by_its_boundary_whatever_its_policy() -> None:
@@ -172,6 +231,13 @@ def test_a_node_role_is_capped_by_its_boundary_whatever_its_policy() -> None:
 def test_the_module_sets_the_boundary_and_the_policy_names_it() -> None:
     iam = (TF / "aws" / "iam.tf").read_text()
     assert re.search(r"permissions_boundary\s*=\s*var\.permissions_boundary", iam)
+    # ... and the cluster tag, which iam:PassRole and iam:TagRole read (neither has the
+    # iam:PermissionsBoundary key; CreateRole, which requires the boundary, is the only
+    # way the deployer gives a role that tag).
+    role = iam.split('resource "aws_iam_role" "nodes"', 1)[1].split("\n}\n", 1)[0]
+    assert re.search(r"\n\s*tags\s*=\s*local\.tags\n", role)
+    main = (TF / "aws" / "main.tf").read_text()
+    assert re.search(r"syndeo-cluster\s*=\s*var\.cluster_name", main)
     text = json.dumps(DEPLOYER)
     assert BOUNDARY_ARN in text
     # No statement grants iam:* or *:* anywhere.
@@ -195,13 +261,14 @@ def test_gcp_role_acts_as_no_service_account_and_can_claim_records() -> None:
     # The launcher claims the cluster id with an object create (a --rendezvous gs:// of an
     # existing bucket failed at the claim without it).
     assert {"storage.objects.create", "storage.objects.get", "storage.objects.list"} <= perms
-    # The binding's condition limits instances, buckets and objects to syndeo-*.
-    cond = yaml.safe_load((TF / "gcp" / "deployer-condition.yaml").read_text())
-    expr = re.sub(r"\s+", " ", cond["expression"])
-    for kind in ("compute.googleapis.com/Instance", "storage.googleapis.com/Bucket",
-                 "storage.googleapis.com/Object"):  # fmt: skip
+    # The binding's condition limits instances, firewalls, networks, subnetworks, buckets
+    # and objects to syndeo-* (test_gcp_condition_... evaluates it).
+    expr = _gcp_condition()
+    for kind in ("compute.googleapis.com/Instance", "compute.googleapis.com/Firewall",
+                 "compute.googleapis.com/Network", "compute.googleapis.com/Subnetwork",
+                 "storage.googleapis.com/Bucket", "storage.googleapis.com/Object"):  # fmt: skip
         assert f'resource.type != "{kind}" ||' in expr, kind
-    assert expr.count('startsWith("syndeo-")') == 1
+    assert expr.count('startsWith("syndeo-")') == 4
     assert expr.count('startsWith("projects/_/buckets/syndeo-")') == 2
     assert " || " not in expr.replace('" ||', "")  # every clause is one (type, name) pair
     # The module attaches the given service account when there is one.
@@ -213,6 +280,98 @@ def test_gcp_role_acts_as_no_service_account_and_can_claim_records() -> None:
     for perm in ("compute.machineTypes.get", "compute.regions.get",
                  "serviceusage.services.get", "compute.images.get"):  # fmt: skip
         assert perm in perms, perm
+
+
+_CLAUSE = re.compile(
+    r'\(resource\.type != "([^"]+)" \|\| '
+    r'resource\.name(?:\.extract\("([^"]*)"\))?\.startsWith\("([^"]*)"\)\)'
+)
+
+
+def _gcp_condition() -> str:
+    cond = yaml.safe_load((TF / "gcp" / "deployer-condition.yaml").read_text())
+    return re.sub(r"\s+", " ", cond["expression"]).strip()
+
+
+def _extract(name: str, template: str) -> str:
+    """CEL ``extract`` as IAM Conditions use it: the text after the template's literal
+    before ``{var}`` up to its literal after (or the end); "" if a literal is missing."""
+    before, _, rest = template.partition("{")
+    after = rest.partition("}")[2]
+    start = name.find(before)
+    if start < 0:
+        return ""
+    value = name[start + len(before) :]
+    if after:
+        end = value.find(after)
+        value = value[:end] if end >= 0 else ""
+    return value
+
+
+def _gcp_allows(expr: str, resource_type: str, name: str) -> bool:
+    """The condition for one resource, for the one shape it is written in: clauses
+    ``(resource.type != T || resource.name[.extract(X)].startsWith(P))`` joined by
+    ``&&``.  Anything else in the expression fails the test instead of being guessed."""
+    clauses = _CLAUSE.findall(expr)
+    rebuilt = " && ".join(
+        f'(resource.type != "{kind}" || resource.name'
+        + (f'.extract("{template}")' if template else "")
+        + f'.startsWith("{prefix}"))'
+        for kind, template, prefix in clauses
+    )
+    assert rebuilt == expr, "deployer-condition.yaml is not of the shape this test evaluates"
+    for kind, template, prefix in clauses:
+        if resource_type == kind:
+            value = _extract(name, template) if template else name
+            if not value.startswith(prefix):
+                return False
+    return True
+
+
+def test_gcp_condition_holds_only_on_the_modules_own_network_firewalls_and_vms() -> None:
+    """Issue 33, item 2: firewall rules, networks (compute.networks.updatePolicy, checked
+    on the network a rule is added to) and subnetworks (compute.subnetworks.use, checked on
+    the subnet a VM is put in) only of the names terraform/gcp gives them."""
+    # The names the module gives (network.tf, instances.tf): all under local.name.
+    main = (TF / "gcp" / "main.tf").read_text()
+    assert re.search(r'\n\s*name\s*=\s*"syndeo-\$\{var\.cluster_name\}"', main)
+    net = (TF / "gcp" / "network.tf").read_text()
+    names = re.findall(r"\n\s*name\s*=\s*(\S+)", net)
+    assert names == ["local.name", '"${local.name}-nodes"', '"${local.name}-ray"',
+                     '"${local.name}-admin-ssh"'], names  # fmt: skip
+    vms = (TF / "gcp" / "instances.tf").read_text()
+    assert 'name         = "${local.name}-${each.key}"' in vms
+
+    expr = _gcp_condition()
+    p, r, z = "projects/p", "regions/us-central1", "zones/us-central1-a"
+    ours = [
+        ("compute.googleapis.com/Network", f"{p}/global/networks/syndeo-gcp-1"),
+        ("compute.googleapis.com/Subnetwork", f"{p}/{r}/subnetworks/syndeo-gcp-1-nodes"),
+        ("compute.googleapis.com/Firewall", f"{p}/global/firewalls/syndeo-gcp-1-ray"),
+        ("compute.googleapis.com/Firewall", f"{p}/global/firewalls/syndeo-gcp-1-admin-ssh"),
+        ("compute.googleapis.com/Instance", f"{p}/{z}/instances/syndeo-gcp-1-0"),
+        ("storage.googleapis.com/Bucket", "projects/_/buckets/syndeo-0123456789ab"),
+        ("storage.googleapis.com/Object",
+         "projects/_/buckets/syndeo-0123456789ab/objects/syndeo/gcp-1/claim.json"),
+        # Types the condition does not name keep the role's grant (the baked image).
+        ("compute.googleapis.com/Image", f"{p}/global/images/syndeo-node"),
+    ]  # fmt: skip
+    theirs = [
+        ("compute.googleapis.com/Firewall", f"{p}/global/firewalls/default-allow-ssh"),
+        ("compute.googleapis.com/Firewall", f"{p}/global/firewalls/prod-allow-db"),
+        ("compute.googleapis.com/Network", f"{p}/global/networks/default"),
+        ("compute.googleapis.com/Network", f"{p}/global/networks/prod"),
+        ("compute.googleapis.com/Subnetwork", f"{p}/{r}/subnetworks/prod"),
+        ("compute.googleapis.com/Subnetwork", f"{p}/{r}/subnetworks/default"),
+        # A "syndeo-" further along the name is not the name.
+        ("compute.googleapis.com/Subnetwork", f"{p}/{r}/subnetworks/prod-syndeo-x"),
+        ("compute.googleapis.com/Instance", f"{p}/{z}/instances/prod-db"),
+        ("storage.googleapis.com/Bucket", "projects/_/buckets/payroll"),
+    ]  # fmt: skip
+    for kind, name in ours:
+        assert _gcp_allows(expr, kind, name), (kind, name)
+    for kind, name in theirs:
+        assert not _gcp_allows(expr, kind, name), (kind, name)
 
 
 # ------------------------------------------------------------------ Azure
