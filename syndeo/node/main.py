@@ -34,6 +34,7 @@ from syndeo.node.workload import Monitor, run_workload
 from syndeo.rendezvous import HeadRecord, NodeRecord, Rendezvous, open_rendezvous
 
 RAY_START_TIMEOUT_S = 120.0
+PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 
 
 class Terminated(BaseException):
@@ -266,10 +267,34 @@ def _first_check(rdv: Rendezvous, s: NodeSettings) -> Rendezvous:
             rdv = open_rendezvous(s.rendezvous, s.cluster_id, s.attempt)
 
 
+def _not_dumpable() -> str:
+    """Keep this process's environment and memory from the cluster's own tasks; "" or why not.
+
+    Ray's processes and every task run as the node's user, and a same-user process may
+    read another's ``/proc/<pid>/environ`` (and, where Yama does not forbid it, its
+    memory): this node's holds the launch key and the store's credentials, which
+    :func:`raynode.child_env` already keeps out of what the tasks inherit.  A process
+    that is not dumpable has its ``/proc/<pid>`` files owned by root and cannot be
+    traced without CAP_SYS_PTRACE, which a task does not have.  The flag is not
+    inherited across exec: Ray's processes, which hold no such secret, stay dumpable.
+    """
+    if not sys.platform.startswith("linux"):
+        return "not Linux"
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        return os.strerror(ctypes.get_errno())
+    return ""
+
+
 def main(env: dict[str, str] | None = None) -> int:
     tl = Timeline()
     tl.mark("main")
+    private = _not_dumpable()
     settings = NodeSettings.from_env(env)
+    if private:
+        log(settings, f"this node's environment stays readable by its tasks: {private}")
     # Read like a backend's endpoint variable, not a node setting (syndeo/core/tls.py).
     use_tls = tls.enabled(os.environ if env is None else env)
     node_tls.check(settings, use_tls)

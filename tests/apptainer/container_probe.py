@@ -14,11 +14,34 @@ ray.init()
 alive = [n for n in ray.nodes() if n["Alive"]]
 
 
+def node_environ() -> str:
+    """What this process can read of its node's /proc/<pid>/environ, where the node's
+    launch key is: "denied", "readable" (with "+key" if the key is there) or "no node"."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv = fh.read().rstrip(b"\0").split(b"\0")
+        except OSError:
+            continue
+        # `syndeo node` (the image's console script) or `python -m syndeo node`.
+        if argv[-1:] != [b"node"] or not any(a.endswith(b"syndeo") for a in argv[:-1]):
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                data = fh.read()
+        except PermissionError:
+            return "denied"
+        return "readable" + ("+key" if b"SYNDEO_LAUNCH_KEY=" in data else "")
+    return "no node"
+
+
 def here() -> dict[str, object]:
     return {
         "uid": os.getuid(),
         "in_container": os.path.isdir("/.singularity.d"),
         "host_env_leak": "SYNDEO_TEST_HOST_ONLY" in os.environ,
+        "launch_key_leak": "SYNDEO_LAUNCH_KEY" in os.environ,
+        "node_environ": node_environ(),
         "python": sys.executable,
     }
 

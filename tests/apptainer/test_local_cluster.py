@@ -47,6 +47,10 @@ def test_three_containerised_nodes_form_a_cluster(
         assert seen["uid"] == run_uid != 0
         assert seen["in_container"] is True
         assert seen["host_env_leak"] is False
+        # The node's secrets: neither inherited nor readable through /proc (the node's
+        # process is not dumpable), though tasks run as the node's user.
+        assert seen["launch_key_leak"] is False
+        assert seen["node_environ"] == "denied", seen
         assert str(seen["python"]).startswith("/opt/syndeo/")
     summary = json.loads((work / "res" / cid / "deploy.json").read_text())
     assert summary["exit_code"] == 0
