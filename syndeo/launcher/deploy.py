@@ -21,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from syndeo.core import tls
 from syndeo.core.errors import (
     ConfigError,
     RendezvousError,
@@ -31,7 +32,7 @@ from syndeo.core.errors import (
 from syndeo.launcher import gcscreds
 from syndeo.launcher import tls as launcher_tls
 from syndeo.launcher import watch as watcher
-from syndeo.launcher.config import DeployConfig
+from syndeo.launcher.config import DeployConfig, RecoverySettings
 from syndeo.launcher.output import WorkloadLog
 from syndeo.launcher.preflight import check_workload
 from syndeo.launcher.recovery import Recovery
@@ -285,148 +286,265 @@ def deploy(cfg: DeployConfig, ui: Ui | None = None, keep: bool = False) -> Outco
 def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
     check_workload(cfg)  # a bad setting costs no start-up (or queue wait) to find
     target, spec, rdv = _prepare(cfg, ui)
-    # A bucket the launch creates is destroyed with the cluster: nothing to clean after.
-    owned = target.creates_rendezvous(spec.rendezvous)
-    t0, wall0 = time.monotonic(), time.time()
-    launched: Launched | None = None
-    finished = False
-    result_path: Path | None = None
-    nodes_timeline: dict[int, Any] = {}
-    pending: BaseException | None = None  # what ended the run early, if anything
-    teardown_failure: str | None = None
-    output = WorkloadLog(
-        cfg.results_dir / spec.cluster_id / "workload.log",
-        None if target.shows_head_output else ui.echo,
-    )
-    recovery = Recovery(target, spec, cfg.recovery, ui)
-    restarts: list[dict[str, Any]] = []
-    authority = launcher_tls.new_authority(spec)
-    # Slurm/ssh nodes of a gs:// rendezvous got a 1-hour token: renewed while we follow.
-    renewal = gcscreds.Renewal(spec.rendezvous, spec.cluster_id, spec.launch_key, ui.info)
-    with ui:
+    return _DeployRun(cfg, ui, keep, target, spec, rdv).run()
+
+
+class _DeployRun:
+    """One ``deploy``, start to end: what it acquires, and where each thing it acquired is
+    released (registered as it is acquired, released in reverse order whatever ends the
+    run: success, failure, Ctrl-C, SIGTERM).
+
+    Two scopes: the machines (the nodes, the TLS client files, the token renewal, the
+    output log), released before the outcome is computed, since the nodes leave their
+    timelines on their way out; and the cluster's records in the rendezvous (the claim
+    :func:`_prepare` took), released last, once the outcome is written.  ``keep``: the
+    machines and the records are never registered for release (``invoke down`` does it).
+    """
+
+    def __init__(
+        self,
+        cfg: DeployConfig,
+        ui: Ui,
+        keep: bool,
+        target: Target,
+        spec: ClusterSpec,
+        rdv: Rendezvous,
+    ) -> None:
+        self.cfg, self.ui, self.keep, self.target, self.spec, self.rdv = (
+            cfg,
+            ui,
+            keep,
+            target,
+            spec,
+            rdv,
+        )
+        # A bucket the launch creates is destroyed with the cluster: nothing to clean after.
+        self.owned = target.creates_rendezvous(spec.rendezvous)
+        self.t0, self.wall0 = time.monotonic(), time.time()
+        self.launched: Launched | None = None
+        self.output = WorkloadLog(
+            cfg.results_dir / spec.cluster_id / "workload.log",
+            None if target.shows_head_output else ui.echo,
+        )
+        self.recovery = Recovery(target, spec, cfg.recovery, ui)
+        self.restarts: list[dict[str, Any]] = []
+        self.timings: dict[str, float] = {}
+        self.rc: int | None = None
+        self.done: DoneRecord | None = None
+        self.result_path: Path | None = None
+        self.nodes_timeline: dict[int, Any] = {}
+        self.finished = False  # the workload's end was seen (not a launch cut short)
+        self.teardown_failure: str | None = None  # the machines could not all be removed
+
+    def run(self) -> Outcome:
+        with self._records():
+            with self.ui, contextlib.ExitStack() as machines:
+                self._launch_and_follow(machines)
+                self._collect()
+            return self._outcome()
+
+    # ------------------------------------------------------------------ the records
+    @contextlib.contextmanager
+    def _records(self) -> Iterator[None]:
+        """The cluster's records (its claim first): removed when the run is over, so the
+        id is free again -- not with ``--keep``, not when the bucket went with the
+        cluster, not for a job we lost sight of (it still runs and uses them)."""
         try:
-            if authority is not None:
-                launcher_tls.write_client(spec.cluster_id, authority)
-                if not owned:
-                    # Before any node starts: they wait for it (a restart finds it too).
-                    launcher_tls.deliver(rdv, spec, authority)
-            while True:
-                t_attempt = time.monotonic()
-                launched = target.launch(spec)
-                renewal.start(launched)
-                if keep:
-                    save_launched(launched)
-                if owned:
-                    rdv.check()  # it exists only now
-                    if authority is not None:
-                        launcher_tls.deliver(rdv, spec, authority)  # the nodes wait for it
-                launch_s = round(time.monotonic() - t_attempt, 3)
-                rc, done, timings, rdv = _follow(
-                    target, launched, rdv, spec, ui, output=output, recovery=recovery
-                )
-                if done is not None or rc == 0 or len(restarts) >= cfg.recovery.max_restarts:
-                    break
-                spec, rdv = _restart(target, launched, spec, rdv, rc, restarts, t0, ui)
-            if restarts and "all_joined_s" in timings:
-                # From the launch of the run: the restart's cost is joined_s - head_lost_s.
-                restarts[-1]["joined_s"] = round(
-                    t_attempt - t0 + launch_s + timings["all_joined_s"], 3
-                )
-            # Following starts once launch returns (for VM targets: after apply).
-            timings["launch_s"] = launch_s
-            if "all_joined_s" in timings:
-                timings["launch_to_joined_s"] = round(launch_s + timings["all_joined_s"], 3)
-            finished = True
-            # Before the teardown: a VM target's destroy takes the bucket with it.  A
-            # store that fails now costs the result, never the teardown or the cleanup.
-            try:
-                output.poll(rdv)  # the head delivers all of it before it records done
-                result_path = _collect(cfg, rdv, spec.cluster_id)
-            except RendezvousError as exc:
-                ui.info(f"syndeo: the result could not be collected: {exc}")
-            if owned:
-                nodes_timeline = _await_timelines(rdv, spec.nodes)
-        except BaseException as exc:
-            if isinstance(exc, KeyboardInterrupt):
+            yield
+        except BaseException:
+            unobserved = self.launched is not None and self.launched.data.get("unobserved")
+            if not (self.finished or self.keep or self.owned or unobserved):
                 with contextlib.suppress(Exception):
-                    rdv.request_stop("interrupted")
-            pending = exc
+                    self.rdv.cleanup(all_attempts=True)
             raise
-        finally:
-            renewal.stop(remove=not keep)  # before the cleanup removes the token it writes
-            output.close()
-            if not keep:
-                try:
-                    if launched is not None and pending is not None:
-                        tear_down_after(pending, partial(target.stop, launched))
-                    elif launched is not None:
-                        target.stop(launched)
-                    forget(spec.cluster_id)  # nothing of it is up any more (its TLS files too)
-                except TargetError as exc:
-                    if pending is not None:
-                        raise
-                    # A run that ended, then could not be torn down: the user needs its
-                    # outcome (why it ended, its result) and what still exists.  The
-                    # state stays: `invoke down --cluster-id` ends it.
-                    teardown_failure = str(exc)
-            left_running = launched is not None and launched.data.get("unobserved")
-            gone = owned and not keep  # never made, or destroyed with the cluster
-            if not finished and not keep and not left_running and not gone:
-                # Records of a cluster that never finished: the id is free again.
-                # (Not those of a job we lost sight of: it still runs and uses them.)
-                with contextlib.suppress(Exception):
-                    rdv.cleanup(all_attempts=True)
-    timings["teardown_done_s"] = round(time.monotonic() - t0, 3)
-    assert rc is not None
-    if not owned:
-        # Nodes leave their timelines on their way out: after the teardown, all are in.
-        nodes_timeline = _read_timelines(rdv)
-    # The launcher's marks on the nodes' clock (wall time), for syndeo.core.timeline.
-    marks = {"launch_start": 0.0, **{k.removesuffix("_s"): v for k, v in timings.items()}}
-    marks.pop("launch_to_joined", None)
-    if done is not None:
-        marks["head_done"] = done.finished_at - wall0  # the head's clock: when it recorded done
-    _write_timeline(
-        cfg, spec.cluster_id, nodes_timeline, {k: round(wall0 + v, 3) for k, v in marks.items()}
-    )
-    message = (
-        done.message
-        if done is not None
-        else f"the head ended before its workload finished (exit {rc})"
-    )
-    exit_code = done.exit_code if done is not None else (rc or 1)
-    if exit_code != 0 and launched is not None:
-        # The target knows what the rendezvous cannot: cancelled, time limit, logs.
-        where = target.describe(launched)
-        message = f"{message}; {where}" if where else message
-    if teardown_failure is not None:
-        message = f"{message}; and the teardown failed: {teardown_failure}"
-        exit_code = exit_code or 1
-    outcome = Outcome(
-        cluster_id=spec.cluster_id,
-        exit_code=exit_code,
-        message=message,
-        result_path=result_path,
-        lost_ranks=list(done.lost_ranks) if done else [],
-        timings=timings,
-        attempt=rdv.attempt,
-        teardown="kept up" if keep else "left up" if teardown_failure else "torn down",
-    )
-    extra = target.summary(launched) if launched else {}
-    if recovery.events:
-        extra["recovery"] = recovery.events
-    extra["attempt"] = rdv.attempt
-    if restarts:
-        extra["restarts"] = restarts
-    _write_summary(cfg, spec, outcome, extra)
-    if keep:
-        ui.info(f"cluster {spec.cluster_id} kept up: `invoke down --cluster-id {spec.cluster_id}`")
-    elif not owned:
-        rdv.cleanup(all_attempts=True)
-    # One shape for every failure, whatever its timing: a head that died before it
-    # could record "done" and one that recorded it on its way down both come back as
-    # an Outcome whose message carries what the target knows (raise_for_outcome).
-    return outcome
+        if not (self.keep or self.owned):
+            self.rdv.cleanup(all_attempts=True)
+
+    # ------------------------------------------------------------------ the machines
+    def _launch_and_follow(self, machines: contextlib.ExitStack) -> None:
+        spec = self.spec
+        machines.callback(self.output.close)
+        if not self.keep:
+            # Last: its state (and TLS files) go once nothing of the cluster is up.
+            machines.callback(self._forget)
+        authority = launcher_tls.new_authority(spec)
+        if authority is not None:
+            launcher_tls.write_client(spec.cluster_id, authority)
+            if not self.owned:
+                # Before any node starts: they wait for it (a restart finds it too).
+                launcher_tls.deliver(self.rdv, spec, authority)
+        # Slurm/ssh nodes of a gs:// rendezvous got a 1-hour token: renewed while we follow.
+        renewal = gcscreds.Renewal(spec.rendezvous, spec.cluster_id, spec.launch_key, self.ui.info)
+        while True:
+            t_attempt = time.monotonic()
+            self._launch(machines, renewal)
+            if self.owned:
+                self.rdv.check()  # it exists only now
+                if authority is not None:
+                    launcher_tls.deliver(self.rdv, spec, authority)  # the nodes wait for it
+            launch_s = round(time.monotonic() - t_attempt, 3)
+            assert self.launched is not None
+            self.rc, self.done, self.timings, self.rdv = _follow(
+                self.target,
+                self.launched,
+                self.rdv,
+                self.spec,
+                self.ui,
+                output=self.output,
+                recovery=self.recovery,
+            )
+            if self._ended():
+                break
+            self.spec, self.rdv = _restart(
+                self.target,
+                self.launched,
+                self.spec,
+                self.rdv,
+                self.rc,
+                self.restarts,
+                self.t0,
+                self.ui,
+            )
+        self._launch_timings(t_attempt, launch_s)
+        self.finished = True
+
+    def _launch(self, machines: contextlib.ExitStack, renewal: gcscreds.Renewal) -> None:
+        first = self.launched is None
+        self.launched = self.target.launch(self.spec)
+        if first:
+            # From here on the machines are ours to remove (the target removes what a
+            # launch that fails part-way made), and the renewal ours to stop, before that.
+            if not self.keep:
+                machines.push(self._tear_down)
+            machines.callback(renewal.stop, remove=not self.keep)
+            machines.push(self._ask_head_to_stop)
+        renewal.start(self.launched)
+        if self.keep:
+            save_launched(self.launched)
+
+    def _ended(self) -> bool:
+        """The run is over: its head recorded the end, or exited 0, or no restart is left."""
+        return (
+            self.done is not None
+            or self.rc == 0
+            or len(self.restarts) >= self.cfg.recovery.max_restarts
+        )
+
+    def _launch_timings(self, t_attempt: float, launch_s: float) -> None:
+        timings = self.timings
+        if self.restarts and "all_joined_s" in timings:
+            # From the launch of the run: the restart's cost is joined_s - head_lost_s.
+            self.restarts[-1]["joined_s"] = round(
+                t_attempt - self.t0 + launch_s + timings["all_joined_s"], 3
+            )
+        # Following starts once launch returns (for VM targets: after apply).
+        timings["launch_s"] = launch_s
+        if "all_joined_s" in timings:
+            timings["launch_to_joined_s"] = round(launch_s + timings["all_joined_s"], 3)
+
+    def _collect(self) -> None:
+        """Before the teardown: a VM target's destroy takes the bucket with it.  A store
+        that fails now costs the result, never the teardown or the cleanup."""
+        try:
+            self.output.poll(self.rdv)  # the head delivers all of it before it records done
+            self.result_path = _collect(self.cfg, self.rdv, self.spec.cluster_id)
+        except RendezvousError as exc:
+            self.ui.info(f"syndeo: the result could not be collected: {exc}")
+        if self.owned:
+            self.nodes_timeline = _await_timelines(self.rdv, self.spec.nodes)
+
+    def _ask_head_to_stop(self, _type: object, exc: BaseException | None, _tb: object) -> bool:
+        """Ctrl-C (or SIGTERM/SIGHUP): the head is asked to stop before its machines go."""
+        if isinstance(exc, KeyboardInterrupt):
+            with contextlib.suppress(Exception):
+                self.rdv.request_stop("interrupted")
+        return False
+
+    def _tear_down(self, _type: object, exc: BaseException | None, _tb: object) -> bool:
+        """Remove the machines.  After a failure, a teardown that fails too is reported
+        with it (core.errors.tear_down_after); after a run that ended, the user still
+        needs its outcome: the failure is added to it, and the state stays for `down`."""
+        assert self.launched is not None
+        try:
+            if exc is not None:
+                tear_down_after(exc, partial(self.target.stop, self.launched))
+            else:
+                self.target.stop(self.launched)
+        except TargetError as failure:
+            self.teardown_failure = str(failure)
+            if exc is not None:
+                raise
+        return False
+
+    def _forget(self) -> None:
+        if self.teardown_failure is None:  # else `invoke down --cluster-id` needs the state
+            forget(self.spec.cluster_id)  # nothing of it is up any more (its TLS files too)
+
+    # ------------------------------------------------------------------ the outcome
+    def _outcome(self) -> Outcome:
+        spec, done, rc = self.spec, self.done, self.rc
+        self.timings["teardown_done_s"] = round(time.monotonic() - self.t0, 3)
+        assert rc is not None
+        if not self.owned:
+            # Nodes leave their timelines on their way out: after the teardown, all are in.
+            self.nodes_timeline = _read_timelines(self.rdv)
+        self._write_timeline()
+        message = (
+            done.message
+            if done is not None
+            else f"the head ended before its workload finished (exit {rc})"
+        )
+        exit_code = done.exit_code if done is not None else (rc or 1)
+        if exit_code != 0 and self.launched is not None:
+            # The target knows what the rendezvous cannot: cancelled, time limit, logs.
+            where = self.target.describe(self.launched)
+            message = f"{message}; {where}" if where else message
+        if self.teardown_failure is not None:
+            message = f"{message}; and the teardown failed: {self.teardown_failure}"
+            exit_code = exit_code or 1
+        teardown = "kept up" if self.keep else "left up" if self.teardown_failure else "torn down"
+        outcome = Outcome(
+            cluster_id=spec.cluster_id,
+            exit_code=exit_code,
+            message=message,
+            result_path=self.result_path,
+            lost_ranks=list(done.lost_ranks) if done else [],
+            timings=self.timings,
+            attempt=self.rdv.attempt,
+            teardown=teardown,
+        )
+        _write_summary(self.cfg, spec, outcome, self._summary_extra())
+        if self.keep:
+            self.ui.info(
+                f"cluster {spec.cluster_id} kept up: `invoke down --cluster-id {spec.cluster_id}`"
+            )
+        # One shape for every failure, whatever its timing: a head that died before it
+        # could record "done" and one that recorded it on its way down both come back as
+        # an Outcome whose message carries what the target knows (raise_for_outcome).
+        return outcome
+
+    def _write_timeline(self) -> None:
+        # The launcher's marks on the nodes' clock (wall time), for syndeo.core.timeline.
+        marks = {"launch_start": 0.0, **{k.removesuffix("_s"): v for k, v in self.timings.items()}}
+        marks.pop("launch_to_joined", None)
+        if self.done is not None:
+            # The head's clock: when it recorded done.
+            marks["head_done"] = self.done.finished_at - self.wall0
+        _write_timeline(
+            self.cfg,
+            self.spec.cluster_id,
+            self.nodes_timeline,
+            {k: round(self.wall0 + v, 3) for k, v in marks.items()},
+        )
+
+    def _summary_extra(self) -> dict[str, Any]:
+        extra = self.target.summary(self.launched) if self.launched else {}
+        if self.recovery.events:
+            extra["recovery"] = self.recovery.events
+        extra["attempt"] = self.rdv.attempt
+        if self.restarts:
+            extra["restarts"] = self.restarts
+        return extra
 
 
 def _write_summary(
@@ -479,81 +597,108 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
     recovery = cfg.recovery.model_copy(
         update={"replace_lost": cfg.recovery.replace_lost if explicit else target.replaces_lost}
     )
-    launched: Launched | None = None
-    owned = target.creates_rendezvous(spec.rendezvous)
-    authority = launcher_tls.new_authority(spec)
-    # Until the watcher takes over (a Slurm job may queue for longer than a token lives).
-    renewal = gcscreds.Renewal(spec.rendezvous, spec.cluster_id, spec.launch_key, ui.info)
-    with ui:
-        try:
+    return _UpRun(ui, target, spec, rdv).run(recovery)
+
+
+class _UpRun:
+    """One ``up``: until the cluster serves, whatever it acquired is released on any
+    failure (registered as it is acquired); once it serves, the stack is handed over --
+    the cluster lives on, and ``down`` (and the watcher) release it."""
+
+    def __init__(self, ui: Ui, target: Target, spec: ClusterSpec, rdv: Rendezvous) -> None:
+        self.ui, self.target, self.spec, self.rdv = ui, target, spec, rdv
+        self.launched: Launched | None = None
+        self.authority: tls.Authority | None = None
+        self.teardown_failure: str | None = None
+
+    def run(self, recovery: RecoverySettings) -> UpInfo:
+        with contextlib.ExitStack() as cluster:
+            cluster.push(self._forget_records)  # the claim, taken by _prepare
+            cluster.callback(self._forget)
+            launched = self._launch(cluster)
+            renew = gcscreds.issued(self.spec.rendezvous, self.spec.cluster_id)
+            if recovery.replace_lost or renew:
+                launched.data["renew_gcs_token"] = renew
+                watcher.start(launched, self.spec, recovery)
+            info = self._info()
+            cluster.pop_all()  # it serves: `down` releases it now
+        return info
+
+    def _launch(self, cluster: contextlib.ExitStack) -> Launched:
+        """Launch and follow until the head serves."""
+        spec, rdv = self.spec, self.rdv
+        owned = self.target.creates_rendezvous(spec.rendezvous)
+        authority = self.authority = launcher_tls.new_authority(spec)
+        # Until the watcher takes over (a Slurm job may queue for longer than a token lives).
+        renewal = gcscreds.Renewal(spec.rendezvous, spec.cluster_id, spec.launch_key, self.ui.info)
+        with self.ui:
             if authority is not None and not owned:
                 launcher_tls.deliver(rdv, spec, authority)  # before any node starts
-            launched = target.launch(spec, detach=True)
+            launched = self.launched = self.target.launch(spec, detach=True)
+            cluster.push(self._tear_down)
             # The spec, its launch key with it (0600): what signs the jobs submitted later
             # and what a grow or a replacement needs.
             launched.data["spec"] = spec.model_dump(mode="json")
             renewal.start(launched)
+            cluster.callback(renewal.stop)
             save_launched(launched)
             if authority is not None and owned:
                 rdv.check()  # the bucket exists only now; the nodes wait for the bundle
                 launcher_tls.deliver(rdv, spec, authority)
-            rc, done, _, rdv = _follow(target, launched, rdv, spec, ui, until_phase="serving")
-        except BaseException as exc:
-            renewal.stop()
-            if launched is not None:
-                tear_down_after(exc, partial(target.stop, launched))
-            forget(spec.cluster_id)
-            if not (launched is not None and launched.data.get("unobserved")):
-                with contextlib.suppress(Exception):
-                    rdv.cleanup(all_attempts=True)  # the id's claim too: free again
-            raise
-    renewal.stop(remove=False)  # the watcher renews from here on
-    renew = gcscreds.issued(spec.rendezvous, spec.cluster_id)
-    if rc is not None:
-        why = done.message if done else "its head exited"
-        failure = TargetError(
-            f"cluster {spec.cluster_id} did not come up: {why}; {target.describe(launched)}"
-        )
-        tear_down_after(failure, partial(target.stop, launched))
-        forget(spec.cluster_id)
-        with contextlib.suppress(Exception):
-            rdv.cleanup(all_attempts=True)
-        raise failure
-    if recovery.replace_lost or renew:
-        launched.data["renew_gcs_token"] = renew
+            rc, done, _, self.rdv = _follow(
+                self.target, launched, rdv, spec, self.ui, until_phase="serving"
+            )
+        renewal.stop(remove=False)  # the watcher renews from here on
+        if rc is not None:
+            why = done.message if done else "its head exited"
+            raise TargetError(
+                f"cluster {spec.cluster_id} did not come up: {why}; "
+                f"{self.target.describe(launched)}"
+            )
+        return launched
+
+    def _info(self) -> UpInfo:
+        """How to reach the cluster: only the head this launch started (its record signed
+        with our launch key) -- its address and token are where the user's work goes."""
+        spec, rdv = self.spec, self.rdv
+        found, st = rdv.check_head(spec.launch_key), rdv.read_status()
+        head, token = found.head, found.token
+        if head is None or token is None:
+            why = "a head record with a bad signature" if found.rejected else "no head record"
+            raise TargetError(
+                f"cluster {spec.cluster_id} reported serving but the rendezvous holds {why}: "
+                "not connecting to it; the cluster was stopped"
+            )
+        token_path = cluster_dir(spec.cluster_id) / "token"
+        write_atomic(token_path, token)
+        tls_env: dict[str, str] = {}
+        if self.authority is not None:
+            # Named in the client's certificate: a driver serves its workers at the address
+            # of the node it attaches to.
+            ips = [head.ip, *(n.ip for n in rdv.list_nodes() if n.ip)]
+            tls_env = launcher_tls.write_client(spec.cluster_id, self.authority, ips)
+        dashboard_url = st.dashboard_url if st else ""
+        return UpInfo(spec.cluster_id, head.address, token_path, dashboard_url, spec.nodes, tls_env)
+
+    def _tear_down(self, _type: object, exc: BaseException | None, _tb: object) -> bool:
+        assert self.launched is not None and exc is not None  # released on failures only
         try:
-            watcher.start(launched, spec, recovery)
-        except BaseException as exc:
-            tear_down_after(exc, partial(target.stop, launched))
-            forget(spec.cluster_id)
-            with contextlib.suppress(Exception):
-                rdv.cleanup(all_attempts=True)
+            tear_down_after(exc, partial(self.target.stop, self.launched))
+        except BaseException:
+            self.teardown_failure = "failed"
             raise
-    # Only the head this launch started (its record signed with our launch key): the
-    # address and token handed to the user are what they will send their work to.
-    found, st = rdv.check_head(spec.launch_key), rdv.read_status()
-    head, token = found.head, found.token
-    if head is None or token is None:
-        why = "a head record with a bad signature" if found.rejected else "no head record"
-        failure = TargetError(
-            f"cluster {spec.cluster_id} reported serving but the rendezvous holds {why}: "
-            "not connecting to it; the cluster was stopped"
-        )
-        tear_down_after(failure, partial(target.stop, launched))
-        forget(spec.cluster_id)
-        raise failure
-    token_path = cluster_dir(spec.cluster_id) / "token"
-    write_atomic(token_path, token)
-    tls_env: dict[str, str] = {}
-    if authority is not None:
-        # Named in the client's certificate: a driver serves its workers at the address
-        # of the node it attaches to.
-        ips = [head.ip, *(n.ip for n in rdv.list_nodes() if n.ip)]
-        tls_env = launcher_tls.write_client(spec.cluster_id, authority, ips)
-    return UpInfo(
-        spec.cluster_id, head.address, token_path, st.dashboard_url if st else "", spec.nodes,
-        tls_env,
-    )  # fmt: skip
+        return False
+
+    def _forget(self) -> None:
+        if self.teardown_failure is None:  # else `invoke down --cluster-id` needs the state
+            forget(self.spec.cluster_id)
+
+    def _forget_records(self, _type: object, exc: BaseException | None, _tb: object) -> bool:
+        """The id is free again -- unless we lost sight of a job that still uses them."""
+        if not (self.launched is not None and self.launched.data.get("unobserved")):
+            with contextlib.suppress(Exception):
+                self.rdv.cleanup(all_attempts=True)
+        return False
 
 
 def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) -> str:
