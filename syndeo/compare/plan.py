@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from syndeo.compare.catalog import CLOUDS, Catalog
+from syndeo.compare.catalog import CLOUDS, Catalog, Price
 from syndeo.compare.errors import CompareError
 from syndeo.compare.fit import Fit, fit_power_law
 from syndeo.compare.report import UNIT, usd
@@ -118,6 +118,25 @@ def make_plan(
 ) -> Plan:
     if steps <= 0:
         raise CompareError(f"--steps must be positive, got {steps:g}")
+    mine, mode, protocol = _rows_to_fit(rows, env, mode)
+    series = _series(mine)
+    measured_targets = sorted({s.target for s in series})
+    _check_targets(env, targets, basis, measured_targets)
+    candidates = [s for s in series if basis is None or s.target == basis]
+    base = max(candidates, key=lambda s: (s.fit.hi, len(s.fit.points)))
+    wanted = targets or [*measured_targets, *(c for c in CLOUDS if c not in measured_targets)]
+    preds = _onprem_predictions(series, wanted, sizes, steps, onprem.core_hour_usd())
+    preds += _cloud_predictions(series, base, catalog, wanted, sizes, steps)
+    if not preds:
+        raise CompareError(
+            f"nothing to plan for {', '.join(wanted)}: no measured series and no catalog rows"
+        )
+    preds.sort(key=lambda p: p.usd_ondemand)
+    return Plan(env, mode, protocol, steps, series, base, preds)
+
+
+def _rows_to_fit(rows: list[Row], env: str, mode: str | None) -> tuple[list[Row], str, str]:
+    """The rows of ``env`` in one mode and one protocol, with that mode and protocol."""
     measured_envs = sorted({r.env for r in rows})
     mine = [r for r in rows if r.env == env]
     if not mine:
@@ -132,9 +151,13 @@ def make_plan(
         raise CompareError(f"{env} was measured in {', '.join(modes)} mode only, not {mode}")
     # Steady state is the better estimate of long runs; the paper protocol otherwise.
     protocol = "steady" if any(r.protocol == "steady" for r in mine) else mine[0].protocol
-    mine = [r for r in mine if r.protocol == protocol]
-    series = _series(mine)
-    measured_targets = sorted({s.target for s in series})
+    return [r for r in mine if r.protocol == protocol], mode, protocol
+
+
+def _check_targets(
+    env: str, targets: list[str] | None, basis: str | None, measured_targets: list[str]
+) -> None:
+    """Refuse an unknown target, an on-prem one never measured, and a basis never measured."""
     for t in targets or []:
         if t not in TARGETS:
             raise CompareError(f"unknown target {t!r} (known: {', '.join(TARGETS)})")
@@ -149,12 +172,13 @@ def make_plan(
             f"--basis {basis}: no measurement of {env} there (measured on: "
             f"{', '.join(measured_targets)})"
         )
-    candidates = [s for s in series if basis is None or s.target == basis]
-    base = max(candidates, key=lambda s: (s.fit.hi, len(s.fit.points)))
-    wanted = targets or [*measured_targets, *(c for c in CLOUDS if c not in measured_targets)]
 
-    preds: list[Prediction] = []
-    rate = onprem.core_hour_usd()
+
+def _onprem_predictions(
+    series: list[Series], wanted: list[str], sizes: tuple[int, ...], steps: float, rate: float
+) -> list[Prediction]:
+    """Each wanted on-prem series at each size, from its own fit, at ``rate`` per core-hour."""
+    preds = []
     for s in series:
         if s.target not in ONPREM_TARGETS or s.target not in wanted:
             continue
@@ -162,38 +186,84 @@ def make_plan(
             cpus = k * s.cpus_per_node
             tput = s.fit.predict(cpus)
             hours = steps / tput / 3600.0
-            preds.append(Prediction(s.target, s.hardware, "–", k, cpus, tput, hours,
-                                    k * s.charged_cpus_per_node * rate * hours, None,
-                                    "measured", "–", s.fit.extrapolates(cpus),
-                                    (s.fit.lo, s.fit.hi)))  # fmt: skip
+            preds.append(
+                Prediction(
+                    target=s.target,
+                    hardware=s.hardware,
+                    region="–",
+                    nodes=k,
+                    cpus=cpus,
+                    steps_per_s=tput,
+                    hours=hours,
+                    usd_ondemand=k * s.charged_cpus_per_node * rate * hours,
+                    usd_spot=None,
+                    source="measured",
+                    assumptions="–",
+                    extrapolated=s.fit.extrapolates(cpus),
+                    measured=(s.fit.lo, s.fit.hi),
+                )
+            )
+    return preds
+
+
+def _cloud_predictions(
+    series: list[Series],
+    base: Series,
+    catalog: Catalog,
+    wanted: list[str],
+    sizes: tuple[int, ...],
+    steps: float,
+) -> list[Prediction]:
+    """Each catalog row of each wanted cloud at each size: from its own series if it was
+    measured, else from ``base``."""
+    preds = []
     for cloud in CLOUDS:
         if cloud not in wanted:
             continue
         for price in catalog.of(cloud):
-            own = next((s for s in series if s.target in CLOUD_TARGETS
-                        and s.hardware == price.instance_type), None)  # fmt: skip
-            for k in sizes:
-                if own is not None:
-                    fit, n, speed = own.fit, k * own.cpus_per_node, 1.0
-                    source, assumptions = "measured", "–"
-                else:
-                    # Ray counts every vCPU: the unit the basis was fitted in.
-                    fit, n, speed = base.fit, k * price.vcpus, price.relative_speed
-                    source = f"predicted from {base.name}"
-                    assumptions = f"relative_speed {price.relative_speed:g}"
-                tput = fit.predict(n) * speed
-                hours = steps / tput / 3600.0
-                spot = None if price.spot_usd_per_h is None else k * price.spot_usd_per_h * hours
-                preds.append(Prediction(cloud, price.instance_type, price.region, k, n, tput,
-                                        hours, k * price.ondemand_usd_per_h * hours, spot,
-                                        source, assumptions, fit.extrapolates(n),
-                                        (fit.lo, fit.hi), price.spot_is_artefact))  # fmt: skip
-    if not preds:
-        raise CompareError(
-            f"nothing to plan for {', '.join(wanted)}: no measured series and no catalog rows"
-        )
-    preds.sort(key=lambda p: p.usd_ondemand)
-    return Plan(env, mode, protocol, steps, series, base, preds)
+            own = _own_series(series, price.instance_type)
+            preds += [_cloud_prediction(cloud, price, own, base, k, steps) for k in sizes]
+    return preds
+
+
+def _cloud_prediction(
+    cloud: str, price: Price, own: Series | None, base: Series, k: int, steps: float
+) -> Prediction:
+    """``k`` instances of ``price``'s type, from its own series or else from ``base``."""
+    if own is not None:
+        fit, n, speed = own.fit, k * own.cpus_per_node, 1.0
+        source, assumptions = "measured", "–"
+    else:
+        # Ray counts every vCPU: the unit the basis was fitted in.
+        fit, n, speed = base.fit, k * price.vcpus, price.relative_speed
+        source = f"predicted from {base.name}"
+        assumptions = f"relative_speed {price.relative_speed:g}"
+    tput = fit.predict(n) * speed
+    hours = steps / tput / 3600.0
+    spot = None if price.spot_usd_per_h is None else k * price.spot_usd_per_h * hours
+    return Prediction(
+        target=cloud,
+        hardware=price.instance_type,
+        region=price.region,
+        nodes=k,
+        cpus=n,
+        steps_per_s=tput,
+        hours=hours,
+        usd_ondemand=k * price.ondemand_usd_per_h * hours,
+        usd_spot=spot,
+        source=source,
+        assumptions=assumptions,
+        extrapolated=fit.extrapolates(n),
+        measured=(fit.lo, fit.hi),
+        spot_is_artefact=price.spot_is_artefact,
+    )
+
+
+def _own_series(series: list[Series], instance_type: str) -> Series | None:
+    """The series measured on this cloud instance type, if any."""
+    return next(
+        (s for s in series if s.target in CLOUD_TARGETS and s.hardware == instance_type), None
+    )
 
 
 # ---------------------------------------------------------------------- presentation

@@ -232,49 +232,13 @@ def _result_path(summary: DeploySummary, deploy_json: Path) -> Path:
 
 
 def _from_deploy(path: Path, found: Found, claimed: set[Path]) -> None:
-    doc = _load_json(path)
-    if isinstance(doc, dict) and doc.get("target") not in TARGETS and "target" in doc:
-        raise CompareError(
-            f"{path}: unknown target {doc['target']!r} (known: {', '.join(TARGETS)})"
-        )
-    try:
-        s = DeploySummary.model_validate(doc)
-    except ValidationError as e:
-        raise CompareError(f"{path} is not a valid deploy summary: {_first_error(e)}") from None
+    s = _deploy_summary(path)
     if s.target in CLOUD_TARGETS:
-        m = s.machines
-        if m is None or not m.instance_type or not m.region:
-            raise CompareError(
-                f"{path}: a {s.target} run without machines.instance_type/region cannot be priced"
-            )
-        if m.instance_seconds is None:
-            raise CompareError(f"{path}: a {s.target} run without machines.instance_seconds")
-        # Either would price the run wrongly without a word: another cloud's catalog,
-        # or fewer instances than the nodes it shows.
-        if m.provider != s.target:
-            raise CompareError(
-                f"{path}: target {s.target} but machines.provider {m.provider}: "
-                "which cloud's prices apply?"
-            )
-        if m.count != s.nodes:
-            raise CompareError(
-                f"{path}: {s.nodes} nodes but machines.count {m.count}: "
-                "which is the number of instances paid for?"
-            )
+        _check_priceable(path, s)
     result_path = _result_path(s, path)
     claimed.add(result_path.resolve())
-    if s.exit_code != 0:
-        found.skipped.append(f"{s.cluster_id}: failed (exit {s.exit_code}): {s.message}")
-        return
-    if not result_path.is_file():
-        found.skipped.append(f"{s.cluster_id}: no result file ({result_path})")
-        return
-    doc = _load_json(result_path)
-    if not _is_bench(doc):
-        found.skipped.append(f"{s.cluster_id}: its workload's result is not a benchmark result")
-        return
-    res = _bench(result_path, doc)
-    if not _measured(result_path, res, s.cluster_id, found):
+    res = _deploy_result(s, result_path, found)
+    if res is None:
         return
     if res.manifest.cluster_nodes != s.nodes:
         raise CompareError(
@@ -283,12 +247,74 @@ def _from_deploy(path: Path, found: Found, claimed: set[Path]) -> None:
         )
     found.runs.append(
         Run(
-            source=path, cluster_id=s.cluster_id, target=s.target, nodes=s.nodes,
-            cpus_per_node=s.cpus_per_node, wall_s=s.timings_s.teardown_done_s, result=res,
-            machines=s.machines, partition=s.slurm.partition if s.slurm else None,
+            source=path,
+            cluster_id=s.cluster_id,
+            target=s.target,
+            nodes=s.nodes,
+            cpus_per_node=s.cpus_per_node,
+            wall_s=s.timings_s.teardown_done_s,
+            result=res,
+            machines=s.machines,
+            partition=s.slurm.partition if s.slurm else None,
             charged_cpus_per_node=s.slurm.cpus_per_node if s.slurm else None,
         )
-    )  # fmt: skip
+    )
+
+
+def _deploy_summary(path: Path) -> DeploySummary:
+    """``path`` as a deploy summary; an unknown target is named as such, not as a
+    validation error."""
+    doc = _load_json(path)
+    if isinstance(doc, dict) and doc.get("target") not in TARGETS and "target" in doc:
+        raise CompareError(
+            f"{path}: unknown target {doc['target']!r} (known: {', '.join(TARGETS)})"
+        )
+    try:
+        return DeploySummary.model_validate(doc)
+    except ValidationError as e:
+        raise CompareError(f"{path} is not a valid deploy summary: {_first_error(e)}") from None
+
+
+def _check_priceable(path: Path, s: DeploySummary) -> None:
+    """A cloud run names the machines it paid for, consistently with the run."""
+    m = s.machines
+    if m is None or not m.instance_type or not m.region:
+        raise CompareError(
+            f"{path}: a {s.target} run without machines.instance_type/region cannot be priced"
+        )
+    if m.instance_seconds is None:
+        raise CompareError(f"{path}: a {s.target} run without machines.instance_seconds")
+    # Either would price the run wrongly without a word: another cloud's catalog,
+    # or fewer instances than the nodes it shows.
+    if m.provider != s.target:
+        raise CompareError(
+            f"{path}: target {s.target} but machines.provider {m.provider}: "
+            "which cloud's prices apply?"
+        )
+    if m.count != s.nodes:
+        raise CompareError(
+            f"{path}: {s.nodes} nodes but machines.count {m.count}: "
+            "which is the number of instances paid for?"
+        )
+
+
+def _deploy_result(s: DeploySummary, result_path: Path, found: Found) -> BenchResult | None:
+    """The run's checked benchmark result; None (and noted) when there is nothing to
+    compare: a failed run, no result file, another workload's result, no measurements."""
+    if s.exit_code != 0:
+        found.skipped.append(f"{s.cluster_id}: failed (exit {s.exit_code}): {s.message}")
+        return None
+    if not result_path.is_file():
+        found.skipped.append(f"{s.cluster_id}: no result file ({result_path})")
+        return None
+    doc = _load_json(result_path)
+    if not _is_bench(doc):
+        found.skipped.append(f"{s.cluster_id}: its workload's result is not a benchmark result")
+        return None
+    res = _bench(result_path, doc)
+    if not _measured(result_path, res, s.cluster_id, found):
+        return None
+    return res
 
 
 def _standalone(path: Path, found: Found) -> None:

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -41,7 +42,7 @@ from syndeo.image.inputs import (
     wheelhouse_argv,
 )  # fmt: skip
 from syndeo.image.manifest import ImageManifest, load_manifest, manifest_path, sha256_file
-from syndeo.image.steps import as_user, build_user, console, failure_cause, steps
+from syndeo.image.steps import Step, as_user, build_user, console, failure_cause, steps
 
 # gzip: readable by every squashfuse/kernel.  lz4: builds much faster and starts faster
 # (measured: re-squash 29 s, `import ray` ~0.7 s less per start) but the SIF is ~36 %
@@ -79,6 +80,20 @@ def _stage(
     return ctx
 
 
+@dataclass(frozen=True)
+class _Request:
+    """What one ``build()`` call builds, checked, with the digest of its inputs."""
+
+    base: Base
+    definition: Path
+    repo: Path
+    extra_ca: Path | None
+    build_args: dict[str, str]
+    compression: Compression
+    inputs_sha256: str
+    use_packer: bool
+
+
 def build(
     base: Base = "debootstrap",
     output: Path | None = None,
@@ -93,10 +108,7 @@ def build(
 ) -> ImageManifest:
     """Build (or reuse) the image; returns its manifest.  ``definition`` overrides the
     one for ``base`` (tests use it; the install script and lock stay the checkout's)."""
-    if definition is None:
-        definition = definition_path(base, repo)
-    elif not definition.is_file():
-        raise ImageError(f"image definition not found: {definition}")
+    definition = _definition(base, repo, definition)
     output = (output or repo / ".syndeo" / "image" / f"syndeo-{base}.sif").resolve()
     if extra_ca is not None and not extra_ca.is_file():
         raise ImageError(f"extra CA bundle not found: {extra_ca}")
@@ -105,72 +117,121 @@ def build(
     # gzip adds nothing, so digests of default builds do not depend on this option.
     keyed = args if compression == "gzip" else {**args, " compression": compression}
     wanted = inputs_digest(definition, repo, extra_ca, keyed)
-    if not force and output.exists():
-        current = load_manifest(output)
-        if current is not None and current.inputs_sha256 == wanted:
-            if sha256_file(output) == current.sha256:
-                console.log(f"image up to date: {output} (sha256 {current.sha256[:12]})")
-                return current
-            console.log(f"{output} differs from its manifest: rebuilding")
+    current = None if force else _up_to_date(output, wanted)
+    if current is not None:
+        return current
+    req = _Request(base, definition, repo, extra_ca, args, compression, wanted, use_packer)
+    _build_to(req, output)
+    return _manifest_of_built(output)
 
+
+def _definition(base: Base, repo: Path, definition: Path | None) -> Path:
+    """The checkout's definition for ``base``, or the given one if it exists."""
+    if definition is None:
+        return definition_path(base, repo)
+    if not definition.is_file():
+        raise ImageError(f"image definition not found: {definition}")
+    return definition
+
+
+def _up_to_date(output: Path, wanted: str) -> ImageManifest | None:
+    """The manifest of ``output`` if it was built from these inputs and is unchanged."""
+    if not output.exists():
+        return None
+    current = load_manifest(output)
+    if current is None or current.inputs_sha256 != wanted:
+        return None
+    if sha256_file(output) != current.sha256:
+        console.log(f"{output} differs from its manifest: rebuilding")
+        return None
+    console.log(f"image up to date: {output} (sha256 {current.sha256[:12]})")
+    return current
+
+
+def _build_to(req: _Request, output: Path) -> None:
+    """Build the SIF and its manifest in a fresh stage, then move both to ``output``."""
     user = build_user()
-    lock = repo / "packer" / "apptainer" / "requirements.lock"
+    lock = req.repo / "packer" / "apptainer" / "requirements.lock"
     lock_hash = hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
     wheels = cache_dir() / "wheelhouse" / lock_hash
     output.parent.mkdir(parents=True, exist_ok=True)
     log_path = output.with_name(output.name + ".build.log")
-    packer = shutil.which("packer") if use_packer else None
+    packer = shutil.which("packer") if req.use_packer else None
     stage = Path(tempfile.mkdtemp(prefix="syndeo-image-", dir="/var/tmp"))
     try:
+        staged_sif = stage / output.name
         with steps(log_path) as step:
-            if not (wheels / ".complete").exists():
-                step.run("wheelhouse (pip download)", wheelhouse_argv(lock, wheels))
-                (wheels / ".complete").touch()
-            wheel_dir = stage / "syndeo-wheel"
-            src = _copy_sources(repo, stage / "src")
-            step.run(
-                "syndeo wheel",
-                pip_argv(
-                    "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheel_dir), str(src)
-                ),
-            )
-            shutil.rmtree(src)
-            ctx = _stage(stage, definition, lock, wheels, wheel_dir, extra_ca)
-            shutil.rmtree(wheel_dir)
+            ctx = _build_context(step, req, lock, wheels, stage)
             # Apptainer's temp rootfs (~1 GB) lives in the stage, so any exit removes it.
             (stage / "tmp").mkdir()
             if user is not None:
                 subprocess.run(["chown", "-R", f"{user}:", str(stage)], check=True)
-            staged_sif = stage / output.name
-            sif_argv = [
-                sys.executable, "-m", "syndeo.image", "sif",
-                "--definition", str(stage / definition.name), "--context", str(ctx),
-                "--output", str(staged_sif), "--inputs-sha256", wanted, "--base", base,
-                "--tmpdir", str(stage / "tmp"), "--compression", compression,
-            ]  # fmt: skip
-            for key, value in sorted(args.items()):
-                sif_argv += ["--build-arg", f"{key}={value}"]
-            if packer:
-                step.run("packer build (apptainer)", _packer_argv(packer, repo, sif_argv),
-                         env={**os.environ, "CHECKPOINT_DISABLE": "1"})  # fmt: skip
-            else:
-                why = "disabled" if not use_packer else "not found"
-                console.log(f"packer {why}: building with apptainer directly")
-                step.run("apptainer build", sif_argv)
-        for made in (staged_sif, manifest_path(staged_sif)):
-            shutil.move(made, output.parent / made.name)
-        os.chmod(output, 0o644)
-        if user is not None:  # the build user must not be able to swap the image later
-            os.chown(output, os.getuid(), os.getgid())
+            _build_sif_step(step, req, packer, _sif_argv(req, stage, ctx, staged_sif))
+        _install(staged_sif, output, user)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def _build_context(step: Step, req: _Request, lock: Path, wheels: Path, stage: Path) -> Path:
+    """The wheelhouse (cached per lock) and the syndeo wheel, staged for apptainer."""
+    if not (wheels / ".complete").exists():
+        step.run("wheelhouse (pip download)", wheelhouse_argv(lock, wheels))
+        (wheels / ".complete").touch()
+    wheel_dir = stage / "syndeo-wheel"
+    src = _copy_sources(req.repo, stage / "src")
+    wheel_argv = pip_argv(
+        "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheel_dir), str(src)
+    )
+    step.run("syndeo wheel", wheel_argv)
+    shutil.rmtree(src)
+    ctx = _stage(stage, req.definition, lock, wheels, wheel_dir, req.extra_ca)
+    shutil.rmtree(wheel_dir)
+    return ctx
+
+
+def _sif_argv(req: _Request, stage: Path, ctx: Path, staged_sif: Path) -> list[str]:
+    """The ``python -m syndeo.image sif`` command that builds the staged SIF."""
+    argv = [sys.executable, "-m", "syndeo.image", "sif"]
+    argv += ["--definition", str(stage / req.definition.name), "--context", str(ctx)]
+    argv += ["--output", str(staged_sif), "--inputs-sha256", req.inputs_sha256]
+    argv += ["--base", req.base, "--tmpdir", str(stage / "tmp"), "--compression", req.compression]
+    for key, value in sorted(req.build_args.items()):
+        argv += ["--build-arg", f"{key}={value}"]
+    return argv
+
+
+def _build_sif_step(step: Step, req: _Request, packer: str | None, sif_argv: list[str]) -> None:
+    """Run the sif step through the Packer local build, or directly without Packer."""
+    if packer:
+        env = {**os.environ, "CHECKPOINT_DISABLE": "1"}
+        step.run("packer build (apptainer)", _packer_argv(packer, req.repo, sif_argv), env=env)
+    else:
+        why = "disabled" if not req.use_packer else "not found"
+        console.log(f"packer {why}: building with apptainer directly")
+        step.run("apptainer build", sif_argv)
+
+
+def _install(staged_sif: Path, output: Path, user: str | None) -> None:
+    """Move the staged SIF and its manifest next to ``output``, world-readable."""
+    for made in (staged_sif, manifest_path(staged_sif)):
+        shutil.move(made, output.parent / made.name)
+    os.chmod(output, 0o644)
+    if user is not None:  # the build user must not be able to swap the image later
+        os.chown(output, os.getuid(), os.getgid())
+
+
+def _manifest_of_built(output: Path) -> ImageManifest:
+    """The new image's manifest, rewritten to name where the SIF now is."""
     manifest = load_manifest(output)
     if manifest is None:
         raise ImageError(f"build produced no manifest next to {output}")
     manifest = manifest.model_copy(update={"sif": str(output)})
     manifest_path(output).write_text(manifest.model_dump_json(indent=2) + "\n")
-    console.log(f"built {output}: {manifest.size_bytes / 2**20:.0f} MiB in "
-                f"{manifest.build_seconds:.0f} s, sha256 {manifest.sha256[:12]}")  # fmt: skip
+    size_mib = manifest.size_bytes / 2**20
+    console.log(
+        f"built {output}: {size_mib:.0f} MiB in {manifest.build_seconds:.0f} s, "
+        f"sha256 {manifest.sha256[:12]}"
+    )
     return manifest
 
 

@@ -193,37 +193,50 @@ def load_config(path: Path | None = None, **overrides: Any) -> DeployConfig:
     source = "settings"
     if path is not None:
         source = f"config {path}"
-        try:
-            data = tomllib.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {path}") from None
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+        data = _read_toml(path)
     for key, value in overrides.items():
-        if value is None:
-            continue
-        if key.startswith("bench_"):
-            data.setdefault("bench", {})[key.removeprefix("bench_")] = value
-        elif key.startswith("ssh_"):
-            data.setdefault("ssh", {})[key.removeprefix("ssh_")] = value
-        elif key.startswith("vm_"):
-            # Machine options (--instance-type, --region, …) belong to the chosen
-            # cloud's section; which one is known only once the target is.
-            target = str(overrides.get("target") or data.get("target") or "local")
-            name = key.removeprefix("vm_")
-            if target not in CLOUDS:
-                flag = "--" + name.replace("_", "-")
-                raise ConfigError(f"{flag} applies to --target {'|'.join(CLOUDS)}, not {target}")
-            data.setdefault(target, {})[name] = value
-        else:
-            data[key] = value
-    ssh_hosts = data.get("ssh", {}).get("hosts") if isinstance(data.get("ssh"), dict) else None
-    if data.get("target") == "ssh" and "nodes" not in data and ssh_hosts and not data.get("groups"):
-        # One node per host: the host list says how many.
-        data["nodes"] = len(ssh_hosts.split(",") if isinstance(ssh_hosts, str) else ssh_hosts)
+        if value is not None:
+            _apply_override(data, key, value, overrides)
+    _nodes_from_ssh_hosts(data)
     try:
         return DeployConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(one_line(exc, source)) from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """The config file's settings; a missing, unreadable or malformed file in one line."""
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def _apply_override(data: dict[str, Any], key: str, value: Any, overrides: dict[str, Any]) -> None:
+    """Set one override, a prefixed one (``bench_``, ``ssh_``, ``vm_``) in its section."""
+    if key.startswith("bench_"):
+        data.setdefault("bench", {})[key.removeprefix("bench_")] = value
+    elif key.startswith("ssh_"):
+        data.setdefault("ssh", {})[key.removeprefix("ssh_")] = value
+    elif key.startswith("vm_"):
+        # Machine options (--instance-type, --region, …) belong to the chosen
+        # cloud's section; which one is known only once the target is.
+        target = str(overrides.get("target") or data.get("target") or "local")
+        name = key.removeprefix("vm_")
+        if target not in CLOUDS:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(f"{flag} applies to --target {'|'.join(CLOUDS)}, not {target}")
+        data.setdefault(target, {})[name] = value
+    else:
+        data[key] = value
+
+
+def _nodes_from_ssh_hosts(data: dict[str, Any]) -> None:
+    """An ssh run without ``nodes`` (or groups) gets one node per host."""
+    ssh_hosts = data.get("ssh", {}).get("hosts") if isinstance(data.get("ssh"), dict) else None
+    if data.get("target") == "ssh" and "nodes" not in data and ssh_hosts and not data.get("groups"):
+        data["nodes"] = len(ssh_hosts.split(",") if isinstance(ssh_hosts, str) else ssh_hosts)

@@ -155,6 +155,25 @@ class JobAgent:
 
     # ------------------------------------------------------------------ one job
     def _start(self, job_id: str) -> None:
+        spec = self._claim(job_id)
+        if spec is None:
+            return
+        why = self._cannot_run_more()
+        if why:
+            self._reject(spec, why)
+            return
+        work = self.jobs_dir / job_id / "work"
+        work.mkdir(parents=True, mode=0o700)
+        if spec.workdir_digest is not None:
+            why = self._unpack_workdir(spec.workdir_digest, work)
+            if why:
+                self._reject(spec, why, work)
+                return
+        self._submit(job_id, spec, work)
+
+    def _claim(self, job_id: str) -> JobSpec | None:
+        """The job's spec if this agent is to run it: signed by this launch's launcher for
+        this cluster and attempt, and claimed here first."""
         spec, why = self.rdv.check_job_spec(job_id, self.launch_key)
         if spec is None:
             # Not a job this launch's launcher signed for this cluster and attempt: never
@@ -162,37 +181,42 @@ class JobAgent:
             self.log(f"ignoring job {job_id}: {why}")
             with contextlib.suppress(RendezvousError):
                 self.rdv.clear_doorbell(job_id)
-            return
+            return None
         claimed = self.rdv.claim_job(job_id)
         # Best effort: the claim, not the doorbell, makes a job run once (and this agent
         # remembers what it has seen), so a doorbell that stays costs nothing.
         with contextlib.suppress(RendezvousError):
             self.rdv.clear_doorbell(job_id)
-        if not claimed:
-            return  # already taken (an earlier head of this attempt ran it)
+        # Not claimed: already taken (an earlier head of this attempt ran it).
+        return spec if claimed else None
+
+    def _cannot_run_more(self) -> str | None:
+        """Why no job can start now, if none can."""
         if not self.dashboard:
-            self._reject(spec, "this cluster runs without Ray's dashboard (`up --no-dashboard`)"
-                         ", which Ray's Job API needs")  # fmt: skip
-            return
+            return (
+                "this cluster runs without Ray's dashboard (`up --no-dashboard`), "
+                "which Ray's Job API needs"
+            )
         if len(self.running) >= MAX_RUNNING:
-            self._reject(spec, f"{MAX_RUNNING} jobs are running already; submit it again later")
-            return
-        work = self.jobs_dir / job_id / "work"
-        work.mkdir(parents=True, mode=0o700)
-        if spec.workdir_digest is not None:
-            try:
-                archive = self.rdv.get_workdir(spec.workdir_digest)
-            except BlobTooLarge as exc:
-                self._reject(spec, f"its work dir is too large: {exc}", work)
-                return
-            if archive is None or hashlib.sha256(archive).hexdigest() != spec.workdir_digest:
-                self._reject(spec, "its work dir is missing or does not match its digest", work)
-                return
-            try:
-                safe_extract(archive, work, MAX_UNPACKED)
-            except (ValueError, tarfile.TarError) as exc:
-                self._reject(spec, f"its work dir cannot be unpacked: {exc}", work)
-                return
+            return f"{MAX_RUNNING} jobs are running already; submit it again later"
+        return None
+
+    def _unpack_workdir(self, digest: str, work: Path) -> str | None:
+        """Fetch the job's work dir archive into ``work``; why not, if it cannot be."""
+        try:
+            archive = self.rdv.get_workdir(digest)
+        except BlobTooLarge as exc:
+            return f"its work dir is too large: {exc}"
+        if archive is None or hashlib.sha256(archive).hexdigest() != digest:
+            return "its work dir is missing or does not match its digest"
+        try:
+            safe_extract(archive, work, MAX_UNPACKED)
+        except (ValueError, tarfile.TarError) as exc:
+            return f"its work dir cannot be unpacked: {exc}"
+        return None
+
+    def _submit(self, job_id: str, spec: JobSpec, work: Path) -> None:
+        """Hand the job to Ray's Job API, say it runs, and tail its driver log."""
         submission_id = f"syndeo-{job_id}"
         stream = OutputStream(
             lambda seq, data: self.rdv.put_job_output(job_id, seq, data),
@@ -208,10 +232,10 @@ class JobAgent:
             f'cd {shlex.quote(str(work))} && export PATH={bindir}:"$PATH" '
             f"&& exec {shlex.join(spec.command)}"
         )
+        runtime_env = {"working_dir": str(work), "env_vars": dict(spec.env)}
         self.client().submit_job(
-            entrypoint=entrypoint, submission_id=submission_id,
-            runtime_env={"working_dir": str(work), "env_vars": dict(spec.env)},
-        )  # fmt: skip
+            entrypoint=entrypoint, submission_id=submission_id, runtime_env=runtime_env
+        )
         self.rdv.put_job_state(JobState(job_id=job_id, state="running", started_at=job.started_at))
         job.tail = threading.Thread(target=self._tail, args=(job,), daemon=True)
         job.tail.start()
