@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,13 @@ def test_no_test_imports_from_another_test_module_or_a_private_name() -> None:
                 if top != "syndeo" and private:
                     bad.append(f"{path.relative_to(ROOT)}: {node.module}.{private}")
     assert bad == []
+
+
+def test_every_tracked_symlink_points_at_a_file() -> None:
+    """A moved file leaves its links behind (slurm/job.sbatch.j2 once pointed nowhere)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    links = [line.split("\t", 1)[1] for line in listed.splitlines() if line.startswith("120000")]
+    assert links, "the repository's links (slurm/job.sbatch.j2 at least)"
+    assert [link for link in links if not (ROOT / link).exists()] == []
