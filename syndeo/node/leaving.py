@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 
 from syndeo.core.errors import RendezvousError
+from syndeo.core.poll import Poller
 from syndeo.rendezvous import DoneRecord, Rendezvous
 from syndeo.rendezvous.tolerant import Tolerant
 
@@ -82,15 +83,12 @@ def wait_until_done(
 def _read_done_soon(rdv: Rendezvous, store: Tolerant) -> DoneRecord | None:
     # Straight to the store, not through ``store``: its backoff from an earlier
     # outage must not skip the reads that decide how this node ends.
-    deadline = time.monotonic() + LEAVE_GRACE_S
-    delay = 0.2
-    while True:
+
+    def read() -> DoneRecord | None:
         try:
-            done = rdv.read_done()
+            return rdv.read_done()
         except RendezvousError as exc:
             store.log(f"cannot read the done record yet: {exc}")
-            done = None
-        if done is not None or time.monotonic() >= deadline:
-            return done
-        time.sleep(delay)
-        delay = min(delay * 1.5, 2.0)
+            return None
+
+    return Poller(start_s=0.2, max_s=2.0).until(read, time.monotonic() + LEAVE_GRACE_S)

@@ -24,6 +24,7 @@ from syndeo import __version__
 from syndeo.core import launchkey, tls
 from syndeo.core.errors import NodeError, RendezvousDenied, SyndeoError
 from syndeo.core.nodeconfig import NodeSettings
+from syndeo.core.poll import Poller
 from syndeo.core.securedir import secure_dir, write_private
 from syndeo.core.timeline import Timeline
 from syndeo.node import tls as node_tls
@@ -250,21 +251,26 @@ def _first_check(rdv: Rendezvous, s: NodeSettings) -> Rendezvous:
     effective some time after the apply returns) or the instance credentials (EC2's
     metadata service at first boot) may not be there yet.  Any other failure (a
     missing bucket, a bad URI) is final at once."""
-    deadline = time.monotonic() + s.join_timeout
-    delay = 1.0
-    while True:
+    refusals: list[RendezvousDenied] = []
+
+    def reached() -> Rendezvous | None:
+        # A new client after a refusal: an SDK resolves its credentials once, when made.
+        client = open_rendezvous(s.rendezvous, s.cluster_id, s.attempt) if refusals else rdv
         try:
-            rdv.check()
-            return rdv
+            client.check()
+            return client
         except RendezvousDenied as exc:
-            if time.monotonic() + delay > deadline:
-                raise
-            if delay == 1.0:
+            if not refusals:
                 log(s, f"{exc}: retrying for up to {s.join_timeout:.0f} s (new machine)")
-            time.sleep(delay)
-            delay = min(delay * 2, 10.0)
-            # A new client: an SDK resolves its credentials once, when the client is made.
-            rdv = open_rendezvous(s.rendezvous, s.cluster_id, s.attempt)
+            refusals.append(exc)
+            return None
+
+    found = Poller(start_s=1.0, max_s=10.0, factor=2.0).until(
+        reached, time.monotonic() + s.join_timeout
+    )
+    if found is None:
+        raise refusals[-1]
+    return found
 
 
 def _not_dumpable() -> str:

@@ -26,6 +26,7 @@ import psutil
 from syndeo.core import gpus
 from syndeo.core.errors import NodeError
 from syndeo.core.nodeconfig import LAUNCH_KEY_VAR, NodeSettings
+from syndeo.core.poll import Poller
 from syndeo.core.processes import wait_gone
 from syndeo.core.timeline import RAY_STARTED_LINE, ray_phases
 from syndeo.rendezvous import without_secrets
@@ -273,34 +274,31 @@ class RayProcess:
             if v >= self.started_at - 1
         }  # fmt: skip
 
-    def _wait(self, probe: Callable[[], T | None], timeout_s: float, what: str) -> T:
-        deadline = time.monotonic() + timeout_s
-        delay = 0.02
-        while time.monotonic() < deadline:
+    def _wait(
+        self, probe: Callable[[], T | None], timeout_s: float, what: str, max_s: float = 0.25
+    ) -> T:
+        """``probe()``'s value once there is one; NodeError if Ray exits or times out."""
+
+        def look() -> T | None:
             if not self.alive():
                 raise NodeError(f"{what} exited while starting: {self.log_tail()}")
-            value = probe()
-            if value is not None:
-                return value
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.25)
-        raise NodeError(f"{what} did not come up within {timeout_s:.0f} s: {self.log_tail()}")
+            return probe()
+
+        value = Poller(start_s=0.02, max_s=max_s).until(look, time.monotonic() + timeout_s)
+        if value is None:
+            raise NodeError(f"{what} did not come up within {timeout_s:.0f} s: {self.log_tail()}")
+        return value
 
     def wait_head_address(self, timeout_s: float) -> str:
         """The GCS address the head bound (port chosen by the OS), once Ray is up."""
         marker = self.temp_dir / "ray_current_cluster"
-        deadline = time.monotonic() + timeout_s
-        delay = 0.05
-        while time.monotonic() < deadline:
-            if not self.alive():
-                raise NodeError(f"Ray head exited while starting: {self.log_tail()}")
+
+        def address() -> str | None:
             with contextlib.suppress(OSError):
-                addr = marker.read_text().strip()
-                if addr:
-                    return addr
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.5)
-        raise NodeError(f"Ray head did not come up within {timeout_s:.0f} s: {self.log_tail()}")
+                return marker.read_text().strip() or None
+            return None
+
+        return self._wait(address, timeout_s, "Ray head", max_s=0.5)
 
     def stop(self) -> None:
         """TERM every process of this node's Ray at once; KILL what is left after a short grace.

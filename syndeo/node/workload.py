@@ -27,6 +27,7 @@ from typing import Any
 
 from syndeo.core.errors import JoinTimeout, NodeError, RendezvousError, WorkloadError
 from syndeo.core.nodeconfig import NodeSettings
+from syndeo.core.poll import Poller
 from syndeo.node.groupwatch import GroupWatch
 from syndeo.node.jobs import JobAgent
 from syndeo.node.output import OutputStream
@@ -208,30 +209,29 @@ class Monitor:
 
     # ------------------------------------------------------------------ phases
     def wait_for_nodes(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
         self.publish("waiting", force=True)
-        delay, next_stop_check = 0.05, 0.0
-        while True:
+        stop_checks = _Every(STOP_EVERY_S)
+
+        def all_joined() -> bool | None:
             before = set(self.ever_joined)
             self.check_health()
             # With groups: every group complete (ranks may come from grown nodes too).
             if self.groups.complete() if self.groups else len(self.ever_joined) >= self.s.nodes:
-                return
-            if time.monotonic() >= next_stop_check:
-                # The store, unlike Ray's GCS, is not asked at the join-polling rate.
-                next_stop_check = time.monotonic() + STOP_EVERY_S
-                if self.rdv.stop_requested():
-                    raise NodeError("stop requested while waiting for nodes")
-            if time.monotonic() >= deadline:
-                if self.groups and self.groups.at_least_min():
-                    # min_nodes met: start now; the others join the running cluster.
-                    log(self.s, f"starting with groups {self.groups.text()} (min_nodes met)")
-                    return
-                raise JoinTimeout(self._missing_message(timeout_s))
+                return True
+            # The store, unlike Ray's GCS, is not asked at the join-polling rate.
+            if stop_checks.due() and self.rdv.stop_requested():
+                raise NodeError("stop requested while waiting for nodes")
             self.publish("waiting", force=self.ever_joined != before)
-            time.sleep(delay)
-            # A GCS query is cheap: a joined node is seen within 0.2 s.
-            delay = min(delay * 1.5, 0.2)
+            return None
+
+        # A GCS query is cheap: a joined node is seen within 0.2 s.
+        if Poller(start_s=0.05, max_s=0.2).until(all_joined, time.monotonic() + timeout_s):
+            return
+        if self.groups and self.groups.at_least_min():
+            # min_nodes met: start now; the others join the running cluster.
+            log(self.s, f"starting with groups {self.groups.text()} (min_nodes met)")
+            return
+        raise JoinTimeout(self._missing_message(timeout_s))
 
     def _missing_message(self, timeout_s: float) -> str:
         expected = set(range(self.s.nodes))

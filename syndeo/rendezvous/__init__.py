@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from urllib.parse import urlparse
 
 from syndeo.core.errors import RendezvousError
+from syndeo.core.poll import Poller
 from syndeo.rendezvous.base import (
     ClaimRecord,
     Control,
@@ -22,7 +23,6 @@ from syndeo.rendezvous.base import (
     JobSpec,
     JobState,
     NodeRecord,
-    Poller,
     Rendezvous,
     StatusRecord,
 )

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import random
 import re
 import time
 import uuid
@@ -56,8 +55,9 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from syndeo.core import launchkey, sealed
-from syndeo.core.errors import BlobTooLarge, RendezvousError, RendezvousTimeout
+from syndeo.core.errors import BlobTooLarge, RendezvousError
 from syndeo.core.nodeconfig import CLUSTER_ID_RE
+from syndeo.core.poll import Poller
 
 # Clock skew we tolerate between the machine that launched a cluster and its head.
 CLOCK_SKEW_S = 120.0
@@ -200,33 +200,6 @@ class Control(_Record):
     stop: bool = False
     jobs: list[str] = []
     cancels: list[str] = []
-
-
-class Poller:
-    """Adaptive polling: fast right after a wait starts, backing off to ``max_s``.
-
-    Jitter keeps hundreds of workers polling one bucket from moving in lockstep.
-    """
-
-    def __init__(self, start_s: float = 0.05, max_s: float = 1.0, factor: float = 1.5) -> None:
-        self.start_s, self.max_s, self.factor = start_s, max_s, factor
-
-    def wait(
-        self,
-        probe: Callable[[], T | None],
-        deadline: float,
-        on_timeout: Callable[[], str],
-    ) -> T:
-        delay = self.start_s
-        while True:
-            value = probe()
-            if value is not None:
-                return value
-            now = time.monotonic()
-            if now >= deadline:
-                raise RendezvousTimeout(on_timeout())
-            time.sleep(min(delay * random.uniform(0.8, 1.2), max(deadline - now, 0.0)))
-            delay = min(delay * self.factor, self.max_s)
 
 
 class Rendezvous(ABC):

@@ -18,6 +18,7 @@ from typing import Any
 from syndeo.core.errors import ClusterLeftRunning, ConfigError, ImageError, TargetError
 from syndeo.core.groups import Group
 from syndeo.core.nodeconfig import LAUNCH_KEY_VAR
+from syndeo.core.poll import Poller
 from syndeo.core.securedir import secure_dir
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.nodecreds import STS_MAX_S, node_credentials
@@ -368,15 +369,15 @@ class SlurmTarget(Target):
         running = [j for j in ids if not jobs.job_info(j, on_retry=self._say).finished]
         for job_id in running:
             jobs.cancel(job_id)
+
         # proctrack/cgroup ends every process of the job (daemonised ones too);
         # wait until Slurm says so, so "stopped" means nothing is left.
-        deadline = time.monotonic() + CANCEL_WAIT_S
-        delay = 0.1
-        while running and time.monotonic() < deadline:
-            running = [j for j in running if not jobs.job_info(j).finished]
-            if running:
-                time.sleep(delay)
-                delay = min(delay * 1.5, 1.0)
+        def all_ended() -> bool | None:
+            running[:] = [j for j in running if not jobs.job_info(j).finished]
+            return True if not running else None
+
+        if running:
+            Poller(start_s=0.1, max_s=1.0).until(all_ended, time.monotonic() + CANCEL_WAIT_S)
 
     def describe(self, launched: Launched) -> str:
         try:
