@@ -22,7 +22,7 @@ import hmac
 import json
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 KEY_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -55,14 +55,18 @@ def sign(key: str, fields: Mapping[str, Any], token: bytes) -> str:
 
 def verify(key: str, fields: Mapping[str, Any], token: bytes) -> bool:
     """True if ``fields["signature"]`` is ``key``'s signature of the other fields and ``token``."""
+    return _signed_as(fields, lambda: sign(key, fields, token))
+
+
+def _signed_as(fields: Mapping[str, Any], expected: Callable[[], str]) -> bool:
     signature = fields.get(SIGNATURE_FIELD)
     if not isinstance(signature, str):
         return False
     try:
-        expected = sign(key, fields, token)
+        wanted = expected()
     except (ValueError, TypeError):  # a field JSON cannot hold: not a record we made
         return False
-    return hmac.compare_digest(signature.encode(), expected.encode())
+    return hmac.compare_digest(signature.encode(), wanted.encode())
 
 
 # ---------------------------------------------------------------------- other records
@@ -88,11 +92,4 @@ def sign_record(key: str, purpose: str, fields: Mapping[str, Any]) -> str:
 
 def verify_record(key: str, purpose: str, fields: Mapping[str, Any]) -> bool:
     """True if ``fields["signature"]`` is ``key``'s signature of the others for ``purpose``."""
-    signature = fields.get(SIGNATURE_FIELD)
-    if not isinstance(signature, str):
-        return False
-    try:
-        expected = sign_record(key, purpose, fields)
-    except (ValueError, TypeError):  # a field JSON cannot hold: not a record we made
-        return False
-    return hmac.compare_digest(signature.encode(), expected.encode())
+    return _signed_as(fields, lambda: sign_record(key, purpose, fields))
