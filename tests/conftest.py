@@ -8,6 +8,7 @@ import pytest
 
 # The real SIF (built once per machine) for every test directory that runs containers.
 from tests.apptainer.conftest import built_image, sif  # noqa: F401
+from tests.support import quick
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -17,6 +18,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--gpu", action="store_true",
         help="run only the tests that need a real GPU (scripts/test-gpu); they fail without one",
     )  # fmt: skip
+    parser.addoption(
+        "--quick", action="store_true",
+        help="the quick tier (scripts/test --quick): leave out every test marked as needing "
+        f"more ({', '.join(quick.NEEDS_MORE)}), and fail one that starts Ray or a test bed",
+    )  # fmt: skip
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--quick"):
+        config.pluginmanager.register(quick.QuickGuard(), "syndeo-quick-guard")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -29,6 +40,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=left)
         items[:] = keep
     config.stash[_GPU_LEFT] = 0 if gpu else len(left)
+    if config.getoption("--quick"):
+        more = [i for i in items if quick.needs_more(i)]
+        if more:
+            config.hook.pytest_deselected(items=more)
+            items[:] = [i for i in items if not quick.needs_more(i)]
+        config.stash[_QUICK_LEFT] = len(more)
     _image_modules_last(items)
 
 
@@ -43,6 +60,7 @@ def _image_modules_last(items: list[pytest.Item]) -> None:
 
 
 _GPU_LEFT = pytest.StashKey[int]()
+_QUICK_LEFT = pytest.StashKey[int]()
 
 
 def pytest_terminal_summary(
@@ -53,6 +71,12 @@ def pytest_terminal_summary(
         terminalreporter.write_line(
             f"GPU job not run here: {left} test(s) need a real GPU (run scripts/test-gpu on a "
             "machine with one)", yellow=True,
+        )  # fmt: skip
+    more = config.stash.get(_QUICK_LEFT, 0)
+    if more:
+        terminalreporter.write_line(
+            f"quick tier: {more} test(s) that need a Ray cluster, a test bed or more time were "
+            "left out (scripts/test runs them all)", yellow=True,
         )  # fmt: skip
 
 

@@ -27,6 +27,7 @@ def _packer(*args: str, cwd: Path = PACKER) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.tools
 def test_local_build_validates() -> None:
     out = _packer("validate", "-var", 'sif_command=["true"]', "local")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -51,6 +52,7 @@ def _checkout(root: Path) -> Path:
     return root
 
 
+@pytest.mark.tools
 @pytest.mark.parametrize(("cloud", "source"), CLOUDS)
 def test_documented_command_validates(cloud: str, source: str, tmp_path: Path) -> None:
     """The command packer/README.md and the example's header give, as written: from the
@@ -72,6 +74,7 @@ def test_documented_command_validates(cloud: str, source: str, tmp_path: Path) -
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+@pytest.mark.tools
 @pytest.mark.parametrize(("cloud", "source"), CLOUDS)
 def test_cloud_source_validates_with_a_given_sif(cloud: str, source: str, tmp_path: Path) -> None:
     root = _checkout(tmp_path / "co")
@@ -87,6 +90,7 @@ def test_cloud_source_validates_with_a_given_sif(cloud: str, source: str, tmp_pa
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+@pytest.mark.tools
 def test_cloud_source_without_its_settings_fails_validation(tmp_path: Path) -> None:
     """Guards the tests above: -only must really select the source (an unmatched -only
     validates nothing and passes)."""
@@ -119,6 +123,7 @@ def test_azure_image_is_generalized_and_fits_debians_disk() -> None:
     assert default is not None and int(default.group(1)) >= 30
 
 
+@pytest.mark.tools
 @pytest.mark.parametrize("folder", ["local", "cloud", "cloud/examples"])
 def test_fmt_clean(folder: str) -> None:
     out = _packer("fmt", "-check", folder)

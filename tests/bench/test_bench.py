@@ -71,6 +71,7 @@ def test_v4_ids_are_supported_and_recorded() -> None:
     sampler.close()
 
 
+@pytest.mark.cluster
 def test_all_fourteen_envs_through_ray(ray_address: str) -> None:
     # One actor per env keeps this to 14 actor start-ups; sizes are covered elsewhere.
     cfg = BenchConfig(envs=["all"], samples_per_cpu=100, repeats=1, envs_per_actor=4,
@@ -83,6 +84,7 @@ def test_all_fourteen_envs_through_ray(ray_address: str) -> None:
         assert r.syndeo.mean > 0
 
 
+@pytest.mark.cluster
 @pytest.mark.parametrize("protocol", ["paper", "steady"])
 def test_counts_add_up_exactly_in_both_modes(ray_address: str, protocol: str) -> None:
     # 1237 per CPU with 7 envs per actor: no chunk or step boundary divides it evenly.
@@ -111,6 +113,7 @@ def test_local_limit_alone_without_ray() -> None:
     assert s.mean > 0 and s.startup_s is not None
 
 
+@pytest.mark.cluster
 def test_cli_run_writes_valid_json_and_progress(ray_address: str, tmp_path: Path) -> None:
     result, progress = tmp_path / "r" / "result.json", tmp_path / "progress.json"
     env = {"RAY_ADDRESS": ray_address, "RAY_AUTH_MODE": "token",
@@ -140,6 +143,7 @@ def test_cli_run_writes_valid_json_and_progress(ray_address: str, tmp_path: Path
     assert result_table(doc).row_count == 4
 
 
+@pytest.mark.cluster
 def test_schema_rejects_a_broken_result(ray_address: str, sweep_results: Path) -> None:
     doc = json.loads((sweep_results / "sweep.json").read_text())
     del doc["manifest"]["cluster_cpus"]
@@ -147,6 +151,7 @@ def test_schema_rejects_a_broken_result(ray_address: str, sweep_results: Path) -
         jsonschema.validate(doc, BenchResult.model_json_schema())
 
 
+@pytest.mark.cluster
 def test_report_renders_tables_plots_and_page(sweep_results: Path, tmp_path: Path) -> None:
     # A deploy leaves other JSON next to results; the report must skip it.
     (sweep_results / "local-abc").mkdir(exist_ok=True)
@@ -176,6 +181,7 @@ def test_report_of_an_empty_dir_is_a_clear_error(tmp_path: Path) -> None:
     assert proc.returncode != 0 and "no benchmark result JSON" in proc.stderr
 
 
+@pytest.mark.cluster
 def test_report_refuses_a_corrupt_result(sweep_results: Path, tmp_path: Path) -> None:
     doc = json.loads((sweep_results / "sweep.json").read_text())
     doc["results"][0]["syndeo"]["mean"] = "fast"
@@ -201,6 +207,7 @@ def test_bad_input_is_one_clear_line(args: list[str], message: str, tmp_path: Pa
     assert not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.cluster
 def test_bad_input_through_the_library(ray_address: str) -> None:
     with pytest.raises(BenchError, match="unknown environment"):
         run_benchmark(BenchConfig(envs=["Nope"]))

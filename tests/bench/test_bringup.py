@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks.bringup import abba
 from tests.support.helpers import ROOT, assert_nothing_left
 
@@ -24,6 +26,7 @@ def test_runs_interleave_abba() -> None:
     assert abba(3)[4:] == ["reference", "cluster"]
 
 
+@pytest.mark.cluster
 def test_bench_bringup_writes_complete_ordered_timelines_and_ratios(
     syndeo_home: Path, tmp_path: Path
 ) -> None:

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from syndeo.bench.models import BenchResult
 from syndeo.bench.report import load_results
 
@@ -24,6 +26,7 @@ def _bench(out: Path, repeats: int) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+@pytest.mark.cluster
 def test_an_interrupted_run_keeps_its_repeats_marked_partial(tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     proc = _bench(out, repeats=1000)  # far more than it gets to run
@@ -50,6 +53,7 @@ def test_an_interrupted_run_keeps_its_repeats_marked_partial(tmp_path: Path) -> 
     assert load_results(tmp_path)[0][1].partial  # the report reads it (and says partial)
 
 
+@pytest.mark.cluster
 def test_a_finished_run_is_not_partial(tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     proc = _bench(out, repeats=2)

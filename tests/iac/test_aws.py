@@ -55,6 +55,7 @@ def test_validate(tree: Path, where: str) -> None:
     assert "The configuration is valid" in out.stdout
 
 
+@pytest.mark.slow
 def test_terraform_test(tree: Path) -> None:
     env = _init(tree / "aws")
     out = hcl.run_tf("test", "-no-color", cwd=tree / "aws", env=env, timeout=600)

@@ -41,6 +41,7 @@ def _checkov(folder: Path) -> list[dict[str, Any]]:
     return report if isinstance(report, list) else [report]
 
 
+@pytest.mark.tools
 @pytest.mark.parametrize("cloud", hcl.CLOUDS)
 def test_checkov_clean(cloud: str) -> None:
     reports = _checkov(hcl.TERRAFORM / cloud)
@@ -74,6 +75,7 @@ def test_checkov_skips_have_reasons(cloud: str) -> None:
                 assert len(reason) >= 20, f"{path}:{n}: skip {m.group(1)} needs a real reason"
 
 
+@pytest.mark.tools
 def test_checkov_catches_a_public_instance(tmp_path: Path) -> None:
     """Guards test_checkov_clean: the same invocation reports a real failure."""
     (tmp_path / "main.tf").write_text(

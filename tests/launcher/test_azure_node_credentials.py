@@ -166,6 +166,7 @@ def _reach(uri: str, cluster_id: str, node_env: dict[str, str]) -> None:
         rdv.cleanup(all_attempts=True)
 
 
+@pytest.mark.objectstore
 def test_an_identity_gives_nodes_a_user_delegation_sas_and_nothing_of_its_own(
     azurite: Server, identity: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -201,6 +202,7 @@ def test_an_identity_gives_nodes_a_user_delegation_sas_and_nothing_of_its_own(
     assert denied.value.status_code == 403
 
 
+@pytest.mark.objectstore
 def test_a_cluster_that_may_outlive_the_key_is_told(azurite: Server, identity: list[str]) -> None:
     creds = node_credentials("az://rdv/team", "nc-long", 10 * 86400)
     week = time.time() + azcreds.UDK_MAX_S
@@ -209,6 +211,7 @@ def test_a_cluster_that_may_outlive_the_key_is_told(azurite: Server, identity: l
     assert "the cluster may outlive it" in creds.describe()
 
 
+@pytest.mark.objectstore
 def test_a_slurm_job_gets_the_sas_and_none_of_the_service_principal(
     azurite: Server, identity: list[str], fake_sbatch: StandInSbatch, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -233,6 +236,7 @@ def test_a_slurm_job_gets_the_sas_and_none_of_the_service_principal(
     assert "a user-delegation SAS of container rdv until" in line
 
 
+@pytest.mark.objectstore
 def test_a_refused_key_request_is_one_clear_line(
     azurite: Server, identity: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -101,6 +101,7 @@ def _ami(ec2: Any, digest: str) -> str:
     return str(image)
 
 
+@pytest.mark.objectstore
 def test_aws_check_names_identity_image_digest_and_types(aws: Any) -> None:
     image = _ami(aws, "d" * 64)
     found = check_deployment(_aws_cfg(image))
@@ -111,11 +112,13 @@ def test_aws_check_names_identity_image_digest_and_types(aws: Any) -> None:
     assert "a new private bucket is made with the cluster" in text
 
 
+@pytest.mark.objectstore
 def test_aws_check_refuses_a_missing_image(aws: Any) -> None:
     with pytest.raises(ConfigError, match="does not exist in us-east-1"):
         check_deployment(_aws_cfg("ami-0123456789abcdef0"))
 
 
+@pytest.mark.objectstore
 def test_aws_check_refuses_a_type_not_offered(aws: Any) -> None:
     image = _ami(aws, "e" * 64)
     with pytest.raises(ConfigError, match="not offered in us-east-1"):
@@ -185,6 +188,7 @@ def quotas(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_ServiceQ
         yield _ServiceQuotas
 
 
+@pytest.mark.objectstore
 def test_aws_check_counts_the_clusters_vcpus_against_the_quota_in_use(
     aws: Any, quotas: type[_ServiceQuotas]
 ) -> None:
@@ -205,6 +209,7 @@ def test_aws_check_counts_the_clusters_vcpus_against_the_quota_in_use(
     assert "--quota-code L-1216C47A --desired-value 9" in message
 
 
+@pytest.mark.objectstore
 def test_aws_check_spot_counts_against_the_spot_quota_and_an_unread_one_is_said(
     aws: Any, quotas: type[_ServiceQuotas]
 ) -> None:
@@ -290,6 +295,7 @@ def iam(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_Iam]]:
         yield handler
 
 
+@pytest.mark.objectstore
 def test_aws_check_simulates_the_deployer_policy_for_the_callers_role(
     aws: Any, iam: type[_Iam]
 ) -> None:
@@ -330,6 +336,7 @@ def test_aws_check_simulates_the_deployer_policy_for_the_callers_role(
     assert "permissions not checked (An error occurred (AccessDenied)" in text
 
 
+@pytest.mark.objectstore
 def test_aws_check_without_simulation_says_so(aws: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """moto has no SimulatePrincipalPolicy (it answers a 500 page): for an IAM user the
     check still passes and says the permissions were not checked."""

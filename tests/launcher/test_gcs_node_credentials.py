@@ -157,6 +157,7 @@ def launcher_env(
     return env
 
 
+@pytest.mark.objectstore
 def test_nodes_get_a_token_bounded_to_their_prefix(
     launcher_env: dict[str, str], google: FakeGoogle
 ) -> None:
@@ -188,6 +189,7 @@ def test_nodes_get_a_token_bounded_to_their_prefix(
     )
 
 
+@pytest.mark.objectstore
 def test_a_refused_exchange_or_no_credentials_is_one_line(
     launcher_env: dict[str, str], google: FakeGoogle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -211,6 +213,7 @@ def _node_env(gcs: Server, token: str, expires_at: float, key: str) -> dict[str,
     }  # fmt: skip
 
 
+@pytest.mark.objectstore
 def test_the_node_renews_from_the_sealed_token_and_refuses_a_planted_one(
     gcs: Server, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -258,6 +261,7 @@ def test_the_node_renews_from_the_sealed_token_and_refuses_a_planted_one(
     launcher.cleanup(all_attempts=True)
 
 
+@pytest.mark.objectstore
 def test_an_older_token_of_the_same_launch_put_back_is_refused(
     launcher_env: dict[str, str], gcs: Server, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -287,6 +291,7 @@ def test_an_older_token_of_the_same_launch_put_back_is_refused(
     launcher.cleanup(all_attempts=True)
 
 
+@pytest.mark.objectstore
 def test_the_renewer_writes_before_expiry_and_the_teardown_removes_it(
     launcher_env: dict[str, str], google: FakeGoogle
 ) -> None:
@@ -313,6 +318,7 @@ def test_the_renewer_writes_before_expiry_and_the_teardown_removes_it(
     assert rdv.get_store_token() is None
 
 
+@pytest.mark.objectstore
 def test_deploy_renews_only_clusters_whose_nodes_got_a_token(
     launcher_env: dict[str, str],
     google: FakeGoogle,
@@ -346,6 +352,7 @@ def test_deploy_renews_only_clusters_whose_nodes_got_a_token(
     rdv.cleanup(all_attempts=True)
 
 
+@pytest.mark.objectstore
 def test_a_node_that_queued_past_its_token_renews_from_the_job_dir(
     gcs: Server,
     tmp_path: Path,
@@ -376,6 +383,7 @@ def test_a_node_that_queued_past_its_token_renews_from_the_job_dir(
         open_rendezvous(URI, "gc-queued").cleanup(all_attempts=True)
 
 
+@pytest.mark.objectstore
 def test_a_slurm_job_gets_the_token_and_none_of_the_launchers_credentials(
     launcher_env: dict[str, str], fake_sbatch: StandInSbatch, tmp_path: Path
 ) -> None:
@@ -398,6 +406,7 @@ def test_a_slurm_job_gets_the_token_and_none_of_the_launchers_credentials(
     assert gcscreds.issued(URI, "gc-slurm")  # so the following launcher renews it
 
 
+@pytest.mark.objectstore
 def test_forward_passes_the_launchers_own_by_reference(
     launcher_env: dict[str, str],
     fake_sbatch: StandInSbatch,

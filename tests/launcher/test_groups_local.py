@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.helpers import assert_nothing_left, read_json, syndeo
 
 PROBE = Path(__file__).resolve().parents[1] / "groups_probe.py"
@@ -26,6 +28,7 @@ gpus_per_node = 1
 """
 
 
+@pytest.mark.cluster
 def test_groups_labels_and_distinct_gpus(syndeo_home: Path, tmp_path: Path) -> None:
     cid = "tgroups"
     cfg = tmp_path / "groups.toml"
@@ -71,6 +74,7 @@ def _probe(up_out: str, *ranks: str) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.cluster
 def test_grow_and_shrink_an_up_cluster(syndeo_home: Path, tmp_path: Path) -> None:
     cid = "tgrow"
     cfg = tmp_path / "groups.toml"

@@ -144,6 +144,7 @@ def test_terraform_targets_pass_the_key_as_a_variable(tmp_path: Path) -> None:
     assert spec.launch_key is not None and spec.launch_key not in target.script(spec)
 
 
+@pytest.mark.cluster
 def test_a_local_cluster_runs_with_the_key_and_leaves_it_nowhere(
     syndeo_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -32,6 +32,7 @@ def _deploy_args(cid: str, nodes: int, run: str, results: Path) -> list[str]:
     ]  # fmt: skip
 
 
+@pytest.mark.cluster
 def test_three_nodes_come_up_run_the_users_program_and_leave_nothing(
     syndeo_home: Path, tmp_path: Path
 ) -> None:
@@ -61,6 +62,7 @@ def test_three_nodes_come_up_run_the_users_program_and_leave_nothing(
     assert not Path(f"/tmp/syndeo-{os.getuid()}/{key:08x}").exists()
 
 
+@pytest.mark.cluster
 def test_workload_exit_status_becomes_the_runs(syndeo_home: Path, tmp_path: Path) -> None:
     cid = "texit"
     proc = syndeo(*_deploy_args(cid, 1, f"python {PROBE} 7", tmp_path / "res"), cwd=tmp_path)
@@ -81,6 +83,7 @@ def test_missing_workload_command_is_a_clear_error(syndeo_home: Path, tmp_path: 
     assert_nothing_left(cid)
 
 
+@pytest.mark.cluster
 def test_two_clusters_at_once_do_not_collide(syndeo_home: Path, tmp_path: Path) -> None:
     runs = {
         cid: start_syndeo(*_deploy_args(cid, 2, f"python {PROBE}", tmp_path / "res"), cwd=tmp_path)
@@ -96,6 +99,7 @@ def test_two_clusters_at_once_do_not_collide(syndeo_home: Path, tmp_path: Path) 
         assert_nothing_left(cid)
 
 
+@pytest.mark.cluster
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_ctrl_c_term_hup_tear_everything_down(
     signum: int, syndeo_home: Path, tmp_path: Path
@@ -130,6 +134,7 @@ def test_ctrl_c_term_hup_tear_everything_down(
         assert again.returncode == 0, again.stderr[-2000:]
 
 
+@pytest.mark.cluster
 def test_up_serves_token_clients_only_and_down_stops_it(syndeo_home: Path, tmp_path: Path) -> None:
     cid = "tup"
     proc = syndeo("up", "--nodes", "2", "--cluster-id", cid, cwd=tmp_path, timeout=400)
@@ -165,6 +170,7 @@ def test_up_serves_token_clients_only_and_down_stops_it(syndeo_home: Path, tmp_p
     assert_nothing_left(cid)
 
 
+@pytest.mark.cluster
 def test_two_launchers_with_one_cluster_id_one_wins_the_other_starts_nothing(
     syndeo_home: Path, tmp_path: Path
 ) -> None:

@@ -65,6 +65,7 @@ def _reach(uri: str, cluster_id: str, node_env: dict[str, str]) -> None:
         rdv.cleanup(all_attempts=True)
 
 
+@pytest.mark.objectstore
 def test_s3_nodes_get_a_federation_token_for_their_prefix(launcher_env: dict[str, str]) -> None:
     before = time.time()
     creds = node_credentials("s3://team-bucket/team", "nc-1", 7200)
@@ -106,6 +107,7 @@ def test_the_session_policy_allows_the_clusters_records_only() -> None:
     assert not allowed(policy, Request("s3:GetObject", other_bucket))
 
 
+@pytest.mark.objectstore
 def test_temporary_credentials_are_passed_by_value_and_called_unscoped(
     launcher_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -121,6 +123,7 @@ def test_temporary_credentials_are_passed_by_value_and_called_unscoped(
     )  # fmt: skip
 
 
+@pytest.mark.objectstore
 def test_an_s3_store_without_sts_keeps_what_the_launcher_forwards(
     launcher_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -130,6 +133,7 @@ def test_an_s3_store_without_sts_keeps_what_the_launcher_forwards(
     assert creds.env["AWS_PROFILE"] == "launcher"
 
 
+@pytest.mark.objectstore
 def test_a_slurm_job_gets_the_made_credentials_and_none_of_the_launchers(
     launcher_env: dict[str, str], fake_sbatch: StandInSbatch, tmp_path: Path
 ) -> None:
@@ -153,6 +157,7 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield server
 
 
+@pytest.mark.objectstore
 def test_azure_nodes_get_a_container_sas_not_the_account_key(
     azurite: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -176,6 +181,7 @@ def test_azure_nodes_get_a_container_sas_not_the_account_key(
     assert denied.value.status_code == 403
 
 
+@pytest.mark.objectstore
 def test_forward_passes_the_launchers_own_by_reference(
     launcher_env: dict[str, str], fake_sbatch: StandInSbatch, tmp_path: Path
 ) -> None:

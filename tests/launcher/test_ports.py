@@ -3,7 +3,7 @@
 A laptop cluster (the local target: every node on its own 127.x address) should not
 be reachable from the network it sits on.  Ray leaves no choice for its gRPC servers
 (GCS, raylets, core workers, the agents' gRPC: on the wildcard, token-authenticated;
-see UNAVOIDABLE_WILDCARD and README, Security); everything else must stay on
+see UNAVOIDABLE_WILDCARD and docs/security.md); everything else must stay on
 loopback, and nothing may answer ``GET /metrics`` (Prometheus, no token) on any of
 the machine's addresses.  Checked on the sockets of exactly this cluster's processes
 (by PID), with a worker process on each node (an actor), since core workers open
@@ -15,6 +15,8 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.support.helpers import assert_nothing_left, reap, syndeo
 from tests.support.listeners import (
@@ -39,6 +41,7 @@ print("NODES", len(set(ray.get([h.ping.remote() for h in hs]))))
 """
 
 
+@pytest.mark.cluster
 def test_local_cluster_listens_beyond_loopback_only_where_ray_insists_and_exports_no_metrics(
     syndeo_home: Path, tmp_path: Path
 ) -> None:

@@ -55,6 +55,7 @@ def _run_watching(
     return proc, nodes
 
 
+@pytest.mark.cluster
 def test_spawn_log_sees_every_node_a_deploy_starts(syndeo_home: Path, tmp_path: Path) -> None:
     """The watch itself: a deploy that does start a node shows it."""
     proc, nodes = _run_watching(

@@ -1,4 +1,4 @@
-"""README commands not covered elsewhere, run as the README shows them (``invoke …``):
+"""Commands the docs show (README.md, docs/) not covered elsewhere, run as shown (``invoke …``):
 an option overriding the config file, ``deploy --keep`` then ``down`` without an id,
 ``deploy --mode collect`` on MuJoCo envs, the rendezvous load benchmark,
 ``down`` when several clusters are up, and ``invoke bench-rendezvous``."""
@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.support.helpers import ROOT, assert_nothing_left, one_line_error, reap
 
@@ -34,6 +36,7 @@ def test_an_option_overrides_the_config_file(tmp_path: Path, syndeo_home: Path) 
     assert all("SYNDEO_NODES=4" in ln and "SYNDEO_CPUS=3" in ln for ln in nodes)
 
 
+@pytest.mark.cluster
 def test_keep_then_down_without_an_id_and_several_up_named(
     tmp_path: Path, syndeo_home: Path
 ) -> None:
@@ -61,6 +64,7 @@ def test_keep_then_down_without_an_id_and_several_up_named(
             reap(cid)
 
 
+@pytest.mark.slow
 def test_invoke_bench_rendezvous_writes_its_measurements(tmp_path: Path) -> None:
     out = tmp_path / "rdv.json"
     run = invoke("bench-rendezvous", "--backend", "file", "--out", str(out), cwd=tmp_path)
@@ -70,11 +74,13 @@ def test_invoke_bench_rendezvous_writes_its_measurements(tmp_path: Path) -> None
     assert report["registrations"] and report["head_latency"]
 
 
+@pytest.mark.cluster
 def test_collect_mode_with_mujoco_envs_counts_every_sample(
     tmp_path: Path, syndeo_home: Path
 ) -> None:
-    """``invoke deploy --env Ant-v5,Humanoid-v5 --mode collect --repeats 2`` (the README's
-    benchmark settings, smaller): both MuJoCo envs, collect mode, every repeat exact."""
+    """``invoke deploy --env Ant-v5,Humanoid-v5 --mode collect --repeats 2`` (the benchmark
+    settings of docs/getting-started.md, smaller): both MuJoCo envs, collect mode, every
+    repeat exact."""
     cid = "tmujoco"
     run = invoke("deploy", "--nodes", "2", "--cpus-per-node", "1", "--cluster-id", cid,
                  "--env", "Ant-v5,Humanoid-v5", "--mode", "collect", "--repeats", "2",

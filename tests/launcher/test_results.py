@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support.helpers import assert_nothing_left, syndeo
 
 WRITER = """
@@ -40,6 +42,7 @@ def test_a_writer_killed_mid_write_leaves_the_old_file_whole(tmp_path: Path) -> 
             tmp.unlink()  # a killed writer may leave its temp file; the result is intact
 
 
+@pytest.mark.cluster
 def test_a_workload_that_writes_broken_json_gets_no_result_but_keeps_it(
     syndeo_home: Path, tmp_path: Path
 ) -> None:

@@ -64,6 +64,7 @@ def _client(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.cluster
 def test_up_tls_takes_a_client_with_the_printed_variables_and_refuses_one_without(
     syndeo_home: Path, tmp_path: Path
 ) -> None:
@@ -170,6 +171,7 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         }
 
 
+@pytest.mark.cluster
 def test_deploy_tls_runs_the_workload_over_tls_and_deploy_json_says_so(
     deployed: dict[str, Any],
 ) -> None:
@@ -191,6 +193,7 @@ def test_deploy_tls_runs_the_workload_over_tls_and_deploy_json_says_so(
     assert_nothing_left(cid)
 
 
+@pytest.mark.cluster
 def test_deploy_tls_leaves_no_certificate_or_key_after_teardown(deployed: dict[str, Any]) -> None:
     result = json.loads((deployed["results"] / deployed["cid"] / "result.json").read_text())
     assert result["files"], "the nodes made no TLS files"
@@ -202,6 +205,7 @@ def test_deploy_tls_leaves_no_certificate_or_key_after_teardown(deployed: dict[s
     assert not (deployed["rdv"] / deployed["cid"]).exists()
 
 
+@pytest.mark.cluster
 def test_deploy_tls_leaves_neither_key_in_deploy_json_logs_or_results(
     deployed: dict[str, Any],
 ) -> None:

@@ -101,6 +101,7 @@ cores_per_node = 2
 """
 
 
+@pytest.mark.cluster
 def test_readme_first_command_runs_the_builtin_benchmark(syndeo_home: Path, tmp_path: Path) -> None:
     cid = "treadme"
     res = tmp_path / "res"
@@ -146,6 +147,7 @@ def test_readme_first_command_runs_the_builtin_benchmark(syndeo_home: Path, tmp_
     assert (out / "report.md").is_file() and (out / "report.html").is_file()
 
 
+@pytest.mark.cluster
 def test_invoke_bench_standalone(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = invoke(
@@ -157,6 +159,7 @@ def test_invoke_bench_standalone(tmp_path: Path) -> None:
     assert_bench_result(out, env="CartPole-v1", samples_per_cpu=100, repeats=2)
 
 
+@pytest.mark.cluster
 def test_invoke_up_and_down(syndeo_home: Path, tmp_path: Path) -> None:
     cid = "tinvup"
     try:
@@ -172,6 +175,7 @@ def test_invoke_up_and_down(syndeo_home: Path, tmp_path: Path) -> None:
         _reap(cid)
 
 
+@pytest.mark.cluster
 def test_join_timeout_names_the_missing_ranks(tmp_path: Path) -> None:
     # A head of 3 nodes whose workers never start: it must say which ranks are missing.
     scratch = Path(f"/tmp/syndeo-{os.getuid()}/jt{os.getpid()}")
@@ -195,6 +199,7 @@ def test_join_timeout_names_the_missing_ranks(tmp_path: Path) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+@pytest.mark.cluster
 def test_losing_a_worker_is_reported_and_the_run_completes(
     syndeo_home: Path, tmp_path: Path
 ) -> None:
@@ -225,6 +230,7 @@ def test_losing_a_worker_is_reported_and_the_run_completes(
         _reap(cid)
 
 
+@pytest.mark.cluster
 def test_losing_the_head_fails_the_run_in_one_line_and_leaves_nothing(
     syndeo_home: Path, tmp_path: Path
 ) -> None:
@@ -276,6 +282,7 @@ def test_dry_run_never_prints_a_credential(
             assert value not in proc.stdout + proc.stderr, (uri, value)
 
 
+@pytest.mark.cluster
 def test_head_refuses_tokenless_clients_on_every_port_and_logs_no_token(
     syndeo_home: Path, tmp_path: Path
 ) -> None:

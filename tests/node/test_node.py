@@ -133,6 +133,7 @@ def test_file_rendezvous_keeps_secrets_owner_only(tmp_path: Path) -> None:
     assert not list(root.rglob(".tmp-*"))  # no temp files left behind
 
 
+@pytest.mark.cluster
 def test_head_ignores_a_stale_address_left_in_a_reused_scratch(tmp_path: Path) -> None:
     # A requeued job or a repeated cluster id can reuse a scratch dir that still holds
     # the previous Ray's address file; the head must publish its own new address.

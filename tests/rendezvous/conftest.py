@@ -19,7 +19,6 @@ from syndeo.rendezvous import Rendezvous, open_rendezvous
 from testbeds.objectstores import Server, make_bucket, start_server
 
 CLOUD = ("s3", "gs", "az")
-ALL = ("file", *CLOUD)
 
 
 @dataclass
@@ -69,7 +68,8 @@ def cloud_backend(
     return Backend(kind, f"{kind}://{bucket}/syndeo/rv", dict(server.env), server)
 
 
-@pytest.fixture(params=ALL)
+# The cloud kinds need their servers: not in the quick tier (tests/support/quick.py).
+@pytest.fixture(params=["file", *(pytest.param(k, marks=pytest.mark.objectstore) for k in CLOUD)])
 def backend(
     request: pytest.FixtureRequest,
     tmp_path: Path,

@@ -27,6 +27,7 @@ def one_line(exc: BaseException) -> str:
     return msg
 
 
+@pytest.mark.objectstore
 @pytest.mark.parametrize("kind", CLOUD)
 def test_missing_bucket(
     kind: str, shared_server: Callable[[str], Server], monkeypatch: pytest.MonkeyPatch
@@ -53,6 +54,7 @@ def _closed_port_env(kind: str) -> dict[str, str]:
     }[kind]
 
 
+@pytest.mark.objectstore
 @pytest.mark.parametrize("kind", CLOUD)
 def test_unreachable_endpoint(
     kind: str, shared_server: Callable[[str], Server], monkeypatch: pytest.MonkeyPatch
@@ -67,6 +69,7 @@ def test_unreachable_endpoint(
     assert backend.uri.split("/")[2] in one_line(info.value)
 
 
+@pytest.mark.objectstore
 @pytest.mark.parametrize("kind", CLOUD)
 def test_server_dies_while_worker_waits(
     kind: str, server_log_dir: Path, monkeypatch: pytest.MonkeyPatch
@@ -97,6 +100,7 @@ def test_server_dies_while_worker_waits(
     assert time.monotonic() - killed < FAIL_WITHIN_S
 
 
+@pytest.mark.objectstore
 def test_s3_denied_credentials(server_log_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """moto enforces IAM after its first N requests: a key without rights, a wrong secret."""
     import boto3
@@ -129,6 +133,7 @@ def test_s3_denied_credentials(server_log_dir: Path, monkeypatch: pytest.MonkeyP
                 rv.wait_for_head(timeout_s=60)
 
 
+@pytest.mark.objectstore
 def test_azure_denied_credentials(
     shared_server: Callable[[str], Server], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,6 +23,9 @@ from syndeo.core.errors import TargetError
 from testbeds import slurmcluster
 from testbeds.procs import pid_alive, terminate
 
+# Root's own bed: ownership, modes and pid files as root sees them.
+pytestmark = pytest.mark.root
+
 
 @pytest.fixture(autouse=True)
 def _as_root() -> None:
