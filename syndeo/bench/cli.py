@@ -140,7 +140,10 @@ def _run(a: argparse.Namespace) -> None:
         raise
     write_atomic(out, result.model_dump_json(indent=2))
     _print_summary(result)
-    print(f"result: {out}")
+    if a.out is not None:
+        # Under a node (SYNDEO_RESULT_PATH) the file is in the node's scratch: the launcher
+        # says where the user's copy is (results/<cluster-id>/result.json).
+        print(f"result: {out}")
 
 
 def _print_summary(result: BenchResult) -> None:

@@ -30,7 +30,9 @@ def _fmt_status(cluster_id: str, st: StatusRecord | None, phase_hint: str) -> Te
         target = prog.get("samples_target")
         line.append(f"  samples {int(prog['samples']):,}" + (f"/{int(target):,}" if target else ""))
     if prog.get("steps_per_s"):
-        line.append(f"  {float(prog['steps_per_s']):,.0f} steps/s")
+        # This measurement's samples so far over its wall time, the baselines run between
+        # its repeats included: not the results table's mean ± std of the repeats.
+        line.append(f"  {float(prog['steps_per_s']):,.0f} steps/s overall")
     if prog.get("env"):
         line.append(f"  [{prog['env']}]", style="dim")
     return line

@@ -121,6 +121,10 @@ def test_readme_first_command_runs_the_builtin_benchmark(syndeo_home: Path, tmp_
         res / cid / "result.json", env="CartPole-v1", samples_per_cpu=200, repeats=2, cpus=cpus
     )
     assert "CartPole-v1" in proc.stdout  # the results table
+    # One path, the one the user keeps (not also the head's scratch copy the benchmark
+    # wrote); the console may wrap it, so compared without whitespace.
+    said = "".join((proc.stdout + proc.stderr).split())
+    assert said.count("result:") == 1 and f"result:{res / cid / 'result.json'}" in said
     assert_nothing_left(cid)
     # …and `invoke report` renders what deploy collected.
     rep = invoke("report", "--results-dir", str(res), "--out", str(tmp_path / "rep"),
