@@ -257,9 +257,38 @@ def compare(
     )  # fmt: skip
 
 
+@task(
+    help={
+        "port": "port on 127.0.0.1 to serve the site on (default 8000)",
+        "out": "build the site into this directory instead of serving it",
+    },
+    auto_shortflags=False,
+)
+def docs(c: Context, port: int = 8000, out: str | None = None) -> None:
+    """Serve this documentation site (docs/, mkdocs.yml) locally, rebuilt on every change."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent
+    mkdocs = [sys.executable, "-m", "mkdocs"]
+    if out is not None:
+        cmd = [*mkdocs, "build", "--strict", "--site-dir", str(Path(out).resolve())]
+    else:
+        address = f"127.0.0.1:{_number(int, '--port', port)}"
+        cmd = [*mkdocs, "serve", "--strict", "--dev-addr", address]
+    try:
+        rc = subprocess.call(cmd, cwd=root)
+    except KeyboardInterrupt:
+        rc = 0
+    if rc != 0:
+        raise Exit(f"syndeo: error: mkdocs exited with status {rc}", code=rc)
+
+
 ns = Collection(
     deploy, up, check, down, grow, shrink, bench, bench_bringup, report, compare, bench_rendezvous
 )
+ns.add_task(docs)
 ns.add_task(image_tasks.build, name="build")
 for _job_task in (
     job_tasks.submit,

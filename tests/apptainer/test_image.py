@@ -74,7 +74,8 @@ def test_image_is_lean(sif: Path, run_user: str | None) -> None:
 def test_invoke_build_again_is_a_noop_and_image_verify_passes(
     built_image: manifest.ImageManifest, sif: Path
 ) -> None:
-    """The README's `invoke build` (cached) and `invoke image.verify`, as a user runs them."""
+    """The docs' `invoke build` (cached; docs/how-it-works.md, The image) and
+    `invoke image.verify`, as a user runs them."""
     invoke = [sys.executable, "-m", "invoke", "-r", str(inputs.REPO)]
     mtime = sif.stat().st_mtime_ns
     again = subprocess.run([*invoke, "build", "--output", str(sif)], capture_output=True,

@@ -95,7 +95,7 @@ class AwsUser:
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     def machine(self, *extra: str) -> list[str]:
-        """The options of the README's AWS command line, on this emulator."""
+        """The options of the AWS command line in docs/targets/aws.md, on this emulator."""
         return [
             "--target", "aws", "--instance-type", "c7i.xlarge", "--region", self.state.region,
             "--image", self.state.image_id, *extra,

@@ -29,8 +29,9 @@ def _one_run(results: Path) -> Path:
 
 
 def test_deploy_runs_whole(aws_user: AwsUser) -> None:
-    """The README's quick start, with Ray's TLS: the bucket is created by the apply, so
-    the sealed CA reaches it only after the apply, while the nodes wait for it.  (A zone
+    """The quick start of docs/targets/aws.md (Try the AWS target without an account),
+    with Ray's TLS: the bucket is created by the apply, so the sealed CA reaches it only
+    after the apply, while the nodes wait for it.  (A zone
     out of capacity is tried on `up`, in tests/aws/test_lifecycle.py: a failed attempt
     here would wait a second time on the bucket's lifecycle rules, ~1 min on moto.)"""
     cfg = aws_user.root / "tls.toml"

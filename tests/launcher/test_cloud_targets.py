@@ -3,7 +3,8 @@
 ``--dry-run`` prints the tfvars and the terraform commands and needs no credentials;
 bad or missing settings and missing credentials give one line and exit 2 before
 anything is created (no cluster dir, no Terraform state).  Applying the modules
-against a real cloud is not possible here (README: verified only against a real cloud).
+against a real cloud is not possible here (docs/targets/cloud.md: verified only against
+a real cloud).
 """
 
 from __future__ import annotations

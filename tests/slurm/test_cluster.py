@@ -74,7 +74,7 @@ def test_three_node_job_in_container(
 def test_bench_bringup_on_slurm_in_the_container(
     slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun, sif: Path
 ) -> None:
-    """``invoke bench-bringup --target slurm --container SIF`` as the README shows it, by
+    """``invoke bench-bringup --target slurm --container SIF`` as docs/how-it-works.md shows it, by
     the CI user: one bare ``ray start`` and one 3-node job whose nodes ran in the image."""
     cfg = user_run.config('[slurm]\npartition = "debug"\ntime = "00:10:00"\n')
     out = user_run.root / "bringup.json"
@@ -112,7 +112,8 @@ def test_two_jobs_share_nodes_and_cancel_one(
     wait_running(short_run)
     nodes = [(n.name, n.netns, n.ip) for n in slurm_cluster.nodes]
     assert_ray_ports(nodes, pwd.getpwnam(CI_USER).pw_uid)
-    # The README's way: `invoke slurm.cancel --cluster-id ID`, as the user who submitted.
+    # The way docs/targets/slurm.md shows: `invoke slurm.cancel --cluster-id ID`, as the
+    # user who submitted.
     cid = UserRun.cluster_id(p_long)
     cancel = subprocess.run(
         as_user([*INVOKE, "slurm.cancel", "--cluster-id", cid],

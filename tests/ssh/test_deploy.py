@@ -72,7 +72,7 @@ def _body(
 
 
 def _flags(bed: sshhosts.Bed) -> list[str]:
-    """The README's ssh options: ``--hosts h1,h2,h3 --ssh-user U --ssh-key K``."""
+    """The ssh options of docs/targets/ssh.md: ``--hosts h1,h2,h3 --ssh-user U --ssh-key K``."""
     hosts = ",".join(h.ip for h in bed.hosts)
     return ["--hosts", hosts, "--ssh-user", bed.user, "--ssh-key", str(bed.key)]
 
@@ -111,7 +111,8 @@ def _benchmark(outcome: dict[str, Any], nodes: int = 3) -> dict[str, Any]:
 
 
 def test_bare_nodes_file_rendezvous(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
-    """The hosts, login and key from the command line (the README's flags), not the file."""
+    """The hosts, login and key from the command line (the flags docs/targets/ssh.md
+    shows), not the file."""
     argv = run.argv(_body(run, ssh_hosts, flags=True), *_flags(ssh_hosts))
     proc = subprocess.Popen(
         as_user(argv, run.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

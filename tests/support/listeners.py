@@ -24,7 +24,7 @@ WILDCARD = {"0.0.0.0", "::"}
 
 # The wildcard listeners Ray opens whatever it is told, per process, with the reason
 # (read in Ray 2.60's source: the comment above METRICS_OFF in syndeo/node/raynode.py;
-# what a firewall must do about them: README, Security).  Each one is gRPC behind
+# what a firewall must do about them: docs/security.md).  Each one is gRPC behind
 # Ray's token; none of them may be anything else (a Prometheus exporter is not).
 UNAVOIDABLE_WILDCARD = {
     # GrpcServer::Run binds 0.0.0.0 unless the node IP is exactly 127.0.0.1, which

@@ -1,0 +1,110 @@
+"""The documentation site builds strictly, and what it shows is generated where it says so.
+
+``mkdocs build --strict`` fails on a broken link, a link to a repository file that does not
+exist (scripts/docs_hooks.py), an anchor that is not there and a page left out of the
+navigation; the Terraform modules' tables must be what scripts/tf_docs.py makes of the
+modules now.  Quick tier: no cluster, a few seconds.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from tests.support.helpers import ROOT
+
+MKDOCS_ENV = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+
+
+INVOKE = [sys.executable, "-m", "invoke", "-r", str(ROOT)]
+
+
+def test_site_builds_strictly(tmp_path: Path) -> None:
+    """``invoke docs --out DIR``: ``mkdocs build --strict``, as CI builds the site."""
+    site = tmp_path / "site"
+    proc = subprocess.run(
+        [*INVOKE, "docs", "--out", str(site)],
+        cwd=tmp_path, env=MKDOCS_ENV, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    warnings = [ln for ln in proc.stderr.splitlines() if ln.startswith("WARNING")]
+    assert warnings == []
+    # Every page of the navigation is in the site, and a test linked from a page is too.
+    nav = re.findall(r":\s*(\S+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    nav += re.findall(r"^\s*-\s*(\S+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    assert len(nav) > 20
+    for page in nav:
+        built = site / page.removesuffix(".md") / "index.html"
+        if page.endswith(("index.md", "README.md")):
+            built = site / Path(page).parent / "index.html"
+        assert built.is_file(), f"{page}: not built ({built})"
+    assert (site / "src/tests/launcher/test_recovery.py").is_file()
+    home = html.unescape(re.sub(r"<[^>]+>", "", (site / "index.html").read_text()))
+    assert "./scripts/setup && .venv/bin/invoke deploy --target local" in home
+
+
+def test_invoke_docs_serves_the_site_on_loopback() -> None:
+    """``invoke docs`` as the docs show it: the site on 127.0.0.1, until stopped."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen(
+        [*INVOKE, "docs", "--port", str(port)], cwd=ROOT, env=MKDOCS_ENV,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        page = ""
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as reply:
+                    page = reply.read().decode()
+                break
+            except OSError:
+                time.sleep(0.5)
+        assert "<title>Syndeo</title>" in page, proc.stderr.read() if proc.poll() else "no page"
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=30)
+
+
+def test_a_link_to_a_missing_file_fails_the_build(tmp_path: Path) -> None:
+    """The hook's check is real: a page linking to a test that does not exist fails."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text("# x\n\nSee [the test](../tests/test_no_such_file.py).\n")
+    config = tmp_path / "mkdocs.yml"
+    config.write_text(
+        f"site_name: x\ndocs_dir: {docs}\nhooks:\n  - {ROOT / 'scripts/docs_hooks.py'}\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config),
+         "--site-dir", str(tmp_path / "site")],
+        cwd=tmp_path, env=MKDOCS_ENV, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "index.md: link to ../tests/test_no_such_file.py, which does not exist" in proc.stderr
+
+
+def test_terraform_tables_are_generated_from_the_modules() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/tf_docs.py"), "--check"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_readme_is_short_and_starts_with_the_two_commands() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    first_block = readme.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+    assert first_block[0].startswith("./scripts/setup && .venv/bin/invoke deploy --target local")
+    assert first_block[1].startswith("./scripts/test ")
