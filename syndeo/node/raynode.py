@@ -76,7 +76,7 @@ HEALTH_CHECK = {
 #   (``resolve_ip_for_localhost``, python/ray/_private/services.py), as does every
 #   client's ``ray.init`` for the address it connects to (``canonicalize_bootstrap_address``),
 #   so a node forced to 127.0.0.1 is one no client program can reach.  These listeners
-#   stay on the wildcard on every target, the local one included (README, Security).
+#   stay on the wildcard on every target, the local one included (docs/security.md).
 # * Dashboard agent gRPC: ``DashboardAgent._init_non_minimal`` (python/ray/dashboard/
 #   agent.py): localhost if ``is_localhost(node ip)`` (127.0.0.1, ::1, "localhost" only:
 #   C++ ``IsLocalhost``), else the wildcard: the same rule, the same outcome.
