@@ -7,8 +7,7 @@ invoke up / invoke down                        # a long-lived cluster
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from invoke.collection import Collection
@@ -19,203 +18,48 @@ from invoke.tasks import task
 from benchmarks.tasks import bench_bringup, bench_rendezvous
 from syndeo.cli import image_tasks, job_tasks, slurm_tasks, verbs
 from syndeo.cli.bench_tasks import bench, report
-from syndeo.cli.options import invoke_help
-from syndeo.core.errors import SyndeoError
+from syndeo.cli.verb_tasks import exit_on_error, number, verb_task
 from testbeds import tasks as testbed_tasks
 
 
-@contextmanager
-def _exit_on_error() -> Iterator[None]:
-    try:
-        yield
-    except SyndeoError as exc:
-        raise Exit(f"syndeo: error: {exc}", code=exc.exit_code) from None
-    except KeyboardInterrupt:
-        raise Exit("syndeo: interrupted", code=130) from None
-
-
-def _number(kind: Callable[[str], Any], flag: str, value: Any) -> Any:
-    """invoke hands an option whose default is None over as text: make it the number it
-    is (pydantic does this for deploy/up's settings; grow/shrink pass theirs on as is)."""
-    if value is None:
-        return None
-    try:
-        return kind(str(value))
-    except ValueError:
-        raise Exit(f"syndeo: error: {flag}: {value!r} is not a number", code=2) from None
-
-
 def _call(fn: Callable[..., Any], **options: Any) -> None:
-    with _exit_on_error():
+    with exit_on_error():
         fn(**options)
 
 
-def _cluster_options(
-    target: str | None, nodes: int | None, cpus_per_node: int | None,
-    gpus_per_node: int | None, memory_mb_per_node: int | None,
-    object_store_mb_per_node: int | None, cluster_id: str | None, rendezvous: str | None,
-    join_timeout: float | None, container: str | None, workdir: str | None,
-    hosts: str | None, ssh_user: str | None, ssh_key: str | None, instance_type: str | None,
-    region: str | None, image: str | None, spot: bool, tls: bool,
-) -> dict[str, Any]:  # fmt: skip
-    """invoke's names -> the verbs' keywords (the table in syndeo/cli/options.py)."""
-    return dict(
-        target=target, nodes=nodes, cpus_per_node=cpus_per_node, gpus_per_node=gpus_per_node,
-        memory_mb_per_node=memory_mb_per_node, object_store_mb_per_node=object_store_mb_per_node,
-        cluster_id=cluster_id, rendezvous=rendezvous, join_timeout_s=join_timeout,
-        container=container, workdir=workdir, ssh_hosts=hosts, ssh_user=ssh_user,
-        ssh_key=ssh_key, vm_instance_type=instance_type, vm_region=region, vm_image=image,
-        vm_spot=spot or None, tls=tls or None,
-    )  # fmt: skip
-
-
-# auto_shortflags off: invoke would hand out -c, -r, … first come first served, and
-# two options sharing an initial got a broken, empty one.
-@task(help=invoke_help("deploy"), auto_shortflags=False)
-def deploy(
-    c: Context,
-    config: str | None = None,
-    target: str | None = None,
-    nodes: int | None = None,
-    cpus_per_node: int | None = None,
-    gpus_per_node: int | None = None,
-    memory_mb_per_node: int | None = None,
-    object_store_mb_per_node: int | None = None,
-    cluster_id: str | None = None,
-    rendezvous: str | None = None,
-    join_timeout: float | None = None,
-    container: str | None = None,
-    workdir: str | None = None,
-    hosts: str | None = None,
-    ssh_user: str | None = None,
-    ssh_key: str | None = None,
-    instance_type: str | None = None,
-    region: str | None = None,
-    image: str | None = None,
-    spot: bool = False,
-    dashboard: bool = False,
-    tls: bool = False,
-    run: str | None = None,
-    results_dir: str | None = None,
-    env: str | None = None,
-    mode: str | None = None,
-    repeats: int | None = None,
-    samples_per_cpu: int | None = None,
-    keep: bool = False,
-    dry_run: bool = False,
-) -> None:
-    """Bring a Ray cluster up on TARGET, run the workload, collect results, tear down."""
-    _call(
-        verbs.run_deploy, config=config, run=run, results_dir=results_dir,
-        bench_envs=env.split(",") if env else None, bench_mode=mode, bench_repeats=repeats,
-        bench_samples_per_cpu=samples_per_cpu, dry_run=dry_run, keep=keep,
-        dashboard=dashboard or None,
-        **_cluster_options(
-            target, nodes, cpus_per_node, gpus_per_node, memory_mb_per_node,
-            object_store_mb_per_node, cluster_id, rendezvous, join_timeout, container, workdir,
-            hosts, ssh_user, ssh_key, instance_type, region, image, spot, tls,
-        ),
-    )  # fmt: skip
-
-
-@task(help=invoke_help("up"), auto_shortflags=False)
-def up(
-    c: Context,
-    config: str | None = None,
-    target: str | None = None,
-    nodes: int | None = None,
-    cpus_per_node: int | None = None,
-    gpus_per_node: int | None = None,
-    memory_mb_per_node: int | None = None,
-    object_store_mb_per_node: int | None = None,
-    cluster_id: str | None = None,
-    rendezvous: str | None = None,
-    join_timeout: float | None = None,
-    container: str | None = None,
-    workdir: str | None = None,
-    hosts: str | None = None,
-    ssh_user: str | None = None,
-    ssh_key: str | None = None,
-    instance_type: str | None = None,
-    region: str | None = None,
-    image: str | None = None,
-    spot: bool = False,
-    dashboard: bool = True,
-    tls: bool = False,
-) -> None:
-    """Bring a cluster up and leave it serving; prints how to connect and submit jobs."""
-    _call(
-        verbs.run_up, config=config, dashboard=dashboard,
-        **_cluster_options(
-            target, nodes, cpus_per_node, gpus_per_node, memory_mb_per_node,
-            object_store_mb_per_node, cluster_id, rendezvous, join_timeout, container, workdir,
-            hosts, ssh_user, ssh_key, instance_type, region, image, spot, tls,
-        ),
-    )  # fmt: skip
-
-
-@task(help=invoke_help("check"), auto_shortflags=False)
-def check(
-    c: Context,
-    config: str | None = None,
-    target: str | None = None,
-    nodes: int | None = None,
-    cpus_per_node: int | None = None,
-    gpus_per_node: int | None = None,
-    memory_mb_per_node: int | None = None,
-    object_store_mb_per_node: int | None = None,
-    cluster_id: str | None = None,
-    rendezvous: str | None = None,
-    join_timeout: float | None = None,
-    container: str | None = None,
-    workdir: str | None = None,
-    hosts: str | None = None,
-    ssh_user: str | None = None,
-    ssh_key: str | None = None,
-    instance_type: str | None = None,
-    region: str | None = None,
-    image: str | None = None,
-    spot: bool = False,
-    dashboard: bool = False,
-    tls: bool = False,
-) -> None:
-    """Check that a deploy/up with these options can start (settings, credentials, image,
-    instance types, rendezvous); creates nothing."""
-    _call(
-        verbs.run_check, config=config, dashboard=dashboard or None,
-        **_cluster_options(
-            target, nodes, cpus_per_node, gpus_per_node, memory_mb_per_node,
-            object_store_mb_per_node, cluster_id, rendezvous, join_timeout, container, workdir,
-            hosts, ssh_user, ssh_key, instance_type, region, image, spot, tls,
-        ),
-    )  # fmt: skip
-
-
-@task(help=invoke_help("down"), auto_shortflags=False)
-def down(c: Context, cluster_id: str | None = None) -> None:
-    """Tear down a cluster started with `invoke up` (the only one up, if no id is given)."""
-    _call(verbs.run_down, cluster_id=cluster_id)
-
-
-@task(help=invoke_help("grow"), auto_shortflags=False)
-def grow(
-    c: Context, group: str, cluster_id: str | None = None, nodes: int = 1,
-    wait_s: float | None = None, hosts: str | None = None,
-) -> None:  # fmt: skip
-    """Add nodes of a node group to a cluster started with `invoke up` (they join its head)."""
-    _call(
-        verbs.run_grow, group=group, nodes=nodes, cluster_id=cluster_id,
-        wait_s=_number(float, "--wait-s", wait_s), hosts=hosts,
-    )  # fmt: skip
-
-
-@task(help=invoke_help("shrink"), auto_shortflags=False)
-def shrink(c: Context, group: str, cluster_id: str | None = None, nodes: int | None = None) -> None:
-    """Remove a node group's nodes (never the head's) from a cluster started with `invoke up`."""
-    _call(
-        verbs.run_shrink, group=group,
-        nodes=_number(int, "--nodes", nodes), cluster_id=cluster_id,
-    )  # fmt: skip
+# The cluster verbs: their options come from the table in syndeo/cli/options.py.
+deploy = verb_task(
+    "deploy",
+    verbs.run_deploy,
+    "Bring a Ray cluster up on TARGET, run the workload, collect results, tear down.",
+)
+up = verb_task(
+    "up",
+    verbs.run_up,
+    "Bring a cluster up and leave it serving; prints how to connect and submit jobs.",
+    defaults={"dashboard": True},
+)
+check = verb_task(
+    "check",
+    verbs.run_check,
+    "Check that a deploy/up with these options can start (settings, credentials, image, "
+    "instance types, rendezvous); creates nothing.",
+)
+down = verb_task(
+    "down",
+    verbs.run_down,
+    "Tear down a cluster started with `invoke up` (the only one up, if no id is given).",
+)
+grow = verb_task(
+    "grow",
+    verbs.run_grow,
+    "Add nodes of a node group to a cluster started with `invoke up` (they join its head).",
+)
+shrink = verb_task(
+    "shrink",
+    verbs.run_shrink,
+    "Remove a node group's nodes (never the head's) from a cluster started with `invoke up`.",
+)
 
 
 @task(
@@ -275,7 +119,7 @@ def docs(c: Context, port: int = 8000, out: str | None = None) -> None:
     if out is not None:
         cmd = [*mkdocs, "build", "--strict", "--site-dir", str(Path(out).resolve())]
     else:
-        address = f"127.0.0.1:{_number(int, '--port', port)}"
+        address = f"127.0.0.1:{number(int, '--port', port)}"
         cmd = [*mkdocs, "serve", "--strict", "--dev-addr", address]
     try:
         rc = subprocess.call(cmd, cwd=root)

@@ -1,0 +1,101 @@
+"""invoke's cluster verbs, built from the option table at import.
+
+``tasks.py`` used to spell out each verb's parameters by hand (deploy, up and check
+took the same 22), and a test kept those copies equal to the table in
+:mod:`syndeo.cli.options`.  Here each task's signature is made from that table instead:
+an option added there appears on ``syndeo`` and on ``invoke`` at once, with the same
+name and help.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from invoke.context import Context
+from invoke.exceptions import Exit
+from invoke.tasks import Task, task
+
+from syndeo.cli.options import VERBS, Option, invoke_help
+from syndeo.core.errors import SyndeoError
+
+
+@contextmanager
+def exit_on_error() -> Iterator[None]:
+    """A SyndeoError or Ctrl-C ends the task in one line with its exit code."""
+    try:
+        yield
+    except SyndeoError as exc:
+        raise Exit(f"syndeo: error: {exc}", code=exc.exit_code) from None
+    except KeyboardInterrupt:
+        raise Exit("syndeo: interrupted", code=130) from None
+
+
+def number(kind: Callable[[str], Any], flag: str, value: Any) -> Any:
+    """invoke hands an option whose default is None over as text: make it the number it
+    is (a bad one is one line, before anything starts)."""
+    if value is None:
+        return None
+    try:
+        return kind(str(value))
+    except ValueError:
+        raise Exit(f"syndeo: error: {flag}: {value!r} is not a number", code=2) from None
+
+
+def _default(o: Option, defaults: Mapping[str, Any]) -> Any:
+    """What invoke shows when the option is not given (it infers the option's kind from
+    it: a bool makes a flag, None takes text)."""
+    if o.cli in defaults:
+        return defaults[o.cli]
+    if o.switch or o.negatable:
+        return bool(o.default)
+    return o.default
+
+
+def _value(o: Option, given: Any, default: Any) -> Any:
+    """invoke's value of ``o`` as the verb takes it: a flag left at its default is "not
+    given" (None: the config file or the verb decides), a list is comma-separated."""
+    if o.switch or o.negatable:
+        return None if given == default and o.default is None else given
+    if given is None:
+        return None
+    if o.repeat:
+        return [part for part in str(given).split(",") if part]
+    if o.type in (int, float) and not isinstance(given, o.type):
+        return number(o.type, o.flag, given)
+    if o.type is Path:
+        return str(given)
+    return given
+
+
+def verb_task(
+    verb: str, run: Callable[..., Any], doc: str, defaults: Mapping[str, Any] | None = None
+) -> Task[Any]:
+    """The invoke task of ``verb``: its options from the table, each handed to ``run``
+    under its keyword (``--join-timeout`` as ``join_timeout_s``)."""
+    # Required options first (a Python signature's rule; invoke also takes them in order
+    # without their flag).
+    options = sorted(VERBS[verb], key=lambda o: not o.required)
+    shown = {o.cli: _default(o, defaults or {}) for o in options}
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    params = [inspect.Parameter("c", kind)]
+    for o in options:
+        if o.required:
+            params.append(inspect.Parameter(o.cli, kind))
+        else:
+            params.append(inspect.Parameter(o.cli, kind, default=shown[o.cli]))
+
+    def body(c: Context, *args: Any, **given: Any) -> None:
+        given.update(zip((o.cli for o in options), args, strict=False))
+        keywords = {o.keyword: _value(o, given.get(o.cli), shown[o.cli]) for o in options}
+        with exit_on_error():
+            run(**keywords)
+
+    body.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    body.__name__ = body.__qualname__ = verb
+    body.__doc__ = doc
+    made: Task[Any] = task(help=invoke_help(verb), auto_shortflags=False)(body)
+    return made
