@@ -1,19 +1,27 @@
 """The one option table of both front ends.
 
 ``syndeo deploy|up|down|grow|shrink`` builds its argparse options from it, and
-``invoke …`` (``tasks.py``) takes its help text from it; ``tests/launcher/test_front_ends.py``
-checks that each invoke task has exactly these parameters.  An option has one name on
-both command lines (``--instance-type``), whatever the keyword it becomes
-(``vm_instance_type``, a :class:`~syndeo.launcher.config.DeployConfig` field).
+``invoke …`` builds its tasks from it (:mod:`syndeo.cli.verb_tasks`).  An option that is
+a setting (a :class:`~syndeo.launcher.config.DeployConfig` or ``[bench]`` field) is made
+from that field -- its help, type and name are declared there, once, beside its default
+and bounds; the rest are the verbs' own arguments and the target sections' machine
+options (``--instance-type``: ``vm_instance_type``, the chosen cloud's ``instance_type``).
+An option has one name on both command lines, whatever the keyword it becomes.
 """
 
 from __future__ import annotations
 
 import argparse
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
+
+from syndeo.launcher.config import BenchSettings, DeployConfig
 
 
 @dataclass(frozen=True)
@@ -38,22 +46,57 @@ class Option:
         return "--" + self.cli.replace("_", "-")
 
 
+def _types(annotation: Any) -> set[Any]:
+    """The members of an ``X | Y`` annotation; any other annotation alone."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return set(typing.get_args(annotation))
+    return {annotation}
+
+
+def from_settings(model: type[BaseModel], *names: str, prefix: str = "") -> list[Option]:
+    """The options of ``model``'s fields ``names``, as :func:`config.option` declared them
+    (``prefix``: the keyword a section's field goes by, e.g. ``bench_`` for ``[bench]``)."""
+    made = []
+    for name in names:
+        field = model.model_fields[name]
+        extra = field.json_schema_extra
+        assert isinstance(extra, dict) and field.description, f"{name}: not declared an option"
+        kinds = _types(field.annotation) - {type(None)}
+        kind = next((t for t in (int, float, Path) if t in kinds), None)
+        flag = str(extra["flag"])
+        made.append(
+            Option(
+                prefix + name,
+                field.description,
+                None if flag else kind,
+                switch=flag == "switch",
+                negatable=flag == "negatable",
+                repeat=list in {typing.get_origin(t) for t in kinds},
+                # On the command line a section's field keeps its own name (--repeats).
+                name=str(extra["option"]) or (name if prefix else None),
+            )
+        )
+    return made
+
+
 CONFIG = Option("config", "TOML file with settings; options override it")
-NEW_CLUSTER_ID = Option("cluster_id", "the new cluster's id (default: generated)")
 # down, grow, jobs, …: a cluster `up` started
 CLUSTER_ID = Option("cluster_id", "the cluster's id (default: the only one up)")
 CLUSTER = [
-    Option("target", "local | slurm | ssh | aws | gcp | azure (default: local, or the config's)"),
-    Option("nodes", "number of nodes (default 2)", int),
-    Option("cpus_per_node", "CPUs each node offers to Ray (default 1)", int),
-    Option("gpus_per_node", "GPUs each node offers to Ray (default 0)", int),
-    Option("memory_mb_per_node", "memory each node offers to Ray, MiB (default: Ray's)", int),
-    Option("object_store_mb_per_node", "object store per node, MiB (default: Ray's)", int),
-    NEW_CLUSTER_ID,
-    Option("rendezvous", "file:///dir, s3://bucket/prefix, gs://…, az://… (default per target)"),
-    Option("join_timeout_s", "deadline for all nodes to join, seconds", float, name="join_timeout"),
-    Option("container", "run every node in this Apptainer image (.sif)", Path),
-    Option("workdir", "working directory of the workload (default: here)", Path),
+    *from_settings(
+        DeployConfig,
+        "target",
+        "nodes",
+        "cpus_per_node",
+        "gpus_per_node",
+        "memory_mb_per_node",
+        "object_store_mb_per_node",
+        "cluster_id",
+        "rendezvous",
+        "join_timeout_s",
+        "container",
+        "workdir",
+    ),
     Option(
         "ssh_hosts",
         "ssh: comma-separated hosts, one node each (the first is the head)",
@@ -69,34 +112,11 @@ CLUSTER = [
         name="image",
     ),
     Option("vm_spot", "aws/gcp/azure: spot/preemptible VMs", switch=True, name="spot"),
-    Option(
-        "dashboard",
-        "Ray's dashboard on the head's 127.0.0.1 (default: off for deploy, on for up)",
-        negatable=True,
-    ),
-    Option(
-        "tls",
-        "Ray's TLS between all nodes and clients (a CA per launch; up prints the client's "
-        "variables)",
-        switch=True,
-    ),
+    *from_settings(DeployConfig, "dashboard", "tls"),
 ]
 RUN = [
-    Option(
-        "run",
-        'your own workload, e.g. "python train.py --epochs 3" (default: the '
-        "benchmark); no secrets in it (it is recorded in scripts, state and deploy.json)",
-    ),
-    Option("results_dir", "where results are written (default ./results)", Path),
-    Option(
-        "bench_envs",
-        "benchmark environment id(s) (syndeo: repeat; invoke: comma-separated)",
-        repeat=True,
-        name="env",
-    ),
-    Option("bench_mode", "benchmark mode: count | collect", name="mode"),
-    Option("bench_repeats", "benchmark repeats", int, name="repeats"),
-    Option("bench_samples_per_cpu", "benchmark samples per CPU", int, name="samples_per_cpu"),
+    *from_settings(DeployConfig, "run", "results_dir"),
+    *from_settings(BenchSettings, "envs", "mode", "repeats", "samples_per_cpu", prefix="bench_"),
 ]
 GROUP = Option("group", "the node group ([[groups]] name)", required=True)
 

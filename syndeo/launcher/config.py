@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    JsonValue,
     PrivateAttr,
     ValidationError,
     ValidationInfo,
@@ -38,14 +39,34 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+def option(
+    default: Any,
+    help: str,
+    *,
+    name: str | None = None,
+    flag: Literal["switch", "negatable"] | None = None,
+    **bounds: Any,
+) -> Any:
+    """A setting that is a command-line option of deploy/up/check too, on ``syndeo`` and
+    ``invoke`` alike (syndeo/cli/options.py makes the option from the field): its default
+    and bounds as for any field, its help, its name where it differs from the field's
+    (``--join-timeout``), and how a bool is given (``--tls``; ``--[no-]dashboard``)."""
+    extra: dict[str, JsonValue] = {"option": name or "", "flag": flag or ""}
+    return Field(default, description=help, json_schema_extra=extra, **bounds)
+
+
 class BenchSettings(_Strict):
     """The built-in workload: the paper's rollout benchmark (see ``syndeo.bench``)."""
 
-    envs: list[str] = ["CartPole-v1"]
-    mode: Literal["count", "collect"] = "count"
+    envs: list[str] = option(
+        ["CartPole-v1"],
+        "benchmark environment id(s) (syndeo: repeat; invoke: comma-separated)",
+        name="env",
+    )
+    mode: Literal["count", "collect"] = option("count", "benchmark mode: count | collect")
     protocol: Literal["paper", "steady"] = "paper"
-    samples_per_cpu: int = Field(default=1000, ge=1)
-    repeats: int = Field(default=4, ge=1)
+    samples_per_cpu: int = option(1000, "benchmark samples per CPU", ge=1)
+    repeats: int = option(4, "benchmark repeats", ge=1)
 
     def argv(self) -> list[str]:
         # One builder of the benchmark's command line, shared with `invoke bench`.
@@ -69,28 +90,55 @@ class RecoverySettings(_Strict):
 
 
 class DeployConfig(_Strict):
-    target: TargetName = "local"
-    nodes: int = Field(default=2, ge=1, le=4096)
-    cpus_per_node: int = Field(default=1, ge=1, le=1024)
-    gpus_per_node: int = Field(default=0, ge=0, le=64)
-    memory_mb_per_node: int | None = Field(default=None, ge=256)
-    object_store_mb_per_node: int | None = Field(default=None, ge=80)
-    cluster_id: str | None = None
-    rendezvous: str | None = None
-    join_timeout_s: float = Field(default=300.0, gt=0, le=86400)
-    dashboard: bool = False  # Ray's dashboard (127.0.0.1 of the head); `up` turns it on
+    """Every setting a user controls, declared once: type, bounds, default and, for those
+    that are command-line options too, help (:func:`option`)."""
+
+    target: TargetName = option(
+        "local", "local | slurm | ssh | aws | gcp | azure (default: local, or the config's)"
+    )
+    nodes: int = option(2, "number of nodes (default 2)", ge=1, le=4096)
+    cpus_per_node: int = option(1, "CPUs each node offers to Ray (default 1)", ge=1, le=1024)
+    gpus_per_node: int = option(0, "GPUs each node offers to Ray (default 0)", ge=0, le=64)
+    memory_mb_per_node: int | None = option(
+        None, "memory each node offers to Ray, MiB (default: Ray's)", ge=256
+    )
+    object_store_mb_per_node: int | None = option(
+        None, "object store per node, MiB (default: Ray's)", ge=80
+    )
+    cluster_id: str | None = option(None, "the new cluster's id (default: generated)")
+    rendezvous: str | None = option(
+        None, "file:///dir, s3://bucket/prefix, gs://…, az://… (default per target)"
+    )
+    join_timeout_s: float = option(
+        300.0, "deadline for all nodes to join, seconds", name="join_timeout", gt=0, le=86400
+    )
+    # Ray's dashboard (127.0.0.1 of the head); `up` turns it on.
+    dashboard: bool = option(
+        False,
+        "Ray's dashboard on the head's 127.0.0.1 (default: off for deploy, on for up)",
+        flag="negatable",
+    )
     # Ray's own TLS between every Ray process and client: a CA per launch, made by the
     # launcher, handed to the nodes sealed with the launch key (syndeo/core/tls.py).
-    tls: bool = False
+    tls: bool = option(
+        False,
+        "Ray's TLS between all nodes and clients (a CA per launch; up prints the client's "
+        "variables)",
+        flag="switch",
+    )
     # What Slurm and ssh nodes get to reach an s3://, az:// or gs:// rendezvous: credentials
     # made for the cluster (its prefix or container, at most 36 h; for gs:// 1-hour tokens
     # the launcher renews: syndeo/launcher/nodecreds.py), or "forward": the launcher's own,
     # for an `up` cluster that must outlive 36 h.
     node_credentials: Literal["scoped", "forward"] = "scoped"
-    run: str | None = None  # None = the built-in benchmark
-    workdir: Path | None = None
-    container: Path | None = None
-    results_dir: Path = Path("results")
+    run: str | None = option(
+        None,  # the built-in benchmark
+        'your own workload, e.g. "python train.py --epochs 3" (default: the benchmark); no '
+        "secrets in it (it is recorded in scripts, state and deploy.json)",
+    )
+    workdir: Path | None = option(None, "working directory of the workload (default: here)")
+    container: Path | None = option(None, "run every node in this Apptainer image (.sif)")
+    results_dir: Path = option(Path("results"), "where results are written (default ./results)")
     bench: BenchSettings = BenchSettings()
     cost: CostSettings = CostSettings()  # [cost.onprem], read by `invoke compare`
     recovery: RecoverySettings = RecoverySettings()
