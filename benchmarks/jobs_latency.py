@@ -54,7 +54,7 @@ def _syndeo(*args: str, env: dict[str, str], cwd: Path) -> None:
 
 
 def measure(backend: str, jobs: int) -> dict[str, Any]:
-    from syndeo.launcher import jobs as jobs_api
+    from syndeo.launcher import job_client as jobs_api
 
     with tempfile.TemporaryDirectory(prefix="syndeo-jobs-bench-") as name:
         tmp = Path(name)

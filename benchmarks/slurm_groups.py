@@ -26,7 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from syndeo.launcher.targets.slurm import jobs
+from syndeo.launcher.targets.slurm import commands
 from testbeds import slurmcluster
 from testbeds.machine import SLURM_TESTBED_LOCK, machine_lock
 from testbeds.users import CI_USER, as_user, give_to_ci_user
@@ -102,7 +102,7 @@ def _cancel_wait(ids: list[str]) -> None:
     for j in ids:
         subprocess.run(["scancel", j], check=False)
     for j in ids:
-        while not jobs.job_info(j).finished:
+        while not commands.job_info(j).finished:
             time.sleep(0.2)
 
 
@@ -130,7 +130,7 @@ def one(shape: str, busy_s: float) -> dict[str, Any]:
             f"sleep {busy_s}\n",
         )
     )
-    while jobs.job_info(blocker).state != "RUNNING":
+    while commands.job_info(blocker).state != "RUNNING":
         time.sleep(0.05)
     d2 = _fresh_dir(shape)
     t1 = time.time()
@@ -145,7 +145,7 @@ def one(shape: str, busy_s: float) -> dict[str, Any]:
     gpu = f"{ids3[0]}+2" if shape == "hetjob" else ids3[2]
     cancel = subprocess.run(["scancel", gpu], capture_output=True, text=True, check=False)
     time.sleep(3)
-    states = {j: jobs.job_info(j).state for j in ids3}
+    states = {j: commands.job_info(j).state for j in ids3}
     if shape == "hetjob":
         # Component states, as scontrol reports them per component.
         out = subprocess.run(

@@ -1,5 +1,5 @@
 """``submit``, ``jobs``, ``logs``, ``cancel``, ``fetch``: jobs on an ``up`` cluster, for
-both front ends (the work is in :mod:`syndeo.launcher.jobs`).
+both front ends (the work is in :mod:`syndeo.launcher.job_client`).
 
 Exit status of ``submit --follow`` and ``logs --follow``: the job's own (0 when it
 succeeded, its exit code when it failed, 130 when cancelled, 2 when rejected).
@@ -17,7 +17,7 @@ from typing import Any
 from rich.table import Table
 
 from syndeo.cli.options import add_arguments
-from syndeo.launcher import jobs
+from syndeo.launcher import job_client
 from syndeo.launcher.ui import Ui
 from syndeo.rendezvous import JobState
 
@@ -53,21 +53,21 @@ def run_submit(
     ui: Ui | None = None,
 ) -> int:  # fmt: skip
     ui = ui or Ui()
-    cluster, spec = jobs.submit(
+    cluster, spec = job_client.submit(
         command, cluster_id=cluster_id, workdir=workdir, env=env, excludes=exclude
     )
     print(spec.job_id, flush=True)
     if not follow:
         ui.info(f"submitted to {spec.cluster_id}: `invoke logs {spec.job_id} --follow`")
         return 0
-    state = jobs.logs(spec.job_id, _write, follow=True, cluster=cluster)
+    state = job_client.logs(spec.job_id, _write, follow=True, cluster=cluster)
     _say_end(ui, state)
     return exit_status(state)
 
 
 def run_jobs(cluster_id: str | None = None, ui: Ui | None = None) -> int:
     ui = ui or Ui()
-    rdv, found = jobs.list_jobs(cluster_id)
+    rdv, found = job_client.list_jobs(cluster_id)
     table = Table(title=f"jobs of {rdv.cluster_id}", title_justify="left")
     for name in ("job", "command", "state", "started", "duration", "exit"):
         table.add_column(name, overflow="fold")
@@ -91,7 +91,7 @@ def run_jobs(cluster_id: str | None = None, ui: Ui | None = None) -> int:
 
 
 def run_logs(job: str, cluster_id: str | None = None, follow: bool = False) -> int:
-    state = jobs.logs(job, _write, cluster_id=cluster_id, follow=follow)
+    state = job_client.logs(job, _write, cluster_id=cluster_id, follow=follow)
     if follow:
         _say_end(Ui(), state)
         return exit_status(state)
@@ -99,7 +99,7 @@ def run_logs(job: str, cluster_id: str | None = None, follow: bool = False) -> i
 
 
 def run_cancel(job: str, cluster_id: str | None = None) -> int:
-    state = jobs.cancel(job, cluster_id)
+    state = job_client.cancel(job, cluster_id)
     if state is not None and state.state in ("succeeded", "failed", "cancelled", "rejected"):
         Ui().info(f"job {job} has ended already ({state.state})")
     else:
@@ -108,9 +108,9 @@ def run_cancel(job: str, cluster_id: str | None = None) -> int:
 
 
 def run_fetch(job: str, cluster_id: str | None = None, out: Path | None = None) -> int:
-    rdv = jobs.open_cluster(cluster_id).rdv
+    rdv = job_client.open_cluster(cluster_id).rdv
     dest = out or Path("results") / rdv.cluster_id / "jobs" / job
-    files = jobs.fetch(job, dest, cluster_id=rdv.cluster_id)
+    files = job_client.fetch(job, dest, cluster_id=rdv.cluster_id)
     Ui().info(f"{len(files)} file(s) of {job} in {dest}")
     return 0
 

@@ -13,7 +13,7 @@ from invoke.exceptions import Exit
 from invoke.tasks import task
 
 from syndeo.core.errors import SyndeoError
-from syndeo.launcher.targets.slurm import jobs
+from syndeo.launcher.targets.slurm import commands
 
 
 @task(auto_shortflags=False)
@@ -32,7 +32,7 @@ def slurm_cancel(c: Context, cluster_id: str = "", job_id: str = "") -> None:
         raise Exit("syndeo: error: give exactly one of --cluster-id or --job-id", code=2)
     try:
         if job_id:
-            jobs.cancel(job_id)
+            commands.cancel(job_id)
         else:
             c.run(f"scancel --name={cluster_id} --user={getpass.getuser()}", hide=True)
     except SyndeoError as exc:

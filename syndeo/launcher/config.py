@@ -128,7 +128,7 @@ class DeployConfig(_Strict):
     )
     # What Slurm and ssh nodes get to reach an s3://, az:// or gs:// rendezvous: credentials
     # made for the cluster (its prefix or container, at most 36 h; for gs:// 1-hour tokens
-    # the launcher renews: syndeo/launcher/nodecreds.py), or "forward": the launcher's own,
+    # the launcher renews: syndeo/launcher/nodecreds/), or "forward": the launcher's own,
     # for an `up` cluster that must outlive 36 h.
     node_credentials: Literal["scoped", "forward"] = "scoped"
     run: str | None = option(

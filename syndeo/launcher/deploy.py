@@ -29,11 +29,10 @@ from syndeo.core.errors import (
     WorkloadError,
     tear_down_after,
 )
-from syndeo.launcher import gcscreds
 from syndeo.launcher import tls as launcher_tls
 from syndeo.launcher import watch as watcher
 from syndeo.launcher.config import DeployConfig, RecoverySettings
-from syndeo.launcher.output import WorkloadLog
+from syndeo.launcher.nodecreds import gcs_tokens
 from syndeo.launcher.preflight import check_workload
 from syndeo.launcher.recovery import Recovery
 from syndeo.launcher.spec import ClusterSpec, Launched
@@ -41,6 +40,7 @@ from syndeo.launcher.state import cluster_dir, forget, load_launched, save_launc
 from syndeo.launcher.targets import Target, get_target
 from syndeo.launcher.targets.base import new_cluster_id
 from syndeo.launcher.ui import Ui
+from syndeo.launcher.workload_log import WorkloadLog
 from syndeo.rendezvous import ClaimRecord, DoneRecord, Rendezvous, StatusRecord, open_rendezvous
 from syndeo.rendezvous.tolerant import Tolerant, retry_until
 
@@ -374,7 +374,9 @@ class _DeployRun:
                 # Before any node starts: they wait for it (a restart finds it too).
                 launcher_tls.deliver(self.rdv, spec, authority)
         # Slurm/ssh nodes of a gs:// rendezvous got a 1-hour token: renewed while we follow.
-        renewal = gcscreds.Renewal(spec.rendezvous, spec.cluster_id, spec.launch_key, self.ui.info)
+        renewal = gcs_tokens.Renewal(
+            spec.rendezvous, spec.cluster_id, spec.launch_key, self.ui.info
+        )
         while True:
             t_attempt = time.monotonic()
             self._launch(machines, renewal)
@@ -408,7 +410,7 @@ class _DeployRun:
         self._launch_timings(t_attempt, launch_s)
         self.finished = True
 
-    def _launch(self, machines: contextlib.ExitStack, renewal: gcscreds.Renewal) -> None:
+    def _launch(self, machines: contextlib.ExitStack, renewal: gcs_tokens.Renewal) -> None:
         first = self.launched is None
         self.launched = self.target.launch(self.spec)
         if first:
@@ -616,7 +618,7 @@ class _UpRun:
             cluster.push(self._forget_records)  # the claim, taken by _prepare
             cluster.callback(self._forget)
             launched = self._launch(cluster)
-            renew = gcscreds.issued(self.spec.rendezvous, self.spec.cluster_id)
+            renew = gcs_tokens.issued(self.spec.rendezvous, self.spec.cluster_id)
             if recovery.replace_lost or renew:
                 launched.data["renew_gcs_token"] = renew
                 watcher.start(launched, self.spec, recovery)
@@ -630,7 +632,9 @@ class _UpRun:
         owned = self.target.creates_rendezvous(spec.rendezvous)
         authority = self.authority = launcher_tls.new_authority(spec)
         # Until the watcher takes over (a Slurm job may queue for longer than a token lives).
-        renewal = gcscreds.Renewal(spec.rendezvous, spec.cluster_id, spec.launch_key, self.ui.info)
+        renewal = gcs_tokens.Renewal(
+            spec.rendezvous, spec.cluster_id, spec.launch_key, self.ui.info
+        )
         with self.ui:
             if authority is not None and not owned:
                 launcher_tls.deliver(rdv, spec, authority)  # before any node starts
@@ -730,7 +734,7 @@ def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) 
     target.stop(launched)
     if not launched.data.get("owns_rendezvous"):
         rdv.cleanup(all_attempts=True)  # (a bucket made with the cluster went with it)
-    for path in gcscreds.token_files(launched):  # the nodes' token in a Slurm job dir
+    for path in gcs_tokens.token_files(launched):  # the nodes' token in a Slurm job dir
         path.unlink(missing_ok=True)
     forget(launched.cluster_id)
     (cluster_dir(launched.cluster_id) / "token").unlink(missing_ok=True)

@@ -2,7 +2,7 @@
 
 ``submit`` packs the working directory (``.gitignore``-style excludes, a size cap, a
 content digest so an unchanged directory is uploaded once), records the job and rings
-the head's doorbell; the head's job agent (:mod:`syndeo.node.jobs`) claims it, runs it
+the head's doorbell; the head's job agent (:mod:`syndeo.node.job_agent`) claims it, runs it
 through Ray's Job API on the head itself and streams its output back.  ``logs``,
 ``jobs``, ``cancel`` and ``fetch`` read and write the same records.  Every job record and
 cancel request is signed with the cluster's launch key (kept 0600 in the cluster's state

@@ -31,8 +31,8 @@ import psutil
 from rich.text import Text
 
 from syndeo.core.errors import SyndeoError, TargetError
-from syndeo.launcher import gcscreds
 from syndeo.launcher.config import RecoverySettings, load_config
+from syndeo.launcher.nodecreds import gcs_tokens
 from syndeo.launcher.recovery import Recovery
 from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.state import cluster_dir, home, load_launched, save_launched, write_atomic
@@ -118,12 +118,12 @@ def watch(cluster_id: str, ui: Ui) -> int:
     events = cluster_dir(cluster_id) / "recovery.json"
     # The nodes' GCS token (Slurm/ssh nodes of a gs:// rendezvous), renewed until `down`.
     renewer = (
-        gcscreds.Renewer(
+        gcs_tokens.Renewer(
             launched.rendezvous,
             cluster_id,
             spec.launch_key,
             ui.info,
-            gcscreds.token_files(launched),
+            gcs_tokens.token_files(launched),
         )
         if launched.data.get("renew_gcs_token") and spec.launch_key
         else None

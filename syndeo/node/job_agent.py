@@ -13,7 +13,7 @@ Limits, so that a flood of jobs or a huge log cannot fill the node's disk or the
 bucket: :data:`MAX_RUNNING` jobs at once (more are rejected, not queued here: Ray
 queues what it is given), work dirs of at most ``MAX_JOB_ARCHIVE`` packed and
 :data:`MAX_UNPACKED` unpacked, :data:`MAX_OUTPUTS` of outputs, and the output cap of
-:mod:`syndeo.node.output`.
+:mod:`syndeo.node.output_stream`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 
 from syndeo.core.archive import MAX_MEMBERS, safe_extract
 from syndeo.core.errors import BlobTooLarge, RendezvousError
-from syndeo.node.output import OutputStream
+from syndeo.node.output_stream import OutputStream
 from syndeo.rendezvous import Control, JobSpec, JobState, Rendezvous
 from syndeo.rendezvous.base import MAX_JOB_ARCHIVE, MAX_OUTPUTS
 

@@ -29,8 +29,8 @@ from syndeo.core.errors import JoinTimeout, NodeError, RendezvousError, Workload
 from syndeo.core.nodeconfig import NodeSettings
 from syndeo.core.poll import Poller
 from syndeo.node.groupwatch import GroupWatch
-from syndeo.node.jobs import JobAgent
-from syndeo.node.output import OutputStream
+from syndeo.node.job_agent import JobAgent
+from syndeo.node.output_stream import OutputStream
 from syndeo.node.raynode import RayProcess, child_env
 from syndeo.rendezvous import (
     Control,

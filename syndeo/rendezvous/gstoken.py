@@ -2,16 +2,16 @@
 without a Google identity: Slurm, ssh).
 
 The launcher hands each node a token that reaches only the cluster's prefix
-(``SYNDEO_GCS_TOKEN``, ``SYNDEO_GCS_TOKEN_EXPIRY``; syndeo/launcher/gcscreds.py).  Such a
-token lives about an hour and only its source credential can renew it, which a node
-must not hold: so the launcher, while the cluster lives, mints a fresh one well before
-the last expires and writes it sealed with the launch key (syndeo/core/sealed.py) to the
-cluster-wide key :data:`KEY` of the rendezvous.  The node's client renews by reading
-that object with the token it still holds, and takes it only if it opens with its
-launch key: a planted or changed token is refused and logged, never used.  The expiry is
-sealed with the token, and a node never takes one that ends before the one it holds: an
-older token of the same launch, put back by someone who can write the prefix, is
-refused like a planted one.
+(``SYNDEO_GCS_TOKEN``, ``SYNDEO_GCS_TOKEN_EXPIRY``;
+syndeo/launcher/nodecreds/gcs_tokens.py). Such a token lives about an hour and only its
+source credential can renew it, which a node must not hold: so the launcher, while the
+cluster lives, mints a fresh one well before the last expires and writes it sealed with
+the launch key (syndeo/core/sealed.py) to the cluster-wide key :data:`KEY` of the
+rendezvous. The node's client renews by reading that object with the token it still
+holds, and takes it only if it opens with its launch key: a planted or changed token is
+refused and logged, never used. The expiry is sealed with the token, and a node never
+takes one that ends before the one it holds: an older token of the same launch, put back
+by someone who can write the prefix, is refused like a planted one.
 
 A Slurm job may queue for longer than its token lives, and then has nothing to read the
 store with: the launcher also writes the sealed token to the job dir, which the nodes

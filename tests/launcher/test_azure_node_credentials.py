@@ -1,6 +1,6 @@
 """Nodes of an ``az://`` rendezvous whose launcher signs in with an Azure AD (Entra)
 identity get a container SAS signed with a user delegation key, never the identity
-(issue 22, item 5; syndeo/launcher/azcreds.py).
+(issue 22, item 5; syndeo/launcher/azure_sas.py).
 
 Against Azurite with ``--oauth basic`` over HTTPS (testbeds.objectstores.azurite_oauth),
 which serves Get User Delegation Key to a Bearer token of the storage audience.  The
@@ -34,8 +34,7 @@ from urllib.parse import parse_qsl, quote, urlencode
 import pytest
 
 from syndeo.core.errors import ConfigError
-from syndeo.launcher import azcreds
-from syndeo.launcher.nodecreds import node_credentials
+from syndeo.launcher.nodecreds import azure_sas, node_credentials
 from syndeo.rendezvous import open_rendezvous
 from testbeds.objectstores import AZURITE_ACCOUNT, Server, azurite_admin, azurite_oauth
 from tests.launcher.conftest import StandInSbatch
@@ -205,7 +204,7 @@ def test_an_identity_gives_nodes_a_user_delegation_sas_and_nothing_of_its_own(
 @pytest.mark.objectstore
 def test_a_cluster_that_may_outlive_the_key_is_told(azurite: Server, identity: list[str]) -> None:
     creds = node_credentials("az://rdv/team", "nc-long", 10 * 86400)
-    week = time.time() + azcreds.UDK_MAX_S
+    week = time.time() + azure_sas.UDK_MAX_S
     assert creds.expires_at is not None and week - 600 < creds.expires_at <= week
     assert "user-delegation SAS of container rdv (Azure's 7-day limit" in creds.describe()
     assert "the cluster may outlive it" in creds.describe()
@@ -221,7 +220,7 @@ def test_a_slurm_job_gets_the_sas_and_none_of_the_service_principal(
     for k, v in {"AZURE_CLIENT_ID": "sp-app", "AZURE_TENANT_ID": TID,
                  "AZURE_CLIENT_SECRET": SP_SECRET}.items():  # fmt: skip
         monkeypatch.setenv(k, v)
-    monkeypatch.setattr(azcreds, "launcher_credential", lambda: TokenCredential(_jwt()))
+    monkeypatch.setattr(azure_sas, "launcher_credential", lambda: TokenCredential(_jwt()))
     sb = fake_sbatch.submit("az://rdv/team", "nc-az-slurm")
     env, said = sb.env, sb.said
     q = _fields(env["AZURE_STORAGE_SAS_TOKEN"])
@@ -242,7 +241,7 @@ def test_a_refused_key_request_is_one_clear_line(
 ) -> None:
     # A token Azure AD did not issue: the blob service refuses it (403).
     bad = TokenCredential(_jwt(issuer="https://login.example.com/"))
-    monkeypatch.setattr(azcreds, "launcher_credential", lambda: bad)
+    monkeypatch.setattr(azure_sas, "launcher_credential", lambda: bad)
     with pytest.raises(ConfigError) as refused:
         node_credentials("az://rdv/team", "nc-refused", 3600)
     text = str(refused.value)

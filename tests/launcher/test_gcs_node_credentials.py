@@ -26,8 +26,7 @@ import pytest
 
 from syndeo.core.errors import ConfigError, RendezvousError
 from syndeo.core.launchkey import new_key
-from syndeo.launcher import gcscreds
-from syndeo.launcher.nodecreds import node_credentials
+from syndeo.launcher.nodecreds import gcs_tokens, node_credentials
 from syndeo.launcher.spec import Launched
 from syndeo.rendezvous import open_rendezvous, without_secrets
 from syndeo.rendezvous.gstoken import (
@@ -150,7 +149,7 @@ def launcher_env(
         "GOOGLE_APPLICATION_CREDENTIALS": str(adc), "GOOGLE_CLOUD_PROJECT": "syndeo-test",
         "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"), "NO_GCE_CHECK": "True",
         "STORAGE_EMULATOR_HOST": gcs.endpoint,
-        gcscreds.STS_URL_VAR: f"{google.url}/v1/token",
+        gcs_tokens.STS_URL_VAR: f"{google.url}/v1/token",
     }  # fmt: skip
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -296,7 +295,7 @@ def test_the_renewer_writes_before_expiry_and_the_teardown_removes_it(
     launcher_env: dict[str, str], google: FakeGoogle
 ) -> None:
     key, said = new_key(), []
-    renewer = gcscreds.Renewer(URI, "gc-renew", key, said.append)
+    renewer = gcs_tokens.Renewer(URI, "gc-renew", key, said.append)
     rdv = open_rendezvous(URI, "gc-renew")
     t0 = time.time()
     assert renewer.tick(t0)  # at once: a node that started late gets a full hour
@@ -305,7 +304,7 @@ def test_the_renewer_writes_before_expiry_and_the_teardown_removes_it(
     token, expires_at = unseal_token(blob, key, "gc-renew")
     assert token == "downscoped-1" and expires_at > t0 + 3500
     # The next one comes well before this one ends (20 min of a 60-min token).
-    assert renewer.next_at <= t0 + gcscreds.RENEW_EVERY_S < expires_at - 30 * 60
+    assert renewer.next_at <= t0 + gcs_tokens.RENEW_EVERY_S < expires_at - 30 * 60
     assert not renewer.tick(t0 + 60) and len(google.sts) == 1
     assert renewer.tick(renewer.next_at)
     assert unseal_token(rdv.get_store_token() or b"", key, "gc-renew")[0] == "downscoped-2"
@@ -327,17 +326,17 @@ def test_deploy_renews_only_clusters_whose_nodes_got_a_token(
 ) -> None:
     """The thread a following launcher runs: started only for a cluster it made a token
     for; it writes the store and a Slurm job dir; stopped before the teardown."""
-    monkeypatch.setattr(gcscreds.Renewal, "CHECK_S", 0.05)
+    monkeypatch.setattr(gcs_tokens.Renewal, "CHECK_S", 0.05)
     key = new_key()
     launched = Launched(
         target="slurm", cluster_id="gc-thread", rendezvous=URI, started_at=time.time(),
         data={"job_dir": str(tmp_path)},
     )  # fmt: skip
-    idle = gcscreds.Renewal(URI, "gc-none", key, print)
+    idle = gcs_tokens.Renewal(URI, "gc-none", key, print)
     idle.start(launched)
     assert idle._thread is None
     node_credentials(URI, "gc-thread", 7200)
-    renewal = gcscreds.Renewal(URI, "gc-thread", key, print)
+    renewal = gcs_tokens.Renewal(URI, "gc-thread", key, print)
     renewal.start(launched)
     rdv = open_rendezvous(URI, "gc-thread")
     deadline = time.monotonic() + 10
@@ -403,7 +402,7 @@ def test_a_slurm_job_gets_the_token_and_none_of_the_launchers_credentials(
     assert TOKEN_VAR not in without_secrets(URI, env) and EXPIRY_VAR not in without_secrets(
         URI, env
     )
-    assert gcscreds.issued(URI, "gc-slurm")  # so the following launcher renews it
+    assert gcs_tokens.issued(URI, "gc-slurm")  # so the following launcher renews it
 
 
 @pytest.mark.objectstore
@@ -420,9 +419,9 @@ def test_forward_passes_the_launchers_own_by_reference(
     assert TOKEN_VAR not in env and google.sts == []
     # Where nothing is to be had but the launcher's own (an emulator, no STS named), and
     # in contrast, the same launcher's scoped default.
-    monkeypatch.delenv(gcscreds.STS_URL_VAR)
+    monkeypatch.delenv(gcs_tokens.STS_URL_VAR)
     emulated = node_credentials(URI, "gc-fwd", 7200)
     assert emulated.names == [] and TOKEN_VAR not in emulated.env
     assert "GOOGLE_APPLICATION_CREDENTIALS" in emulated.env
-    monkeypatch.setenv(gcscreds.STS_URL_VAR, launcher_env[gcscreds.STS_URL_VAR])
+    monkeypatch.setenv(gcs_tokens.STS_URL_VAR, launcher_env[gcs_tokens.STS_URL_VAR])
     assert node_credentials(URI, "gc-fwd", 7200).names == [TOKEN_VAR, EXPIRY_VAR]

@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from syndeo.core.errors import ConfigError
-from syndeo.launcher.jobs import pack_workdir
+from syndeo.launcher.job_client import pack_workdir
 from syndeo.launcher.spec import launched_key
 from syndeo.launcher.state import load_launched
 from syndeo.rendezvous import JobSpec, open_rendezvous

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from syndeo.launcher.targets.slurm import jobs
+from syndeo.launcher.targets.slurm import commands
 from testbeds import slurmcluster
 from testbeds.machine import SLURM_TESTBED_LOCK
 from testbeds.users import CI_PYTHON, CI_USER, INVOKE, UserRun, as_user
@@ -123,7 +123,7 @@ def test_two_jobs_share_nodes_and_cancel_one(
     assert cancel.returncode == 0 and cancel.stdout.strip() == f"cancelled {cid}", cancel
     cancelled = UserRun.finish(p_long)
     assert cancelled["exit_code"] != 0, cancelled
-    assert jobs.job_info(job_long).state == "CANCELLED"
+    assert commands.job_info(job_long).state == "CANCELLED"
     done = UserRun.finish(p_short)
     assert done["exit_code"] == 0, done
     result = collected_result(done)
@@ -145,7 +145,7 @@ def test_ctrl_c_and_sigterm_cancel_the_job_and_leave_nothing(
         _out, err = proc.communicate(timeout=300)
         assert proc.returncode == 130, err[-3000:]
         assert "syndeo: interrupted" in err and "Traceback" not in err, err[-3000:]
-        assert jobs.job_info(job).state == "CANCELLED"
+        assert commands.job_info(job).state == "CANCELLED"
         scope = run.root / "home" / "slurm" / "rendezvous" / UserRun.cluster_id(proc)
         assert not list(scope.glob("a*/*")), f"records left: {list(scope.rglob('*'))}"
     assert_clean(slurm_cluster)
@@ -154,7 +154,7 @@ def test_ctrl_c_and_sigterm_cancel_the_job_and_leave_nothing(
 def test_invalid_settings_fail_before_submission(
     slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun
 ) -> None:
-    before = jobs.partitions()
+    before = commands.partitions()
     bad_partition = user_run.deploy(job_config().replace('"debug"', '"nosuch"'))
     assert "unknown Slurm partition 'nosuch'; available: debug" in bad_partition["error"]
     too_big = user_run.deploy(job_config(nodes=5))
@@ -168,7 +168,7 @@ def test_invalid_settings_fail_before_submission(
     assert not (user_run.root / "home" / "slurm" / "jobs").exists() or not list(
         (user_run.root / "home" / "slurm" / "jobs").glob("*/slurm-*.out")
     ), "a job was submitted"
-    assert jobs.partitions() == before
+    assert commands.partitions() == before
 
 
 def test_worker_node_killed(slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun) -> None:
@@ -206,7 +206,7 @@ def test_requeued_job_starts_clean(
     old_head = json.loads((scope / "a0" / "head.json").read_text())
     subprocess.run(["scontrol", "requeue", job["job_id"]], check=True)
     deadline = time.monotonic() + 420
-    while not (info := jobs.job_info(job["job_id"])).finished and time.monotonic() < deadline:
+    while not (info := commands.job_info(job["job_id"])).finished and time.monotonic() < deadline:
         time.sleep(0.5)
     assert info.state == "COMPLETED" and info.exit_code == 0, info
     assert info.restarts == 1

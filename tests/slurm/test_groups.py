@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from syndeo.launcher.targets.slurm import jobs
+from syndeo.launcher.targets.slurm import commands
 from testbeds import slurmcluster
 from testbeds.users import CI_PYTHON, CI_USER, UserRun, as_user, give_to_ci_user
 from tests.slurm.conftest import local_slurm, user_procs_on_nodes
@@ -165,7 +165,7 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
         # head started serving without the gpu group, whose job was still pending...
         st = _status(run, cid)
         assert st["phase"] == "serving" and st["groups"]["gpu"] == [0, 1], st
-        assert jobs.job_info(gpu_job).state == "PENDING"
+        assert commands.job_info(gpu_job).state == "PENDING"
         head_log = run.root / "home" / "slurm" / "jobs" / cid / f"slurm-{head_job}.out"
         assert "starting with groups head 1/1, cpu 1/1, gpu 0/1 (min_nodes met)" in (
             head_log.read_text()
@@ -222,19 +222,19 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
 
         # Cancelling one group's job (the gpu group) leaves the rest running; shrink
         # removes the grown node the same way.  The head notices and keeps serving.
-        jobs.cancel(gpu_job)
+        commands.cancel(gpu_job)
         shrink = _syndeo(run, "shrink", "--cluster-id", cid, "--group", "cpu", "--nodes", "1")
         assert shrink.returncode == 0 and grown_job in shrink.stderr, shrink.stderr[-2000:]
         _wait(
-            lambda: jobs.job_info(gpu_job).finished and jobs.job_info(grown_job).finished,
+            lambda: commands.job_info(gpu_job).finished and commands.job_info(grown_job).finished,
             120, "the cancelled jobs to end",
         )  # fmt: skip
         _wait(
             lambda: _status(run, cid)["groups"] == {"head": [1, 1], "cpu": [1, 1], "gpu": [0, 1]},
             60, "the head to count the groups that shrank",
         )  # fmt: skip
-        assert jobs.job_info(head_job).state == "RUNNING"
-        assert jobs.job_info(cpu_job).state == "RUNNING"
+        assert commands.job_info(head_job).state == "RUNNING"
+        assert commands.job_info(cpu_job).state == "RUNNING"
         assert _status(run, cid)["phase"] == "serving"
         out = _probe(run, launched, up.stdout)
         assert out["groups"] == {"cpu": [1], "head": [0]} and out["gpu_tasks"] == []

@@ -16,7 +16,7 @@ import pytest
 
 from syndeo.launcher.config import load_config
 from syndeo.launcher.spec import ClusterSpec
-from syndeo.launcher.targets.slurm import jobs
+from syndeo.launcher.targets.slurm import commands
 from syndeo.launcher.targets.slurm.render import render
 from syndeo.launcher.targets.slurm.target import SlurmTarget
 
@@ -37,7 +37,7 @@ def fake_sbatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_submit_hands_the_text_to_sbatch_on_stdin(fake_sbatch: Path) -> None:
     text = "#!/bin/bash\n#SBATCH --nodes=1\necho hi\n"
-    assert jobs.submit(text) == "4242"
+    assert commands.submit(text) == "4242"
     assert fake_sbatch.with_suffix(".argv").read_text().splitlines() == ["--parsable"]
     assert fake_sbatch.with_suffix(".stdin").read_text() == text
 

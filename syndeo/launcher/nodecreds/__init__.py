@@ -16,12 +16,12 @@ launcher's own long-lived keys (readable by every process of every node).  Now:
   A SAS cannot name a prefix in a flat namespace: it is the container's.  With an Azure AD
   (Entra) identity (a service principal, ``az login``, a managed identity): the same
   container SAS signed with a user delegation key the blob service gives that identity
-  (syndeo/launcher/azcreds.py), for the cluster's life but at most the key's seven days;
+  (syndeo/launcher/azure_sas.py), for the cluster's life but at most the key's seven days;
   the identity's own variables are not passed on.
 * **GCS**: a downscoped token (Credential Access Boundary: objects under the cluster's
   prefix, listing with it only) from Google's STS.  It lives an hour and only its source
   credential can renew it, which a node must not hold: the launcher renews it while the
-  cluster lives and hands it over sealed with the launch key (syndeo/launcher/gcscreds.py,
+  cluster lives and hands it over sealed with the launch key (syndeo/launcher/gcs_tokens.py,
   syndeo/rendezvous/gstoken.py).  An emulator without an STS: forwarded as before.
 
 The result replaces the forwarded credential variables; endpoints, region and proxy
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from syndeo.core.errors import ConfigError
-from syndeo.launcher import azcreds, gcscreds
+from syndeo.launcher.nodecreds import azure_sas, gcs_tokens
 from syndeo.rendezvous import passthrough_env
 from syndeo.rendezvous._cloud import parse_bucket_uri
 from syndeo.rendezvous.gstoken import EXPIRY_VAR, TOKEN_VAR
@@ -113,8 +113,8 @@ def node_credentials(
         return _aws(uri, cluster_id, lifetime_s, env, forwarded)
     if uri.startswith("az://"):
         return _azure(uri, lifetime_s, env, forwarded)
-    if uri.startswith("gs://") and not gcscreds.emulated(env):
-        own = gcscreds.node_env(uri, cluster_id, env, forwarded)
+    if uri.startswith("gs://") and not gcs_tokens.emulated(env):
+        own = gcs_tokens.node_env(uri, cluster_id, env, forwarded)
         kind = "scoped to the cluster's prefix (1-hour tokens the launcher renews)"
         return NodeCredentials(own, kind, names=[TOKEN_VAR, EXPIRY_VAR])
     return NodeCredentials(forwarded, "forwarded" if forwarded else "none")
@@ -181,12 +181,12 @@ def _azure(
     keep = {k: v for k, v in forwarded.items() if k not in _AZ_OWN and k != "AZURE_STORAGE_ACCOUNT"}
     container, _prefix = parse_bucket_uri(uri, "az")
     if key is None or account is None or url is None:
-        if (endpoint := azcreds.identity_endpoint(env)) is None:
+        if (endpoint := azure_sas.identity_endpoint(env)) is None:
             # A SAS of the user's own (forwarded as it is), or no credential at all.
             return NodeCredentials(forwarded, "forwarded" if forwarded else "none")
         # An Azure AD identity: a SAS signed with a key it is given, never the identity.
-        made = azcreds.user_delegation_sas(
-            endpoint, container, lifetime_s, azcreds.launcher_credential()
+        made = azure_sas.user_delegation_sas(
+            endpoint, container, lifetime_s, azure_sas.launcher_credential()
         )
         kind = f"a user-delegation SAS of container {container}" + (
             " (Azure's 7-day limit: the cluster may outlive it)" if made.capped else ""

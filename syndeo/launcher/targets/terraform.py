@@ -196,7 +196,7 @@ class TerraformTarget(Target):
         self.prepare(spec)  # local files, and what only the cloud can tell (image, types)
         if self.forward_credentials and self.cfg.node_credentials == "scoped":
             # Hosts without an identity of their own get credentials made for this cluster
-            # (its prefix, its life), not the launcher's own (syndeo/launcher/nodecreds.py).
+            # (its prefix, its life), not the launcher's own (syndeo/launcher/nodecreds/).
             self._node_creds = node_credentials(spec.rendezvous, spec.cluster_id, STS_MAX_S)
             if self.echo is not None and self._node_creds.kind != "none":
                 self.echo(f"{self.name}: {self._node_creds.describe()}")

@@ -25,7 +25,7 @@ from syndeo.launcher.nodecreds import STS_MAX_S, node_credentials
 from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
 from syndeo.launcher.state import home
 from syndeo.launcher.targets.base import Target
-from syndeo.launcher.targets.slurm import jobs
+from syndeo.launcher.targets.slurm import commands
 from syndeo.launcher.targets.slurm.render import RUNTIME_VARS, SlurmJob, render
 from syndeo.launcher.targets.slurm.settings import JobShape, SlurmSettings
 from syndeo.rendezvous import gstoken, passthrough_env
@@ -81,7 +81,7 @@ class SlurmTarget(Target):
         # script (on disk, in Slurm's state, in --dry-run) names them only.
         env.update({k: f"@@{k}@@" for k in spec.passthrough_names()})
         # The launch key the same way, but it is no variable of the launcher's own: sbatch
-        # gets it in its environment (jobs.submit), the script names it only.
+        # gets it in its environment (commands.submit), the script names it only.
         secret_env = {}
         if LAUNCH_KEY_VAR in env:
             secret_env[LAUNCH_KEY_VAR] = env[LAUNCH_KEY_VAR]
@@ -145,7 +145,7 @@ class SlurmTarget(Target):
         the rendezvous is touched or anything is submitted."""
         if spec.layout is None:
             _check_image(spec.image)
-            jobs.check_partition(self.settings.partition, spec.nodes)
+            commands.check_partition(self.settings.partition, spec.nodes)
             return
         for g in spec.layout.groups:
             if g.nodes > 0:
@@ -155,11 +155,11 @@ class SlurmTarget(Target):
         _check_image(g.container)
         settings = self._settings_of(g.name)
         try:
-            jobs.check_partition(settings.partition, nodes)
+            commands.check_partition(settings.partition, nodes)
         except ConfigError as exc:
             raise ConfigError(f"group {g.name!r}: {exc}") from None
         if g.gpus:
-            jobs.check_partition_gpus(
+            commands.check_partition_gpus(
                 settings.partition, settings.gres_name, g.gpus, nodes, f"group {g.name!r}"
             )
 
@@ -183,7 +183,7 @@ class SlurmTarget(Target):
         except BaseException:
             for entry in submitted:  # all groups or none
                 with contextlib.suppress(TargetError):
-                    jobs.cancel(entry["job_id"])
+                    commands.cancel(entry["job_id"])
             raise
         job_id = submitted[0]["job_id"]
         log = job.job_dir / f"slurm-{job_id}.out"
@@ -207,9 +207,9 @@ class SlurmTarget(Target):
         job = self._with_node_credentials(job)
         text = render(job)
         # A copy for the user (what ran), owner-only: it holds --run.  sbatch gets the
-        # text itself on stdin (jobs.submit), so nothing done to this file reaches the job.
+        # text itself on stdin (commands.submit), so nothing done to this file reaches the job.
         _write_private(job.job_dir / _script_name(job), text)
-        job_id = jobs.submit(text, env=job.secret_env, unset=job.unset_env)
+        job_id = commands.submit(text, env=job.secret_env, unset=job.unset_env)
         if self.echo is not None:
             what = f" (group {job.group}, {job.shape.nodes} node(s))" if job.group else ""
             self.echo(
@@ -223,7 +223,7 @@ class SlurmTarget(Target):
     def _with_node_credentials(self, job: SlurmJob) -> SlurmJob:
         """The job with credentials made for it (its cluster's prefix, its time limit)
         in place of the launcher's own: the script names them, sbatch gets the values
-        (syndeo/launcher/nodecreds.py).  Only real submissions make them: a dry run
+        (syndeo/launcher/nodecreds/).  Only real submissions make them: a dry run
         needs no credentials."""
         if self.cfg.node_credentials == "forward":
             return job  # the user chose to pass on their own (by reference, as always)
@@ -271,7 +271,7 @@ class SlurmTarget(Target):
         entries = [
             e for e in launched.data["groups"]
             if e["group"] == group and e["rank_base"] != 0
-            and not jobs.job_info(e["job_id"]).finished
+            and not commands.job_info(e["job_id"]).finished
         ]  # fmt: skip
         if not entries:
             raise ConfigError(f"group {group!r} has no running job to remove (the head stays)")
@@ -279,7 +279,7 @@ class SlurmTarget(Target):
         for e in sorted(entries, key=lambda e: -int(e["rank_base"])):
             if nodes is not None and removed >= nodes:
                 break
-            jobs.cancel(e["job_id"])
+            commands.cancel(e["job_id"])
             cancelled.append(str(e["job_id"]))
             removed += int(e["nodes"])
         return cancelled
@@ -328,8 +328,8 @@ class SlurmTarget(Target):
     def poll(self, launched: Launched) -> int | None:
         job_id = launched.data["job_id"]
         try:
-            info = jobs.job_info(job_id, on_retry=self._say)
-        except jobs.SlurmUnreachable as exc:
+            info = commands.job_info(job_id, on_retry=self._say)
+        except commands.SlurmUnreachable as exc:
             # Not seeing the job says nothing about the job: it keeps running and must
             # never be cancelled for our blindness.  ``stop`` reads this mark.
             launched.data["unobserved"] = True
@@ -343,13 +343,13 @@ class SlurmTarget(Target):
         if info.state == "RUNNING" and info.nodes and not launched.data.get("hosts"):
             # Which node runs which rank, recorded while all are there: a lost node
             # leaves the job's node list (--no-kill), and its replacement must avoid it.
-            launched.data["hosts"] = jobs.hostnames(info.nodes)
+            launched.data["hosts"] = commands.hostnames(info.nodes)
         self._report(info, launched)
-        if info.state == "RUNNING" and info.batch_host and jobs.node_down(info.batch_host):
+        if info.state == "RUNNING" and info.batch_host and commands.node_down(info.batch_host):
             # With --no-kill Slurm keeps a job whose batch host (rank 0, the head) died
             # RUNNING until its time limit: nothing can finish it any more, so end it.
             self._head_lost = info.batch_host
-            jobs.cancel(info.job_id)
+            commands.cancel(info.job_id)
             return 1
         if not info.finished:
             return None
@@ -366,14 +366,14 @@ class SlurmTarget(Target):
             listed = " ".join(ids)
             self._say(f"slurm: job(s) {listed} left running (not cancelled): `scancel {listed}`")
             return
-        running = [j for j in ids if not jobs.job_info(j, on_retry=self._say).finished]
+        running = [j for j in ids if not commands.job_info(j, on_retry=self._say).finished]
         for job_id in running:
-            jobs.cancel(job_id)
+            commands.cancel(job_id)
 
         # proctrack/cgroup ends every process of the job (daemonised ones too);
         # wait until Slurm says so, so "stopped" means nothing is left.
         def all_ended() -> bool | None:
-            running[:] = [j for j in running if not jobs.job_info(j).finished]
+            running[:] = [j for j in running if not commands.job_info(j).finished]
             return True if not running else None
 
         if running:
@@ -381,8 +381,8 @@ class SlurmTarget(Target):
 
     def describe(self, launched: Launched) -> str:
         try:
-            info = jobs.job_info(launched.data["job_id"], deadline_s=30.0)
-        except jobs.SlurmUnreachable as exc:
+            info = commands.job_info(launched.data["job_id"], deadline_s=30.0)
+        except commands.SlurmUnreachable as exc:
             return f"Slurm job {launched.data['job_id']}: {exc}; log: {launched.data['log']}"
         why = _WHY.get(info.state)
         if self._head_lost:
@@ -401,7 +401,7 @@ class SlurmTarget(Target):
         if self.echo is not None:
             self.echo(f"slurm: {line}" if not line.startswith("slurm: ") else line)
 
-    def _report(self, info: jobs.JobInfo, launched: Launched) -> None:
+    def _report(self, info: commands.JobInfo, launched: Launched) -> None:
         if self.echo is None:
             return
         state = f"{info.state}:{info.reason}:{info.restarts}"
@@ -419,8 +419,8 @@ class SlurmTarget(Target):
                 self.echo(line)
         for entry in launched.data.get("groups", [])[1:]:
             # Other groups' jobs queue on their own: say when each starts or ends.
-            with contextlib.suppress(jobs.SlurmUnreachable):
-                g = jobs.job_info(entry["job_id"], deadline_s=5.0)
+            with contextlib.suppress(commands.SlurmUnreachable):
+                g = commands.job_info(entry["job_id"], deadline_s=5.0)
                 if self._group_states.get(g.job_id) != g.state:
                     self._group_states[g.job_id] = g.state
                     self.echo(f"slurm: group {entry['group']} job {g.job_id} {g.state.lower()}")
@@ -500,7 +500,7 @@ def _error_tail(log: Path) -> str:
     return ""
 
 
-def _exit_code(info: jobs.JobInfo, job_dir: Path, attempt: int) -> int:
+def _exit_code(info: commands.JobInfo, job_dir: Path, attempt: int) -> int:
     if info.state == "COMPLETED":
         return info.exit_code
     if info.state == "UNKNOWN":
