@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+# Another user plants directories and links at our paths: that user needs root to act as.
+pytestmark = pytest.mark.root
+
 ROOT = Path(__file__).resolve().parents[2]
 CI_PYTHON = ROOT / ".venv" / "ci-user" / "bin" / "python"  # scripts/setup.d/slurm.sh
 VICTIM, OTHER = "syndeo-ci", "syndeo-ci2"

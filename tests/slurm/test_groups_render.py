@@ -10,6 +10,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from syndeo.launcher.config import load_config
 from syndeo.launcher.spec import ClusterSpec
 from syndeo.launcher.targets.slurm.render import render
@@ -76,6 +78,7 @@ def test_grown_nodes_golden() -> None:
     assert "#SBATCH --nodes=2" in text and "export SYNDEO_GROUP=gpu" in text
 
 
+@pytest.mark.root  # the container command names a user to run as, which needs root
 def test_container_gpu_group_keeps_slurms_devices() -> None:
     """--nv only for the GPU group, and Slurm's CUDA_VISIBLE_DEVICES survives --cleanenv.
 

@@ -83,6 +83,7 @@ def test_gpu_settings_pass_through() -> None:
     assert "#SBATCH --gpus-per-task=1" in per_task and "--gres" not in per_task
 
 
+@pytest.mark.root  # the container command names a user to run as, which needs root
 def test_container_launch_line(tmp_path: Path) -> None:
     """In a container, the node runs what ``syndeo.launcher.command.node_command`` says, plus --nv.
 
