@@ -98,6 +98,8 @@ def _inputs(variables: list[tuple[str, dict[str, Any]]]) -> list[str]:
     lines = ["| Name | Type | Default | Description |", "|---|---|---|---|"]
     for name, body in variables:
         kind = f"`{_type(body.get('type', 'any'))}`"
+        if kind.startswith("`object({"):
+            kind = "`object` (its attributes below)"  # too long for a cell
         if body.get("sensitive") is True:
             kind += " (sensitive)"
         default = f"`{_expr(body['default'])}`" if "default" in body else "required"
@@ -106,10 +108,58 @@ def _inputs(variables: list[tuple[str, dict[str, Any]]]) -> list[str]:
     return lines
 
 
+def _attributes(module: Path, variable: str) -> list[str]:
+    """A table of an object variable's attributes, read from its ``type = object({...})``
+    in the source: each attribute's type and ``optional()`` default, and the ``#`` comment
+    lines above it as its description (python-hcl2 drops comments)."""
+    text = (module / "variables.tf").read_text()
+    start = text.index(f'variable "{variable}" {{')
+    body = text[text.index("type = object({", start) + len("type = object({") :]
+    lines = ["| Attribute | Type | Default | Description |", "|---|---|---|---|"]
+    comment: list[str] = []
+    pending = ""
+    for line in body.splitlines():
+        if not pending and line.startswith("  })"):
+            break
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if not pending and stripped.startswith("#"):
+            comment.append(stripped.lstrip("#").strip())
+            continue
+        pending += (", " if pending else "") + stripped
+        if pending.count("(") + pending.count("{") + pending.count("[") > (
+            pending.count(")") + pending.count("}") + pending.count("]")
+        ):
+            continue  # an attribute over several lines
+        name, expr = (part.strip() for part in pending.split("=", 1))
+        pending = ""
+        default = "required"
+        if expr.startswith("optional(") and expr.endswith(")"):
+            parts = _split_top(expr[len("optional(") : -1])
+            expr, default = parts[0], f"`{parts[1]}`" if len(parts) > 1 else "`null`"
+        kind = _type(re.sub(r",\s*}\)", "})", re.sub(r"\(\{,\s*", "({", expr)))
+        lines.append(
+            f"| `{name}` | {_cell(f'`{kind}`')} | {_cell(default)} | {_cell(' '.join(comment))} |"
+        )
+        comment = []
+    return lines
+
+
 def tables(module: Path) -> str:
     """The generated Markdown for one module (markers included)."""
     variables = _blocks(module, "variable")
     lines = [BEGIN, "## Inputs", "", *_inputs(variables)]
+    if module.name == "node" and module.parent.name == "modules":
+        lines += [
+            "",
+            "### `node`",
+            "",
+            "The attributes of `node`, the one object of node settings "
+            "(the cloud and ssh modules take the same object and pass it on):",
+            "",
+        ]
+        lines += _attributes(module, "node")
     # deploy/: the root the launcher applies passes every variable on, and may add its own.
     known = {name for name, _ in variables}
     extra = [(n, b) for n, b in _blocks(module / "deploy", "variable") if n not in known]

@@ -105,6 +105,7 @@ def test_target_has_the_common_verbs_and_no_node_logic(name: str) -> None:
 
 VM_HOOKS = {
     "machine_vars",
+    "node_vars",
     "machine_summary",
     "prepare",
     "grown_nodes",

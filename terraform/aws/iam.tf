@@ -1,9 +1,9 @@
 # The nodes' identity: an instance profile whose role may list, read, write and delete
-# objects under <prefix>/<cluster_name>/ of the rendezvous bucket, and nothing else.
+# objects under <prefix>/<cluster_id>/ of the rendezvous bucket, and nothing else.
 
 resource "aws_iam_role" "nodes" {
-  name_prefix = "syndeo-${substr(var.cluster_name, 0, 24)}-"
-  description = "Syndeo ${var.cluster_name} nodes: rendezvous prefix only"
+  name_prefix = "syndeo-${substr(local.cluster_id, 0, 24)}-"
+  description = "Syndeo ${local.cluster_id} nodes: rendezvous prefix only"
   # Caps whatever the role is ever given (deployer-policy.json creates roles only with it).
   # Created with the syndeo-cluster tag (local.tags) as well: deployer-policy.json passes
   # (iam:PassRole) only roles so tagged and lets a deployer tag no existing role so.
@@ -54,7 +54,7 @@ resource "aws_iam_role_policy_attachment" "ssm" {
 }
 
 resource "aws_iam_instance_profile" "nodes" {
-  name_prefix = "syndeo-${substr(var.cluster_name, 0, 24)}-"
+  name_prefix = "syndeo-${substr(local.cluster_id, 0, 24)}-"
   role        = aws_iam_role.nodes.name
   tags        = local.tags
 }

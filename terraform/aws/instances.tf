@@ -2,19 +2,18 @@
 # passed through unchanged (base64 only because that attribute keeps the bytes in
 # state, which the offline test compares).
 
-# Why for_each keyed by rank and not count: `grow` adds nodes (var.grown, ranks past
+# Why for_each keyed by rank and not count: `grow` adds nodes (node.grown, ranks past
 # node_count) and `shrink` removes any of them, so instances are addressed by their
 # rank ("0", "1", ..., "12"): removing rank 12 never shifts rank 13 to another
 # address, as count would (replacing a running node).  Not keyed by group either: a
 # rank is an index everywhere (the node module renders user-data, env and groups as
 # lists by rank; node_ips/node_ids are read by rank), so the outputs stay lists by rank.
 locals {
-  group_of_name = { for g in var.groups : g.name => g }
   # Every node keyed by its rank: the cluster's own ranks, then the nodes `grow` added.
   machines = module.nodes.machines
   # Per node: its group's instance_type, else the top-level instance_type.
   machine_types = { for k, m in local.machines :
-    k => m.group == null ? var.instance_type : coalesce(local.group_of_name[m.group].instance_type, var.instance_type)
+    k => m.group == null ? var.instance_type : lookup(var.group_instance_types, m.group, var.instance_type)
   }
   # The cluster's own ranks in rank order (output instance_types).
   instance_types = [for i, _ in module.nodes.groups : local.machine_types[tostring(i)]]

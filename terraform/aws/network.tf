@@ -43,8 +43,8 @@ data "aws_ec2_instance_type_offerings" "zones" {
 
 locals {
   # Every type a node may get: each group's (else instance_type), or instance_type.
-  cluster_instance_types = distinct(length(var.groups) == 0 ? [var.instance_type] :
-  [for g in var.groups : coalesce(g.instance_type, var.instance_type)])
+  cluster_instance_types = distinct(length(try(var.node.groups, [])) == 0 ? [var.instance_type] :
+  [for g in var.node.groups : lookup(var.group_instance_types, g.name, var.instance_type)])
   # The reply is one (location, type) pair per offering, as parallel lists.
   offerings = var.zone != null ? [] : [for i, z in data.aws_ec2_instance_type_offerings.zones[0].locations :
   { zone = z, type = data.aws_ec2_instance_type_offerings.zones[0].instance_types[i] }]
@@ -105,7 +105,7 @@ resource "aws_vpc_endpoint" "s3" {
 
 resource "aws_security_group" "nodes" {
   name        = "${local.name}-nodes"
-  description = "Syndeo ${var.cluster_name}: Ray between the cluster's own nodes only"
+  description = "Syndeo ${local.cluster_id}: Ray between the cluster's own nodes only"
   vpc_id      = aws_vpc.this.id
   tags        = merge(local.tags, { Name = "${local.name}-nodes" })
   # Rules are separate resources below (inline rules hide world-open entries from scanners).
@@ -161,7 +161,7 @@ resource "aws_vpc_security_group_ingress_rule" "admin_ssh" {
 resource "aws_security_group" "endpoints" {
   count       = var.ssm_endpoints ? 1 : 0
   name        = "${local.name}-endpoints"
-  description = "Syndeo ${var.cluster_name}: SSM interface endpoints, HTTPS from the nodes"
+  description = "Syndeo ${local.cluster_id}: SSM interface endpoints, HTTPS from the nodes"
   vpc_id      = aws_vpc.this.id
   tags        = merge(local.tags, { Name = "${local.name}-endpoints" })
 }

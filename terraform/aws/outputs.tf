@@ -14,7 +14,7 @@ output "node_ids" {
 }
 
 output "rendezvous_uri" {
-  description = "Rendezvous URI the nodes use; records are under <uri>/<cluster_name>/."
+  description = "Rendezvous URI the nodes use; records are under <uri>/<node.cluster_id>/."
   value       = local.rendezvous_uri
 }
 
@@ -31,4 +31,10 @@ output "instance_types" {
 output "node_groups" {
   description = "Group name by rank (null without groups)."
   value       = module.nodes.groups
+  # Terraform drops an object's unknown attributes when it converts it to the node
+  # module's type: a misspelt setting would be ignored without this.
+  precondition {
+    condition     = length(setsubtract(keys(var.node), module.nodes.setting_names)) == 0
+    error_message = "node: no such setting: ${join(", ", setsubtract(keys(var.node), module.nodes.setting_names))} (terraform/modules/node/README.md lists them)."
+  }
 }

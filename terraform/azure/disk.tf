@@ -10,7 +10,7 @@ locals {
   # Standard SSD.
   premium_capable = "^Standard_[A-Z]+[0-9]+(-[0-9]+)?[a-z]*s[a-z]*(_|$)|^Standard_(DS|GS)[0-9]"
   cluster_machine_types = distinct(concat([var.instance_type],
-  [for g in var.groups : g.instance_type if g.instance_type != null]))
+  values(var.group_instance_types)))
   # disk_type set: that type for every node (you know your sizes better).
   os_disk_type = { for t in local.cluster_machine_types :
     t => coalesce(var.disk_type, can(regex(local.premium_capable, t)) ? "Premium_LRS" : "StandardSSD_LRS")

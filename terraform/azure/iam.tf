@@ -15,7 +15,7 @@ resource "azurerm_user_assigned_identity" "nodes" {
 # in a shared container.  The path is what syndeo/rendezvous/_cloud.py keys every record
 # under (<prefix>/<cluster>/, or <cluster>/ at the container's root).
 locals {
-  node_blob_prefix = local.prefix == "" ? "${var.cluster_name}/" : "${local.prefix}/${var.cluster_name}/"
+  node_blob_prefix = local.prefix == "" ? "${local.cluster_id}/" : "${local.prefix}/${local.cluster_id}/"
   # An Azure ABAC role-assignment condition (version 2.0).  Its syntax is from Microsoft's
   # docs: "Azure role assignment condition format and syntax" (conditions-format.md) and
   # "Example Azure role assignment conditions for Blob Storage" (storage-auth-abac-examples.md:
@@ -60,7 +60,7 @@ resource "azurerm_role_assignment" "nodes_container" {
   role_definition_name = "Storage Blob Data Contributor"
   principal_id         = azurerm_user_assigned_identity.nodes.principal_id
   principal_type       = "ServicePrincipal"
-  description          = "Syndeo ${var.cluster_name} nodes: this cluster's prefix of the rendezvous container only"
+  description          = "Syndeo ${local.cluster_id} nodes: this cluster's prefix of the rendezvous container only"
   # azurerm_role_assignment's own arguments for it (condition, condition_version: the
   # provider docs; "2.0" is the version of the syntax above).
   condition         = local.node_blob_condition
@@ -73,6 +73,6 @@ resource "azurerm_role_assignment" "deployer_container" {
   scope                = local.container_scope
   role_definition_name = "Storage Blob Data Contributor"
   principal_id         = data.azurerm_client_config.current.object_id
-  description          = "Syndeo ${var.cluster_name}: the deploying principal collects results"
+  description          = "Syndeo ${local.cluster_id}: the deploying principal collects results"
   depends_on           = [azurerm_storage_container.rendezvous]
 }

@@ -1,7 +1,7 @@
 # One VM per rank.  Its custom data (what cloud-init reads on Azure) is module.nodes'
 # rendering for that rank, passed through unchanged (base64 because the API takes it so).
 
-# Why for_each keyed by rank and not count: `grow` adds nodes (var.grown, ranks past
+# Why for_each keyed by rank and not count: `grow` adds nodes (node.grown, ranks past
 # node_count) and `shrink` removes any of them, so each rank's VM, NIC and NIC-to-ASG
 # association are addressed by the rank ("0", "1", ..., "12"): removing rank 12 never
 # shifts rank 13 to another address, as count would (replacing a running node).  Not
@@ -9,12 +9,11 @@
 # user-data, env and groups as lists by rank; node_ips/node_ids are read by rank), so
 # the outputs stay lists by rank.
 locals {
-  group_of_name = { for g in var.groups : g.name => g }
   # Every node keyed by its rank: the cluster's own ranks, then the nodes `grow` added.
   machines = module.nodes.machines
   # Per node: its group's instance_type, else the top-level instance_type.
   machine_types = { for k, m in local.machines :
-    k => m.group == null ? var.instance_type : coalesce(local.group_of_name[m.group].instance_type, var.instance_type)
+    k => m.group == null ? var.instance_type : lookup(var.group_instance_types, m.group, var.instance_type)
   }
   # The cluster's own ranks in rank order (output instance_types).
   instance_types = [for i, _ in module.nodes.groups : local.machine_types[tostring(i)]]

@@ -5,7 +5,9 @@
 data "azurerm_client_config" "current" {}
 
 locals {
-  name           = "syndeo-${var.cluster_name}"
+  # Names every resource and scopes the rendezvous records (node.cluster_id).
+  cluster_id     = var.node.cluster_id
+  name           = "syndeo-${local.cluster_id}"
   prefix         = var.rendezvous_prefix
   rendezvous_uri = "az://${var.bucket_name}/${local.prefix}"
   # A created account gets a name unique per subscription and container (3-24 a-z0-9).
@@ -19,7 +21,7 @@ locals {
     ? "/subscriptions/${data.azurerm_client_config.current.subscription_id}/resourceGroups/${local.rg_name}/providers/Microsoft.Storage/storageAccounts/${local.storage_account}"
   : data.azurerm_storage_account.existing[0].id)
   tags = merge(var.labels, {
-    syndeo-cluster = var.cluster_name
+    syndeo-cluster = local.cluster_id
   })
 }
 
@@ -49,41 +51,21 @@ moved {
 }
 
 module "nodes" {
-  source                   = "../modules/node"
-  cluster_id               = var.cluster_name
-  node_count               = var.node_count
-  rendezvous               = local.rendezvous_uri
-  target                   = "azure"
-  cpus_per_node            = var.cpus_per_node
-  gpus_per_node            = var.gpus_per_node
-  memory_mb_per_node       = var.memory_mb_per_node
-  object_store_mb_per_node = var.object_store_mb_per_node
-  join_timeout_s           = var.join_timeout_s
-  run                      = var.run
-  not_before               = var.not_before
-  image_path               = var.image_path
-  image_digest             = var.image_digest
-  spot_notices             = var.spot ? "azure" : null
-  dashboard                = var.dashboard
-  # The node module shapes each rank from its group; the instance type is this
-  # module's business (instances.tf), so it is left out here.
-  groups = [for g in var.groups : {
-    name      = g.name
-    nodes     = g.nodes
-    cpus      = g.cpus
-    gpus      = g.gpus
-    memory_mb = g.memory_mb
-    min_nodes = g.min_nodes
-  }]
-  # Nodes `grow` added (ranks past node_count): rendered like the cluster's own
-  # (output grown); each gets its VM in instances.tf.
-  grown = [for g in var.grown : { rank = g.rank, group = g.group }]
+  source = "../modules/node"
+  # The caller's node settings, with what only this module knows.
+  node = merge(var.node, {
+    rendezvous = local.rendezvous_uri
+    target     = "azure"
+    image_path = var.image_path
+    # Spot VMs' nodes watch their cloud's interruption notice (syndeo/node/preemption.py).
+    spot_notices = var.spot ? "azure" : null
+  })
   # The az:// backend finds the account by name and signs in with the VM's
   # user-assigned identity (DefaultAzureCredential -> managed identity by client id).
-  extra_env = merge({
+  target_env = {
     AZURE_STORAGE_ACCOUNT = local.storage_account
     AZURE_CLIENT_ID       = azurerm_user_assigned_identity.nodes.client_id
-  }, var.extra_env)
+  }
   # Sensitive: plans and logs show it as (sensitive value).
   launch_key = var.launch_key
 }

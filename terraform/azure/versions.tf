@@ -1,5 +1,5 @@
 terraform {
-  # 1.9: validation of var.groups refers to var.node_count (and modules/node needs 1.9).
+  # 1.9: validation of var.group_instance_types refers to var.node (and modules/node needs 1.9).
   required_version = ">= 1.9"
   required_providers {
     azurerm = {

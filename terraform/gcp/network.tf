@@ -26,7 +26,7 @@ resource "google_compute_firewall" "ray" {
   project     = var.project
   name        = "${local.name}-ray"
   network     = google_compute_network.this.id
-  description = "Syndeo ${var.cluster_name}: Ray between the cluster's own nodes only"
+  description = "Syndeo ${local.cluster_id}: Ray between the cluster's own nodes only"
   direction   = "INGRESS"
   priority    = 1000
   allow {
@@ -42,7 +42,7 @@ resource "google_compute_firewall" "admin_ssh" {
   project       = var.project
   name          = "${local.name}-admin-ssh"
   network       = google_compute_network.this.id
-  description   = "Syndeo ${var.cluster_name}: SSH from admin_cidrs (e.g. IAP's 35.235.240.0/20)"
+  description   = "Syndeo ${local.cluster_id}: SSH from admin_cidrs (e.g. IAP's 35.235.240.0/20)"
   direction     = "INGRESS"
   priority      = 1000
   source_ranges = var.admin_cidrs

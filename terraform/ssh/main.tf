@@ -4,7 +4,12 @@
 # ../modules/node, the same module the cloud targets use.
 
 locals {
-  digest_hex   = var.image_digest == null ? null : trimprefix(var.image_digest, "sha256:")
+  # The caller's node settings: sensitive as a whole (extra_env may hold credentials),
+  # never shown by this module, which only passes them on (as it did extra_env alone).
+  node         = nonsensitive(var.node)
+  image_digest = try(local.node.image_digest, null)
+  grown        = try(local.node.grown, [])
+  digest_hex   = local.image_digest == null ? null : trimprefix(local.image_digest, "sha256:")
   image_remote = var.image == null ? null : "${var.remote_image_dir}/${local.digest_hex}.sif"
   # connect_timeout ("30s", "2m") in seconds, as ssh's ConnectTimeout takes it.
   connect_s = endswith(var.connect_timeout, "m") ? tonumber(trimsuffix(var.connect_timeout, "m")) * 60 : tonumber(trimsuffix(var.connect_timeout, "s"))
@@ -22,37 +27,21 @@ locals {
 # positions, so that growing or shrinking never moves a running node to another
 # resource address.
 locals {
-  grown_hosts = { for g in var.grown : tostring(g.rank) => g }
-  machines = { for k, m in module.nodes.machines : k => merge(m, tonumber(k) < var.node_count
+  grown_hosts = { for g in local.grown : tostring(g.rank) => g }
+  machines = { for k, m in module.nodes.machines : k => merge(m, tonumber(k) < local.node.node_count
     ? { host = var.hosts[tonumber(k)], host_key = var.host_keys[tonumber(k)] }
   : { host = local.grown_hosts[k].host, host_key = local.grown_hosts[k].host_key }) }
 }
 
 module "nodes" {
   source = "../modules/node"
-
-  cluster_id               = var.cluster_name
-  node_count               = var.node_count
-  rendezvous               = var.rendezvous
-  target                   = "ssh"
-  cpus_per_node            = var.cpus_per_node
-  gpus_per_node            = var.gpus_per_node
-  memory_mb_per_node       = var.memory_mb_per_node
-  groups                   = var.groups
-  dashboard                = var.dashboard
-  grown                    = [for g in var.grown : { rank = g.rank, group = g.group, node_ip = g.node_ip }]
-  object_store_mb_per_node = var.object_store_mb_per_node
-  join_timeout_s           = var.join_timeout_s
-  run                      = var.run
-  workdir                  = var.workdir
-  not_before               = var.not_before
-  scratch_dir              = var.scratch_dir
-  node_ips                 = var.node_ips
-  image_path               = local.image_remote
-  image_digest             = var.image_digest
-  python                   = var.python
-  host_dir                 = var.host_dir
-  extra_env                = nonsensitive(var.extra_env)
+  # The caller's node settings, with what only this module knows: the image's path
+  # on the hosts (its upload, below) and each grown node without its host.
+  node = merge(local.node, {
+    target     = "ssh"
+    image_path = local.image_remote
+    grown      = [for g in local.grown : { rank = g.rank, group = g.group, node_ip = try(g.node_ip, null) }]
+  })
   # Sensitive: plans and logs show it as (sensitive value).
   launch_key = var.launch_key
 }
@@ -81,7 +70,7 @@ resource "terraform_data" "image" {
   for_each   = var.image == null ? {} : local.machines
   depends_on = [terraform_data.reach]
 
-  triggers_replace = [each.value.host, var.image_digest]
+  triggers_replace = [each.value.host, local.image_digest]
 
   provisioner "local-exec" {
     command = "${path.module}/upload-image.sh"

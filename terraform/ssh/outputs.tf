@@ -15,7 +15,7 @@ output "node_ids" {
 
 output "rendezvous_uri" {
   description = "Where the nodes meet."
-  value       = var.rendezvous
+  value       = local.node.rendezvous
 }
 
 output "host_dirs" {
@@ -25,10 +25,16 @@ output "host_dirs" {
 
 output "grown_hosts" {
   description = "The nodes grow added, rank => host."
-  value       = { for g in var.grown : tostring(g.rank) => g.host }
+  value       = { for g in local.grown : tostring(g.rank) => g.host }
 }
 
 output "node_groups" {
   description = "Per rank, its group (null without groups)."
   value       = module.nodes.groups
+  # Terraform drops an object's unknown attributes when it converts it to the node
+  # module's type: a misspelt setting would be ignored without this.
+  precondition {
+    condition     = length(setsubtract(keys(local.node), module.nodes.setting_names)) == 0
+    error_message = "node: no such setting: ${join(", ", setsubtract(keys(local.node), module.nodes.setting_names))} (terraform/modules/node/README.md lists them)."
+  }
 }

@@ -40,7 +40,7 @@ def test_the_nodes_assignment_is_conditioned_on_the_clusters_prefix() -> None:
     prefix = hcl.unquote(_locals()["node_blob_prefix"])
     # <prefix>/<cluster>/ (or <cluster>/ at the root): the keys of syndeo/rendezvous/_cloud.py.
     assert prefix == (
-        '${local.prefix == "" ? "${var.cluster_name}/" : "${local.prefix}/${var.cluster_name}/"}'
+        '${local.prefix == "" ? "${local.cluster_id}/" : "${local.prefix}/${local.cluster_id}/"}'
     )
     condition = " ".join(str(hcl.unquote(_locals()["node_blob_condition"])).split())
     path_rule = f"@Resource[{ACTIONS}:path] StringStartsWith '${{local.node_blob_prefix}}'"

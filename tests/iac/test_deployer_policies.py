@@ -237,7 +237,7 @@ def test_the_module_sets_the_boundary_and_the_policy_names_it() -> None:
     role = iam.split('resource "aws_iam_role" "nodes"', 1)[1].split("\n}\n", 1)[0]
     assert re.search(r"\n\s*tags\s*=\s*local\.tags\n", role)
     main = (TF / "aws" / "main.tf").read_text()
-    assert re.search(r"syndeo-cluster\s*=\s*var\.cluster_name", main)
+    assert re.search(r"syndeo-cluster\s*=\s*local\.cluster_id", main)
     text = json.dumps(DEPLOYER)
     assert BOUNDARY_ARN in text
     # No statement grants iam:* or *:* anywhere.
@@ -334,7 +334,7 @@ def test_gcp_condition_holds_only_on_the_modules_own_network_firewalls_and_vms()
     the subnet a VM is put in) only of the names terraform/gcp gives them."""
     # The names the module gives (network.tf, instances.tf): all under local.name.
     main = (TF / "gcp" / "main.tf").read_text()
-    assert re.search(r'\n\s*name\s*=\s*"syndeo-\$\{var\.cluster_name\}"', main)
+    assert re.search(r'\n\s*name\s*=\s*"syndeo-\$\{local\.cluster_id\}"', main)
     net = (TF / "gcp" / "network.tf").read_text()
     names = re.findall(r"\n\s*name\s*=\s*(\S+)", net)
     assert names == ["local.name", '"${local.name}-nodes"', '"${local.name}-ray"',

@@ -67,12 +67,16 @@ def _tftest(cloud: str) -> tuple[str, int]:
     hyper, plain = (("c4-standard-8", "hyperdisk-balanced"), ("c3-standard-8", "pd-balanced"))
     if cloud == "azure":
         hyper, plain = (("Standard_D8s_v5", "Premium_LRS"), ("Standard_D8_v5", "StandardSSD_LRS"))
-    groups = [
-        {"name": "head", "nodes": 1, "cpus": 2, "gpus": 0},
-        {"name": "more", "nodes": 2, "cpus": 2, "gpus": 0, "instance_type": hyper[0]},
-    ]
-    runs.append(({"instance_type": plain[0], "groups": groups}, hyper[0], hyper[1]))
-    runs.append(({"instance_type": plain[0], "groups": groups}, plain[0], plain[1]))
+    node = {
+        **COMMON["node"],
+        "groups": [
+            {"name": "head", "nodes": 1, "cpus": 2, "gpus": 0},
+            {"name": "more", "nodes": 2, "cpus": 2, "gpus": 0},
+        ],
+    }
+    grouped = {"instance_type": plain[0], "node": node, "group_instance_types": {"more": hyper[0]}}
+    runs.append((grouped, hyper[0], hyper[1]))
+    runs.append((grouped, plain[0], plain[1]))
     t, forced = OVERRIDE[cloud]
     runs.append(({"instance_type": t, "disk_type": forced}, t, forced))
     for i, (variables, machine, want) in enumerate(runs):

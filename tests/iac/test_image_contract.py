@@ -43,16 +43,16 @@ def _installed(source: str) -> str:
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """terraform/modules/node's outputs for a 2-node cluster with its defaults (what the
-    cloud modules pass: they leave env_file_path, service_name and python alone)."""
+    cloud modules pass: their image_path; they leave env_file_path, service_name and python
+    alone)."""
     root = tmp_path_factory.mktemp("render")
+    image_path = hcl.unquote(hcl.variables(hcl.TERRAFORM / "aws")["image_path"]["default"])
     shutil.copytree(hcl.TERRAFORM / "modules" / "node", root / "node")
     (root / "main.tf").write_text(
         'module "nodes" {\n'
-        '  source     = "./node"\n'
-        '  cluster_id = "contract"\n'
-        "  node_count = 2\n"
-        '  rendezvous = "s3://bucket/syndeo"\n'
-        '  target     = "aws"\n'
+        '  source = "./node"\n'
+        '  node = { cluster_id = "contract", node_count = 2, rendezvous = "s3://bucket/syndeo",\n'
+        f'    target = "aws", image_path = "{image_path}" }}\n'
         "}\n"
         'output "user_data" {\n  value = module.nodes.user_data\n}\n'
         'output "env" {\n  value = module.nodes.env\n}\n'

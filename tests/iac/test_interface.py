@@ -1,6 +1,8 @@
-"""The three cloud modules share one interface: same variable names, types and defaults
-(and the same validation wherever the rule is not cloud-specific), the same outputs;
-every variable typed, described and validated; bounds as in syndeo/launcher/config.py."""
+"""The three cloud modules share one interface: the node settings as one object (node,
+declared and validated once, in terraform/modules/node), and machine variables with the
+same names, types and defaults (and the same validation wherever the rule is not
+cloud-specific), the same outputs; every variable typed, described and validated; bounds
+as in syndeo/launcher/config.py."""
 
 from __future__ import annotations
 
@@ -16,16 +18,14 @@ from syndeo.launcher.config import DeployConfig
 from tests.support import hcl
 
 SHARED = (
-    "cluster_name", "node_count", "instance_type", "image", "region", "zone", "spot",
-    "disk_size_gb", "network_cidr", "create_bucket", "bucket_name", "bucket_versioning",
-    "rendezvous_prefix", "record_expiry_days", "labels", "admin_cidrs",
-    # passed through to terraform/modules/node
-    "cpus_per_node", "gpus_per_node", "memory_mb_per_node", "object_store_mb_per_node",
-    "join_timeout_s", "run", "not_before", "image_path", "image_digest", "extra_env",
-    "groups", "dashboard", "grown",
+    "node", "launch_key", "instance_type", "group_instance_types", "image", "region", "zone",
+    "spot", "disk_size_gb", "network_cidr", "create_bucket", "bucket_name", "bucket_versioning",
+    "rendezvous_prefix", "record_expiry_days", "labels", "admin_cidrs", "image_path",
 )  # fmt: skip
 # What a cloud names differently (machine type, image id, region/zone names).
-CLOUD_SPECIFIC_RULES = {"instance_type", "image", "region", "zone"}
+CLOUD_SPECIFIC_RULES = {"instance_type", "group_instance_types", "image", "region", "zone"}
+# Validated where it is declared: terraform/modules/node.
+PASSED_ON = {"node"}
 OUTPUTS = {"head_ip", "node_ips", "node_ids", "rendezvous_uri", "bucket_name",
            "instance_types", "node_groups"}  # fmt: skip
 MISSING = object()
@@ -55,15 +55,9 @@ def test_same_type_and_default(name: str) -> None:
     assert len(set(map(repr, sigs.values()))) == 1, f"{name} differs: {sigs}"
 
 
-def _shared_rules(name: str, body: dict[str, Any]) -> list[Any]:
-    # A group's instance_type follows its cloud's format; every other groups rule is shared.
-    rules = _rules(body)
-    return [r for r in rules if "instance_type" not in str(r)] if name == "groups" else rules
-
-
-@pytest.mark.parametrize("name", sorted(set(SHARED) - CLOUD_SPECIFIC_RULES))
+@pytest.mark.parametrize("name", sorted(set(SHARED) - CLOUD_SPECIFIC_RULES - PASSED_ON))
 def test_same_validation(name: str) -> None:
-    rules = {cloud: _shared_rules(name, v[name]) for cloud, v in _vars().items() if name in v}
+    rules = {cloud: _rules(v[name]) for cloud, v in _vars().items() if name in v}
     assert len(set(map(repr, rules.values()))) == 1, f"{name} validated differently: {rules}"
     if hcl.unquote(_vars()["aws"][name]["type"]) != "bool":
         assert all(rules.values()), f"{name}: no rule left to compare"
@@ -80,22 +74,31 @@ def test_group_instance_type_has_the_clouds_own_format(cloud: str) -> None:
     """A group's instance_type is checked by the same pattern as the top-level one."""
     variables = _vars()[cloud]
     [own] = _rules(variables["instance_type"])
-    group_rules = [r for r in _rules(variables["groups"]) if "instance_type" in str(r)]
+    group_rules = [r for r in _rules(variables["group_instance_types"]) if "regex" in str(r)]
     assert len(group_rules) == 1, group_rules
     assert _regex(group_rules[0]) == _regex(own)
-    assert "g.instance_type == null" in str(group_rules[0])  # null: the top-level type
-    assert "instance_type = optional(string)" in variables["groups"]["type"]
 
 
-def test_group_rules_are_the_node_modules() -> None:
-    """What terraform/modules/node refuses, the cloud modules refuse first, with its words."""
-    node = hcl.variables(hcl.TERRAFORM / "modules" / "node")["groups"]
-    node_rules = [(hcl.unquote(v["condition"]), hcl.unquote(v["error_message"]))
-                  for v in node["validation"]]  # fmt: skip
-    aws = _vars()["aws"]["groups"]
-    aws_rules = [(hcl.unquote(v["condition"]), hcl.unquote(v["error_message"]))
-                 for v in aws["validation"]]  # fmt: skip
-    assert node_rules and all(rule in aws_rules for rule in node_rules)
+NODE_SETTINGS = set(
+    re.findall(r"(?m)^    (\w+) += ", (hcl.NODE_MODULE / "variables.tf").read_text())
+)
+
+
+@pytest.mark.parametrize("module", [*hcl.CLOUDS, "ssh"])
+def test_node_settings_are_declared_once(module: str) -> None:
+    """The node settings are attributes of the one node object, typed and validated in
+    terraform/modules/node; a cloud or ssh module declares none of them again and passes
+    the object on untyped (the node module types it)."""
+    assert {"cluster_id", "run", "join_timeout_s", "groups", "extra_env"} <= NODE_SETTINGS
+    variables = hcl.variables(hcl.TERRAFORM / module)
+    # image_path: a cloud's machine image layout (where packer/cloud installs the SIF).
+    again = sorted(NODE_SETTINGS & set(variables) - {"image_path"})
+    assert not again, f"terraform/{module} declares node settings {again} of its own"
+    assert hcl.unquote(variables["node"]["type"]) in ("any", "${any}")
+    assert "default" not in variables["node"]
+    node = hcl.variables(hcl.NODE_MODULE)["node"]
+    assert hcl.unquote(node["type"]).startswith("${object(")
+    assert node.get("nullable") is False and len(node["validation"]) >= 20
 
 
 @pytest.mark.parametrize("cloud", hcl.CLOUDS)
@@ -103,15 +106,14 @@ def test_every_variable_typed_described_validated(cloud: str) -> None:
     for name, body in _vars()[cloud].items():
         assert body.get("type"), f"{cloud}: variable {name} has no type"
         assert len(str(hcl.unquote(body.get("description", "")))) > 10, f"{cloud}: {name}"
-        if hcl.unquote(body["type"]) != "bool":
+        if hcl.unquote(body["type"]) != "bool" and name not in PASSED_ON:
             assert body.get("validation"), f"{cloud}: variable {name} has no validation"
 
 
 def test_required_inputs_have_no_default() -> None:
     """No default image, bucket or region: those are the user's."""
     for cloud, variables in _vars().items():
-        for name in ("cluster_name", "node_count", "instance_type", "image", "region",
-                     "bucket_name"):  # fmt: skip
+        for name in ("node", "instance_type", "image", "region", "bucket_name"):
             assert "default" not in variables[name], f"{cloud}: {name} must be required"
 
 
@@ -144,18 +146,22 @@ def _bounds(field: str) -> tuple[Any, Any]:
     ],
 )
 def test_bounds_match_config(variable: str, field: str) -> None:
-    """The same numbers bound the Terraform variable and syndeo/launcher/config.py's field (the
-    AWS terraform test shows the conditions behave; the texts are identical everywhere)."""
+    """The same numbers bound the node setting (terraform/modules/node) and
+    syndeo/launcher/config.py's field (test_validation.py shows the conditions behave)."""
     lo, hi = _bounds(field)
-    cond = " ".join(_rules(_vars()["aws"][variable]))
+    cond = " ".join(r for r in _node_rules() if f"var.node.{variable} " in r)
     numbers = {float(n) for n in re.findall(r"[<>]=?\s*(\d+(?:\.\d+)?)", cond)}
     for bound in (lo, hi):
         if bound is not None:
             assert float(bound) in numbers, f"{variable}: {bound} (config.py) not in {cond!r}"
 
 
+def _node_rules() -> list[str]:
+    return [str(r) for r in _rules(hcl.variables(hcl.NODE_MODULE)["node"])]
+
+
 def test_cluster_name_pattern_matches_config() -> None:
-    cond = _rules(_vars()["aws"]["cluster_name"])[0]
+    [cond] = [r for r in _node_rules() if "var.node.cluster_id" in r]
     assert CLUSTER_ID_RE.pattern.replace("\\", "\\\\") in cond or CLUSTER_ID_RE.pattern in cond
 
 

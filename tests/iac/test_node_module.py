@@ -36,7 +36,7 @@ def _plan_error(root: Path, inputs: dict[str, Any]) -> str | None:
     """The validation errors ``terraform plan`` gives for ``inputs`` (one line), or None."""
     shutil.copytree(NODE, root / "node", dirs_exist_ok=True)
     (root / "main.tf.json").write_text(
-        json.dumps({"module": {"n": {"source": "./node", **inputs}}})
+        json.dumps({"module": {"n": hcl.node_module_call("./node", inputs)}})
     )
     env = {**hcl.TF_ENV, "TF_DATA_DIR": str(root / ".terraform")}
     if not (root / ".terraform").exists():
@@ -159,7 +159,7 @@ def test_reserved_names_are_exactly_the_node_settings() -> None:
     """extra_env may not set what the module sets: the module's reserved list is the
     node contract (every NodeSettings field) plus the start script's own variables."""
     text = (NODE / "variables.tf").read_text()
-    block = text[text.index("setintersection(keys(var.extra_env), [") :]
+    block = text[text.index("setintersection(keys(var.node.extra_env), [") :]
     reserved = set(re.findall(r'"(SYNDEO_[A-Z_]+)"', block[: block.index("])")]))
     fields = {"SYNDEO_" + name.upper() for name in NodeSettings.model_fields}
     assert reserved == fields | {"SYNDEO_IMAGE", "SYNDEO_PYTHON", "SYNDEO_FORWARD_ENV"}

@@ -20,24 +20,16 @@ from tests.support import hcl
 from tests.support.tfvars import BASE, COMMON
 
 
-def _groups(*shapes: tuple[int, int], instance_type: str | None = None) -> list[dict[str, Any]]:
-    """[[groups]] as tfvars: (nodes, gpus) per group, named g0, g1, ...; the last one
-    gets ``instance_type``."""
-    out: list[dict[str, Any]] = [
+def _groups(*shapes: tuple[int, int]) -> list[dict[str, Any]]:
+    """node.groups as tfvars: (nodes, gpus) per group, named g0, g1, ..."""
+    return [
         {"name": f"g{i}", "nodes": nodes, "cpus": 2, "gpus": gpus}
         for i, (nodes, gpus) in enumerate(shapes)
     ]
-    out[-1]["instance_type"] = instance_type
-    return out
 
 
 # (variable, value, accepted[, other variables the case sets])
 SHARED_CASES: list[tuple[Any, ...]] = [
-    ("cluster_name", "a" * 40, True),
-    ("cluster_name", "a" * 41, False),
-    ("cluster_name", "-lead", False),
-    ("node_count", 4096, True),
-    ("node_count", 2.5, False),
     ("admin_cidrs", ["10.8.0.0/16", "fd00::/8"], True),
     ("admin_cidrs", ["10.8.0.0/16", "0.0.0.0/0"], False),
     ("admin_cidrs", ["::/0"], False),
@@ -56,47 +48,17 @@ SHARED_CASES: list[tuple[Any, ...]] = [
     ("disk_size_gb", 29, False),  # the baked image is 30 GiB: no cloud takes a smaller disk
     ("disk_size_gb", 30, True),
     ("record_expiry_days", 0, False),
-    ("cpus_per_node", 0, False),
-    ("gpus_per_node", 65, False),
-    ("object_store_mb_per_node", 79, False),
-    ("join_timeout_s", 0, False),
-    ("not_before", -1, False),
     ("image_path", "relative.sif", False),
-    ("image_digest", "sha256:" + "a" * 64, True),
-    ("image_digest", "md5:abc", False),
-    ("extra_env", {"AWS_ENDPOINT_URL_S3": "http://10.0.0.1:9000"}, True),
-    ("extra_env", {"SYNDEO_TLS": "1"}, True),  # node settings: refused by modules/node
-    ("extra_env", {"lower": "x"}, False),
-    # Groups (node_count = 3 in COMMON): the node module's rules, checked here first.
-    ("groups", [], True),
-    ("groups", _groups((1, 0), (2, 1)), True),
-    ("groups", _groups((1, 0), (1, 1)), False),  # 2 nodes, node_count 3
-    ("groups", _groups((0, 0), (3, 1)), False),  # the first group holds the head
-    ("groups", [{**g, "name": "g"} for g in _groups((1, 0), (2, 1))], False),  # a name twice
-    ("groups", [{**g, "name": "GPU"} for g in _groups((3, 1))], False),
-    ("groups", [{**g, "min_nodes": 4} for g in _groups((3, 0))], False),
-    ("groups", [{**g, "memory_mb": 255} for g in _groups((3, 0))], False),
-    ("groups", [{**g, "gpus": 65} for g in _groups((3, 0))], False),
-    ("dashboard", True, True),
-    # Nodes `grow` added (node_count = 3): past node_count, in a group, never twice.
-    ("grown", [], True),
+    # A group's own type: only for a group of node.groups (its format: the cloud's cases).
+    ("group_instance_types", {}, True),
     (
-        "grown",
-        [{"rank": 3, "group": "g1"}, {"rank": 9, "group": "g0"}],
-        True,
-        {"groups": _groups((1, 0), (2, 1))},
-    ),
-    ("grown", [{"rank": 2, "group": "g1"}], False, {"groups": _groups((1, 0), (2, 1))}),
-    ("grown", [{"rank": 3.5, "group": "g1"}], False, {"groups": _groups((1, 0), (2, 1))}),
-    ("grown", [{"rank": 3, "group": "gpu"}], False, {"groups": _groups((1, 0), (2, 1))}),
-    ("grown", [{"rank": 3, "group": "g1"}], False),  # no groups: nothing to grow into
-    (
-        "grown",
-        [{"rank": 3, "group": "g1"}, {"rank": 3, "group": "g0"}],
+        "group_instance_types",
+        {"g9": "x"},
         False,
-        {"groups": _groups((1, 0), (2, 1))},
+        {"node": {**COMMON["node"], "groups": _groups((3, 0))}},
     ),
 ]
+TWO_GROUPS = {"node": {**COMMON["node"], "groups": _groups((1, 0), (2, 1))}}
 CLOUD_CASES: dict[str, list[tuple[Any, ...]]] = {
     "aws": [
         ("permissions_boundary", "arn:aws:iam::123456789012:policy/syndeo-node-boundary", True),
@@ -107,8 +69,8 @@ CLOUD_CASES: dict[str, list[tuple[Any, ...]]] = {
         ("zone", "us-east-1a", True),
         ("zone", "1", False),
         ("instance_type", "Standard_D8s_v5", False),
-        ("groups", _groups((1, 0), (2, 1), instance_type="g5.xlarge"), True),
-        ("groups", _groups((1, 0), (2, 1), instance_type="g2-standard-4"), False),
+        ("group_instance_types", {"g1": "g5.xlarge"}, True, TWO_GROUPS),
+        ("group_instance_types", {"g1": "g2-standard-4"}, False, TWO_GROUPS),
     ],
     "gcp": [
         ("node_service_account", "syndeo-nodes@my-project-123.iam.gserviceaccount.com", True),
@@ -123,8 +85,8 @@ CLOUD_CASES: dict[str, list[tuple[Any, ...]]] = {
         ("zone", "europe-west4", False),
         ("instance_type", "custom-8-16384", True),
         ("instance_type", "c7i.2xlarge", False),
-        ("groups", _groups((1, 0), (2, 1), instance_type="g2-standard-4"), True),
-        ("groups", _groups((1, 0), (2, 1), instance_type="Standard_NC4as_T4_v3"), False),
+        ("group_instance_types", {"g1": "g2-standard-4"}, True, TWO_GROUPS),
+        ("group_instance_types", {"g1": "Standard_NC4as_T4_v3"}, False, TWO_GROUPS),
         ("project", "My_Project", False),
         ("disk_type", "hyperdisk-balanced", True),
         ("disk_type", "hyperdisk-extreme", False),  # cannot be a boot disk
@@ -143,8 +105,8 @@ CLOUD_CASES: dict[str, list[tuple[Any, ...]]] = {
         ("instance_type", "Standard_E8-4ds_v5", True),  # constrained vCPUs: a hyphen
         ("disk_type", "StandardSSD_LRS", True),
         ("disk_type", "UltraSSD_LRS", False),  # not an OS disk type
-        ("groups", _groups((1, 0), (2, 1), instance_type="Standard_NC4as_T4_v3"), True),
-        ("groups", _groups((1, 0), (2, 1), instance_type="g5.xlarge"), False),
+        ("group_instance_types", {"g1": "Standard_NC4as_T4_v3"}, True, TWO_GROUPS),
+        ("group_instance_types", {"g1": "g5.xlarge"}, False, TWO_GROUPS),
         ("storage_account", "syndeo0123", True),
         ("storage_account", "Syndeo_Acc", False),
         ("admin_ssh_public_key", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDqz", True),
@@ -152,44 +114,109 @@ CLOUD_CASES: dict[str, list[tuple[Any, ...]]] = {
     ],
 }  # fmt: skip
 
+# The node settings: attributes of terraform/modules/node's one `node` object, checked
+# there once for every module that passes it on.  (attribute, value, accepted[, other
+# attributes the case sets]); each case changes a valid base (run "baseline"), so a
+# refusal is its own.
+NODE_BASE = {"cluster_id": "c1", "node_count": 3, "rendezvous": "s3://b/p", "target": "aws"}
+NODE_CASES: list[tuple[Any, ...]] = [
+    ("cluster_id", "a" * 40, True),
+    ("cluster_id", "a" * 41, False),
+    ("cluster_id", "-lead", False),
+    ("node_count", 4096, True),
+    ("node_count", 2.5, False),
+    ("cpus_per_node", 0, False),
+    ("gpus_per_node", 65, False),
+    ("memory_mb_per_node", 255, False),
+    ("object_store_mb_per_node", 79, False),
+    ("join_timeout_s", 0, False),
+    ("not_before", -1, False),
+    ("run", "echo a\necho b", False),
+    ("image_digest", "sha256:" + "a" * 64, True),
+    ("image_digest", "md5:abc", False),
+    ("extra_env", {"AWS_ENDPOINT_URL_S3": "http://10.0.0.1:9000"}, True),
+    ("extra_env", {"SYNDEO_TLS": "1"}, True),  # not a node setting: passes through
+    ("extra_env", {"SYNDEO_RANK": "7"}, False),
+    ("extra_env", {"lower": "x"}, False),
+    # Groups (node_count = 3).
+    ("groups", [], True),
+    ("groups", _groups((1, 0), (2, 1)), True),
+    ("groups", _groups((1, 0), (1, 1)), False),  # 2 nodes, node_count 3
+    ("groups", _groups((0, 0), (3, 1)), False),  # the first group holds the head
+    ("groups", [{**g, "name": "g"} for g in _groups((1, 0), (2, 1))], False),  # a name twice
+    ("groups", [{**g, "name": "GPU"} for g in _groups((3, 1))], False),
+    ("groups", [{**g, "min_nodes": 4} for g in _groups((3, 0))], False),
+    ("groups", [{**g, "memory_mb": 255} for g in _groups((3, 0))], False),
+    ("groups", [{**g, "gpus": 65} for g in _groups((3, 0))], False),
+    ("dashboard", True, True),
+    # Nodes `grow` added (node_count = 3): past node_count, in a group, never twice.
+    ("grown", [], True),
+    ("grown", [{"rank": 3, "group": "g1"}, {"rank": 9, "group": "g0"}], True,
+     {"groups": _groups((1, 0), (2, 1))}),
+    ("grown", [{"rank": 2, "group": "g1"}], False, {"groups": _groups((1, 0), (2, 1))}),
+    ("grown", [{"rank": 3.5, "group": "g1"}], False, {"groups": _groups((1, 0), (2, 1))}),
+    ("grown", [{"rank": 3, "group": "gpu"}], False, {"groups": _groups((1, 0), (2, 1))}),
+    ("grown", [{"rank": 3, "group": "g1"}], False),  # no groups: nothing to grow into
+    ("grown", [{"rank": 3, "group": "g1"}, {"rank": 3, "group": "g0"}], False,
+     {"groups": _groups((1, 0), (2, 1))}),
+]  # fmt: skip
+
 
 def _hcl_value(value: Any) -> str:
     # HCL's native syntax accepts JSON literals (objects with ':' too).
     return json.dumps(value)
 
 
-def _tftest(cloud: str) -> tuple[str, int]:
+def _runs(base: dict[str, Any], cases: list[tuple[Any, ...]], case: Any) -> tuple[str, int]:
+    """A tftest file: ``base`` as its variables, a baseline run and one run per case;
+    ``case(name, value, others)`` gives a case's variables block lines and what fails."""
     lines = ["variables {"]
-    lines += [f"  {k} = {_hcl_value(v)}" for k, v in {**COMMON, **BASE[cloud]}.items()]
+    lines += [f"  {k} = {_hcl_value(v)}" for k, v in base.items()]
     lines += ["}", "", 'run "baseline" {', "  command = plan", "}"]
-    cases = SHARED_CASES + CLOUD_CASES[cloud]
     for i, (name, value, ok, *more) in enumerate(cases):
         verdict = "ok" if ok else "refused"
         lines += ["", f'run "case_{i}_{name}_{verdict}" {{', "  command = plan"]
-        others = more[0] if more else {}
-        lines += ["  variables {", f"    {name} = {_hcl_value(value)}"]
-        lines += [f"    {k} = {_hcl_value(v)}" for k, v in others.items()]
-        lines += ["  }"]
+        variables, failing = case(name, value, more[0] if more else {})
+        lines += ["  variables {", *variables, "  }"]
         if not ok:
-            lines.append(f"  expect_failures = [var.{name}]")
+            lines.append(f"  expect_failures = [var.{failing}]")
         lines.append("}")
     return "\n".join(lines) + "\n", len(cases) + 1
+
+
+def _cloud_case(name: str, value: Any, others: dict[str, Any]) -> tuple[list[str], str]:
+    return [f"    {k} = {_hcl_value(v)}" for k, v in {name: value, **others}.items()], name
+
+
+def _node_case(name: str, value: Any, others: dict[str, Any]) -> tuple[list[str], str]:
+    return [f"    node = merge(var.node, {_hcl_value({name: value, **others})})"], "node"
+
+
+def _terraform_test(module: Path, text: str, runs: int) -> None:
+    (module / "tests").mkdir(exist_ok=True)
+    (module / "tests" / "validation.tftest.hcl").write_text(text)
+    env = {**hcl.TF_ENV, "TF_DATA_DIR": str(module / ".terraform")}
+    out = hcl.run_tf("init", "-backend=false", cwd=module, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    out = hcl.run_tf("test", "-no-color", cwd=module, env=env)
+    failed = re.findall(r'run "([^"]+)"\.\.\. fail', out.stdout)
+    assert out.returncode == 0, f"failed runs {failed}:\n{out.stdout[-4000:]}{out.stderr[-2000:]}"
+    assert f"Success! {runs} passed, 0 failed." in out.stdout, out.stdout[-2000:]
 
 
 @pytest.mark.parametrize("cloud", hcl.CLOUDS)
 def test_variable_validation(cloud: str, tmp_path: Path) -> None:
     shutil.copy(hcl.TERRAFORM / cloud / "variables.tf", tmp_path / "variables.tf")
-    (tmp_path / "main.tf").write_text('output "cluster_name" {\n  value = var.cluster_name\n}\n')
-    (tmp_path / "tests").mkdir()
-    text, runs = _tftest(cloud)
-    (tmp_path / "tests" / "validation.tftest.hcl").write_text(text)
-    env = {**hcl.TF_ENV, "TF_DATA_DIR": str(tmp_path / ".terraform")}
-    out = hcl.run_tf("init", "-backend=false", cwd=tmp_path, env=env)
-    assert out.returncode == 0, out.stdout + out.stderr
-    out = hcl.run_tf("test", "-no-color", cwd=tmp_path, env=env)
-    failed = re.findall(r'run "([^"]+)"\.\.\. fail', out.stdout)
-    assert out.returncode == 0, f"failed runs {failed}:\n{out.stdout[-4000:]}{out.stderr[-2000:]}"
-    assert f"Success! {runs} passed, 0 failed." in out.stdout, out.stdout[-2000:]
+    (tmp_path / "main.tf").write_text('output "node" {\n  value = var.node\n}\n')
+    base = {**COMMON, **BASE[cloud]}
+    _terraform_test(tmp_path, *_runs(base, SHARED_CASES + CLOUD_CASES[cloud], _cloud_case))
+
+
+def test_node_settings_validation(tmp_path: Path) -> None:
+    """Every node setting's rules, once, in terraform/modules/node (the cloud and ssh
+    modules pass the same object on)."""
+    shutil.copytree(hcl.NODE_MODULE, tmp_path / "node", ignore=shutil.ignore_patterns("tests"))
+    _terraform_test(tmp_path / "node", *_runs({"node": NODE_BASE}, NODE_CASES, _node_case))
 
 
 # The deploy/ roots' own settings (the provider's; every other variable is the module's).

@@ -28,12 +28,9 @@ EXPECTED = {
     "gcp": "${each.value.user_data}",
     "azure": "${base64encode(each.value.user_data)}",
 }
-PASS_THROUGH = (
-    "cluster_id", "node_count", "rendezvous", "target", "cpus_per_node", "gpus_per_node",
-    "memory_mb_per_node", "object_store_mb_per_node", "join_timeout_s", "run", "not_before",
-    "image_path", "image_digest", "extra_env", "groups", "dashboard", "grown", "spot_notices",
-    "launch_key",
-)  # fmt: skip
+# The node module's arguments: the caller's node object with what the cloud module knows,
+# the cloud's own variables for every node, this launch's key.
+CALL_ARGS = {"node", "target_env", "launch_key"}
 # Where each VM takes its type from (per rank: its group's, else var.instance_type).
 TYPE_ATTR = {"aws": "instance_type", "gcp": "machine_type", "azure": "size"}
 
@@ -76,24 +73,21 @@ def test_user_data_is_the_node_modules_per_rank(cloud: str) -> None:
 def test_node_module_call(cloud: str) -> None:
     block = _module_block(cloud)
     assert hcl.unquote(block["source"]) == "../modules/node"
-    assert hcl.unquote(block["target"]) == cloud
     args = {k for k in block if not k.startswith("__") and k != "source"}
-    assert args == set(PASS_THROUGH)
-    for name in ("cluster_id", "node_count", "cpus_per_node", "run", "image_path"):
-        want = {"cluster_id": "cluster_name"}.get(name, name)
-        assert block[name] == f"${{var.{want}}}", f"{cloud}: {name} = {block[name]}"
-    assert block["rendezvous"] == "${local.rendezvous_uri}"
-    # The caller's extra_env wins over the module's own entries (emulator endpoints).
-    assert str(block["extra_env"]).endswith(", var.extra_env)}")
-    assert block["dashboard"] == "${var.dashboard}"
+    assert args == CALL_ARGS
+    node = " ".join(str(block["node"]).split())
+    # The caller's settings, unchanged but for what only this module knows (it wins).
+    assert node.startswith("${merge(var.node, {") and node.endswith("})}"), node
+    assert f'target = "{cloud}"' in node
+    assert "rendezvous = local.rendezvous_uri" in node
+    assert "image_path = var.image_path" in node
+    # Spot VMs' nodes watch their cloud's interruption notice (syndeo/node/preemption.py).
+    assert f'spot_notices = var.spot ? "{cloud}" : null' in node
+    # No instance type reaches the node module: that is this module's business.
+    assert "instance_type" not in node
     # Every node gets this launch's key (a sensitive variable all the way down).
     assert block["launch_key"] == "${var.launch_key}"
-    # Spot VMs' nodes watch their cloud's interruption notice (syndeo/node/preemption.py).
-    assert block["spot_notices"] == f'${{var.spot ? "{cloud}" : null}}'
-    # Groups go through without instance_type: that is the cloud module's own business.
-    groups = str(block["groups"])
-    assert groups.startswith("${[for g in var.groups : {") and "instance_type" not in groups
-    assert block["grown"] == "${[for g in var.grown : {rank = g.rank, group = g.group}]}"
+    assert isinstance(block["target_env"], dict) and block["target_env"]
 
 
 def _vm(cloud: str) -> dict[str, Any]:
@@ -159,12 +153,9 @@ class _Rendered:
         self.work.mkdir()
         shutil.copy2(hcl.TERRAFORM / cloud / "variables.tf", self.work / "variables.tf")
         [locals_] = hcl.unquote(hcl.load(hcl.TERRAFORM / cloud / "instances.tf")["locals"])
-        module = {
-            "source": "../modules/node", "cluster_id": "c1", "node_count": "${var.node_count}",
-            "rendezvous": "s3://b/p", "target": cloud, "cpus_per_node": "${var.cpus_per_node}",
-            "gpus_per_node": "${var.gpus_per_node}", "groups": _module_block(cloud)["groups"],
-        }  # fmt: skip
-        module["grown"] = _module_block(cloud)["grown"]
+        # The real call's node argument (target_env and the key are not needed here).
+        module = {"source": "../modules/node", "node": _module_block(cloud)["node"]}
+        locals_["rendezvous_uri"] = "s3://b/p"
         outputs = {
             "instance_types": {"value": "${local.instance_types}"},
             "machine_types": {"value": "${local.machine_types}"},
@@ -176,11 +167,11 @@ class _Rendered:
             rank_expr = expr.replace("each.key", "tostring(i)")
             grown_expr = expr.replace("each.key", "k")
             outputs["on_host_maintenance"] = {
-                "value": f"${{[for i in range(var.node_count) : {rank_expr}]}}"
+                "value": f"${{[for i in range(var.node.node_count) : {rank_expr}]}}"
             }
             outputs["grown_host_maintenance"] = {
                 "value": f"${{{{ for k, _ in local.machines : k => {grown_expr} "
-                f"if tonumber(k) >= var.node_count }}}}"
+                f"if tonumber(k) >= var.node.node_count }}}}"
             }
         doc = {"locals": locals_, "module": {"nodes": module}, "output": outputs}
         (self.work / "main.tf.json").write_text(json.dumps(doc, indent=2))
@@ -188,9 +179,9 @@ class _Rendered:
         out = hcl.run_tf("init", "-backend=false", cwd=self.work, env=self.env)
         assert out.returncode == 0, out.stdout + out.stderr
 
-    def __call__(self, **tfvars: Any) -> dict[str, Any]:
+    def __call__(self, node: dict[str, Any], **tfvars: Any) -> dict[str, Any]:
         values = {
-            "cluster_name": "c1",
+            "node": {"cluster_id": "c1", **node},
             "bucket_name": "syndeo-c1",
             **REQUIRED[self.cloud],
             **tfvars,
@@ -204,12 +195,11 @@ class _Rendered:
         return {k: v["value"] for k, v in json.loads(out.stdout).items()}
 
 
-def _three_groups(cpu_type: str, gpu_type: str) -> list[dict[str, Any]]:
-    return [
-        {"name": "head", "nodes": 1, "cpus": 2, "gpus": 0},
-        {"name": "cpu", "nodes": 2, "cpus": 8, "gpus": 0, "instance_type": cpu_type},
-        {"name": "gpu", "nodes": 1, "cpus": 4, "gpus": 1, "instance_type": gpu_type},
-    ]
+THREE_GROUPS = [
+    {"name": "head", "nodes": 1, "cpus": 2, "gpus": 0},
+    {"name": "cpu", "nodes": 2, "cpus": 8, "gpus": 0},
+    {"name": "gpu", "nodes": 1, "cpus": 4, "gpus": 1},
+]
 
 
 @pytest.mark.parametrize("cloud", hcl.CLOUDS)
@@ -217,10 +207,11 @@ def test_each_rank_gets_its_groups_instance_type(cloud: str, tmp_path: Path) -> 
     render = _Rendered(cloud, tmp_path)
     top = REQUIRED[cloud]["instance_type"]
     cpu, gpu = GROUP_TYPES[cloud]
-    got = render(node_count=4, groups=_three_groups(cpu, gpu))
+    types = {"cpu": cpu, "gpu": gpu}
+    got = render({"node_count": 4, "groups": THREE_GROUPS}, group_instance_types=types)
     assert got["instance_types"] == [top, cpu, cpu, gpu]
     # No groups: every rank is the top-level type.
-    assert render(node_count=2)["instance_types"] == [top, top]
+    assert render({"node_count": 2})["instance_types"] == [top, top]
     if cloud == "gcp":
         # GPUs cannot live-migrate: only the GPU rank stops for host maintenance.
         assert got["on_host_maintenance"] == ["MIGRATE", "MIGRATE", "MIGRATE", "TERMINATE"]
@@ -234,7 +225,8 @@ def test_grown_nodes_get_their_groups_instance_type(cloud: str, tmp_path: Path) 
     top = REQUIRED[cloud]["instance_type"]
     cpu, gpu = GROUP_TYPES[cloud]
     grown = [{"rank": 4, "group": "gpu"}, {"rank": 7, "group": "cpu"}, {"rank": 5, "group": "head"}]
-    got = render(node_count=4, groups=_three_groups(cpu, gpu), grown=grown)
+    node = {"node_count": 4, "groups": THREE_GROUPS, "grown": grown}
+    got = render(node, group_instance_types={"cpu": cpu, "gpu": gpu})
     assert got["instance_types"] == [top, cpu, cpu, gpu]
     assert got["machine_types"] == {
         "0": top, "1": cpu, "2": cpu, "3": gpu, "4": gpu, "5": top, "7": cpu,
@@ -249,13 +241,15 @@ def test_gcp_host_maintenance_by_rank(tmp_path: Path) -> None:
     # An accelerator-optimized type has GPUs attached even if the group declares none.
     a2 = [
         {"name": "head", "nodes": 1, "cpus": 2, "gpus": 0},
-        {"name": "a2", "nodes": 1, "cpus": 12, "gpus": 0, "instance_type": "a2-highgpu-1g"},
+        {"name": "a2", "nodes": 1, "cpus": 12, "gpus": 0},
     ]
-    assert render(node_count=2, groups=a2)["on_host_maintenance"] == ["MIGRATE", "TERMINATE"]
+    got = render({"node_count": 2, "groups": a2}, group_instance_types={"a2": "a2-highgpu-1g"})
+    assert got["on_host_maintenance"] == ["MIGRATE", "TERMINATE"]
     # Without groups the top-level shape decides, as before; spot is always TERMINATE.
-    assert render(node_count=2, gpus_per_node=1)["on_host_maintenance"] == ["TERMINATE"] * 2
-    assert render(node_count=2)["on_host_maintenance"] == ["MIGRATE"] * 2
-    assert render(node_count=2, spot=True)["on_host_maintenance"] == ["TERMINATE"] * 2
+    two_gpus = render({"node_count": 2, "gpus_per_node": 1})
+    assert two_gpus["on_host_maintenance"] == ["TERMINATE"] * 2
+    assert render({"node_count": 2})["on_host_maintenance"] == ["MIGRATE"] * 2
+    assert render({"node_count": 2}, spot=True)["on_host_maintenance"] == ["TERMINATE"] * 2
 
 
 def test_rendezvous_uri_schemes() -> None:

@@ -54,10 +54,10 @@ def test_dry_run_needs_no_credentials(cloud: str, tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     tfvars = json.loads("\n".join(ln[4:] for ln in lines if ln.startswith("#   ")))
-    assert tfvars["node_count"] == 4 and tfvars["spot"] is True
+    assert tfvars["node"]["node_count"] == 4 and tfvars["spot"] is True
     assert tfvars["instance_type"] == MACHINE[cloud][1]
     assert tfvars["create_bucket"] is True
-    assert tfvars["rendezvous"] == f"{SCHEME[cloud]}://{tfvars['bucket_name']}/syndeo"
+    assert tfvars["node"]["rendezvous"] == f"{SCHEME[cloud]}://{tfvars['bucket_name']}/syndeo"
     assert tfvars["bucket_name"].startswith("syndeo-")  # what the deployer policy allows
     assert any(" init " in ln and "-backend=false" in ln for ln in lines)
     assert any(" apply " in ln and "-auto-approve" in ln for ln in lines)
@@ -171,12 +171,11 @@ def test_dry_run_with_groups_has_each_groups_instance_type(cloud: str, tmp_path:
     lines = out.stdout.splitlines()
     tfvars = json.loads("\n".join(ln[4:] for ln in lines if ln.startswith("#   ")))
     top, cpu, gpu, _ = GROUP_TYPES[cloud]
-    assert tfvars["node_count"] == 4 and tfvars["instance_type"] == top
-    got = [
-        (g["name"], g["nodes"], g["cpus"], g["gpus"], g["instance_type"]) for g in tfvars["groups"]
-    ]
-    # The head group names no type of its own: null, i.e. the top-level instance_type.
-    assert got == [("head", 1, 2, 0, None), ("cpu", 2, 8, 0, cpu), ("gpu", 1, 4, 1, gpu)]
+    assert tfvars["node"]["node_count"] == 4 and tfvars["instance_type"] == top
+    got = [(g["name"], g["nodes"], g["cpus"], g["gpus"]) for g in tfvars["node"]["groups"]]
+    assert got == [("head", 1, 2, 0), ("cpu", 2, 8, 0), ("gpu", 1, 4, 1)]
+    # The head group names no type of its own: it gets the top-level instance_type.
+    assert tfvars["group_instance_types"] == {"cpu": cpu, "gpu": gpu}
     assert not (tmp_path / ".syndeo").exists(), "a dry run wrote files"
 
 

@@ -58,7 +58,7 @@ def test_dry_run_never_shows_a_launch_key(args: list[str], tmp_path: Path) -> No
         capture_output=True, text=True, env=_no_cloud_env(tmp_path), cwd=tmp_path, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "SYNDEO_CLUSTER_ID" in proc.stdout or '"cluster_name"' in proc.stdout
+    assert "SYNDEO_CLUSTER_ID" in proc.stdout or '"cluster_id"' in proc.stdout
     # No key-shaped value anywhere (the plan has no other 64-hex values).
     assert HEX64.findall(proc.stdout + proc.stderr) == []
     if args[1] == "slurm":

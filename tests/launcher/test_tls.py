@@ -272,12 +272,13 @@ def test_every_target_passes_the_switch_with_its_extra_variables(tmp_path: Path)
     target = get_target(cfg)
     assert isinstance(target, TerraformTarget)
     tfvars = target.tfvars(spec)
-    assert tfvars["extra_env"]["SYNDEO_TLS"] == "1" and "tls" not in tfvars
+    assert tfvars["node"]["extra_env"]["SYNDEO_TLS"] == "1" and "tls" not in tfvars["node"]
     # The node module's extra_env validation lets it through (it refuses node settings).
     module = (
         Path(__file__).resolve().parents[2] / "terraform/modules/node/variables.tf"
     ).read_text()
-    refused = module.split('variable "extra_env"', 1)[1].split("error_message", 2)[1]
+    block = module.split("setintersection(keys(var.node.extra_env), [", 1)[1]
+    refused = block.split("error_message", 1)[0]
     assert '"SYNDEO_RANK"' in refused and '"SYNDEO_TLS"' not in refused
     plain = ClusterSpec.from_config(load_config(target="aws", aws=aws), spec.rendezvous, "tls-no")
-    assert "SYNDEO_TLS" not in target.tfvars(plain)["extra_env"]
+    assert "SYNDEO_TLS" not in target.tfvars(plain)["node"]["extra_env"]

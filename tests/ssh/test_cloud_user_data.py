@@ -292,13 +292,13 @@ def _run_cluster(
     origin: dict[str, set[str]], tmp_path: Path,
 ) -> None:  # fmt: skip
     tfvars = target.tfvars(spec)  # what `deploy --target <cloud>` writes
-    forwarded = tfvars["extra_env"]
+    forwarded = tfvars["node"]["extra_env"]
     assert set(forwarded) == origin["forwarded"], forwarded
     standins = {
         k: v for k, v in emulator.items() if k not in forwarded and k not in origin["module"]
     }
     assert set(standins) == origin["standin"], standins
-    tfvars["extra_env"] = {**forwarded, **standins}
+    tfvars["node"]["extra_env"] = {**forwarded, **standins}
     # The SIF where the image bakes it, on each host's own disk.
     baked = hcl.unquote(hcl.variables(hcl.TERRAFORM / cloud)["image_path"]["default"])
     assert "image_path" not in tfvars  # clouds run the SIF the image bakes

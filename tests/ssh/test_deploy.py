@@ -143,7 +143,7 @@ def test_dry_run_with_the_readme_flags_creates_nothing(
     assert tfvars["hosts"] == [h.ip for h in ssh_hosts.hosts]
     assert tfvars["ssh_user"] == ssh_hosts.user
     assert tfvars["ssh_private_key_file"] == str(ssh_hosts.key)
-    assert tfvars["node_count"] == 3
+    assert tfvars["node"]["node_count"] == 3
     assert any(ln.startswith("TF_DATA_DIR=") and " apply " in ln for ln in lines), out.stdout
     assert not (run.root / "home" / "clusters").exists()  # a dry run writes nothing
     assert not list(run.root.glob("rdv/*"))

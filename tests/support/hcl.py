@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -101,17 +100,28 @@ def run_tf(*args: str, cwd: Path, env: dict[str, str] | None = None,
 
 NODE_MODULE = TERRAFORM / "modules" / "node"
 NODE_OUTPUTS = ("env", "env_files", "user_data", "scratch_dirs", "machines")
+# The node module's variables besides its one object of node settings.
+NODE_MODULE_OWN = ("launch_key", "target_env")
+
+
+def node_module_call(source: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """A ``module`` block calling the node module with flat ``inputs``: the node
+    settings go into its ``node`` object, launch_key and target_env stay variables."""
+    node = {k: v for k, v in inputs.items() if k not in NODE_MODULE_OWN}
+    return {"source": source, "node": node,
+            **{k: v for k, v in inputs.items() if k in NODE_MODULE_OWN}}  # fmt: skip
 
 
 def render_node_module(
     root: Path, inputs: dict[str, Any], names: tuple[str, ...] = NODE_OUTPUTS
 ) -> dict[str, Any]:
-    """Apply a root that calls terraform/modules/node with ``inputs``; its outputs ``names``."""
+    """Apply a root that calls terraform/modules/node with ``inputs`` (flat: see
+    :func:`node_module_call`); its outputs ``names``."""
     shutil.copytree(NODE_MODULE, root / "node", dirs_exist_ok=True)
     (root / "main.tf.json").write_text(
         json.dumps(
             {
-                "module": {"n": {"source": "./node", **inputs}},
+                "module": {"n": node_module_call("./node", inputs)},
                 # Sensitive: the node module's renderings hold the launch key (a root
                 # must say so); `terraform output -json` still gives the values.
                 "output": {k: {"value": f"${{module.n.{k}}}", "sensitive": True} for k in names},
@@ -127,30 +137,16 @@ def render_node_module(
     return {k: v["value"] for k, v in json.loads(out.stdout).items()}
 
 
-_VAR_REF = re.compile(r"^\$\{(?:nonsensitive\()?var\.(\w+)\)?\}$")
-
-
 def node_module_inputs(module: str, tfvars: dict[str, Any]) -> dict[str, Any]:
-    """What terraform/<module> passes to the node module for ``tfvars``: each argument of
-    its ``module "nodes"`` block that is a literal or a plain ``var.X`` (the variable's
-    default when tfvars lacks it); computed arguments (for-expressions, locals) are left
-    to the caller, but the rendezvous, which every root passes on unchanged."""
-    root = TERRAFORM / module
-    defaults = {k: unquote(v.get("default")) for k, v in variables(root).items()}
-    block: dict[str, Any] = {}
-    for f in tf_files(root):
-        if f.parent == root:
-            for mod in load(f).get("module", []):
-                block.update(mod.get("nodes", mod.get('"nodes"', {})))
-    assert unquote(block.get("source")) == "../modules/node", f"terraform/{module}: no node module"
-    inputs: dict[str, Any] = {"rendezvous": tfvars["rendezvous"]}
-    for key, raw in block.items():
-        value = unquote(raw)
-        if key.startswith("__") or key == "source":
-            continue
-        ref = _VAR_REF.match(value) if isinstance(value, str) else None
-        if ref:
-            inputs[key] = tfvars.get(ref.group(1), defaults.get(ref.group(1)))
-        elif not (isinstance(value, str) and "${" in value):
-            inputs[key] = value
+    """What terraform/<module> passes to the node module for ``tfvars``, flat: the node
+    settings as written (``tfvars["node"]``), the launch key, and what the module adds
+    itself that needs no provider: its target and, on a cloud, its image_path (the
+    default, unless the tfvars set it) and spot_notices.  target_env (a cloud's region,
+    account) is left to the caller."""
+    inputs: dict[str, Any] = {**tfvars["node"], "target": module}
+    inputs["launch_key"] = tfvars.get("launch_key")
+    if module in CLOUDS:
+        default = unquote(variables(TERRAFORM / module)["image_path"].get("default"))
+        inputs["image_path"] = tfvars.get("image_path", default)
+        inputs["spot_notices"] = module if tfvars.get("spot") else None
     return inputs

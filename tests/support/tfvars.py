@@ -15,4 +15,4 @@ BASE: dict[str, dict[str, Any]] = {
               "region": "westeurope", "instance_type": "Standard_D8s_v5",
               "admin_ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDqz"},
 }  # fmt: skip
-COMMON = {"cluster_name": "c1", "node_count": 3, "bucket_name": "syndeo-c1-test"}
+COMMON = {"node": {"cluster_id": "c1", "node_count": 3}, "bucket_name": "syndeo-c1-test"}

@@ -22,7 +22,7 @@ from syndeo.core.errors import ConfigError
 from syndeo.core.groups import Layout
 from syndeo.launcher.config import DeployConfig, one_line
 from syndeo.launcher.spec import ClusterSpec, Launched
-from syndeo.launcher.targets.terraform import TerraformTarget, group_vars
+from syndeo.launcher.targets.terraform import TerraformTarget
 
 PREFIX = "syndeo"  # the key prefix below which every cluster's records live
 # What a group may set in its [groups.<cloud>] section.  Only the VM type: everything
@@ -57,7 +57,7 @@ class CloudSettings(BaseModel):
 
 class CloudTarget(TerraformTarget):
     scheme: ClassVar[str]
-    # terraform/aws|gcp|azure take var.grown: a grown node is a VM of its group's type,
+    # terraform/aws|gcp|azure take node.grown: a grown node is a VM of its group's type,
     # keyed by its rank (grow/shrink create or destroy only those VMs).
     grows = True
     # Cloud-only settings this cloud accepts (others must stay unset).
@@ -149,16 +149,15 @@ class CloudTarget(TerraformTarget):
             "create_bucket": self.creates_rendezvous(spec.rendezvous),
         }  # fmt: skip
         values.update({k: getattr(s, k) for k in self.own})
-        if self.baked_digest is not None:
-            # The SIF the image carries: nodes record it in every result's manifest.
-            values["image_digest"] = self.baked_digest
-        if spec.layout is not None:
-            # The module's groups carry each group's type; its node module gets them without.
-            types = self._group_types(spec.layout)
-            values["groups"] = [
-                {**g, "instance_type": types[g["name"]]} for g in group_vars(spec.layout)
-            ]
+        # A group's own instance type (the rest get instance_type); the node settings'
+        # groups (terraform/modules/node) carry only their shapes.
+        types = self._group_types(spec.layout)
+        values["group_instance_types"] = {k: v for k, v in types.items() if v is not None}
         return {**values, **self.cloud_vars(spec)}
+
+    def node_vars(self, spec: ClusterSpec) -> dict[str, Any]:
+        # The SIF the image carries: nodes record it in every result's manifest.
+        return {} if self.baked_digest is None else {"image_digest": self.baked_digest}
 
     def cloud_vars(self, spec: ClusterSpec) -> dict[str, Any]:
         """Variables only this cloud has."""

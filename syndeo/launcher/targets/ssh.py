@@ -183,18 +183,24 @@ class SshTarget(TerraformTarget):
             lines += entries
             host_keys.append(_best_key(entries))
         self._host_lines = lines
-        node_ips = s.node_ips
-        if node_ips is None:
-            node_ips = rank_hosts if all(_is_ipv4(h) for h in rank_hosts) else []
         image = spec.image.resolve() if spec.image is not None else None
         return {
             "hosts": rank_hosts, "host_keys": host_keys,
             "known_hosts_file": str(self._known_hosts(spec.cluster_id)),
             "ssh_user": s.user, "ssh_port": s.port,
             "ssh_private_key_file": str(s.key.expanduser().resolve()) if s.key else None,
-            "connect_timeout": f"{s.connect_timeout_s}s", "node_ips": node_ips,
-            "image": str(image) if image else None, "image_digest": spec.image_digest,
-            "remote_image_dir": s.remote_image_dir, "host_dir": s.host_dir,
+            "connect_timeout": f"{s.connect_timeout_s}s",
+            "image": str(image) if image else None, "remote_image_dir": s.remote_image_dir,
+        }  # fmt: skip
+
+    def node_vars(self, spec: ClusterSpec) -> dict[str, Any]:
+        s = self.settings
+        node_ips = s.node_ips
+        if node_ips is None:
+            rank_hosts = self._rank_hosts(spec)
+            node_ips = rank_hosts if all(_is_ipv4(h) for h in rank_hosts) else []
+        return {
+            "node_ips": node_ips, "image_digest": spec.image_digest, "host_dir": s.host_dir,
             "python": s.python, "scratch_dir": s.scratch_dir,
             "workdir": str(spec.workdir) if spec.workdir and self.cfg.workdir else None,
         }  # fmt: skip
@@ -230,7 +236,8 @@ class SshTarget(TerraformTarget):
             )
         m = launched.data["machines"]
         known = Path(m.get("known_hosts") or self.settings.known_hosts.expanduser())
-        in_use = set(tfvars["hosts"]) | {e["host"] for e in tfvars.get("grown", [])}
+        node = tfvars["node"]
+        in_use = set(tfvars["hosts"]) | {e["host"] for e in node.get("grown", [])}
         added: list[dict[str, Any]] = []
         lines: list[str] = []
         for rank, host in zip(ranks, hosts, strict=True):
@@ -242,7 +249,7 @@ class SshTarget(TerraformTarget):
                     f"ssh: host {host} is not in {known}: connect to it once with ssh (and "
                     "check its key), so that no connection trusts an unknown host"
                 )
-            if tfvars.get("node_ips") and not _is_ipv4(host):
+            if node.get("node_ips") and not _is_ipv4(host):
                 raise ConfigError(
                     f"ssh: the cluster's nodes bind Ray to their addresses: name {host} by "
                     "its IPv4 address"
@@ -250,7 +257,7 @@ class SshTarget(TerraformTarget):
             lines += entries
             added.append({
                 "rank": rank, "group": group.name, "host": host, "host_key": _best_key(entries),
-                "node_ip": host if tfvars.get("node_ips") else None,
+                "node_ip": host if node.get("node_ips") else None,
             })  # fmt: skip
         # The upload of the image uses the ssh client: it must know the new hosts too.
         with Path(tfvars["known_hosts_file"]).open("a") as fh:

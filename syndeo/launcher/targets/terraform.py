@@ -134,10 +134,15 @@ class TerraformTarget(Target):
             env = {k: v for k, v in env.items() if "ENDPOINT" in k or k.endswith(("_HOST", "_URL"))}
         return env
 
+    def node_vars(self, spec: ClusterSpec) -> dict[str, Any]:
+        """This target's own node settings (attributes of the module's ``node``)."""
+        return {}
+
     def tfvars(self, spec: ClusterSpec) -> dict[str, Any]:
-        """The cluster settings as the node module's variables, plus the machines'."""
-        common: dict[str, Any] = {
-            "cluster_name": spec.cluster_id, "node_count": spec.nodes,
+        """The cluster settings as the one ``node`` object (terraform/modules/node
+        declares its attributes), this launch's key, and the machines' variables."""
+        node: dict[str, Any] = {
+            "cluster_id": spec.cluster_id, "node_count": spec.nodes,
             "rendezvous": spec.rendezvous, "cpus_per_node": spec.cpus,
             "gpus_per_node": spec.gpus, "memory_mb_per_node": spec.memory_mb,
             "object_store_mb_per_node": spec.object_store_mb,
@@ -145,10 +150,13 @@ class TerraformTarget(Target):
             "not_before": spec.not_before,
             "extra_env": {**self._forwarded(spec), **spec.extra_env()},
             "groups": group_vars(spec.layout), "dashboard": spec.dashboard,
+        }  # fmt: skip
+        return {
+            "node": {**node, **self.node_vars(spec)},
             # A secret, in the 0600 tfvars file only (sensitive in every module).
             "launch_key": spec.launch_key,
-        }  # fmt: skip
-        return {**common, **self.machine_vars(spec)}
+            **self.machine_vars(spec),
+        }
 
     def check(self, spec: ClusterSpec) -> None:
         self.tfvars(spec)
@@ -161,8 +169,10 @@ class TerraformTarget(Target):
         # A dry run writes nothing and needs no credentials: name the files only.
         ws = self._workspace(spec.cluster_id, base=Path("~/.syndeo/clusters") / spec.cluster_id)
         tfvars = self.tfvars(spec)
-        shown = {k: ("<forwarded: " + ", ".join(sorted(v)) + ">" if k == "extra_env" and v else v)
-                 for k, v in tfvars.items()}  # fmt: skip
+        node = dict(tfvars["node"])
+        if node.get("extra_env"):
+            node["extra_env"] = "<forwarded: " + ", ".join(sorted(node["extra_env"])) + ">"
+        shown = {**tfvars, "node": node}
         if shown.get("launch_key") is not None:
             shown["launch_key"] = "<made per launch, not shown>"
         tf = Terraform(ws)
@@ -309,15 +319,15 @@ class TerraformTarget(Target):
 
     # ------------------------------------------------------------------ growing
     # The cluster's tfvars are the record of what runs: grow adds entries to the
-    # module's `grown` and applies (Terraform creates only those nodes), shrink removes
+    # node settings' `grown` and applies (Terraform creates only those nodes), shrink removes
     # some and applies (Terraform destroys only those), down destroys them with the rest.
-    grows: ClassVar[bool] = False  # whether terraform/<module> takes var.grown
+    grows: ClassVar[bool] = False  # whether terraform/<module> takes node.grown
 
     def grown_nodes(
         self, launched: Launched, tfvars: dict[str, Any], group: Group, ranks: list[int],
         hosts: list[str],
     ) -> list[dict[str, Any]]:  # fmt: skip
-        """The module's ``grown`` entries for new nodes of ``group`` at ``ranks``."""
+        """The ``node.grown`` entries for new nodes of ``group`` at ``ranks``."""
         return [{"rank": rank, "group": group.name} for rank in ranks]
 
     def _saved_vars(self, launched: Launched) -> tuple[Terraform, dict[str, Any]]:
@@ -331,14 +341,14 @@ class TerraformTarget(Target):
             return super().grow(launched, group, nodes, hosts)
         spec, g = saved_group(launched, group)
         tf, tfvars = self._saved_vars(launched)
-        grown = list(tfvars.get("grown", []))
+        grown = list(tfvars["node"].get("grown", []))
         # Ranks are never reused: a removed node's records must not be taken for a new one's.
         first = max([spec.nodes - 1, launched.data.get("last_rank", 0),
                      *(e["rank"] for e in grown)]) + 1  # fmt: skip
         added = self.grown_nodes(
             launched, tfvars, g, list(range(first, first + nodes)), list(hosts or [])
         )
-        tf.write_vars({**tfvars, "grown": grown + added})
+        tf.write_vars(_with_grown(tfvars, grown + added))
         try:
             tf.apply()
         except BaseException:
@@ -355,14 +365,14 @@ class TerraformTarget(Target):
             return super().shrink(launched, group, nodes)
         saved_group(launched, group)
         tf, tfvars = self._saved_vars(launched)
-        grown = list(tfvars.get("grown", []))
+        grown = list(tfvars["node"].get("grown", []))
         going = [e for e in reversed(grown) if e["group"] == group]
         if nodes is not None:
             going = going[:nodes]
         if not going:
             raise ConfigError(f"group {group!r} has no added node to remove (grow adds them)")
         ranks = {e["rank"] for e in going}
-        tf.write_vars({**tfvars, "grown": [e for e in grown if e["rank"] not in ranks]})
+        tf.write_vars(_with_grown(tfvars, [e for e in grown if e["rank"] not in ranks]))
         with signals_ignored():
             tf.apply()  # Terraform destroys exactly those nodes
         return [_where(e) for e in going]
@@ -380,8 +390,8 @@ class TerraformTarget(Target):
         if self.node_resource is None:
             return super().replace(launched, spec, rank)
         tf, tfvars = self._saved_vars(launched)
-        ranks = set(range(1, int(tfvars["node_count"]))) | {
-            int(e["rank"]) for e in tfvars.get("grown", [])
+        ranks = set(range(1, int(tfvars["node"]["node_count"]))) | {
+            int(e["rank"]) for e in tfvars["node"].get("grown", [])
         }
         if rank not in ranks:
             raise TargetError(f"rank {rank} is not a worker of {launched.cluster_id}")
@@ -406,6 +416,11 @@ class TerraformTarget(Target):
 
     def summary(self, launched: Launched) -> dict[str, Any]:
         return {"machines": launched.data.get("machines", {})}
+
+
+def _with_grown(tfvars: dict[str, Any], grown: list[dict[str, Any]]) -> dict[str, Any]:
+    """``tfvars`` with the node settings' ``grown`` replaced."""
+    return {**tfvars, "node": {**tfvars["node"], "grown": grown}}
 
 
 def _where(entry: dict[str, Any]) -> str:

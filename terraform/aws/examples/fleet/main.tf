@@ -27,13 +27,13 @@ module "syndeo" {
   source   = "../.."
   for_each = var.clusters
 
-  cluster_name  = each.key
-  node_count    = each.value
+  # The node settings (terraform/modules/node/README.md lists them).
+  node = { cluster_id = each.key, node_count = each.value, cpus_per_node = 8 }
+
   instance_type = "c7i.2xlarge"
   image         = var.image
   region        = "us-east-1"
   bucket_name   = "${var.bucket_prefix}-${each.key}"
-  cpus_per_node = 8
 }
 
 output "head_ips" {

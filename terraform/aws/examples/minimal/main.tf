@@ -18,14 +18,14 @@ provider "aws" {
 }
 
 module "syndeo" {
-  source        = "../.."
-  cluster_name  = "demo"
-  node_count    = 4
+  source = "../.."
+  # The node settings (terraform/modules/node/README.md lists them).
+  node = { cluster_id = "demo", node_count = 4, cpus_per_node = 8 }
+
   instance_type = "c7i.2xlarge"
   image         = var.image
   region        = "us-east-1"
   bucket_name   = var.bucket_name
-  cpus_per_node = 8
 }
 
 output "head_ip" {

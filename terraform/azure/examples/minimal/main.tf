@@ -31,14 +31,14 @@ provider "azurerm" {
 }
 
 module "syndeo" {
-  source        = "../.."
-  cluster_name  = "demo"
-  node_count    = 4
+  source = "../.."
+  # The node settings (terraform/modules/node/README.md lists them).
+  node = { cluster_id = "demo", node_count = 4, cpus_per_node = 8 }
+
   instance_type = "Standard_D8s_v5"
   image         = var.image
   region        = "westeurope"
   bucket_name   = var.bucket_name
-  cpus_per_node = 8
 
   admin_ssh_public_key = var.admin_ssh_public_key
 }

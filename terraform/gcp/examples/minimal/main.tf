@@ -24,15 +24,15 @@ provider "google" {
 }
 
 module "syndeo" {
-  source        = "../.."
-  project       = var.project
-  cluster_name  = "demo"
-  node_count    = 4
+  source  = "../.."
+  project = var.project
+  # The node settings (terraform/modules/node/README.md lists them).
+  node = { cluster_id = "demo", node_count = 4, cpus_per_node = 8 }
+
   instance_type = "c3-standard-8"
   image         = var.image
   region        = "us-central1"
   bucket_name   = var.bucket_name
-  cpus_per_node = 8
 }
 
 output "head_ip" {

@@ -2,11 +2,14 @@
 # by tests/iac/test_node_module.py.
 
 variables {
-  cluster_id = "demo-1"
-  node_count = 3
-  rendezvous = "s3://bucket/prefix"
-  target     = "aws"
-  run        = "python -m syndeo.bench run --env CartPole-v1"
+  node = {
+    cluster_id = "demo-1"
+    node_count = 3
+    rendezvous = "s3://bucket/prefix"
+    target     = "aws"
+    run        = "python -m syndeo.bench run --env CartPole-v1"
+    image_path = "/opt/syndeo/syndeo.sif"
+  }
 }
 
 run "renders_every_rank" {
@@ -21,12 +24,12 @@ run "renders_every_rank" {
     error_message = "index = rank"
   }
   assert {
-    condition     = output.env[0].SYNDEO_RUN == var.run && output.env[1].SYNDEO_RUN == "" && output.env[2].SYNDEO_RUN == ""
+    condition     = output.env[0].SYNDEO_RUN == var.node.run && output.env[1].SYNDEO_RUN == "" && output.env[2].SYNDEO_RUN == ""
     error_message = "only the head runs the workload"
   }
   assert {
-    condition     = alltrue([for e in output.env : e.SYNDEO_IMAGE == "/opt/syndeo/syndeo.sif" && !contains(keys(e), "SYNDEO_PYTHON")])
-    error_message = "the baked image by default"
+    condition     = alltrue([for e in output.env : e.SYNDEO_IMAGE == var.node.image_path && !contains(keys(e), "SYNDEO_PYTHON")])
+    error_message = "the image named"
   }
   assert {
     condition     = length(distinct(output.scratch_dirs)) == 3 && alltrue([for d in output.scratch_dirs : length(d) <= 40])
@@ -63,10 +66,12 @@ run "bare_nodes_and_forwarded_env" {
   command = plan
 
   variables {
-    image_path = null
-    python     = "/opt/venv/bin/python"
-    extra_env  = { AWS_ENDPOINT_URL = "http://10.98.0.1:9000", AWS_REGION = "us-east-1" }
-    node_ips   = ["10.98.0.11", "10.98.0.12", "10.98.0.13"]
+    node = merge(var.node, {
+      image_path = null
+      python     = "/opt/venv/bin/python"
+      extra_env  = { AWS_ENDPOINT_URL = "http://10.98.0.1:9000", AWS_REGION = "us-east-1" }
+      node_ips   = ["10.98.0.11", "10.98.0.12", "10.98.0.13"]
+    })
   }
 
   assert {
@@ -87,7 +92,9 @@ run "escapes_shell_and_systemd_specials" {
   command = plan
 
   variables {
-    run = "echo \"a b\" '$HOME' `x` c=d \\"
+    node = merge(var.node, {
+      run = "echo \"a b\" '$HOME' `x` c=d \\"
+    })
   }
 
   assert {
@@ -99,49 +106,61 @@ run "escapes_shell_and_systemd_specials" {
 run "refuses_bad_cluster_id" {
   command = plan
   variables {
-    cluster_id = "Bad_ID"
+    node = merge(var.node, {
+      cluster_id = "Bad_ID"
+    })
   }
-  expect_failures = [var.cluster_id]
+  expect_failures = [var.node]
 }
 
 run "refuses_zero_nodes" {
   command = plan
   variables {
-    node_count = 0
+    node = merge(var.node, {
+      node_count = 0
+    })
   }
-  expect_failures = [var.node_count]
+  expect_failures = [var.node]
 }
 
 run "refuses_unknown_rendezvous_scheme" {
   command = plan
   variables {
-    rendezvous = "http://example/x"
+    node = merge(var.node, {
+      rendezvous = "http://example/x"
+    })
   }
-  expect_failures = [var.rendezvous]
+  expect_failures = [var.node]
 }
 
 run "refuses_newline_in_run" {
   command = plan
   variables {
-    run = "echo a\nrm -rf /"
+    node = merge(var.node, {
+      run = "echo a\nrm -rf /"
+    })
   }
-  expect_failures = [var.run]
+  expect_failures = [var.node]
 }
 
 run "refuses_reserved_extra_env" {
   command = plan
   variables {
-    extra_env = { SYNDEO_RANK = "7" }
+    node = merge(var.node, {
+      extra_env = { SYNDEO_RANK = "7" }
+    })
   }
-  expect_failures = [var.extra_env]
+  expect_failures = [var.node]
 }
 
 run "refuses_node_ips_of_wrong_length" {
   command = plan
   variables {
-    node_ips = ["10.0.0.1"]
+    node = merge(var.node, {
+      node_ips = ["10.0.0.1"]
+    })
   }
-  expect_failures = [var.node_ips]
+  expect_failures = [var.node]
 }
 
 run "launch_key_lands_in_every_env_file" {
