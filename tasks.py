@@ -96,9 +96,19 @@ def compare(
     from syndeo.cli.compare import run_compare
 
     _call(
-        run_compare, results=results, catalog=catalog, out=out, config=config, plan=plan,
-        steps=steps, env=env, mode=mode, target=target, basis=basis, sizes=sizes,
-    )  # fmt: skip
+        run_compare,
+        results=results,
+        catalog=catalog,
+        out=out,
+        config=config,
+        plan=plan,
+        steps=steps,
+        env=env,
+        mode=mode,
+        target=target,
+        basis=basis,
+        sizes=sizes,
+    )
 
 
 @task(

@@ -108,9 +108,13 @@ def reference_run(cpus: int = 1) -> dict[str, Any]:
     base = Path(tempfile.mkdtemp(prefix="sy-ref-", dir="/tmp"))
     try:
         settings = NodeSettings(
-            cluster_id=f"ref-{secrets.token_hex(3)}", rank=0, nodes=1,
-            rendezvous=base.as_uri(), scratch=base, cpus=cpus,
-        )  # fmt: skip
+            cluster_id=f"ref-{secrets.token_hex(3)}",
+            rank=0,
+            nodes=1,
+            rendezvous=base.as_uri(),
+            scratch=base,
+            cpus=cpus,
+        )
         token = base / "token"
         write_private(token, secrets.token_urlsafe(32).encode())
         ray = RayProcess(settings, token, head_address=None)
@@ -126,9 +130,11 @@ def reference_run(cpus: int = 1) -> dict[str, Any]:
         # not when our polling of its log noticed it (up to 0.25 s later).
         seconds = phases.get("ray_started", round(ready - ray.started_at, 3))
         return {
-            "kind": "reference", "seconds": seconds, "phases": phases,
+            "kind": "reference",
+            "seconds": seconds,
+            "phases": phases,
             "host_cpu_busy_s": cpu.between(ray.started_at, ready),
-        }  # fmt: skip
+        }
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -205,9 +211,15 @@ def summarize(runs: list[dict[str, Any]], target: str) -> dict[str, Any]:
 
 
 def run(
-    target: str = "local", nodes: int = 3, runs: int = 5, container: Path | None = None,
-    config: Path | None = None, out: Path | None = None, ui: Ui | None = None, **options: Any,
-) -> dict[str, Any]:  # fmt: skip
+    target: str = "local",
+    nodes: int = 3,
+    runs: int = 5,
+    container: Path | None = None,
+    config: Path | None = None,
+    out: Path | None = None,
+    ui: Ui | None = None,
+    **options: Any,
+) -> dict[str, Any]:
     """The whole comparison; writes and returns the JSON document."""
     if runs < 1:
         raise ConfigError("--runs must be >= 1")

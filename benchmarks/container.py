@@ -57,9 +57,22 @@ def start_costs(sif: Path, repeats: int) -> dict[str, Any]:
 
 def cluster_run(sif: Path | None, work: Path, nodes: int, samples: int, tag: str) -> dict[str, Any]:
     cid = f"cb{tag}"
-    args = ["--target", "local", "--nodes", str(nodes), "--cluster-id", cid,
-            "--results-dir", str(work / "res"), "--samples-per-cpu", str(samples),
-            "--repeats", "3", "--join-timeout", "300"]  # fmt: skip
+    args = [
+        "--target",
+        "local",
+        "--nodes",
+        str(nodes),
+        "--cluster-id",
+        cid,
+        "--results-dir",
+        str(work / "res"),
+        "--samples-per-cpu",
+        str(samples),
+        "--repeats",
+        "3",
+        "--join-timeout",
+        "300",
+    ]
     if sif is not None:
         args += ["--container", str(sif)]
     proc = deploy_as(USER, args, cwd=work, home=work / "home", timeout=900)
@@ -96,25 +109,38 @@ def main() -> int:
     for i in range(a.rounds):
         order = ["bare", "container"] if i % 2 == 0 else ["container", "bare"]  # ABBA
         for kind in order:
-            row = cluster_run(sif if kind == "container" else None, work, a.nodes,
-                              a.samples_per_cpu, f"{i}{kind[0]}")  # fmt: skip
+            row = cluster_run(
+                sif if kind == "container" else None,
+                work,
+                a.nodes,
+                a.samples_per_cpu,
+                f"{i}{kind[0]}",
+            )
             runs.append({"round": i, "kind": kind, **row})
             print(json.dumps(runs[-1]), flush=True)
     report["cluster_runs"] = runs
     by = {k: [r for r in runs if r["kind"] == k] for k in ("bare", "container")}
-    ratios = [c["steps_per_s"] / b["steps_per_s"] for b, c in zip(by["bare"], by["container"],
-                                                                   strict=True)]  # fmt: skip
+    ratios = [
+        c["steps_per_s"] / b["steps_per_s"]
+        for b, c in zip(by["bare"], by["container"], strict=True)
+    ]
     report["throughput_ratio_container_over_bare"] = {
-        "per_round": ratios, "mean": statistics.fmean(ratios), "median": statistics.median(ratios),
-    }  # fmt: skip
+        "per_round": ratios,
+        "mean": statistics.fmean(ratios),
+        "median": statistics.median(ratios),
+    }
     report["all_joined_s_median"] = {
         k: statistics.median(r["all_joined_s"] for r in v) for k, v in by.items()
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(report, indent=2) + "\n")
     shutil.rmtree(work, ignore_errors=True)
-    print(json.dumps({k: report[k] for k in ("throughput_ratio_container_over_bare",
-                                             "all_joined_s_median")}, indent=1))  # fmt: skip
+    print(
+        json.dumps(
+            {k: report[k] for k in ("throughput_ratio_container_over_bare", "all_joined_s_median")},
+            indent=1,
+        )
+    )
     print(f"written: {a.out}")
     return 0
 

@@ -46,9 +46,14 @@ def _rendezvous(backend: str, tmp: Path) -> Iterator[tuple[str, dict[str, str]]]
 
 def _syndeo(*args: str, env: dict[str, str], cwd: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "syndeo", *args], env={**os.environ, **env}, cwd=cwd,
-        capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "syndeo", *args],
+        env={**os.environ, **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"syndeo {args[0]} failed: {proc.stderr[-2000:]}")
 
@@ -66,15 +71,27 @@ def measure(backend: str, jobs: int) -> dict[str, Any]:
             env.update(store_env)
             os.environ.update(env)
             cid = f"jbench-{backend}"
-            _syndeo("up", "--nodes", "2", "--cluster-id", cid, "--rendezvous", uri,
-                    "--join-timeout", "240", env=env, cwd=tmp)  # fmt: skip
+            _syndeo(
+                "up",
+                "--nodes",
+                "2",
+                "--cluster-id",
+                cid,
+                "--rendezvous",
+                uri,
+                "--join-timeout",
+                "240",
+                env=env,
+                cwd=tmp,
+            )
             first_line: list[float] = []
             lags: list[float] = []
             try:
                 for _ in range(jobs):
                     t0 = time.time()
-                    cluster, spec = jobs_api.submit(["python", "printer.py"], cluster_id=cid,
-                                                workdir=work)  # fmt: skip
+                    cluster, spec = jobs_api.submit(
+                        ["python", "printer.py"], cluster_id=cid, workdir=work
+                    )
                     seen: list[float] = []
 
                     def emit(data: bytes, seen: list[float] = seen) -> None:

@@ -90,12 +90,32 @@ def one_run(work: Path, mode: str, i: int) -> dict[str, Any]:
     res = work / "res"
     env = {**os.environ, "SYNDEO_HOME": str(work / "home")}
     proc = subprocess.run(
-        [sys.executable, "-m", "syndeo", "deploy", "--target", "local", "--nodes", "2",
-         "--cluster-id", cid, "--run", f"python {work / 'workload.py'}",
-         "--results-dir", str(res), "--join-timeout", "240",
-         *(["--tls"] if mode == "tls" else [])],
-        cwd=work, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "syndeo",
+            "deploy",
+            "--target",
+            "local",
+            "--nodes",
+            "2",
+            "--cluster-id",
+            cid,
+            "--run",
+            f"python {work / 'workload.py'}",
+            "--results-dir",
+            str(res),
+            "--join-timeout",
+            "240",
+            *(["--tls"] if mode == "tls" else []),
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"{mode} run {i} failed:\n{proc.stderr[-3000:]}")
     summary = json.loads((res / cid / "deploy.json").read_text())
@@ -107,9 +127,12 @@ def one_run(work: Path, mode: str, i: int) -> dict[str, Any]:
     timeline = json.loads((res / cid / "timeline.json").read_text())
     t = summary["timings_s"]
     return {
-        "mode": mode, "all_joined_s": t["all_joined_s"], "teardown_done_s": t["teardown_done_s"],
-        "node_tls_setup_s": _tls_setup_s(timeline), **result,
-    }  # fmt: skip
+        "mode": mode,
+        "all_joined_s": t["all_joined_s"],
+        "teardown_done_s": t["teardown_done_s"],
+        "node_tls_setup_s": _tls_setup_s(timeline),
+        **result,
+    }
 
 
 def main() -> None:
@@ -129,8 +152,13 @@ def main() -> None:
             run = one_run(work, mode, counts[mode])
             print(json.dumps(run), flush=True)
             runs.append(run)
-    keys = ["all_joined_s", "teardown_done_s", "tasks_per_s", "actor_calls_per_s",
-            "transfer_mb_per_s"]  # fmt: skip
+    keys = [
+        "all_joined_s",
+        "teardown_done_s",
+        "tasks_per_s",
+        "actor_calls_per_s",
+        "transfer_mb_per_s",
+    ]
     medians = {
         mode: {k: statistics.median(r[k] for r in runs if r["mode"] == mode) for k in keys}
         for mode in ("plain", "tls")

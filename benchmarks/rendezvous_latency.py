@@ -47,9 +47,16 @@ def _summary(xs: list[float]) -> dict[str, float]:
 
 def _head(cluster: str) -> HeadRecord:
     return HeadRecord(
-        cluster_id=cluster, attempt=0, ip="10.0.0.1", gcs_port=6379, ray_version="-",
-        syndeo_version="-", nonce=uuid.uuid4().hex, created_at=time.time(), hostname="bench",
-    )  # fmt: skip
+        cluster_id=cluster,
+        attempt=0,
+        ip="10.0.0.1",
+        gcs_port=6379,
+        ray_version="-",
+        syndeo_version="-",
+        nonce=uuid.uuid4().hex,
+        created_at=time.time(),
+        hostname="bench",
+    )
 
 
 def bench_registrations(
@@ -62,11 +69,21 @@ def bench_registrations(
         barrier = threading.Barrier(nodes + 1)
         errors: list[BaseException] = []
 
-        def register(rank: int, rvs: list[Rendezvous] = rvs, cluster: str = cluster,
-                     barrier: threading.Barrier = barrier, errors: list[BaseException] = errors,
-                     ) -> None:  # fmt: skip
-            rec = NodeRecord(cluster_id=cluster, rank=rank, hostname=f"n{rank}", ip="10.0.0.2",
-                             pid=rank, joined_at=time.time())  # fmt: skip
+        def register(
+            rank: int,
+            rvs: list[Rendezvous] = rvs,
+            cluster: str = cluster,
+            barrier: threading.Barrier = barrier,
+            errors: list[BaseException] = errors,
+        ) -> None:
+            rec = NodeRecord(
+                cluster_id=cluster,
+                rank=rank,
+                hostname=f"n{rank}",
+                ip="10.0.0.2",
+                pid=rank,
+                joined_at=time.time(),
+            )
             barrier.wait()
             try:
                 rvs[rank % len(rvs)].register_node(rec)
@@ -85,8 +102,13 @@ def bench_registrations(
         rvs[0].cleanup(all_attempts=True)
         if errors or seen != nodes:
             raise SystemExit(f"registration trial {trial}: {len(errors)} errors, {seen}/{nodes}")
-    return {"nodes": nodes, "clients": clients, "trials": trials, "seconds": _summary(times),
-            "per_second_median": round(nodes / statistics.median(times), 1)}  # fmt: skip
+    return {
+        "nodes": nodes,
+        "clients": clients,
+        "trials": trials,
+        "seconds": _summary(times),
+        "per_second_median": round(nodes / statistics.median(times), 1),
+    }
 
 
 def bench_head_latency(
@@ -102,8 +124,12 @@ def bench_head_latency(
         lock = threading.Lock()
         seen_at: list[float] = []
 
-        def wait(rv: Rendezvous, probes: list[int] = probes, seen_at: list[float] = seen_at,
-                 lock: threading.Lock = lock) -> None:  # fmt: skip
+        def wait(
+            rv: Rendezvous,
+            probes: list[int] = probes,
+            seen_at: list[float] = seen_at,
+            lock: threading.Lock = lock,
+        ) -> None:
             read = rv.read_head
 
             def counted(not_before: float | None = None) -> HeadRecord | None:
@@ -131,9 +157,13 @@ def bench_head_latency(
         latencies.extend(s - published for s in seen_at)
         probe_rates.append(probes_before / delay)
         head_rv.cleanup(all_attempts=True)
-    return {"waiters": waiters, "trials": trials, "publish_delay_s": [0.2, max_delay_s],
-            "latency_s": _summary(latencies),
-            "probes_per_second_while_waiting": _summary(probe_rates)}  # fmt: skip
+    return {
+        "waiters": waiters,
+        "trials": trials,
+        "publish_delay_s": [0.2, max_delay_s],
+        "latency_s": _summary(latencies),
+        "probes_per_second_while_waiting": _summary(probe_rates),
+    }
 
 
 @contextmanager

@@ -28,17 +28,26 @@ from syndeo.core.errors import SyndeoError
     },
 )
 def bench_bringup(
-    c: Context, target: str = "local", nodes: int = 3, container: str | None = None,
-    runs: int = 5, config: str | None = None, out: str | None = None,
-) -> None:  # fmt: skip
+    c: Context,
+    target: str = "local",
+    nodes: int = 3,
+    container: str | None = None,
+    runs: int = 5,
+    config: str | None = None,
+    out: str | None = None,
+) -> None:
     """Bring-up and teardown of a cluster against one bare `ray start --head`, as ratios."""
     from benchmarks.bringup import run
 
     try:
         doc = run(
-            target=target, nodes=nodes, runs=runs, container=Path(container) if container else None,
-            config=Path(config) if config else None, out=Path(out) if out else None,
-        )  # fmt: skip
+            target=target,
+            nodes=nodes,
+            runs=runs,
+            container=Path(container) if container else None,
+            config=Path(config) if config else None,
+            out=Path(out) if out else None,
+        )
     except SyndeoError as e:
         raise Exit(f"syndeo: error: {e}", code=e.exit_code) from None
     print(json.dumps(doc["summary"], indent=2))

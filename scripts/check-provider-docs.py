@@ -73,8 +73,9 @@ def _page(repo: str, tag: str, kind: str, rtype: str, prefix: str) -> str | None
     for name in (short, rtype, re.sub(r"_iam_(member|binding|policy)$", "_iam", short)):
         out = subprocess.run(
             ["git", "-C", repo, "show", f"{tag}:website/docs/{sub}/{name}.html.markdown"],
-            capture_output=True, text=True,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+        )
         if out.returncode == 0:
             return out.stdout
     return None

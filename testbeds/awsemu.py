@@ -90,10 +90,12 @@ class State(BaseModel):
     def env(self) -> dict[str, str]:
         """The standard variables a user exports to talk to this emulated AWS."""
         env = {
-            "AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": self.access_key_id,
-            "AWS_SECRET_ACCESS_KEY": self.secret_access_key, "AWS_REGION": self.region,
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": self.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
+            "AWS_REGION": self.region,
             "AWS_DEFAULT_REGION": self.region,
-        }  # fmt: skip
+        }
         if self.cli_config is not None:
             env["TF_CLI_CONFIG_FILE"] = str(self.cli_config)
         return env
@@ -145,9 +147,13 @@ def up(base: Path | None = None, sif: Path | None = None, timeout: float = 60.0)
     log = open(base / "emulator.log", "ab")  # noqa: SIM115  (the daemon's own stdout)
     proc = subprocess.Popen(
         [sys.executable, "-m", "testbeds.awsemu", "serve", str(base), str(sif.resolve())],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True, cwd="/", env={**os.environ, "PYTHONPATH": str(REPO)},
-    )  # fmt: skip
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd="/",
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     log.close()
 
     def ready() -> State | None:
@@ -201,8 +207,11 @@ def logs(base: Path | None = None, tail: int = 4000) -> str:
     """The emulator's log and every machine's unit output so far (for failure messages)."""
     base = (base or default_base()).resolve()
     parts = []
-    for path in [base / "emulator.log", *sorted((base / "logs").glob("*.log")),
-                 *sorted((base / "instances").glob("*/disk/vm/run/*/*/unit.log"))]:  # fmt: skip
+    for path in [
+        base / "emulator.log",
+        *sorted((base / "logs").glob("*.log")),
+        *sorted((base / "instances").glob("*/disk/vm/run/*/*/unit.log")),
+    ]:
         with contextlib.suppress(OSError):
             parts.append(
                 f"--- {path.relative_to(base)}:\n{path.read_text(errors='replace')[-tail:]}"
@@ -248,9 +257,25 @@ class InstanceMachine:
     def shell(self, command: str, timeout: float) -> subprocess.CompletedProcess[str]:
         pw = pwd.getpwnam(self.user)
         env = {"HOME": pw.pw_dir, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
-        argv = ["nsenter", "-t", str(self.holder), "-n", "-m", "-u", "--",
-                "runuser", "-u", self.user, "--", "env", "-i",
-                *(f"{k}={v}" for k, v in env.items()), "sh", "-c", command]  # fmt: skip
+        argv = [
+            "nsenter",
+            "-t",
+            str(self.holder),
+            "-n",
+            "-m",
+            "-u",
+            "--",
+            "runuser",
+            "-u",
+            self.user,
+            "--",
+            "env",
+            "-i",
+            *(f"{k}={v}" for k, v in env.items()),
+            "sh",
+            "-c",
+            command,
+        ]
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
 
 
@@ -317,18 +342,29 @@ class Cloud:
         self.image_id = ec2.register_image(
             Name=f"syndeo-node-{(digest or 'unknown')[:12]}",
             Description=f"Syndeo node image: {self.sif}",
-            Architecture="x86_64", RootDeviceName="/dev/xvda", VirtualizationType="hvm",
+            Architecture="x86_64",
+            RootDeviceName="/dev/xvda",
+            VirtualizationType="hvm",
             BlockDeviceMappings=[{"DeviceName": "/dev/xvda", "Ebs": {"VolumeSize": 30}}],
-        )["ImageId"]  # fmt: skip
-        ec2.create_tags(Resources=[self.image_id], Tags=[
-            {"Key": "project", "Value": "syndeo"},
-            {"Key": "syndeo-image-digest", "Value": digest or ""},
-        ])  # fmt: skip
+        )["ImageId"]
+        ec2.create_tags(
+            Resources=[self.image_id],
+            Tags=[
+                {"Key": "project", "Value": "syndeo"},
+                {"Key": "syndeo-image-digest", "Value": digest or ""},
+            ],
+        )
         state = State(
-            base=self.base, tag=self.tag, pid=os.getpid(), endpoint=self.endpoint,
-            access_key_id=key, secret_access_key=secret, image_id=self.image_id, sif=self.sif,
+            base=self.base,
+            tag=self.tag,
+            pid=os.getpid(),
+            endpoint=self.endpoint,
+            access_key_id=key,
+            secret_access_key=secret,
+            image_id=self.image_id,
+            sif=self.sif,
             cli_config=self._cli_config(),
-        )  # fmt: skip
+        )
         tmp = self.base / "state.json.tmp"
         tmp.write_text(state.model_dump_json(indent=2))
         os.chmod(tmp, 0o644)
@@ -340,15 +376,23 @@ class Cloud:
         import boto3
 
         iam = boto3.client(
-            "iam", endpoint_url=self.endpoint, region_name=REGION,
-            aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap",
-        )  # fmt: skip
+            "iam",
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id="bootstrap",
+            aws_secret_access_key="bootstrap",
+        )
         iam.create_user(UserName=ADMIN_USER)
         iam.put_user_policy(
-            UserName=ADMIN_USER, PolicyName="admin",
-            PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
-                {"Effect": "Allow", "Action": "*", "Resource": "*"}]}),
-        )  # fmt: skip
+            UserName=ADMIN_USER,
+            PolicyName="admin",
+            PolicyDocument=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
+                }
+            ),
+        )
         k = iam.create_access_key(UserName=ADMIN_USER)["AccessKey"]
         return k["AccessKeyId"], k["SecretAccessKey"]
 
@@ -384,8 +428,9 @@ class Cloud:
             try:
                 seen = {
                     i["InstanceId"]: i
-                    for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]
-                }  # fmt: skip
+                    for r in ec2.describe_instances()["Reservations"]
+                    for i in r["Instances"]
+                }
             except Exception as exc:  # the loop outlives a moto hiccup
                 _log(f"describe_instances failed: {exc}")
                 self.stopping.wait(POLL_S)
@@ -450,8 +495,7 @@ class Cloud:
         # address, which forwards nothing: checked at start).  Ray finds a node's own
         # address by the route out; without one it would pick 127.0.0.1.
         run(["ip", "-n", host.netns, "route", "replace", "default", "via", GATEWAY])
-        run(["ip", "-n", host.netns, "addr", "add", f"{imds.ADDRESS}/32", "dev", "lo"],
-            check=False)  # fmt: skip
+        run(["ip", "-n", host.netns, "addr", "add", f"{imds.ADDRESS}/32", "dev", "lo"], check=False)
         pw = pwd.getpwnam(self.user)
         root = self.base / "instances" / host.instance_id
         disk = root / "disk"
@@ -460,21 +504,35 @@ class Cloud:
             os.chmod(d, mode)
         os.chown(disk, pw.pw_uid, pw.pw_gid)
         name = "ip-" + host.ip.replace(".", "-")
-        inner = " && ".join([
-            f"hostname {name}",
-            f"mount --bind {shlex.quote(str(disk))} {sshhosts.HOST_DISK}",
-            f"mount --bind {shlex.quote(str(self.base / 'image'))} {IMAGE_DIR}",
-            f"mount --bind {shlex.quote(str(self.sif))} {IMAGE_DIR / 'syndeo.sif'}",
-            f"mount --bind {shlex.quote(str(root / 'var-tmp'))} /var/tmp",
-            "exec sleep infinity",
-        ])  # fmt: skip
+        inner = " && ".join(
+            [
+                f"hostname {name}",
+                f"mount --bind {shlex.quote(str(disk))} {sshhosts.HOST_DISK}",
+                f"mount --bind {shlex.quote(str(self.base / 'image'))} {IMAGE_DIR}",
+                f"mount --bind {shlex.quote(str(self.sif))} {IMAGE_DIR / 'syndeo.sif'}",
+                f"mount --bind {shlex.quote(str(root / 'var-tmp'))} /var/tmp",
+                "exec sleep infinity",
+            ]
+        )
         sshhosts.HOST_DISK.mkdir(mode=0o755, parents=True, exist_ok=True)
         holder = subprocess.Popen(
-            ["nsenter", f"--net={netns.NETNS_DIR / host.netns}", "unshare", "--uts", "--mount",
-             "--propagation", "private", "sh", "-c", inner],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            [
+                "nsenter",
+                f"--net={netns.NETNS_DIR / host.netns}",
+                "unshare",
+                "--uts",
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                inner,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             start_new_session=True,
-        )  # fmt: skip
+        )
 
         def holding() -> bool | None:
             if holder.poll() is not None:
@@ -497,12 +555,16 @@ class Cloud:
     def _metadata(self, host: Host, inst: dict[str, Any]) -> imds.Instance:
         opts = inst.get("MetadataOptions", {})
         meta = imds.Instance(
-            instance_id=host.instance_id, private_ip=host.ip,
-            zone=inst.get("Placement", {}).get("AvailabilityZone", f"{REGION}a"), region=REGION,
+            instance_id=host.instance_id,
+            private_ip=host.ip,
+            zone=inst.get("Placement", {}).get("AvailabilityZone", f"{REGION}a"),
+            region=REGION,
             http_tokens=opts.get("HttpTokens", "optional"),
             hop_limit=int(opts.get("HttpPutResponseHopLimit", 1)),
-            profile_arn=None, profile_id=None, role_name=None,
-        )  # fmt: skip
+            profile_arn=None,
+            profile_id=None,
+            role_name=None,
+        )
         self._profile(meta)
         return meta
 
@@ -528,14 +590,19 @@ class Cloud:
 
         arn = f"arn:aws:iam::{DEFAULT_ACCOUNT_ID}:role/{inst.role_name}"
         role = sts_backends[DEFAULT_ACCOUNT_ID]["aws"].assume_role(
-            region_name=REGION, role_session_name=inst.instance_id, role_arn=arn,
-            policy=None, duration=3600, external_id=None,  # type: ignore[arg-type]
-        )  # fmt: skip
+            region_name=REGION,
+            role_session_name=inst.instance_id,
+            role_arn=arn,
+            policy=None,  # type: ignore[arg-type]
+            duration=3600,
+            external_id=None,  # type: ignore[arg-type]
+        )
         return {
-            "AccessKeyId": role.access_key_id, "SecretAccessKey": role.secret_access_key,
+            "AccessKeyId": role.access_key_id,
+            "SecretAccessKey": role.secret_access_key,
             "Token": role.session_token,
             "Expiration": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600)),
-        }  # fmt: skip
+        }
 
     def power_off(self, iid: str) -> None:
         """Pull the plug: SIGKILL everything on the machine, then remove it."""
@@ -549,8 +616,11 @@ class Cloud:
             host.server.shutdown()
             host.server.socket.close()
         with contextlib.suppress(TargetError):
-            wait_until(lambda: None if netns.netns_pids(host.netns) else True, 10,
-                       f"{iid}'s processes to go")  # fmt: skip
+            wait_until(
+                lambda: None if netns.netns_pids(host.netns) else True,
+                10,
+                f"{iid}'s processes to go",
+            )
         with contextlib.suppress(TargetError):
             netns.node_down(host.netns, host.veth)
         # Its console, kept for whoever debugs the cluster (the disk itself is gone).

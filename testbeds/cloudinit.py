@@ -90,9 +90,15 @@ class Unit:
         if env_file.startswith("-"):
             raise Unsupported(f"{path.name}: optional EnvironmentFile= is not emulated")
         extra = set(svc) - {
-            "Type", "User", "Group", "EnvironmentFile", "ExecStart", "KillMode",
-            "TimeoutStopSec", "Restart",
-        }  # fmt: skip
+            "Type",
+            "User",
+            "Group",
+            "EnvironmentFile",
+            "ExecStart",
+            "KillMode",
+            "TimeoutStopSec",
+            "Restart",
+        }
         if extra:
             raise Unsupported(f"{path.name}: [Service] {sorted(extra)} not emulated")
         return cls(
@@ -255,26 +261,37 @@ class VmHost:
             raise AssertionError(f"{self.machine.name}: {name}: ConditionPathExists={cond} failed")
         pw = pwd.getpwnam(self.machine.user)
         env = {
-            "PATH": SYSTEMD_PATH, "HOME": pw.pw_dir, "USER": pw.pw_name,
-            "LOGNAME": pw.pw_name, "SHELL": pw.pw_shell, "LANG": "C.UTF-8",
-        }  # fmt: skip
+            "PATH": SYSTEMD_PATH,
+            "HOME": pw.pw_dir,
+            "USER": pw.pw_name,
+            "LOGNAME": pw.pw_name,
+            "SHELL": pw.pw_shell,
+            "LANG": "C.UTF-8",
+        }
         run = self.inside(f"{RUN_DIR}/{name}")
-        main = shlex.join([
-            "env", "-i", *(f"{k}={v}" for k, v in env.items()),
-            self.inside(unit.exec_start), self.inside(unit.environment_file),
-        ])  # fmt: skip
-        script = "\n".join([
-            "set -eu",
-            f"d={shlex.quote(run)}",
-            'mkdir -p "$d" && cd "$d" && rm -f main.pid',
-            # Own session: the group is what stop signals.  exec keeps the pid.
-            f"setsid sh -c {shlex.quote('echo $$ > main.pid; cd /; exec ' + main)}"
-            " > unit.log 2>&1 < /dev/null &",
-            "i=0",
-            # Up to 60 s: a loaded machine may take a while to fork the unit (an event, polled).
-            "while [ ! -s main.pid ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done",
-            "cat main.pid",
-        ])  # fmt: skip
+        main = shlex.join(
+            [
+                "env",
+                "-i",
+                *(f"{k}={v}" for k, v in env.items()),
+                self.inside(unit.exec_start),
+                self.inside(unit.environment_file),
+            ]
+        )
+        script = "\n".join(
+            [
+                "set -eu",
+                f"d={shlex.quote(run)}",
+                'mkdir -p "$d" && cd "$d" && rm -f main.pid',
+                # Own session: the group is what stop signals.  exec keeps the pid.
+                f"setsid sh -c {shlex.quote('echo $$ > main.pid; cd /; exec ' + main)}"
+                " > unit.log 2>&1 < /dev/null &",
+                "i=0",
+                # Up to 60 s: a loaded machine may take a while to fork the unit (an event, polled).
+                "while [ ! -s main.pid ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done",
+                "cat main.pid",
+            ]
+        )
         pid = int(self.sh(script).strip())
         self.started[name] = pid
         return pid
@@ -295,17 +312,19 @@ class VmHost:
             return
         ticks = int(self.units[name].timeout_stop_s * 10)
         self.sh(
-            "\n".join([
-                f"pg={pid}",
-                'kill -TERM "$pg" 2>/dev/null || true',
-                "i=0",
-                f'while kill -0 -- "-$pg" 2>/dev/null && [ $i -lt {ticks} ]; do',
-                "  sleep 0.1; i=$((i + 1))",
-                "done",
-                'kill -KILL -- "-$pg" 2>/dev/null || true',
-            ]),
+            "\n".join(
+                [
+                    f"pg={pid}",
+                    'kill -TERM "$pg" 2>/dev/null || true',
+                    "i=0",
+                    f'while kill -0 -- "-$pg" 2>/dev/null && [ $i -lt {ticks} ]; do',
+                    "  sleep 0.1; i=$((i + 1))",
+                    "done",
+                    'kill -KILL -- "-$pg" 2>/dev/null || true',
+                ]
+            ),
             timeout=self.units[name].timeout_stop_s + 30,
-        )  # fmt: skip
+        )
 
     def log(self, name: str) -> str:
         """The unit's output (its journal, here)."""

@@ -160,10 +160,14 @@ class _Handler(BaseHTTPRequestHandler):
         meta = "/latest/meta-data/"
         creds = meta + "iam/security-credentials/"
         if path == "/latest/dynamic/instance-identity/document":
-            return json.dumps({
-                "instanceId": inst.instance_id, "privateIp": inst.private_ip,
-                "availabilityZone": inst.zone, "region": inst.region,
-            })  # fmt: skip
+            return json.dumps(
+                {
+                    "instanceId": inst.instance_id,
+                    "privateIp": inst.private_ip,
+                    "availabilityZone": inst.zone,
+                    "region": inst.region,
+                }
+            )
         simple = {
             meta + "instance-id": inst.instance_id,
             meta + "local-ipv4": inst.private_ip,
@@ -179,10 +183,14 @@ class _Handler(BaseHTTPRequestHandler):
         if inst.role_name is None:
             return None  # no instance profile: no iam/ tree, as on EC2
         if path == meta + "iam/info":
-            return json.dumps({
-                "Code": "Success", "LastUpdated": _iso(time.time()),
-                "InstanceProfileArn": inst.profile_arn, "InstanceProfileId": inst.profile_id,
-            })  # fmt: skip
+            return json.dumps(
+                {
+                    "Code": "Success",
+                    "LastUpdated": _iso(time.time()),
+                    "InstanceProfileArn": inst.profile_arn,
+                    "InstanceProfileId": inst.profile_id,
+                }
+            )
         if path in (creds, creds.rstrip("/")):
             return inst.role_name
         if path == creds + inst.role_name:
@@ -207,6 +215,7 @@ def serve(
     server.instance = instance
     server.credentials = credentials
     server.refresh = refresh
-    threading.Thread(target=server.serve_forever, name=f"imds-{instance.instance_id}",
-                     daemon=True).start()  # fmt: skip
+    threading.Thread(
+        target=server.serve_forever, name=f"imds-{instance.instance_id}", daemon=True
+    ).start()
     return server

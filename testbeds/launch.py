@@ -32,8 +32,9 @@ def launcher_python(run_user: str | None) -> str:
     return python
 
 
-def deploy_as(run_user: str | None, args: list[str], cwd: Path, home: Path,
-              timeout: float = 600) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def deploy_as(
+    run_user: str | None, args: list[str], cwd: Path, home: Path, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     argv = [launcher_python(run_user), "-m", "syndeo", "deploy", *args]
     env = {k: v for k, v in os.environ.items() if not k.startswith("SYNDEO_")}
     env.update(SYNDEO_HOME=str(home), SYNDEO_TEST_HOST_ONLY="must-not-leak")
@@ -41,6 +42,11 @@ def deploy_as(run_user: str | None, args: list[str], cwd: Path, home: Path,
         env["HOME"] = os.path.expanduser(f"~{run_user}")
         argv = ["runuser", "-u", run_user, "--", *argv]
     return subprocess.run(
-        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+        argv,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    )

@@ -42,8 +42,11 @@ def machine_lock(path: Path, what: str) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 4096, 0).decode(errors="replace").strip()
-            print(f"waiting for the {what} (in use by {holder or 'another process'})",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"waiting for the {what} (in use by {holder or 'another process'})",
+                file=sys.stderr,
+                flush=True,
+            )
             fcntl.flock(fd, fcntl.LOCK_EX)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} for {ROOT}\n".encode(), 0)

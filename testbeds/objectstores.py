@@ -252,11 +252,17 @@ def azurite_oauth(log_dir: Path, timeout_s: float = 30.0) -> Iterator[Server]:
         log = log_dir / f"az-oauth-{port}.log"
         with log.open("wb") as fh:
             proc = subprocess.Popen(
-                [*_azurite_cmd(port, "127.0.0.1"), "--oauth", "basic",
-                 *("--cert", str(paths["cert"]), "--key", str(paths["key"]))],
-                stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
+                [
+                    *_azurite_cmd(port, "127.0.0.1"),
+                    "--oauth",
+                    "basic",
+                    *("--cert", str(paths["cert"]), "--key", str(paths["key"])),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         server = Server("az", port, proc, log, scheme="https")
         server.env = {
             "SYNDEO_AZURE_ACCOUNT_URL": f"{server.endpoint}/{AZURITE_ACCOUNT}",

@@ -267,11 +267,20 @@ def _start_munge(c: LocalCluster) -> None:
     d = c.base / "munge"
     key = d / "munge.key"
     new_munge_key(key)
-    run([
-        "runuser", "-u", "munge", "--", "munged",
-        f"--socket={d / 'munge.socket'}", f"--key-file={key}", f"--pid-file={d / 'munged.pid'}",
-        f"--log-file={d / 'munged.log'}", f"--seed-file={d / 'munged.seed'}",
-    ])  # fmt: skip
+    run(
+        [
+            "runuser",
+            "-u",
+            "munge",
+            "--",
+            "munged",
+            f"--socket={d / 'munge.socket'}",
+            f"--key-file={key}",
+            f"--pid-file={d / 'munged.pid'}",
+            f"--log-file={d / 'munged.log'}",
+            f"--seed-file={d / 'munged.seed'}",
+        ]
+    )
     wait_until(lambda: True if (d / "munge.socket").exists() else None, 15, "munged socket")
 
 
@@ -361,10 +370,20 @@ def _start_slurmd(c: LocalCluster, n: LocalNode) -> None:
         f"hostname {n.name} && mount --bind {c.base / 'etc' / 'hosts'} /etc/hosts && "
         f"exec slurmd -f {c.conf} -N {n.name}"
     )
-    run([
-        "nsenter", f"--net={netns.NETNS_DIR / n.netns}", "unshare", "--uts", "--mount",
-        "--propagation", "private", "sh", "-c", inner,
-    ])  # fmt: skip
+    run(
+        [
+            "nsenter",
+            f"--net={netns.NETNS_DIR / n.netns}",
+            "unshare",
+            "--uts",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            inner,
+        ]
+    )
 
 
 def _all_idle(c: LocalCluster) -> bool:

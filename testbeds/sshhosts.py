@@ -126,16 +126,25 @@ class Bed(BaseModel):
     def ssh_options(self) -> list[str]:
         """``ssh`` options for a non-interactive, key-only, strictly verified login."""
         return [
-            "-i", str(self.key),
-            "-o", "BatchMode=yes",
-            "-o", "IdentitiesOnly=yes",
-            "-o", "PreferredAuthentications=publickey",
-            "-o", "StrictHostKeyChecking=yes",
-            "-o", f"UserKnownHostsFile={self.known_hosts}",
-            "-o", "GlobalKnownHostsFile=/dev/null",
-            "-o", "ConnectTimeout=5",
-            "-o", "LogLevel=ERROR",
-        ]  # fmt: skip
+            "-i",
+            str(self.key),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "PreferredAuthentications=publickey",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts}",
+            "-o",
+            "GlobalKnownHostsFile=/dev/null",
+            "-o",
+            "ConnectTimeout=5",
+            "-o",
+            "LogLevel=ERROR",
+        ]
 
     def ssh_argv(self, host: SshHost, command: str) -> list[str]:
         """argv of ``ssh`` running ``command`` on ``host`` as :attr:`user` (run it as that user)."""
@@ -323,8 +332,9 @@ def _up(base: Path, n: int, pw: pwd.struct_passwd, bed: Bed | None, timeout: flo
                     host_key=_pubkey(hdir / "ssh_host_ed25519_key.pub"),
                 )
             )
-        bed = Bed(base=base, tag=tag, bridge=bridge, host_ip=f"{subnet}.1", user=pw.pw_name,
-                  hosts=hosts)  # fmt: skip
+        bed = Bed(
+            base=base, tag=tag, bridge=bridge, host_ip=f"{subnet}.1", user=pw.pw_name, hosts=hosts
+        )
         (base / "state.json").write_text(bed.model_dump_json(indent=2))
     else:
         netns.bridge_up(bed.bridge, bed.host_ip, bed.prefix)
@@ -372,33 +382,35 @@ def _host_files(bed: Bed, h: SshHost, pw: pwd.struct_passwd) -> None:
     _authorize(bed, h, True)
     conf = hdir / "sshd_config"
     conf.write_text(
-        "\n".join([
-            "# SSH test-bed host (testbeds.sshhosts); not a system config.",
-            f"ListenAddress {h.ip}:22",
-            f"HostKey {hdir / 'ssh_host_ed25519_key'}",
-            f"PidFile {hdir / 'sshd.pid'}",
-            f"AuthorizedKeysFile {hdir / 'authorized_keys'}",
-            f"AllowUsers {bed.user}",
-            "PubkeyAuthentication yes",
-            "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no",
-            "PermitRootLogin no",
-            "UsePAM no",
-            # The bed lives in the checkout, which may sit below a world-writable dir
-            # (/tmp: CI clones anywhere), and StrictModes then refuses every key.  The
-            # bed writes its key files itself (root-owned, 0644) and nothing routes
-            # to these hosts but our own bridge.
-            "StrictModes no",
-            "UseDNS no",
-            "PrintMotd no",
-            "X11Forwarding no",
-            "PermitUserEnvironment no",
-            "LogLevel VERBOSE",
-            # Terraform's file provisioner speaks scp; others use sftp.
-            "Subsystem sftp /usr/lib/openssh/sftp-server",
-            "",
-        ])
-    )  # fmt: skip
+        "\n".join(
+            [
+                "# SSH test-bed host (testbeds.sshhosts); not a system config.",
+                f"ListenAddress {h.ip}:22",
+                f"HostKey {hdir / 'ssh_host_ed25519_key'}",
+                f"PidFile {hdir / 'sshd.pid'}",
+                f"AuthorizedKeysFile {hdir / 'authorized_keys'}",
+                f"AllowUsers {bed.user}",
+                "PubkeyAuthentication yes",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "PermitRootLogin no",
+                "UsePAM no",
+                # The bed lives in the checkout, which may sit below a world-writable dir
+                # (/tmp: CI clones anywhere), and StrictModes then refuses every key.  The
+                # bed writes its key files itself (root-owned, 0644) and nothing routes
+                # to these hosts but our own bridge.
+                "StrictModes no",
+                "UseDNS no",
+                "PrintMotd no",
+                "X11Forwarding no",
+                "PermitUserEnvironment no",
+                "LogLevel VERBOSE",
+                # Terraform's file provisioner speaks scp; others use sftp.
+                "Subsystem sftp /usr/lib/openssh/sftp-server",
+                "",
+            ]
+        )
+    )
     run([str(SSHD), "-t", "-f", str(conf)])
 
 
@@ -414,17 +426,30 @@ def _start_sshd(bed: Bed, h: SshHost, timeout: float) -> None:
         (hdir / "sshd.pid").unlink()
     # Not `ip netns exec`: it remounts /sys.  The private mount namespace gives the
     # host its own /etc/hosts and disk; sshd daemonises and writes its pid file.
-    inner = " && ".join([
-        f"hostname {shlex.quote(h.name)}",
-        f"mount --bind {shlex.quote(str(bed.disk(h)))} {HOST_DISK}",
-        f"mount --bind {shlex.quote(str(bed.base / 'hosts' / 'etc-hosts'))} /etc/hosts",
-        f"exec {SSHD} -f {shlex.quote(str(hdir / 'sshd_config'))} "
-        f"-E {shlex.quote(str(bed.sshd_log(h)))}",
-    ])  # fmt: skip
-    run([
-        "nsenter", f"--net={netns.NETNS_DIR / h.netns}", "unshare", "--uts", "--mount",
-        "--propagation", "private", "sh", "-c", inner,
-    ], timeout=timeout)  # fmt: skip
+    inner = " && ".join(
+        [
+            f"hostname {shlex.quote(h.name)}",
+            f"mount --bind {shlex.quote(str(bed.disk(h)))} {HOST_DISK}",
+            f"mount --bind {shlex.quote(str(bed.base / 'hosts' / 'etc-hosts'))} /etc/hosts",
+            f"exec {SSHD} -f {shlex.quote(str(hdir / 'sshd_config'))} "
+            f"-E {shlex.quote(str(bed.sshd_log(h)))}",
+        ]
+    )
+    run(
+        [
+            "nsenter",
+            f"--net={netns.NETNS_DIR / h.netns}",
+            "unshare",
+            "--uts",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            inner,
+        ],
+        timeout=timeout,
+    )
     wait_until(
         lambda: True if sshd_pid(bed, h) is not None and _tcp_open(h.ip) else None,
         timeout,
@@ -467,8 +492,16 @@ def ssh(
     """Run ``command`` on ``host`` as the bed's user over real ssh (never raises on rc != 0)."""
     pw = _user(bed.user)
     env = {"HOME": pw.pw_dir, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
-    argv = ["runuser", "-u", bed.user, "--", "env", "-i",
-            *(f"{k}={v}" for k, v in env.items()), *bed.ssh_argv(host, command)]  # fmt: skip
+    argv = [
+        "runuser",
+        "-u",
+        bed.user,
+        "--",
+        "env",
+        "-i",
+        *(f"{k}={v}" for k, v in env.items()),
+        *bed.ssh_argv(host, command),
+    ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
 
 

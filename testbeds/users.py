@@ -70,8 +70,11 @@ class UserRun:
     def start(self, body: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         return subprocess.Popen(
             as_user(self.argv(body), {**self.env, **(env or {})}),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self.root,
-        )  # fmt: skip
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=self.root,
+        )
 
     @staticmethod
     def cluster_id(proc: subprocess.Popen[str]) -> str:
@@ -99,8 +102,11 @@ class UserRun:
             assert proc.returncode != 0 and errors, (
                 f"deploy wrote no deploy.json and no error (rc {proc.returncode}): {err[-3000:]}"
             )
-            outcome = {"cluster_id": cid, "exit_code": proc.returncode,
-                       "error": errors[-1].removeprefix("syndeo: error: ")}  # fmt: skip
+            outcome = {
+                "cluster_id": cid,
+                "exit_code": proc.returncode,
+                "error": errors[-1].removeprefix("syndeo: error: "),
+            }
         outcome["_stderr"] = err
         outcome["_stdout"] = out
         outcome["_rc"] = proc.returncode
@@ -130,8 +136,11 @@ def python_with_fake_sif(code: str, name: str) -> str:
     try:
         proc = subprocess.run(
             as_user([str(CI_PYTHON), "-c", code, str(ROOT), str(image)]),
-            capture_output=True, text=True, cwd="/", check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            cwd="/",
+            check=False,
+        )
     finally:
         image.unlink()
     assert proc.returncode == 0, proc.stderr[-2000:]

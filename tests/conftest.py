@@ -15,14 +15,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
-        "--gpu", action="store_true",
+        "--gpu",
+        action="store_true",
         help="run only the tests that need a real GPU (scripts/test-gpu); they fail without one",
-    )  # fmt: skip
+    )
     parser.addoption(
-        "--quick", action="store_true",
+        "--quick",
+        action="store_true",
         help="the quick tier (scripts/test --quick): leave out every test marked as needing "
         f"more ({', '.join(quick.NEEDS_MORE)}), and fail one that starts Ray or a test bed",
-    )  # fmt: skip
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -70,14 +72,16 @@ def pytest_terminal_summary(
     if left:
         terminalreporter.write_line(
             f"GPU job not run here: {left} test(s) need a real GPU (run scripts/test-gpu on a "
-            "machine with one)", yellow=True,
-        )  # fmt: skip
+            "machine with one)",
+            yellow=True,
+        )
     more = config.stash.get(_QUICK_LEFT, 0)
     if more:
         terminalreporter.write_line(
             f"quick tier: {more} test(s) that need a Ray cluster, a test bed or more time were "
-            "left out (scripts/test runs them all)", yellow=True,
-        )  # fmt: skip
+            "left out (scripts/test runs them all)",
+            yellow=True,
+        )
 
 
 @pytest.fixture

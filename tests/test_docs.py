@@ -32,8 +32,12 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
     site = tmp_path / "site"
     proc = subprocess.run(
         [*INVOKE, "docs", "--out", str(site)],
-        cwd=tmp_path, env=MKDOCS_ENV, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=MKDOCS_ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     warnings = [ln for ln in proc.stderr.splitlines() if ln.startswith("WARNING")]
     assert warnings == []
@@ -57,9 +61,14 @@ def test_invoke_docs_serves_the_site_on_loopback() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     proc = subprocess.Popen(
-        [*INVOKE, "docs", "--port", str(port)], cwd=ROOT, env=MKDOCS_ENV,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        [*INVOKE, "docs", "--port", str(port)],
+        cwd=ROOT,
+        env=MKDOCS_ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         page = ""
@@ -86,10 +95,23 @@ def test_a_link_to_a_missing_file_fails_the_build(tmp_path: Path) -> None:
         f"site_name: x\ndocs_dir: {docs}\nhooks:\n  - {ROOT / 'scripts/docs_hooks.py'}\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config),
-         "--site-dir", str(tmp_path / "site")],
-        cwd=tmp_path, env=MKDOCS_ENV, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-f",
+            str(config),
+            "--site-dir",
+            str(tmp_path / "site"),
+        ],
+        cwd=tmp_path,
+        env=MKDOCS_ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert "index.md: link to ../tests/test_no_such_file.py, which does not exist" in proc.stderr
 
@@ -97,8 +119,11 @@ def test_a_link_to_a_missing_file_fails_the_build(tmp_path: Path) -> None:
 def test_terraform_tables_are_generated_from_the_modules() -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts/tf_docs.py"), "--check"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
 
 

@@ -17,8 +17,12 @@ from tests.support.helpers import ROOT
 def test_scripts_test_quick_runs_the_quick_tier_only() -> None:
     proc = subprocess.run(
         ["bash", "scripts/test", "--quick", "--collect-only", "-q", "tests/bench/test_partial.py"],
-        cwd=ROOT, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "syndeo setup: done" in out

@@ -189,11 +189,18 @@ RUN = "python work.py --x=1,2"
 SIF_IN_IMAGE = "/opt/syndeo/syndeo.sif"  # the VM images' SIF (terraform/<cloud> image_path)
 CLOUD_MACHINE = {
     "aws": {"instance_type": "c7i.2xlarge", "region": "us-east-1", "image": "ami-0abc"},
-    "gcp": {"instance_type": "c3-standard-8", "region": "us-central1", "project": "p",
-            "image": "projects/p/global/images/syndeo"},
-    "azure": {"instance_type": "Standard_D8s_v5", "region": "westeurope",
-              "image": "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/images/x"},
-}  # fmt: skip
+    "gcp": {
+        "instance_type": "c3-standard-8",
+        "region": "us-central1",
+        "project": "p",
+        "image": "projects/p/global/images/syndeo",
+    },
+    "azure": {
+        "instance_type": "Standard_D8s_v5",
+        "region": "westeurope",
+        "image": "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/images/x",
+    },
+}
 
 
 def _standins(tmp_path: Path) -> tuple[Path, Path]:
@@ -244,8 +251,11 @@ def _node_env(record: dict[str, Any]) -> dict[str, str]:
     """The node's own variables: as set, or as apptainer would pass them into the container."""
     env: dict[str, str] = record["env"]
     if Path(record["argv"][0]).name == "apptainer":
-        return {k.removeprefix("APPTAINERENV_"): v for k, v in env.items()
-                if k.startswith("APPTAINERENV_")}  # fmt: skip
+        return {
+            k.removeprefix("APPTAINERENV_"): v
+            for k, v in env.items()
+            if k.startswith("APPTAINERENV_")
+        }
     return env
 
 
@@ -282,12 +292,18 @@ def _started(
         (Path(os.environ["SYNDEO_HOME"]) / "slurm" / "jobs" / "onecmd").mkdir(parents=True)
         job = tmp_path / "job.sbatch"
         job.write_text(target.script(spec))
-        env = {"PATH": path, "SYNDEO_TEST_RECORD": str(record), "SLURM_JOB_ID": "77",
-               "SLURM_JOB_NODELIST": "n[1-3]", "SLURM_LAUNCH_NODE_IPADDR": "127.0.0.1",
-               # What the target hands sbatch in its environment (the script names it only).
-               "SYNDEO_LAUNCH_KEY": str(spec.launch_key)}  # fmt: skip
-        out = subprocess.run(["bash", str(job)], env=env, capture_output=True, text=True,
-                             timeout=120)  # fmt: skip
+        env = {
+            "PATH": path,
+            "SYNDEO_TEST_RECORD": str(record),
+            "SLURM_JOB_ID": "77",
+            "SLURM_JOB_NODELIST": "n[1-3]",
+            "SLURM_LAUNCH_NODE_IPADDR": "127.0.0.1",
+            # What the target hands sbatch in its environment (the script names it only).
+            "SYNDEO_LAUNCH_KEY": str(spec.launch_key),
+        }
+        out = subprocess.run(
+            ["bash", str(job)], env=env, capture_output=True, text=True, timeout=120
+        )
         assert out.returncode == 0, out.stdout + out.stderr
         return spec, _records(record)  # srun ran every task to its end
     assert isinstance(target, TerraformTarget)
@@ -295,8 +311,9 @@ def _started(
     inputs = hcl.node_module_inputs(target.module, tfvars)
     if name == "ssh":  # on this machine: the host's interpreter and dir are stand-ins
         assert tfvars["image"] is None  # terraform/ssh: image_path null, a bare node
-        inputs.update(python=str(bindir / "node-python"), host_dir=str(tmp_path / "host"),
-                      image_path=None)  # fmt: skip
+        inputs.update(
+            python=str(bindir / "node-python"), host_dir=str(tmp_path / "host"), image_path=None
+        )
     else:
         assert inputs["image_path"] == SIF_IN_IMAGE
         inputs["host_dir"] = str(tmp_path / "host")
@@ -312,8 +329,9 @@ def _started(
             assert doc["runcmd"] == [["systemctl", "start", "--no-block", "syndeo-node"]]
             assert set(doc) == {"write_files", "runcmd"}
         env = {"PATH": path, "SYNDEO_TEST_RECORD": str(record), "HOME": str(tmp_path)}
-        res = subprocess.run(["dash", "-c", command], env=env, capture_output=True, text=True,
-                             timeout=60)  # fmt: skip
+        res = subprocess.run(
+            ["dash", "-c", command], env=env, capture_output=True, text=True, timeout=60
+        )
         assert res.returncode == 0, res.stdout + res.stderr
         _wait_gone(tmp_path / "host" / "clusters" / "onecmd" / str(rank) / "node.pid")
     return spec, _records(record)

@@ -20,10 +20,18 @@ from syndeo.core.errors import SyndeoError
 
 # Top-level module -> the extra that installs it (pyproject.toml).
 _EXTRA_OF = {
-    "gymnasium": "bench", "mujoco": "bench", "matplotlib": "bench",
-    "torch": "rllib", "tree": "rllib", "scipy": "rllib", "pandas": "rllib", "lz4": "rllib",
-    "pyarrow": "rllib", "ormsgpack": "rllib", "tensorboardX": "rllib",
-}  # fmt: skip
+    "gymnasium": "bench",
+    "mujoco": "bench",
+    "matplotlib": "bench",
+    "torch": "rllib",
+    "tree": "rllib",
+    "scipy": "rllib",
+    "pandas": "rllib",
+    "lz4": "rllib",
+    "pyarrow": "rllib",
+    "ormsgpack": "rllib",
+    "tensorboardX": "rllib",
+}
 
 
 def _ints(text: str) -> list[int]:

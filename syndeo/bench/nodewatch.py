@@ -67,9 +67,12 @@ class NodeWatch:
         at = now - self.t0
         if self._open is None and alive < self.full:
             loss = NodeLoss(
-                repeat=self.repeat, lost_at_s=round(at, 3), nodes_before=self.full,
-                nodes_after=alive, steps_per_s_before=round(counted / at, 1) if at > 0 else 0.0,
-            )  # fmt: skip
+                repeat=self.repeat,
+                lost_at_s=round(at, 3),
+                nodes_before=self.full,
+                nodes_after=alive,
+                steps_per_s_before=round(counted / at, 1) if at > 0 else 0.0,
+            )
             self._open = (loss, counted)
             self.losses.append(loss)
         elif self._open is not None and alive >= self.full:

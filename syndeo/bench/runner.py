@@ -102,9 +102,13 @@ class ActorGroup:
         self.node_losses: list[NodeLoss] = []  # every run's, the warm-up's included
 
     def run(
-        self, total: int, chunk: int, collect: bool,
-        on_samples: Callable[[int], None] | None = None, repeat: int | None = None,
-    ) -> tuple[Repeat, int]:  # fmt: skip
+        self,
+        total: int,
+        chunk: int,
+        collect: bool,
+        on_samples: Callable[[int], None] | None = None,
+        repeat: int | None = None,
+    ) -> tuple[Repeat, int]:
         """``repeat``: the measured repeat's index (None: the warm-up), for node losses."""
         import ray
 
@@ -223,16 +227,27 @@ def _measure(
                 f"{env_id}: requested {total} samples per repeat, counted {counted_all}"
             )
         if checkpoint is not None and i + 1 < cfg.repeats:
-            checkpoint(_env_result(env_id, workers, mode, cfg, total, group, pool, rllib,
-                                   ours, local, theirs))  # fmt: skip
+            checkpoint(
+                _env_result(
+                    env_id, workers, mode, cfg, total, group, pool, rllib, ours, local, theirs
+                )
+            )
     return _env_result(env_id, workers, mode, cfg, total, group, pool, rllib, ours, local, theirs)
 
 
 def _env_result(
-    env_id: str, workers: int, mode: Mode, cfg: BenchConfig, total: int, group: ActorGroup,
-    pool: LocalPool | None, rllib: RllibSampler | None,
-    ours: list[Repeat], local: list[Repeat], theirs: list[Repeat],
-) -> EnvResult:  # fmt: skip
+    env_id: str,
+    workers: int,
+    mode: Mode,
+    cfg: BenchConfig,
+    total: int,
+    group: ActorGroup,
+    pool: LocalPool | None,
+    rllib: RllibSampler | None,
+    ours: list[Repeat],
+    local: list[Repeat],
+    theirs: list[Repeat],
+) -> EnvResult:
     """The summary of the repeats measured so far."""
     res = EnvResult(
         env_id=env_id,
@@ -304,9 +319,9 @@ def run_benchmark(
 
                     def partial(res: EnvResult, done: list[EnvResult] = result.results) -> None:
                         if checkpoint is not None:
-                            checkpoint(result.model_copy(
-                                update={"results": [*done, res], "partial": True}
-                            ))  # fmt: skip
+                            checkpoint(
+                                result.model_copy(update={"results": [*done, res], "partial": True})
+                            )
 
                     result.results.append(
                         _measure(env_id, w, mode, cfg, group, pool, rllib, progress, partial)

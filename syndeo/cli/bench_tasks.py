@@ -66,20 +66,43 @@ def bench(
             from syndeo.bench.manifest import now_iso
 
             out = out or str(Path(results_dir or "results") / f"bench-{now_iso()}.json")
-            argv = bench_argv(env, mode, protocol, samples_per_cpu, repeats, envs_per_actor,
-                              workers, rllib, local_limit, out)  # fmt: skip
+            argv = bench_argv(
+                env,
+                mode,
+                protocol,
+                samples_per_cpu,
+                repeats,
+                envs_per_actor,
+                workers,
+                rllib,
+                local_limit,
+                out,
+            )
             rc = main(argv[3:])
             if rc:
                 raise Exit(code=rc)
             return
         from syndeo.cli.verbs import run_deploy
 
-        argv = bench_argv(env, mode, protocol, samples_per_cpu, repeats, envs_per_actor,
-                          workers, rllib, local_limit)  # fmt: skip
+        argv = bench_argv(
+            env,
+            mode,
+            protocol,
+            samples_per_cpu,
+            repeats,
+            envs_per_actor,
+            workers,
+            rllib,
+            local_limit,
+        )
         run_deploy(
-            target=target, nodes=nodes, cpus_per_node=cpus_per_node, container=container,
-            results_dir=results_dir, run=shlex.join(argv),
-        )  # fmt: skip
+            target=target,
+            nodes=nodes,
+            cpus_per_node=cpus_per_node,
+            container=container,
+            results_dir=results_dir,
+            run=shlex.join(argv),
+        )
     except SyndeoError as e:
         raise Exit(f"syndeo: error: {e}", code=e.exit_code) from None
 

@@ -84,10 +84,18 @@ def plan_table(p: Plan) -> Table:
 
 
 def _plan(
-    results: Path, cat: Catalog, onprem: OnPremCost, out: Path, console: Console,
-    env: str, steps: float, mode: str | None, targets: list[str] | None, basis: str | None,
+    results: Path,
+    cat: Catalog,
+    onprem: OnPremCost,
+    out: Path,
+    console: Console,
+    env: str,
+    steps: float,
+    mode: str | None,
+    targets: list[str] | None,
+    basis: str | None,
     sizes: tuple[int, ...],
-) -> None:  # fmt: skip
+) -> None:
     from syndeo.compare.plan import COLUMNS, cells, headline, make_plan, notes, title
     from syndeo.compare.report import UNIT, build_rows, write_pages
     from syndeo.compare.runs import find_runs
@@ -104,9 +112,18 @@ def _plan(
     p = make_plan(rows, cat, onprem, env, steps, mode, targets, basis, sizes)
     out.mkdir(parents=True, exist_ok=True)
     md, html = write_pages(
-        out, "plan", "plan.md.j2", plan=p, plan_title=title(p), unit=UNIT, columns=COLUMNS,
-        cells=cells, headline=headline(p), notes=notes(onprem), skipped=found.skipped,
-    )  # fmt: skip
+        out,
+        "plan",
+        "plan.md.j2",
+        plan=p,
+        plan_title=title(p),
+        unit=UNIT,
+        columns=COLUMNS,
+        cells=cells,
+        headline=headline(p),
+        notes=notes(onprem),
+        skipped=found.skipped,
+    )
     say = _lines(console)
     say(f"basis for unmeasured instance types: {p.basis.name}")
     for ser in p.series:
@@ -142,8 +159,19 @@ def run_compare(
         if not env:
             raise CompareError("--plan needs --env, e.g. --env Humanoid-v5")
         targets = [t for t in target.split(",") if t] if target else None
-        _plan(Path(results), cat, onprem, Path(out), console, env, _steps(steps), mode,
-              targets, basis, _sizes(sizes))  # fmt: skip
+        _plan(
+            Path(results),
+            cat,
+            onprem,
+            Path(out),
+            console,
+            env,
+            _steps(steps),
+            mode,
+            targets,
+            basis,
+            _sizes(sizes),
+        )
         return
     found = find_runs(Path(results))
     md, html, rows = render_compare(found, cat, onprem, Path(out))

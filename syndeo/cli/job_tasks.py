@@ -33,16 +33,24 @@ def _run(fn: Callable[..., int], **options: Any) -> None:
 
 @task(help=invoke_help("submit"), iterable=["env", "exclude"], auto_shortflags=False)
 def submit(
-    c: Context, cluster_id: str | None = None, workdir: str | None = None,
-    env: list[str] | None = None, exclude: list[str] | None = None, follow: bool = False,
-) -> None:  # fmt: skip
+    c: Context,
+    cluster_id: str | None = None,
+    workdir: str | None = None,
+    env: list[str] | None = None,
+    exclude: list[str] | None = None,
+    follow: bool = False,
+) -> None:
     """Run a program on an `up` cluster, through its rendezvous: `invoke submit -- CMD …`."""
     command = _remainder(c)
     _run(
-        jobverbs.run_submit, command=command, cluster_id=cluster_id,
-        workdir=Path(workdir) if workdir else None, env=env or [], exclude=exclude or [],
+        jobverbs.run_submit,
+        command=command,
+        cluster_id=cluster_id,
+        workdir=Path(workdir) if workdir else None,
+        env=env or [],
+        exclude=exclude or [],
         follow=follow,
-    )  # fmt: skip
+    )
 
 
 def _remainder(c: Context) -> list[str]:

@@ -48,10 +48,14 @@ def _say_end(ui: Ui, state: JobState | None) -> None:
 
 
 def run_submit(
-    command: list[str], cluster_id: str | None = None, workdir: Path | None = None,
-    env: list[str] | None = None, exclude: list[str] | None = None, follow: bool = False,
+    command: list[str],
+    cluster_id: str | None = None,
+    workdir: Path | None = None,
+    env: list[str] | None = None,
+    exclude: list[str] | None = None,
+    follow: bool = False,
     ui: Ui | None = None,
-) -> int:  # fmt: skip
+) -> int:
     ui = ui or Ui()
     cluster, spec = job_client.submit(
         command, cluster_id=cluster_id, workdir=workdir, env=env, excludes=exclude
@@ -144,6 +148,10 @@ def _submit_from_args(args: argparse.Namespace) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     return run_submit(
-        command, cluster_id=args.cluster_id, workdir=args.workdir, env=args.env,
-        exclude=args.exclude, follow=bool(args.follow),
-    )  # fmt: skip
+        command,
+        cluster_id=args.cluster_id,
+        workdir=args.workdir,
+        env=args.env,
+        exclude=args.exclude,
+        follow=bool(args.follow),
+    )

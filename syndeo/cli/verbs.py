@@ -120,9 +120,13 @@ def run_down(cluster_id: str | None = None, ui: Ui | None = None) -> str:
 
 
 def run_grow(
-    group: str, nodes: int, cluster_id: str | None = None, wait_s: float | None = None,
-    ui: Ui | None = None, hosts: str | None = None,
-) -> str:  # fmt: skip
+    group: str,
+    nodes: int,
+    cluster_id: str | None = None,
+    wait_s: float | None = None,
+    ui: Ui | None = None,
+    hosts: str | None = None,
+) -> str:
     from syndeo.launcher.grow import grow
 
     names = [h.strip() for h in hosts.split(",") if h.strip()] if hosts else None

@@ -20,9 +20,17 @@ CLOUDS = ("aws", "gcp", "azure")
 # Bumped whenever the shipped CSVs change; printed in every report.
 CATALOG_VERSION = "2026-11-22"
 COLUMNS = (
-    "instance_type", "vcpus", "memory_gib", "region", "ondemand_usd_per_h", "spot_usd_per_h",
-    "relative_speed", "vcpus_per_core", "source", "as_of",
-)  # fmt: skip
+    "instance_type",
+    "vcpus",
+    "memory_gib",
+    "region",
+    "ondemand_usd_per_h",
+    "spot_usd_per_h",
+    "relative_speed",
+    "vcpus_per_core",
+    "source",
+    "as_of",
+)
 
 
 class Price(BaseModel):

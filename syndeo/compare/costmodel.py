@@ -37,21 +37,27 @@ def pricing(run: Run, catalog: Catalog, onprem: OnPremCost) -> Pricing:
         if not m.groups:
             hourly = catalog.hourly(m.provider, m.instance_type, m.region, m.spot)
             return Pricing(
-                kind, m.count * hourly, m.region,
+                kind,
+                m.count * hourly,
+                m.region,
                 f"{m.count} x {m.instance_type} {kind} {hourly:g} $/h",
-            )  # fmt: skip
+            )
         # Node groups: every group's nodes at its own type's price (a missing price
         # for any of them is the catalog's one-line error).
         parts = [(n, t, catalog.hourly(m.provider, t, m.region, m.spot)) for t, n in m.billed()]
         return Pricing(
-            kind, sum(n * hourly for n, _, hourly in parts), m.region,
+            kind,
+            sum(n * hourly for n, _, hourly in parts),
+            m.region,
             " + ".join(f"{n} x {t}" for n, t, _ in parts)
-            + f" {kind} at " + ", ".join(f"{hourly:g}" for _, _, hourly in parts) + " $/h",
-        )  # fmt: skip
+            + f" {kind} at "
+            + ", ".join(f"{hourly:g}" for _, _, hourly in parts)
+            + " $/h",
+        )
     rate = onprem.core_hour_usd()
     return Pricing(
         "on-prem", run.charged_cpus * rate, "–", f"{run.charged_cpus} CPUs x {rate:.6f} $/CPU-h"
-    )  # fmt: skip
+    )
 
 
 def run_cost_usd(run: Run, price: Pricing) -> float | None:

@@ -100,8 +100,16 @@ def _series(rows: list[Row]) -> list[Series]:
             sizes[r.cpus] += r.rates
         points = [(n, sum(v) / len(v)) for n, v in sizes.items()]
         widest = max(rs, key=lambda r: r.cpus_per_node)
-        out.append(Series(target, hardware, widest.cpus_per_node, widest.charged_cpus_per_node,
-                          fit_power_law(points), any(r.partial for r in rs)))  # fmt: skip
+        out.append(
+            Series(
+                target,
+                hardware,
+                widest.cpus_per_node,
+                widest.charged_cpus_per_node,
+                fit_power_law(points),
+                any(r.partial for r in rs),
+            )
+        )
     return out
 
 
@@ -269,9 +277,19 @@ def _own_series(series: list[Series], instance_type: str) -> Series | None:
 # ---------------------------------------------------------------------- presentation
 # Shared by the terminal table and plan.md/plan.html.
 COLUMNS = (
-    "target", "hardware", "region", "nodes", "model CPUs", "steps/s", "wall h",
-    "on-demand/on-prem $", "spot $", "source", "assumptions", "range",
-)  # fmt: skip
+    "target",
+    "hardware",
+    "region",
+    "nodes",
+    "model CPUs",
+    "steps/s",
+    "wall h",
+    "on-demand/on-prem $",
+    "spot $",
+    "source",
+    "assumptions",
+    "range",
+)
 ORDER = "cheapest on-demand/on-prem first"
 
 
@@ -291,9 +309,19 @@ def _range(x: Prediction) -> str:
 def cells(x: Prediction) -> list[str]:
     spot = usd(x.usd_spot) + (" (artefact)" if x.spot_is_artefact else "")
     return [
-        x.target, x.hardware, x.region, str(x.nodes), str(x.cpus), f"{x.steps_per_s:,.0f}",
-        f"{x.hours:,.2f}", usd(x.usd_ondemand), spot, x.source, x.assumptions, _range(x),
-    ]  # fmt: skip
+        x.target,
+        x.hardware,
+        x.region,
+        str(x.nodes),
+        str(x.cpus),
+        f"{x.steps_per_s:,.0f}",
+        f"{x.hours:,.2f}",
+        usd(x.usd_ondemand),
+        spot,
+        x.source,
+        x.assumptions,
+        _range(x),
+    ]
 
 
 def headline(p: Plan) -> str:

@@ -64,18 +64,35 @@ def _iso_cost(ax: Any, rows: list[Row]) -> None:
     costs = [r.usd_per_m for r in rows]
     for exp in range(math.floor(math.log10(min(costs))), math.ceil(math.log10(max(costs))) + 1):
         c = 10.0**exp
-        ax.plot([lo, hi], [lo / (c * 3600) * 1e6, hi / (c * 3600) * 1e6], ":", color="grey",
-                linewidth=0.8)  # fmt: skip
-        ax.annotate(f"{c:g} $/M", (hi, hi / (c * 3600) * 1e6), fontsize=7, color="grey",
-                    ha="right", va="bottom")  # fmt: skip
+        ax.plot(
+            [lo, hi],
+            [lo / (c * 3600) * 1e6, hi / (c * 3600) * 1e6],
+            ":",
+            color="grey",
+            linewidth=0.8,
+        )
+        ax.annotate(
+            f"{c:g} $/M",
+            (hi, hi / (c * 3600) * 1e6),
+            fontsize=7,
+            color="grey",
+            ha="right",
+            va="bottom",
+        )
 
 
 def cost_plot(groups: dict[tuple[str, str, str], list[Row]], path: Path) -> tuple[int, int]:
     fig, axes = _grid(len(groups))
     for ax, ((env, mode, protocol), rows) in zip(axes.flat, groups.items(), strict=False):
         for r in rows:
-            ax.errorbar(r.price.usd_per_h, r.mean, yerr=2 * r.std, fmt="o", capsize=3,
-                        label=_text(f"{r.label} {r.price.kind}"))  # fmt: skip
+            ax.errorbar(
+                r.price.usd_per_h,
+                r.mean,
+                yerr=2 * r.std,
+                fmt="o",
+                capsize=3,
+                label=_text(f"{r.label} {r.price.kind}"),
+            )
         _iso_cost(ax, rows)
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -119,10 +136,20 @@ def speedup_plot(groups: dict[tuple[str, str, str], list[Row]], path: Path) -> t
             xs = [r.cpus / base.cpus for r in rs]
             sp = [r.mean / base.mean for r in rs]
             band = [2 * r.std / base.mean for r in rs]
-            ax.errorbar(xs, sp, yerr=band, fmt="o-", capsize=3,
-                        label=_text(f"{base.target} {base.hardware}"))  # fmt: skip
-            ax.fill_between(xs, [s - b for s, b in zip(sp, band, strict=True)],
-                            [s + b for s, b in zip(sp, band, strict=True)], alpha=0.2)  # fmt: skip
+            ax.errorbar(
+                xs,
+                sp,
+                yerr=band,
+                fmt="o-",
+                capsize=3,
+                label=_text(f"{base.target} {base.hardware}"),
+            )
+            ax.fill_between(
+                xs,
+                [s - b for s, b in zip(sp, band, strict=True)],
+                [s + b for s, b in zip(sp, band, strict=True)],
+                alpha=0.2,
+            )
             top = max(top, int(max(xs)))
         ax.plot([1, top], [1, top], "k--", label="ideal")
         ax.set_xlabel("CPUs / smallest size")
@@ -134,13 +161,25 @@ def speedup_plot(groups: dict[tuple[str, str, str], list[Row]], path: Path) -> t
 
 
 PLOTS: list[tuple[str, str, Callable[..., tuple[int, int]], str]] = [
-    ("Throughput against cluster $/hour", "cost.png", cost_plot,
-     "Dotted lines: equal $ per million steps; further up-left is cheaper. Bars: ±2σ."),
-    ("$ per million steps per target", "usd-per-m.png", usd_per_m_plot,
-     "Bars: steady state; ticks: all-in (start-up, baselines and teardown included)."),
-    ("Speedup against ideal", "speedup.png", speedup_plot,
-     "Per target and hardware, against its smallest measured size; bands: ±2σ."),
-]  # fmt: skip
+    (
+        "Throughput against cluster $/hour",
+        "cost.png",
+        cost_plot,
+        "Dotted lines: equal $ per million steps; further up-left is cheaper. Bars: ±2σ.",
+    ),
+    (
+        "$ per million steps per target",
+        "usd-per-m.png",
+        usd_per_m_plot,
+        "Bars: steady state; ticks: all-in (start-up, baselines and teardown included).",
+    ),
+    (
+        "Speedup against ideal",
+        "speedup.png",
+        speedup_plot,
+        "Per target and hardware, against its smallest measured size; bands: ±2σ.",
+    ),
+]
 
 
 def render_all(rows: list[Row], out_dir: Path) -> list[Figure]:

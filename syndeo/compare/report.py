@@ -46,13 +46,30 @@ def build_rows(runs: list[Run], catalog: Catalog, onprem: OnPremCost) -> list[Ro
         cost = run_cost_usd(run, price)
         total_s = _measured_seconds(run)  # > 0: every repeat's seconds are checked when read
         for r in run.result.results:
-            key = (r.env_id, r.mode, run.result.config.protocol, run.target, run.hardware,
-                   price.kind, price.region, run.nodes, run.cpus_per_node,
-                   run.charged_cpus)  # fmt: skip
+            key = (
+                r.env_id,
+                r.mode,
+                run.result.config.protocol,
+                run.target,
+                run.hardware,
+                price.kind,
+                price.region,
+                run.nodes,
+                run.cpus_per_node,
+                run.charged_cpus,
+            )
             if key not in rows:
-                rows[key] = Row(r.env_id, r.mode, run.result.config.protocol, run.target,
-                                run.hardware, run.nodes, run.cpus_per_node, price,
-                                run.charged_cpus // run.nodes)  # fmt: skip
+                rows[key] = Row(
+                    r.env_id,
+                    r.mode,
+                    run.result.config.protocol,
+                    run.target,
+                    run.hardware,
+                    run.nodes,
+                    run.cpus_per_node,
+                    price,
+                    run.charged_cpus // run.nodes,
+                )
             row = rows[key]
             row.partial = row.partial or run.partial
             row.emulated = row.emulated or run.emulated
@@ -61,9 +78,9 @@ def build_rows(runs: list[Run], catalog: Catalog, onprem: OnPremCost) -> list[Ro
             # The run's overhead (start-up, baselines, teardown) is shared out by each
             # env's share of the measured seconds.
             share = sum(x.seconds for x in r.syndeo.repeats) / total_s
-            row.allin_usd = None if cost is None or row.allin_usd is None else (
-                row.allin_usd + cost * share
-            )  # fmt: skip
+            row.allin_usd = (
+                None if cost is None or row.allin_usd is None else (row.allin_usd + cost * share)
+            )
             if run.cluster_id not in row.runs:
                 row.runs.append(run.cluster_id)
     out = list(rows.values())
@@ -139,8 +156,19 @@ def terminal_tables(rows: list[Row]) -> list[Table | str]:
     out: list[Table | str] = []
     for (env, mode, protocol), rs in groups(rows).items():
         t = Table(title=escape(f"{env} — {mode}, {protocol} protocol ({ORDER})"))
-        cols = ["target", "hardware", "pricing", "nodes×CPUs", "steps/s ± std", "per CPU",
-                "eff. %", "cluster $/h", "$/M steps", "all-in $/M", "h to 1 B"]  # fmt: skip
+        cols = [
+            "target",
+            "hardware",
+            "pricing",
+            "nodes×CPUs",
+            "steps/s ± std",
+            "per CPU",
+            "eff. %",
+            "cluster $/h",
+            "$/M steps",
+            "all-in $/M",
+            "h to 1 B",
+        ]
         flagged = any(r.flags for r in rs)
         if flagged:
             cols.append("flags")
@@ -148,11 +176,18 @@ def terminal_tables(rows: list[Row]) -> list[Table | str]:
             t.add_column(c, justify="left" if c in ("target", "hardware", "pricing") else "right")
         for r in rs:
             cells = [
-                r.target, escape(r.hardware), r.price.kind, f"{r.nodes}×{r.cpus_per_node}",
-                f"{r.mean:,.0f} ± {r.std:,.0f}", f"{r.per_cpu:,.0f}", f"{r.efficiency:.0f}",
-                usd(r.price.usd_per_h), usd(r.usd_per_m), usd(r.allin_usd_per_m),
+                r.target,
+                escape(r.hardware),
+                r.price.kind,
+                f"{r.nodes}×{r.cpus_per_node}",
+                f"{r.mean:,.0f} ± {r.std:,.0f}",
+                f"{r.per_cpu:,.0f}",
+                f"{r.efficiency:.0f}",
+                usd(r.price.usd_per_h),
+                usd(r.usd_per_m),
+                usd(r.allin_usd_per_m),
                 f"{r.hours_to_billion:,.1f}",
-            ]  # fmt: skip
+            ]
             t.add_row(*cells, *([r.flags] if flagged else []))
         out += [t, cheapest(rs)]
     return out
@@ -215,14 +250,27 @@ def render_compare(
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = plots.render_all(rows, out_dir)
     used = sorted(
-        {(m.provider, itype, m.region or "") for run in found.runs
-         if (m := run.machines) is not None and run.target in CLOUD_TARGETS
-         for itype, _ in m.billed()}
-    )  # fmt: skip
+        {
+            (m.provider, itype, m.region or "")
+            for run in found.runs
+            if (m := run.machines) is not None and run.target in CLOUD_TARGETS
+            for itype, _ in m.billed()
+        }
+    )
     md, html = write_pages(
-        out_dir, "report", "compare.md.j2",
-        groups=groups(rows), cheapest=cheapest, order=ORDER, unit=UNIT, runs=found.runs,
-        skipped=found.skipped, catalog_version=CATALOG_VERSION, catalog_files=catalog.files,
-        onprem=onprem, cloud_prices=[catalog.price(*k) for k in used], figures=figures,
-    )  # fmt: skip
+        out_dir,
+        "report",
+        "compare.md.j2",
+        groups=groups(rows),
+        cheapest=cheapest,
+        order=ORDER,
+        unit=UNIT,
+        runs=found.runs,
+        skipped=found.skipped,
+        catalog_version=CATALOG_VERSION,
+        catalog_files=catalog.files,
+        onprem=onprem,
+        cloud_prices=[catalog.price(*k) for k in used],
+        figures=figures,
+    )
     return md, html, rows

@@ -78,8 +78,9 @@ class Row:
 
     @property
     def flags(self) -> str:
-        return " ".join(f for f, on in (("PARTIAL", self.partial), ("EMULATED", self.emulated))
-                        if on)  # fmt: skip
+        return " ".join(
+            f for f, on in (("PARTIAL", self.partial), ("EMULATED", self.emulated)) if on
+        )
 
 
 def groups(rows: list[Row]) -> dict[tuple[str, str, str], list[Row]]:

@@ -202,10 +202,13 @@ def _check_measured(path: Path, res: BenchResult) -> None:
         for i, x in enumerate(r.syndeo.repeats, start=1):
             bad = [
                 f"{name} {value!r}"
-                for name, value in (("samples", x.samples), ("seconds", x.seconds),
-                                    ("steps_per_s", x.steps_per_s))
+                for name, value in (
+                    ("samples", x.samples),
+                    ("seconds", x.seconds),
+                    ("steps_per_s", x.steps_per_s),
+                )
                 if not (math.isfinite(value) and value > 0)
-            ]  # fmt: skip
+            ]
             if bad:
                 raise CompareError(
                     f"{where}: repeat {i} has {', '.join(bad)} (must be positive and finite)"
@@ -354,11 +357,15 @@ def _standalone(path: Path, found: Found) -> None:
         share = sum(x.seconds for r in rs for x in r.syndeo.repeats) / total
         found.runs.append(
             Run(
-                source=path, cluster_id=path.stem, target="local", nodes=1,
-                cpus_per_node=workers, wall_s=None if wall is None else wall * share,
+                source=path,
+                cluster_id=path.stem,
+                target="local",
+                nodes=1,
+                cpus_per_node=workers,
+                wall_s=None if wall is None else wall * share,
                 result=res.model_copy(update={"results": rs}),
             )
-        )  # fmt: skip
+        )
 
 
 def find_runs(results_dir: Path) -> Found:

@@ -150,16 +150,21 @@ def build_layout(
     for g in entries:
         out.append(
             Group(
-                name=g.name, first_rank=rank, nodes=g.nodes,
+                name=g.name,
+                first_rank=rank,
+                nodes=g.nodes,
                 cpus=g.cpus_per_node if g.cpus_per_node is not None else cpus,
                 gpus=g.gpus_per_node if g.gpus_per_node is not None else gpus,
                 memory_mb=g.memory_mb_per_node if g.memory_mb_per_node is not None else memory_mb,
                 min_nodes=g.min_nodes if g.min_nodes is not None else g.nodes,
                 container=g.container if g.container is not None else container,
-                slurm=dict(g.slurm), ssh=dict(g.ssh), aws=dict(g.aws), gcp=dict(g.gcp),
+                slurm=dict(g.slurm),
+                ssh=dict(g.ssh),
+                aws=dict(g.aws),
+                gcp=dict(g.gcp),
                 azure=dict(g.azure),
             )
-        )  # fmt: skip
+        )
         rank += g.nodes
     return Layout(groups=out)
 

@@ -24,21 +24,52 @@ from typing import Any
 # address while its raylet starts).  tests check every recorded timeline with
 # :func:`problems`; ``bench-bringup`` reports on them.
 HEAD_PHASES = (
-    "process_start", "main", "rendezvous_ok", "ray_start", "ray_gcs_process", "ray_gcs_listening",
-    "gcs_reachable", "published", "ray_raylet_process", "ray_raylet_started", "ray_started",
-    "driver_connected", "all_joined",
-)  # fmt: skip
+    "process_start",
+    "main",
+    "rendezvous_ok",
+    "ray_start",
+    "ray_gcs_process",
+    "ray_gcs_listening",
+    "gcs_reachable",
+    "published",
+    "ray_raylet_process",
+    "ray_raylet_started",
+    "ray_started",
+    "driver_connected",
+    "all_joined",
+)
 WORKER_PHASES = (
-    "process_start", "main", "rendezvous_ok", "head_seen", "ray_start", "ray_raylet_process",
-    "ray_raylet_started", "ray_started", "registered",
-)  # fmt: skip
+    "process_start",
+    "main",
+    "rendezvous_ok",
+    "head_seen",
+    "ray_start",
+    "ray_raylet_process",
+    "ray_raylet_started",
+    "ray_started",
+    "registered",
+)
 HEAD_CHAINS = (
-    ("process_start", "main", "rendezvous_ok", "ray_start", "ray_gcs_process", "gcs_reachable",
-     "published", "driver_connected", "all_joined"),
-    ("ray_start", "ray_gcs_listening", "ray_raylet_process", "ray_raylet_started",
-     "driver_connected"),
+    (
+        "process_start",
+        "main",
+        "rendezvous_ok",
+        "ray_start",
+        "ray_gcs_process",
+        "gcs_reachable",
+        "published",
+        "driver_connected",
+        "all_joined",
+    ),
+    (
+        "ray_start",
+        "ray_gcs_listening",
+        "ray_raylet_process",
+        "ray_raylet_started",
+        "driver_connected",
+    ),
     ("ray_raylet_started", "ray_started"),
-)  # fmt: skip
+)
 WORKER_CHAINS = (WORKER_PHASES,)
 # The head counts a worker once its raylet registers; `ray start` on the worker says
 # so a moment later.  A run that ends within that moment stops the worker first.

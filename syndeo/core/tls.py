@@ -118,9 +118,11 @@ class Authority:
         cert = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name[:64])]))
-            .issuer_name(ca.subject).public_key(key.public_key())
+            .issuer_name(ca.subject)
+            .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(_now() - CLOCK_SKEW).not_valid_after(ca.not_valid_after_utc)
+            .not_valid_before(_now() - CLOCK_SKEW)
+            .not_valid_after(ca.not_valid_after_utc)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             # Every Ray process is a server and a client of the others with one certificate.
@@ -130,7 +132,7 @@ class Authority:
                 critical=False,
             )
             .sign(ca_key, hashes.SHA256())
-        )  # fmt: skip
+        )
         return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
 
 
@@ -146,22 +148,31 @@ def new_authority(cluster_id: str) -> Authority:
     now = _now()
     cert = (
         x509.CertificateBuilder()
-        .subject_name(name).issuer_name(name).public_key(key.public_key())
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - CLOCK_SKEW).not_valid_after(now + VALIDITY)
+        .not_valid_before(now - CLOCK_SKEW)
+        .not_valid_after(now + VALIDITY)
         # It signs the cluster's leaf certificates and nothing else (no sub-CAs).
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=False, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                crl_sign=True, encipher_only=False, decipher_only=False,
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
-    )  # fmt: skip
+    )
     return Authority(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 

@@ -40,7 +40,7 @@ from syndeo.image.inputs import (
     inputs_digest,
     pip_argv,
     wheelhouse_argv,
-)  # fmt: skip
+)
 from syndeo.image.manifest import ImageManifest, load_manifest, manifest_path, sha256_file
 from syndeo.image.steps import Step, as_user, build_user, console, failure_cause, steps
 
@@ -63,9 +63,13 @@ def _copy_sources(repo: Path, dest: Path) -> Path:
 
 
 def _stage(
-    stage: Path, definition: Path, lock: Path, wheels: Path, syndeo_wheel_dir: Path,
+    stage: Path,
+    definition: Path,
+    lock: Path,
+    wheels: Path,
+    syndeo_wheel_dir: Path,
     extra_ca: Path | None,
-) -> Path:  # fmt: skip
+) -> Path:
     """Copy everything apptainer reads into ``stage`` (the build user may not be able to
     traverse the checkout or root's cache)."""
     ctx = stage / "context"
@@ -236,17 +240,29 @@ def _manifest_of_built(output: Path) -> ImageManifest:
 
 
 def _packer_argv(packer: str, repo: Path, sif_argv: list[str]) -> list[str]:
-    return [packer, "build", "-color=false", "-var", f"sif_command={json.dumps(sif_argv)}",
-            str(repo / "packer" / "local")]  # fmt: skip
+    return [
+        packer,
+        "build",
+        "-color=false",
+        "-var",
+        f"sif_command={json.dumps(sif_argv)}",
+        str(repo / "packer" / "local"),
+    ]
 
 
 # --- the step Packer runs: apptainer build + manifest ---------------------------------
 
 
 def build_sif(
-    definition: Path, context: Path, output: Path, inputs_sha256: str, base: str,
-    build_args: dict[str, str], tmpdir: Path | None = None, compression: str = "gzip",
-) -> ImageManifest:  # fmt: skip
+    definition: Path,
+    context: Path,
+    output: Path,
+    inputs_sha256: str,
+    base: str,
+    build_args: dict[str, str],
+    tmpdir: Path | None = None,
+    compression: str = "gzip",
+) -> ImageManifest:
     user = build_user()
     # Unused build args only warn: callers pass one set (CONTEXT, MIRROR, BASE) to either base.
     argv = ["apptainer", "build", "--fakeroot", "--force", "--warn-unused-build-args"]
@@ -262,8 +278,11 @@ def build_sif(
     tail: list[str] = []
     with subprocess.Popen(
         as_user(user, [*argv, str(output), str(definition)]),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-    ) as proc:  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+    ) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             sys.stdout.write(line)

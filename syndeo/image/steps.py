@@ -34,9 +34,14 @@ class Step:
         tail: list[str] = []
         try:
             proc = subprocess.Popen(
-                list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                errors="replace", env=env, start_new_session=True,
-            )  # fmt: skip
+                list(argv),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                env=env,
+                start_new_session=True,
+            )
         except FileNotFoundError as err:
             raise ImageError(f"{phase} failed: {argv[0]} is not installed") from err
         try:

@@ -73,9 +73,12 @@ class BenchSettings(_Strict):
         from syndeo.bench.argv import bench_argv
 
         return bench_argv(
-            env=",".join(self.envs), mode=self.mode, protocol=self.protocol,
-            samples_per_cpu=self.samples_per_cpu, repeats=self.repeats,
-        )  # fmt: skip
+            env=",".join(self.envs),
+            mode=self.mode,
+            protocol=self.protocol,
+            samples_per_cpu=self.samples_per_cpu,
+            repeats=self.repeats,
+        )
 
 
 class RecoverySettings(_Strict):
@@ -159,8 +162,9 @@ class DeployConfig(_Strict):
         # Cross-group rules (duplicates, head first, min_nodes) here, so the error
         # names `groups`; the shape is resolved once the top level is known.
         if v:
-            build_layout(v, head=info.data.get("head", "own"), cpus=1, gpus=0, memory_mb=None,
-                         container=None)  # fmt: skip
+            build_layout(
+                v, head=info.data.get("head", "own"), cpus=1, gpus=0, memory_mb=None, container=None
+            )
         return v
 
     @model_validator(mode="after")
@@ -169,9 +173,13 @@ class DeployConfig(_Strict):
             self._layout = None
             return self
         layout = build_layout(
-            self.groups, head=self.head, cpus=self.cpus_per_node, gpus=self.gpus_per_node,
-            memory_mb=self.memory_mb_per_node, container=self.container,
-        )  # fmt: skip
+            self.groups,
+            head=self.head,
+            cpus=self.cpus_per_node,
+            gpus=self.gpus_per_node,
+            memory_mb=self.memory_mb_per_node,
+            container=self.container,
+        )
         if "nodes" in self.model_fields_set and self.nodes != layout.nodes:
             raise ValueError(
                 f"nodes = {self.nodes} but the groups add up to {layout.nodes} nodes "

@@ -109,10 +109,12 @@ def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous
     # (a check-then-publish let both launch and the loser's workers join the winner).
     rdv.claim(
         ClaimRecord(
-            cluster_id=cluster_id, hostname=socket.gethostname(), pid=os.getpid(),
+            cluster_id=cluster_id,
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
             claimed_at=time.time(),
         )
-    )  # fmt: skip
+    )
     if rdv.read_head() is not None:
         # A cluster started without a claim (by hand, or by an older syndeo).
         rdv.release_claim()
@@ -132,10 +134,15 @@ def plan(cfg: DeployConfig) -> str:
 
 
 def _follow(
-    target: Target, launched: Launched, rdv: Rendezvous, spec: ClusterSpec, ui: Ui,
-    until_phase: str | None = None, output: WorkloadLog | None = None,
+    target: Target,
+    launched: Launched,
+    rdv: Rendezvous,
+    spec: ClusterSpec,
+    ui: Ui,
+    until_phase: str | None = None,
+    output: WorkloadLog | None = None,
     recovery: Recovery | None = None,
-) -> tuple[int | None, DoneRecord | None, dict[str, float], Rendezvous]:  # fmt: skip
+) -> tuple[int | None, DoneRecord | None, dict[str, float], Rendezvous]:
     """Watch until the head ends (or reaches ``until_phase``).
 
     Returns (rc, done, timings, the rendezvous of the attempt that ended).
@@ -193,9 +200,15 @@ def _follow(
 
 
 def _restart(
-    target: Target, launched: Launched, spec: ClusterSpec, rdv: Rendezvous, rc: int | None,
-    restarts: list[dict[str, Any]], t0: float, ui: Ui,
-) -> tuple[ClusterSpec, Rendezvous]:  # fmt: skip
+    target: Target,
+    launched: Launched,
+    spec: ClusterSpec,
+    rdv: Rendezvous,
+    rc: int | None,
+    restarts: list[dict[str, Any]],
+    t0: float,
+    ui: Ui,
+) -> tuple[ClusterSpec, Rendezvous]:
     """The head ended without a done record: stop what is left of this attempt and
     make the next one's spec (the caller launches it); records the restart.
 
@@ -208,8 +221,10 @@ def _restart(
     # own): the new nodes can never meet records of an earlier attempt.
     attempt = max(rdv.attempt, int(launched.data.get("attempt", spec.attempt))) + 1
     event: dict[str, Any] = {
-        "attempt": rdv.attempt, "head_exit": rc, "head_lost_s": round(time.monotonic() - t0, 3),
-    }  # fmt: skip
+        "attempt": rdv.attempt,
+        "head_exit": rc,
+        "head_lost_s": round(time.monotonic() - t0, 3),
+    }
     ui.info(
         f"syndeo: the head of attempt {rdv.attempt} ended without finishing (exit {rc}): "
         f"restarting the cluster as attempt {attempt}"
@@ -553,11 +568,17 @@ def _write_summary(
     cfg: DeployConfig, spec: ClusterSpec, outcome: Outcome, extra: dict[str, Any]
 ) -> None:
     summary: dict[str, Any] = {
-        "cluster_id": spec.cluster_id, "target": spec.target, "nodes": spec.nodes,
-        "cpus_per_node": spec.cpus, "workload": spec.run, "exit_code": outcome.exit_code,
-        "message": outcome.message, "lost_ranks": outcome.lost_ranks, "timings_s": outcome.timings,
+        "cluster_id": spec.cluster_id,
+        "target": spec.target,
+        "nodes": spec.nodes,
+        "cpus_per_node": spec.cpus,
+        "workload": spec.run,
+        "exit_code": outcome.exit_code,
+        "message": outcome.message,
+        "lost_ranks": outcome.lost_ranks,
+        "timings_s": outcome.timings,
         "result": str(outcome.result_path) if outcome.result_path else None,
-    }  # fmt: skip
+    }
     if spec.image is not None:
         summary["image"] = {"sif": str(spec.image), "digest": spec.image_digest}
     summary["tls"] = spec.tls  # Ray's TLS on (a per-launch CA) or off

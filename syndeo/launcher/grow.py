@@ -21,9 +21,13 @@ from syndeo.rendezvous import open_rendezvous
 
 
 def grow(
-    cluster_id: str | None, group: str, nodes: int, wait_s: float | None = None,
-    ui: Ui | None = None, hosts: list[str] | None = None,
-) -> str:  # fmt: skip
+    cluster_id: str | None,
+    group: str,
+    nodes: int,
+    wait_s: float | None = None,
+    ui: Ui | None = None,
+    hosts: list[str] | None = None,
+) -> str:
     """Submit/start ``nodes`` more nodes of ``group``; with ``wait_s``, wait until they joined.
 
     ``hosts``: one machine per new node (the ssh target; the others find their own)."""

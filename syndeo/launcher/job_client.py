@@ -154,10 +154,14 @@ def submit(
     rdv.put_workdir(digest, archive)  # a no-op when this exact directory is there already
     spec = JobSpec(
         job_id=f"j{int(time.time()) % 100000:05d}-{secrets.token_hex(3)}",
-        cluster_id=rdv.cluster_id, attempt=rdv.attempt, command=command, env=variables,
-        workdir_digest=digest, submitted_at=time.time(),
+        cluster_id=rdv.cluster_id,
+        attempt=rdv.attempt,
+        command=command,
+        env=variables,
+        workdir_digest=digest,
+        submitted_at=time.time(),
         submitted_by=f"{getpass.getuser()}@{socket.gethostname()}",
-    ).signed(key)  # fmt: skip
+    ).signed(key)
     rdv.submit_job(spec)
     return cluster, spec
 

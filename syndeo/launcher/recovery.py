@@ -66,11 +66,13 @@ class Recovery:
                 continue
             self._noticed.add((note.rank, note.noticed_at))
             event = {
-                "rank": note.rank, "interrupted": note.cloud or "drained",
-                "action": note.action, "notice_s": self._wall(note.noticed_at),
+                "rank": note.rank,
+                "interrupted": note.cloud or "drained",
+                "action": note.action,
+                "notice_s": self._wall(note.noticed_at),
                 "deadline_s": self._wall(note.deadline) if note.deadline else None,
                 "seen_s": self._now(),
-            }  # fmt: skip
+            }
             if note.rank in self._open:
                 # Lost first, notice read after: a drained node with nothing to do is
                 # let go by Ray at once.  Its replacement is under way; the notice

@@ -72,13 +72,25 @@ class ClusterSpec(BaseModel):
     @classmethod
     def from_config(cls, cfg: DeployConfig, rendezvous: str, cluster_id: str) -> ClusterSpec:
         return cls(
-            target=cfg.target, cluster_id=cluster_id, rendezvous=rendezvous, nodes=cfg.nodes,
-            cpus=cfg.cpus_per_node, gpus=cfg.gpus_per_node, memory_mb=cfg.memory_mb_per_node,
-            object_store_mb=cfg.object_store_mb_per_node, join_timeout=cfg.join_timeout_s,
-            run=cfg.workload_command(), workdir=(cfg.workdir or Path.cwd()).resolve(),
-            image=cfg.container, image_digest=_digest(cfg.container), not_before=time.time(),
-            layout=cfg.layout, dashboard=cfg.dashboard, launch_key=new_key(), tls=cfg.tls,
-        )  # fmt: skip
+            target=cfg.target,
+            cluster_id=cluster_id,
+            rendezvous=rendezvous,
+            nodes=cfg.nodes,
+            cpus=cfg.cpus_per_node,
+            gpus=cfg.gpus_per_node,
+            memory_mb=cfg.memory_mb_per_node,
+            object_store_mb=cfg.object_store_mb_per_node,
+            join_timeout=cfg.join_timeout_s,
+            run=cfg.workload_command(),
+            workdir=(cfg.workdir or Path.cwd()).resolve(),
+            image=cfg.container,
+            image_digest=_digest(cfg.container),
+            not_before=time.time(),
+            layout=cfg.layout,
+            dashboard=cfg.dashboard,
+            launch_key=new_key(),
+            tls=cfg.tls,
+        )
 
     def node_env(
         self, rank: int, scratch: Path, node_ip: str | None = None, group: Group | None = None
@@ -123,15 +135,28 @@ class ClusterSpec(BaseModel):
             if group.container != self.image:
                 digest = _digest(group.container)
         return NodeSettings(
-            cluster_id=self.cluster_id, rank=rank, nodes=self.nodes, rendezvous=self.rendezvous,
-            scratch=scratch, cpus=cpus, gpus=gpus, memory_mb=memory_mb,
-            object_store_mb=self.object_store_mb, node_ip=node_ip, join_timeout=self.join_timeout,
-            run=self.run if rank == 0 else "", workdir=self.workdir, target=self.target,
-            not_before=self.not_before, image_digest=digest, dashboard=self.dashboard and rank == 0,
+            cluster_id=self.cluster_id,
+            rank=rank,
+            nodes=self.nodes,
+            rendezvous=self.rendezvous,
+            scratch=scratch,
+            cpus=cpus,
+            gpus=gpus,
+            memory_mb=memory_mb,
+            object_store_mb=self.object_store_mb,
+            node_ip=node_ip,
+            join_timeout=self.join_timeout,
+            run=self.run if rank == 0 else "",
+            workdir=self.workdir,
+            target=self.target,
+            not_before=self.not_before,
+            image_digest=digest,
+            dashboard=self.dashboard and rank == 0,
             group=group.name if group is not None else None,
             groups=self.layout.expected() if self.layout is not None else None,
-            attempt=self.attempt, launch_key=self.launch_key,
-        )  # fmt: skip
+            attempt=self.attempt,
+            launch_key=self.launch_key,
+        )
 
 
 class Launched(BaseModel):

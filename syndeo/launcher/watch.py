@@ -71,9 +71,12 @@ def start(launched: Launched, spec: ClusterSpec, settings: RecoverySettings) -> 
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "syndeo.launcher.watch", launched.cluster_id],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
             env={**os.environ, "SYNDEO_HOME": str(home())},
-        )  # fmt: skip
+        )
     launched.data["watcher"] = [proc.pid, psutil.Process(proc.pid).create_time()]
     save_launched(launched)
 

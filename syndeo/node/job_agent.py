@@ -291,11 +291,18 @@ class JobAgent:
                 outputs = True
         except (OSError, ValueError) as exc:
             message = f"{message}; {exc}".strip("; ")
-        self.rdv.put_job_state(JobState(
-            job_id=job_id, state=state, message=message, started_at=job.started_at,
-            ended_at=time.time(), exit_code=exit_code, log_bytes=job.stream.bytes_taken,
-            outputs=outputs,
-        ))  # fmt: skip
+        self.rdv.put_job_state(
+            JobState(
+                job_id=job_id,
+                state=state,
+                message=message,
+                started_at=job.started_at,
+                ended_at=time.time(),
+                exit_code=exit_code,
+                log_bytes=job.stream.bytes_taken,
+                outputs=outputs,
+            )
+        )
         shutil.rmtree(job.work.parent, ignore_errors=True)
         self.log(
             f"job {job_id} {state}" + (f" (exit {exit_code})" if exit_code is not None else "")
@@ -304,7 +311,12 @@ class JobAgent:
     def _reject(self, spec: JobSpec, why: str, work: Path | None = None) -> None:
         if work is not None:
             shutil.rmtree(work.parent, ignore_errors=True)
-        self.rdv.put_job_state(JobState(
-            job_id=spec.job_id, state="rejected", message=why, ended_at=time.time(),
-        ))  # fmt: skip
+        self.rdv.put_job_state(
+            JobState(
+                job_id=spec.job_id,
+                state="rejected",
+                message=why,
+                ended_at=time.time(),
+            )
+        )
         self.log(f"job {spec.job_id} rejected: {why}")

@@ -121,10 +121,16 @@ def run_head(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
         # Secret first: a worker that sees the head record can fetch the token at once.
         rdv.publish_token(token.encode(), s.launch_key)
         record = HeadRecord(
-            cluster_id=s.cluster_id, attempt=s.attempt, ip=ip, gcs_port=int(port),
-            ray_version=_ray_version(), syndeo_version=__version__,
-            nonce=secrets.token_hex(8), created_at=time.time(), hostname=socket.gethostname(),
-        )  # fmt: skip
+            cluster_id=s.cluster_id,
+            attempt=s.attempt,
+            ip=ip,
+            gcs_port=int(port),
+            ray_version=_ray_version(),
+            syndeo_version=__version__,
+            nonce=secrets.token_hex(8),
+            created_at=time.time(),
+            hostname=socket.gethostname(),
+        )
         if s.launch_key is not None:
             # Proof for the workers that this record (and token) is their launch's.
             signature = launchkey.sign(s.launch_key, record.model_dump(mode="json"), token.encode())
@@ -192,10 +198,14 @@ def run_worker(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
                 return 0
             rdv.register_node(
                 NodeRecord(
-                    cluster_id=s.cluster_id, rank=s.rank, hostname=socket.gethostname(),
-                    ip=s.node_ip or "", pid=os.getpid(), joined_at=time.time(),
+                    cluster_id=s.cluster_id,
+                    rank=s.rank,
+                    hostname=socket.gethostname(),
+                    ip=s.node_ip or "",
+                    pid=os.getpid(),
+                    joined_at=time.time(),
                 )
-            )  # fmt: skip
+            )
             tl.mark("registered")
         finally:
             # Also when the run ends before this node has seen itself start (the head

@@ -271,13 +271,18 @@ class Watcher:
         except Exception as exc:  # the record below still tells the launcher
             self.log(f"could not drain this node in Ray: {type(exc).__name__}: {exc}")
         record = InterruptRecord(
-            rank=self.s.rank, cloud=notice.cloud, action=notice.action,
-            noticed_at=notice.noticed_at, deadline=notice.deadline,
-        )  # fmt: skip
+            rank=self.s.rank,
+            cloud=notice.cloud,
+            action=notice.action,
+            noticed_at=notice.noticed_at,
+            deadline=notice.deadline,
+        )
         try:
             retry_until(
-                lambda: self.rdv.mark_interrupted(record), RECORD_DEADLINE_S, self.log,
+                lambda: self.rdv.mark_interrupted(record),
+                RECORD_DEADLINE_S,
+                self.log,
                 "record the spot notice",
-            )  # fmt: skip
+            )
         except Exception as exc:  # the head still sees the drain in Ray's GCS
             self.log(f"could not record the spot notice: {type(exc).__name__}: {exc}")

@@ -160,14 +160,19 @@ class RayProcess:
             # User code places work with Ray's own API: label_selector={"syndeo-group": …}.
             labels["syndeo-group"] = s.group
         args = [
-            *ray_cli(), "start", "--block",
+            *ray_cli(),
+            "start",
+            "--block",
             f"--temp-dir={self.temp_dir}",
-            f"--num-cpus={s.cpus}", f"--num-gpus={s.gpus}",
+            f"--num-cpus={s.cpus}",
+            f"--num-gpus={s.gpus}",
             f"--labels={json.dumps(labels)}",
-            "--dashboard-agent-listen-port=0", "--dashboard-agent-grpc-port=0",
-            "--runtime-env-agent-port=0", "--metrics-export-port=0",
+            "--dashboard-agent-listen-port=0",
+            "--dashboard-agent-grpc-port=0",
+            "--runtime-env-agent-port=0",
+            "--metrics-export-port=0",
             "--disable-usage-stats",
-        ]  # fmt: skip
+        ]
         if s.memory_mb:
             args.append(f"--memory={s.memory_mb * 2**20}")
         if s.object_store_mb:
@@ -176,11 +181,13 @@ class RayProcess:
             args.append(f"--node-ip-address={s.node_ip}")
         if self.head_address is None:
             args += [
-                "--head", "--port=0",
-                "--dashboard-host=127.0.0.1", "--dashboard-port=0",
+                "--head",
+                "--port=0",
+                "--dashboard-host=127.0.0.1",
+                "--dashboard-port=0",
                 f"--include-dashboard={'true' if s.dashboard else 'false'}",
                 f"--ray-client-server-port={client_server_port(s.cluster_id)}",
-            ]  # fmt: skip
+            ]
         else:
             args.append(f"--address={self.head_address}")
         return args
@@ -197,9 +204,13 @@ class RayProcess:
         self._log_offset = log.tell()
         try:
             self.proc = subprocess.Popen(
-                self._args(), env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
-            )  # fmt: skip
+                self._args(),
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except OSError as exc:
             raise NodeError(f"cannot start Ray: {exc}") from exc
         finally:
@@ -270,9 +281,10 @@ class RayProcess:
     def phases(self) -> dict[str, float]:
         """Ray's own start-up phases on this node (from its logs)."""
         return {
-            k: v for k, v in ray_phases(self.temp_dir, self.log_path).items()
+            k: v
+            for k, v in ray_phases(self.temp_dir, self.log_path).items()
             if v >= self.started_at - 1
-        }  # fmt: skip
+        }
 
     def _wait(
         self, probe: Callable[[], T | None], timeout_s: float, what: str, max_s: float = 0.25

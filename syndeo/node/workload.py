@@ -154,11 +154,17 @@ class Monitor:
             return
         self._last_status = now
         record = StatusRecord(
-            phase=phase, nodes_expected=self.s.nodes, nodes_joined=sorted(self.ever_joined),
-            message=message, progress=self.progress, dashboard_url=self.dashboard_url,
-            updated_at=time.time(), groups=self.groups.counts(), nodes_lost=sorted(self.lost),
+            phase=phase,
+            nodes_expected=self.s.nodes,
+            nodes_joined=sorted(self.ever_joined),
+            message=message,
+            progress=self.progress,
+            dashboard_url=self.dashboard_url,
+            updated_at=time.time(),
+            groups=self.groups.counts(),
+            nodes_lost=sorted(self.lost),
             interrupted=[self.interrupted[r] for r in sorted(self.interrupted)],
-        )  # fmt: skip
+        )
         self.store.call(lambda: self.rdv.publish_status(record), None)
 
     def stop_requested(self) -> bool:
@@ -264,15 +270,18 @@ class Monitor:
             # status, so the status it can still read must already be the last one.
             self.publish("done" if exit_code == 0 else "failed", message, force=True)
             done = DoneRecord(
-                exit_code=exit_code, message=message, finished_at=time.time(),
+                exit_code=exit_code,
+                message=message,
+                finished_at=time.time(),
                 lost_ranks=sorted(self.lost_ever),
-            )  # fmt: skip
+            )
             # Workers leave and the launcher reports on this record: wait out an outage.
             # Bring-up failures (no workload yet) still fail fast.
             _deliver(
-                lambda: self.rdv.mark_done(done), "record that the cluster is done",
+                lambda: self.rdv.mark_done(done),
+                "record that the cluster is done",
                 DELIVER_DEADLINE_S if self.workload_started else 0.0,
-            )  # fmt: skip
+            )
         except Exception as exc:
             log(self.s, f"could not record the end of the run ({message}): {_why(exc)}")
 
@@ -374,9 +383,14 @@ def run_workload(
         # Output through a pipe: echoed to this node's log as before, and streamed into
         # the rendezvous so a launcher anywhere shows it live and keeps it.
         proc = subprocess.Popen(
-            argv, env=env, cwd=s.workdir, stdin=subprocess.DEVNULL, start_new_session=True,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            argv,
+            env=env,
+            cwd=s.workdir,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
     except FileNotFoundError:
         raise WorkloadError(f"workload command not found: {argv[0]!r}", exit_code=127) from None
     except OSError as exc:

@@ -84,9 +84,14 @@ class SealedTokenRefresher:
     """
 
     def __init__(
-        self, endpoint: str, bucket: str, name: str, launch_key: str, cluster_id: str,
+        self,
+        endpoint: str,
+        bucket: str,
+        name: str,
+        launch_key: str,
+        cluster_id: str,
         path: str | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.url = (
             f"{endpoint.rstrip('/')}/storage/v1/b/{quote(bucket, safe='')}/o/"
             f"{quote(name, safe='')}?alt=media"

@@ -49,8 +49,11 @@ def here() -> dict[str, object]:
 @ray.remote(num_cpus=1)
 def where() -> dict[str, object]:
     time.sleep(0.2)
-    return {"node": ray.get_runtime_context().get_node_id(), "ip": ray.util.get_node_ip_address(),
-            **here()}  # fmt: skip
+    return {
+        "node": ray.get_runtime_context().get_node_id(),
+        "ip": ray.util.get_node_ip_address(),
+        **here(),
+    }
 
 
 # Pinned, not spread: every node must run tasks (a node that cannot fails the run).

@@ -63,10 +63,20 @@ def test_missing_definition(tmp_path: Path) -> None:
 
 def test_cli_reports_one_line_without_traceback(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "invoke", "-r", str(inputs.REPO), "image.verify",
-         "--sif", str(tmp_path / "nope.sif")],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "-r",
+            str(inputs.REPO),
+            "image.verify",
+            "--sif",
+            str(tmp_path / "nope.sif"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode != 0
     assert "container image not found" in proc.stderr
     assert "Traceback" not in proc.stderr

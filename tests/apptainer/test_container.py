@@ -32,9 +32,12 @@ def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
 
 
 def test_isolation_and_identity(
-    sif: Path, shared_dir: Path, run_user: str | None, run_uid: int,
+    sif: Path,
+    shared_dir: Path,
+    run_user: str | None,
+    run_uid: int,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     host_marker = Path(os.path.expanduser(f"~{run_user or ''}")) / ".syndeo-host-marker"
     host_marker.write_text("on the host only")
     monkeypatch.setenv("SYNDEO_HOST_ONLY", "must-not-leak")

@@ -78,11 +78,21 @@ def test_invoke_build_again_is_a_noop_and_image_verify_passes(
     `invoke image.verify`, as a user runs them."""
     invoke = [sys.executable, "-m", "invoke", "-r", str(inputs.REPO)]
     mtime = sif.stat().st_mtime_ns
-    again = subprocess.run([*invoke, "build", "--output", str(sif)], capture_output=True,
-                           text=True, timeout=900, check=False)  # fmt: skip
+    again = subprocess.run(
+        [*invoke, "build", "--output", str(sif)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stdout.strip().endswith(sif.name) and sif.stat().st_mtime_ns == mtime
-    verify = subprocess.run([*invoke, "image.verify", "--sif", str(sif)], capture_output=True,
-                            text=True, timeout=300, check=False)  # fmt: skip
+    verify = subprocess.run(
+        [*invoke, "image.verify", "--sif", str(sif)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert verify.returncode == 0, verify.stderr[-2000:]
     assert f"sha256:{built_image.sha256}" in verify.stdout

@@ -30,11 +30,25 @@ def test_three_containerised_nodes_form_a_cluster(
     started = time.time()
     proc = deploy_as(
         run_user,
-        ["--target", "local", "--nodes", "3", "--cluster-id", cid, "--container", str(sif),
-         "--run", f"python {PROBE.name}", "--results-dir", str(work / "res"),
-         "--join-timeout", "300"],
-        cwd=work, home=work / "home",
-    )  # fmt: skip
+        [
+            "--target",
+            "local",
+            "--nodes",
+            "3",
+            "--cluster-id",
+            cid,
+            "--container",
+            str(sif),
+            "--run",
+            f"python {PROBE.name}",
+            "--results-dir",
+            str(work / "res"),
+            "--join-timeout",
+            "300",
+        ],
+        cwd=work,
+        home=work / "home",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((work / "res" / cid / "result.json").read_text())
     assert result["nodes"] == 3

@@ -68,9 +68,12 @@ def test_documented_command_validates(cloud: str, source: str, tmp_path: Path) -
     assert out.returncode == 0, out.stdout + out.stderr
     # …and from anywhere else, e.g. the examples folder.
     out = _packer(
-        "validate", f"-only={source}.syndeo", f"-var-file={cloud}.pkrvars.hcl", "..",
+        "validate",
+        f"-only={source}.syndeo",
+        f"-var-file={cloud}.pkrvars.hcl",
+        "..",
         cwd=root / "packer" / "cloud" / "examples",
-    )  # fmt: skip
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -82,11 +85,18 @@ def test_cloud_source_validates_with_a_given_sif(cloud: str, source: str, tmp_pa
     sif.write_bytes(b"stand-in: validate only checks the file exists")
     Path(f"{sif}.manifest.json").write_text("{}")
     out = _packer(
-        "validate", f"-only={source}.syndeo", f"-var-file=examples/{cloud}.pkrvars.hcl",
-        "-var", f"sif_path={sif}", "-var", "azure_client_id=app",
-        "-var", "azure_client_secret=validate-only", ".",
+        "validate",
+        f"-only={source}.syndeo",
+        f"-var-file=examples/{cloud}.pkrvars.hcl",
+        "-var",
+        f"sif_path={sif}",
+        "-var",
+        "azure_client_id=app",
+        "-var",
+        "azure_client_secret=validate-only",
+        ".",
         cwd=root / "packer" / "cloud",
-    )  # fmt: skip
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -106,8 +116,9 @@ def test_required_plugins_name_every_builder() -> None:
     text = (PACKER / "cloud" / "plugins.pkr.hcl").read_text()
     for plugin in ("amazon", "googlecompute", "azure"):
         assert re.search(rf'source\s*=\s*"github.com/hashicorp/{plugin}"', text), plugin
-    used = set(re.findall(r'^source "([\w-]+)"', (PACKER / "cloud" / "sources.pkr.hcl").read_text(),
-                          re.M))  # fmt: skip
+    used = set(
+        re.findall(r'^source "([\w-]+)"', (PACKER / "cloud" / "sources.pkr.hcl").read_text(), re.M)
+    )
     assert used == {"amazon-ebs", "googlecompute", "azure-arm"}
     assert "packer init packer/cloud" in (PACKER / "README.md").read_text()
 
@@ -116,8 +127,11 @@ def test_azure_image_is_generalized_and_fits_debians_disk() -> None:
     """Azure captures only a deprovisioned VM, and refuses an OS disk smaller than the
     30 GiB of Debian's image."""
     build = (PACKER / "cloud" / "build.pkr.hcl").read_text()
-    assert re.search(r'only\s*=\s*\["azure-arm.syndeo"\]\n.*\n\s*inline\s*=\s*\["/usr/sbin/waagent '
-                     r'-force -deprovision\+user"', build)  # fmt: skip
+    assert re.search(
+        r'only\s*=\s*\["azure-arm.syndeo"\]\n.*\n\s*inline\s*=\s*\["/usr/sbin/waagent '
+        r'-force -deprovision\+user"',
+        build,
+    )
     variables = (PACKER / "cloud" / "variables.pkr.hcl").read_text()
     default = re.search(r'variable "disk_size_gb" \{[^}]*default\s*=\s*(\d+)', variables)
     assert default is not None and int(default.group(1)) >= 30

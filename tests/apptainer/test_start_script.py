@@ -55,28 +55,38 @@ def test_the_start_script_runs_the_node_in_the_image_with_only_its_environment(
     (bindir / "apptainer").chmod(0o755)
     scratch = shared_dir / "scratch" / "0"
     node_env = {
-        "SYNDEO_CLUSTER_ID": "start-probe", "SYNDEO_RANK": "0", "SYNDEO_NODES": "1",
-        "SYNDEO_RENDEZVOUS": "s3://bucket/team", "SYNDEO_SCRATCH": str(scratch),
-        "SYNDEO_SCRATCH_BASE": str(shared_dir), "SYNDEO_IMAGE": str(sif),
-        "SYNDEO_GPUS": str(gpus), "SYNDEO_CPUS": "1",
+        "SYNDEO_CLUSTER_ID": "start-probe",
+        "SYNDEO_RANK": "0",
+        "SYNDEO_NODES": "1",
+        "SYNDEO_RENDEZVOUS": "s3://bucket/team",
+        "SYNDEO_SCRATCH": str(scratch),
+        "SYNDEO_SCRATCH_BASE": str(shared_dir),
+        "SYNDEO_IMAGE": str(sif),
+        "SYNDEO_GPUS": str(gpus),
+        "SYNDEO_CPUS": "1",
         # The module forwards what the store needs by name, nothing else of the host.
         "SYNDEO_FORWARD_ENV": "AWS_ENDPOINT_URL_S3",
         "AWS_ENDPOINT_URL_S3": "http://10.42.0.1:9000",
         "CUDA_VISIBLE_DEVICES": "0",  # the device a GPU node was given
-    }  # fmt: skip
+    }
     env_file = shared_dir / "node.env"
     env_file.write_text("".join(f"{k}={v}\n" for k, v in node_env.items()))
     for path in (bindir, bindir / "apptainer", env_file):
         os.chown(path, run_uid, -1)
     host = {
-        "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin", "SYNDEO_TEST_PROBE": PROBE,
-        "HOST_ONLY_SECRET": "must-not-leak", "AWS_SECRET_ACCESS_KEY": "not-forwarded",
-    }  # fmt: skip
+        "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin",
+        "SYNDEO_TEST_PROBE": PROBE,
+        "HOST_ONLY_SECRET": "must-not-leak",
+        "AWS_SECRET_ACCESS_KEY": "not-forwarded",
+    }
     assert run_user, "runs as root, the container as the unprivileged CI user"
     out = subprocess.run(
-        as_user(["bash", str(SCRIPT), str(env_file)], host), capture_output=True, text=True,
-        timeout=180, check=False,
-    )  # fmt: skip
+        as_user(["bash", str(SCRIPT), str(env_file)], host),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     [line] = [ln for ln in out.stdout.splitlines() if ln.startswith("PROBE ")]
     seen = json.loads(line.removeprefix("PROBE "))
@@ -97,8 +107,10 @@ def test_the_start_script_runs_the_node_in_the_image_with_only_its_environment(
     # The host's network (the instance's own IMDS and address), not a namespace of its own.
     host_net = subprocess.run(
         as_user(["readlink", "/proc/self/ns/net"], {"PATH": "/usr/bin:/bin"}),
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert seen["net"] == host_net
     # The scratch dir is bound at the same path, private, and written through.
     assert (scratch / "written-inside").read_text() == "x"

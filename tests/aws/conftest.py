@@ -74,9 +74,13 @@ class AwsUser:
     def start(self, *args: str) -> subprocess.Popen[str]:
         """``invoke ARGS`` in a session of its own (what a terminal's Ctrl-C would reach)."""
         return subprocess.Popen(
-            self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            cwd=self.root, start_new_session=True,
-        )  # fmt: skip
+            self.argv(*args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=self.root,
+            start_new_session=True,
+        )
 
     def invoke(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         proc = self.start(*args)
@@ -97,9 +101,16 @@ class AwsUser:
     def machine(self, *extra: str) -> list[str]:
         """The options of the AWS command line in docs/targets/aws.md, on this emulator."""
         return [
-            "--target", "aws", "--instance-type", "c7i.xlarge", "--region", self.state.region,
-            "--image", self.state.image_id, *extra,
-        ]  # fmt: skip
+            "--target",
+            "aws",
+            "--instance-type",
+            "c7i.xlarge",
+            "--region",
+            self.state.region,
+            "--image",
+            self.state.image_id,
+            *extra,
+        ]
 
 
 @pytest.fixture

@@ -14,9 +14,12 @@ from tests.aws.conftest import BASE
 
 def client(state: awsemu.State, service: str) -> Any:
     return boto3.client(
-        service, endpoint_url=state.endpoint, region_name=state.region,
-        aws_access_key_id=state.access_key_id, aws_secret_access_key=state.secret_access_key,
-    )  # fmt: skip
+        service,
+        endpoint_url=state.endpoint,
+        region_name=state.region,
+        aws_access_key_id=state.access_key_id,
+        aws_secret_access_key=state.secret_access_key,
+    )
 
 
 def everything(state: awsemu.State) -> list[str]:
@@ -26,9 +29,10 @@ def everything(state: awsemu.State) -> list[str]:
     mine = [{"Name": "vpc-id", "Values": vpcs}]
     found = [
         f"instance {i['InstanceId']} ({i['State']['Name']})"
-        for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]
+        for r in ec2.describe_instances()["Reservations"]
+        for i in r["Instances"]
         if i["State"]["Name"] != "terminated"
-    ]  # fmt: skip
+    ]
     found += [f"vpc {v}" for v in vpcs]
     if vpcs:
         found += [f"subnet {x['SubnetId']}" for x in ec2.describe_subnets(Filters=mine)["Subnets"]]
@@ -49,8 +53,11 @@ def everything(state: awsemu.State) -> list[str]:
         for e in ec2.describe_vpc_endpoints()["VpcEndpoints"]
         if e.get("State", "").lower() not in ("deleted", "deleting")
     ]
-    found += [f"role {r['RoleName']}" for r in iam.list_roles()["Roles"]
-              if r["RoleName"].startswith("syndeo-")]  # fmt: skip
+    found += [
+        f"role {r['RoleName']}"
+        for r in iam.list_roles()["Roles"]
+        if r["RoleName"].startswith("syndeo-")
+    ]
     found += [
         f"instance profile {p['InstanceProfileName']}"
         for p in iam.list_instance_profiles()["InstanceProfiles"]

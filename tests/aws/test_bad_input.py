@@ -15,12 +15,16 @@ def _refused(aws_user: AwsUser, *args: str, env: dict[str, str] | None = None) -
     argv = aws_user.argv("deploy", *args)
     if env is not None:  # a shell with other variables than the emulator's
         i = argv.index("-i") + 1
-        argv = [*argv[:i], *(f"{k}={v}" for k, v in env.items()),
-                *[a for a in argv[i:] if not a.startswith("AWS_")]]  # fmt: skip
+        argv = [
+            *argv[:i],
+            *(f"{k}={v}" for k, v in env.items()),
+            *[a for a in argv[i:] if not a.startswith("AWS_")],
+        ]
     import subprocess
 
-    res = subprocess.run(argv, capture_output=True, text=True, cwd=aws_user.root, timeout=120,
-                         check=False)  # fmt: skip
+    res = subprocess.run(
+        argv, capture_output=True, text=True, cwd=aws_user.root, timeout=120, check=False
+    )
     assert res.returncode == 2, res.stdout + res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("syndeo: error: aws: "), res.stderr

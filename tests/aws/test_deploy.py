@@ -39,12 +39,24 @@ def test_deploy_runs_whole(aws_user: AwsUser) -> None:
     give_to_ci_user(cfg)
     t0 = time.monotonic()
     res = aws_user.invoke(
-        "deploy", *aws_user.machine(
-            "--nodes", "3", "--cpus-per-node", "1", "--join-timeout", "240",
-            "--samples-per-cpu", str(SAMPLES), "--repeats", "1",
-            "--results-dir", str(aws_user.results), "--config", str(cfg),
+        "deploy",
+        *aws_user.machine(
+            "--nodes",
+            "3",
+            "--cpus-per-node",
+            "1",
+            "--join-timeout",
+            "240",
+            "--samples-per-cpu",
+            str(SAMPLES),
+            "--repeats",
+            "1",
+            "--results-dir",
+            str(aws_user.results),
+            "--config",
+            str(cfg),
         ),
-    )  # fmt: skip
+    )
     wall = time.monotonic() - t0
     assert res.returncode == 0, failed(res)
     assert "CartPole-v1" in res.stdout  # the results table
@@ -65,8 +77,10 @@ def test_deploy_runs_whole(aws_user: AwsUser) -> None:
     assert summary["tls"] is True
     machines = summary["machines"]
     assert (machines["provider"], machines["count"], machines["instance_type"]) == (
-        "aws", 3, "c7i.xlarge",
-    )  # fmt: skip
+        "aws",
+        3,
+        "c7i.xlarge",
+    )
     assert machines["instance_seconds"] > 0
     assert summary["image"] == {"id": aws_user.state.image_id, "digest": sif_manifest["sha256"]}
     assert summary["result"] == str(run / "result.json")
@@ -78,13 +92,23 @@ def test_deploy_runs_whole(aws_user: AwsUser) -> None:
 
     # compare reads the run like a real one, but it measured this machine, not a
     # c7i.large: flagged in the table, and never a basis for a plan.
-    res = aws_user.invoke("compare", "--results", str(aws_user.results),
-                          "--out", str(aws_user.root / "cmp"))  # fmt: skip
+    res = aws_user.invoke(
+        "compare", "--results", str(aws_user.results), "--out", str(aws_user.root / "cmp")
+    )
     assert res.returncode == 0, failed(res)
     assert "EMULATED" in res.stdout
-    res = aws_user.invoke("compare", "--plan", "--steps", "1e9", "--env", "CartPole-v1",
-                          "--results", str(aws_user.results),
-                          "--out", str(aws_user.root / "plan"))  # fmt: skip
+    res = aws_user.invoke(
+        "compare",
+        "--plan",
+        "--steps",
+        "1e9",
+        "--env",
+        "CartPole-v1",
+        "--results",
+        str(aws_user.results),
+        "--out",
+        str(aws_user.root / "plan"),
+    )
     assert res.returncode != 0 and "no measurement of CartPole-v1" in res.stderr, res.stderr
     t = summary["timings_s"]
     print(

@@ -34,7 +34,8 @@ LOST_WAIT_S = 120.0  # a lost rank must be in the status by then (goal: 30 s, me
 
 def _config(user: AwsUser, bucket: str, groups: str = "", aws: str = "") -> str:
     path = user.root / "aws.toml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         target = "aws"
         cpus_per_node = 1
         join_timeout_s = 240
@@ -47,7 +48,10 @@ def _config(user: AwsUser, bucket: str, groups: str = "", aws: str = "") -> str:
         instance_type = "c7i.xlarge"
         region = "{user.state.region}"
         image = "{user.state.image_id}"
-        """) + aws + groups)  # fmt: skip
+        """)
+        + aws
+        + groups
+    )
     os.chown(path, *_ids())
     return str(path)
 
@@ -91,10 +95,12 @@ def _instances(state: awsemu.State, cid: str) -> dict[int, str]:
     """Running instances of cluster ``cid`` by rank."""
     ec2 = boto3.client("ec2", endpoint_url=state.endpoint, region_name=state.region)
     found = {}
-    for r in ec2.describe_instances(Filters=[
-        {"Name": "tag:syndeo-cluster", "Values": [cid]},
-        {"Name": "instance-state-name", "Values": ["running"]},
-    ])["Reservations"]:  # fmt: skip
+    for r in ec2.describe_instances(
+        Filters=[
+            {"Name": "tag:syndeo-cluster", "Values": [cid]},
+            {"Name": "instance-state-name", "Values": ["running"]},
+        ]
+    )["Reservations"]:
         for i in r["Instances"]:
             tags = {t["Key"]: t["Value"] for t in i.get("Tags", [])}
             found[int(tags["syndeo-rank"])] = i["InstanceId"]
@@ -104,10 +110,16 @@ def _instances(state: awsemu.State, cid: str) -> dict[int, str]:
 def _zones(state: awsemu.State, cid: str) -> list[str]:
     """Availability zones of cluster ``cid``'s running instances."""
     ec2 = boto3.client("ec2", endpoint_url=state.endpoint, region_name=state.region)
-    return [i["Placement"]["AvailabilityZone"] for r in ec2.describe_instances(Filters=[
-        {"Name": "tag:syndeo-cluster", "Values": [cid]},
-        {"Name": "instance-state-name", "Values": ["running"]},
-    ])["Reservations"] for i in r["Instances"]]  # fmt: skip
+    return [
+        i["Placement"]["AvailabilityZone"]
+        for r in ec2.describe_instances(
+            Filters=[
+                {"Name": "tag:syndeo-cluster", "Values": [cid]},
+                {"Name": "instance-state-name", "Values": ["running"]},
+            ]
+        )["Reservations"]
+        for i in r["Instances"]
+    ]
 
 
 def _wait_status(
@@ -179,8 +191,12 @@ def test_up_grow_shrink_and_down_from_new_shells(
 ) -> None:
     # The AWS provider retries InsufficientInstanceCapacity itself (25 times by default,
     # for minutes): the config lets it retry once.
-    cfg = _config(aws_user, shared_bucket, '[[groups]]\nname = "cpu"\nnodes = 1\n',
-                  aws="api_max_retries = 1\n")  # fmt: skip
+    cfg = _config(
+        aws_user,
+        shared_bucket,
+        '[[groups]]\nname = "cpu"\nnodes = 1\n',
+        aws="api_max_retries = 1\n",
+    )
     cid = f"aws-up-{uuid.uuid4().hex[:6]}"
     with _taken_down(aws_user, cid):
         _up_grow_shrink_down(aws_user, admin, shared_bucket, cfg, cid)
@@ -213,12 +229,18 @@ def _up_grow_shrink_down(
     boto3.client("s3").put_object(Bucket=shared_bucket, Key=other, Body=b"{}")
     ranks = _instances(admin, cid)
     assert sorted(ranks) == [0, 1]
-    code = PROBE.replace("BUCKET", repr(shared_bucket)).replace(
-        "sys.argv[1]", repr(f"team/{cid}/probe")).replace("sys.argv[2]", repr(other))  # fmt: skip
+    code = (
+        PROBE.replace("BUCKET", repr(shared_bucket))
+        .replace("sys.argv[1]", repr(f"team/{cid}/probe"))
+        .replace("sys.argv[2]", repr(other))
+    )
     seen = _on_machine(admin, ranks[1], code)
     assert seen == {
-        "put own": "ok", "get own": "ok", "put other": "AccessDenied", "get other": "AccessDenied",
-    }, seen  # fmt: skip
+        "put own": "ok",
+        "get own": "ok",
+        "put other": "AccessDenied",
+        "get other": "AccessDenied",
+    }, seen
 
     # Grow from a new shell: a third VM of group cpu joins the running head.
     res = aws_user.invoke("grow", "--cluster-id", cid, "--group", "cpu", "--wait-s", "240")
@@ -237,9 +259,16 @@ def _up_grow_shrink_down(
     give_to_ci_user(job_dir)
     give_to_ci_user(job_dir / "printer.py")
     res = aws_user.invoke(
-        "submit", "--cluster-id", cid, "--workdir", str(job_dir), "--follow",
-        "--", "python", "printer.py",
-    )  # fmt: skip
+        "submit",
+        "--cluster-id",
+        cid,
+        "--workdir",
+        str(job_dir),
+        "--follow",
+        "--",
+        "python",
+        "printer.py",
+    )
     assert res.returncode == 0, failed(res)
     assert "cluster cpus 3" in res.stdout and "succeeded" in res.stderr
     assert "tls 1" in res.stdout
@@ -260,8 +289,9 @@ def test_a_launcher_killed_outright_is_cleaned_up_by_down(
 ) -> None:
     cfg = _config(aws_user, shared_bucket)
     cid = f"aws-kill-{uuid.uuid4().hex[:6]}"
-    with _deploying(aws_user, cid, "--config", cfg, "--nodes", "2",
-                    "--samples-per-cpu", "100000") as proc:  # fmt: skip
+    with _deploying(
+        aws_user, cid, "--config", cfg, "--nodes", "2", "--samples-per-cpu", "100000"
+    ) as proc:
         rdv = open_rendezvous(f"s3://{shared_bucket}/team", cid)
         _wait_status(rdv, lambda st: st.phase == "running", "a running workload", proc=proc)
         os.killpg(proc.pid, signal.SIGKILL)  # no handler runs: the machines stay up
@@ -287,18 +317,32 @@ def test_lost_machines_under_a_running_deploy(
     run = "python -c 'import time; time.sleep(900)'"
     with _deploying(aws_user, cid, "--config", cfg, "--nodes", "3", "--run", run) as proc:
         rdv = open_rendezvous(f"s3://{shared_bucket}/team", cid)
-        _wait_status(rdv, lambda st: st.phase == "running" and len(st.nodes_joined) == 3,
-                     "3 nodes running", proc=proc)  # fmt: skip
+        _wait_status(
+            rdv,
+            lambda st: st.phase == "running" and len(st.nodes_joined) == 3,
+            "3 nodes running",
+            proc=proc,
+        )
         _applied(aws_user, cid, proc)
         ec2 = boto3.client("ec2")
         ranks = _instances(admin, cid)
         t0 = time.monotonic()
         ec2.terminate_instances(InstanceIds=[ranks[2]])
-        _wait_status(rdv, lambda st: st.nodes_lost == [2], "rank 2 reported lost", proc=proc,
-                     timeout=LOST_WAIT_S)  # fmt: skip
+        _wait_status(
+            rdv,
+            lambda st: st.nodes_lost == [2],
+            "rank 2 reported lost",
+            proc=proc,
+            timeout=LOST_WAIT_S,
+        )
         lost_s = time.monotonic() - t0
-        _wait_status(rdv, lambda st: st.nodes_lost == [] and len(st.nodes_joined) == 3,
-                     "rank 2's replacement joined", proc=proc, timeout=420)  # fmt: skip
+        _wait_status(
+            rdv,
+            lambda st: st.nodes_lost == [] and len(st.nodes_joined) == 3,
+            "rank 2's replacement joined",
+            proc=proc,
+            timeout=420,
+        )
         back_s = time.monotonic() - t0
         now = _instances(admin, cid)
         # Exactly the lost instance was re-created; the others are the same machines.
@@ -309,9 +353,10 @@ def test_lost_machines_under_a_running_deploy(
         iam = boto3.client("iam")
         deny = {"Effect": "Deny", "Action": "ec2:DeleteVpc", "Resource": "*"}
         iam.put_user_policy(
-            UserName=awsemu.ADMIN_USER, PolicyName="no-vpc-delete",
+            UserName=awsemu.ADMIN_USER,
+            PolicyName="no-vpc-delete",
             PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [deny]}),
-        )  # fmt: skip
+        )
         try:
             t1 = time.monotonic()
             ec2.terminate_instances(InstanceIds=[ranks[0]])
@@ -322,13 +367,19 @@ def test_lost_machines_under_a_running_deploy(
         assert proc.returncode != 0, out + err
         # Both reach the user: why the run ended -- EC2 was asked (the instance's
         # state), not only the head's 90 s of silence -- and what the teardown left.
-        assert re.search(r"the head vanished: .* EC2 lists its instance i-\w+ as "
-                         r"(terminated|shutting-down)", err), out + err  # fmt: skip
+        assert re.search(
+            r"the head vanished: .* EC2 lists its instance i-\w+ as "
+            r"(terminated|shutting-down)",
+            err,
+        ), out + err
         assert "destroy again (2/3)" in out and "destroy again (3/3)" in out, out
         assert "(left up)" in err and "(torn down)" not in err, err
-        assert re.search(r"and the teardown failed: terraform destroy failed .*"
-                         r"may still exist: [^;]*module\.cluster\.aws_vpc\.this[^;]*; "
-                         rf"remove with: invoke down --cluster-id {cid}", err), err  # fmt: skip
+        assert re.search(
+            r"and the teardown failed: terraform destroy failed .*"
+            r"may still exist: [^;]*module\.cluster\.aws_vpc\.this[^;]*; "
+            rf"remove with: invoke down --cluster-id {cid}",
+            err,
+        ), err
         assert "aws_region" not in err, err  # a data source: nothing that could be left
         assert "rank 2 lost; started a replacement" in err, err
         summary = json.loads((aws_user.results / cid / "deploy.json").read_text())
@@ -349,10 +400,12 @@ def test_lost_machines_under_a_running_deploy(
     assert event["lost_s"] <= event["replaced_s"] <= event["joined_s"], event
     # The times are measurements, printed for the record (the goal for the first is
     # 30 s; how long it takes is Ray's health check on a loaded machine, not a pass mark).
-    print(f"\nworker terminated -> reported lost: {lost_s:.1f} s; -> replacement joined: "
-          f"{back_s:.1f} s (launcher: lost -> joined {event['replacement_joined_after_s']} s); "
-          f"head terminated -> run ended, destroy refused 3 times: {ended_s:.1f} s; "
-          f"then down: {down_s:.1f} s")  # fmt: skip
+    print(
+        f"\nworker terminated -> reported lost: {lost_s:.1f} s; -> replacement joined: "
+        f"{back_s:.1f} s (launcher: lost -> joined {event['replacement_joined_after_s']} s); "
+        f"head terminated -> run ended, destroy refused 3 times: {ended_s:.1f} s; "
+        f"then down: {down_s:.1f} s"
+    )
 
 
 # The workload of the spot test, on the head: ends (0) once Ray has known two rank-2
@@ -360,19 +413,21 @@ def test_lost_machines_under_a_running_deploy(
 # cluster that never replaces it makes it fail after 800 s.  Counting nodes rather
 # than comparing with the first one it sees: the notice may drain rank 2 before this
 # program's first ray.nodes() call.
-RANK_2_REPLACED = "\\n".join([
-    "import ray, sys, time",
-    "ray.init()",
-    "def replaced():",
-    "    try: nodes = ray.nodes()",
-    "    except Exception as exc: print('ray.nodes:', exc, flush=True); return False",
-    "    rank2 = [n for n in nodes if n.get('Labels', {}).get('syndeo-rank') == '2']",
-    "    return len(rank2) >= 2 and any(n['Alive'] for n in rank2)",
-    "end = time.time() + 800",
-    "while time.time() < end and not replaced(): time.sleep(1)",
-    "if time.time() >= end: sys.exit('rank 2 was never replaced')",
-    "print('rank 2 replaced by a new node', flush=True)",
-])  # fmt: skip
+RANK_2_REPLACED = "\\n".join(
+    [
+        "import ray, sys, time",
+        "ray.init()",
+        "def replaced():",
+        "    try: nodes = ray.nodes()",
+        "    except Exception as exc: print('ray.nodes:', exc, flush=True); return False",
+        "    rank2 = [n for n in nodes if n.get('Labels', {}).get('syndeo-rank') == '2']",
+        "    return len(rank2) >= 2 and any(n['Alive'] for n in rank2)",
+        "end = time.time() + 800",
+        "while time.time() < end and not replaced(): time.sleep(1)",
+        "if time.time() >= end: sys.exit('rank 2 was never replaced')",
+        "print('rank 2 replaced by a new node', flush=True)",
+    ]
+)
 
 
 def test_a_spot_notice_drains_the_node_and_its_successor_comes_first(
@@ -387,25 +442,40 @@ def test_a_spot_notice_drains_the_node_and_its_successor_comes_first(
     run = "python -c " + shlex.quote(f'exec("{RANK_2_REPLACED}")')
     with _deploying(aws_user, cid, "--config", cfg, "--nodes", "3", "--run", run) as proc:
         rdv = open_rendezvous(f"s3://{shared_bucket}/team", cid)
-        _wait_status(rdv, lambda st: st.phase == "running" and len(st.nodes_joined) == 3,
-                     "3 nodes running", proc=proc)  # fmt: skip
+        _wait_status(
+            rdv,
+            lambda st: st.phase == "running" and len(st.nodes_joined) == 3,
+            "3 nodes running",
+            proc=proc,
+        )
         _applied(aws_user, cid, proc)
         ranks = _instances(admin, cid)
         deadline = time.time() + 120  # EC2's notice: about two minutes
-        notice = {"action": "terminate",
-                  "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deadline))}  # fmt: skip
+        notice = {
+            "action": "terminate",
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deadline)),
+        }
         (admin.base / "notices").mkdir(exist_ok=True)
         t0 = time.monotonic()
         (admin.base / "notices" / ranks[2]).write_text(json.dumps(notice))
-        st = _wait_status(rdv, lambda st: [n.rank for n in st.interrupted] == [2],
-                          "rank 2's notice in the status", proc=proc, timeout=120)  # fmt: skip
+        st = _wait_status(
+            rdv,
+            lambda st: [n.rank for n in st.interrupted] == [2],
+            "rank 2's notice in the status",
+            proc=proc,
+            timeout=120,
+        )
         noticed_s = time.monotonic() - t0
         [note] = st.interrupted
         assert note.cloud == "aws" and note.action == "terminate", note
         assert note.deadline is not None and abs(note.deadline - deadline) <= 1, note
-        _wait_status(rdv, lambda st: st.interrupted == [] and st.nodes_lost == []
-                     and len(st.nodes_joined) == 3, "rank 2's successor joined", proc=proc,
-                     timeout=420)  # fmt: skip
+        _wait_status(
+            rdv,
+            lambda st: st.interrupted == [] and st.nodes_lost == [] and len(st.nodes_joined) == 3,
+            "rank 2's successor joined",
+            proc=proc,
+            timeout=420,
+        )
         back_s = time.monotonic() - t0
         now = _instances(admin, cid)
         assert sorted(now) == [0, 1, 2] and now[2] != ranks[2], (ranks, now)
@@ -423,8 +493,10 @@ def test_a_spot_notice_drains_the_node_and_its_successor_comes_first(
     assert event["replaced"] == 'rank 2 (module.cluster.aws_instance.node["2"] re-created)', event
     assert event["notice_s"] <= event["replaced_s"] <= event["joined_s"], event
     assert [e for e in everything(admin) if e != f"bucket {shared_bucket}"] == []
-    print(f"\nspot notice -> in the status: {noticed_s:.1f} s; -> successor joined: "
-          f"{back_s:.1f} s (deadline 120 s)")  # fmt: skip
+    print(
+        f"\nspot notice -> in the status: {noticed_s:.1f} s; -> successor joined: "
+        f"{back_s:.1f} s (deadline 120 s)"
+    )
 
 
 def test_nothing_is_left_between_tests(admin: awsemu.State) -> None:

@@ -36,8 +36,14 @@ def ray_address() -> Iterator[str]:
 def sweep_results(ray_address: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Fixture results for the report: a 1- and 2-actor sweep, both modes, both baselines."""
     out = tmp_path_factory.mktemp("results")
-    cfg = BenchConfig(envs=["CartPole", "Pendulum"], modes=["count", "collect"],
-                      samples_per_cpu=500, repeats=2, envs_per_actor=4, workers=[1, 2])  # fmt: skip
+    cfg = BenchConfig(
+        envs=["CartPole", "Pendulum"],
+        modes=["count", "collect"],
+        samples_per_cpu=500,
+        repeats=2,
+        envs_per_actor=4,
+        workers=[1, 2],
+    )
     res = run_benchmark(cfg)
     (out / "sweep.json").write_text(res.model_dump_json(indent=2))
     return out
@@ -46,8 +52,11 @@ def sweep_results(ray_address: str, tmp_path_factory: pytest.TempPathFactory) ->
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "syndeo.bench", *args],
-        capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.mark.parametrize("name", ENV_NAMES)
@@ -74,8 +83,14 @@ def test_v4_ids_are_supported_and_recorded() -> None:
 @pytest.mark.cluster
 def test_all_fourteen_envs_through_ray(ray_address: str) -> None:
     # One actor per env keeps this to 14 actor start-ups; sizes are covered elsewhere.
-    cfg = BenchConfig(envs=["all"], samples_per_cpu=100, repeats=1, envs_per_actor=4,
-                      local_limit=False, workers=[1])  # fmt: skip
+    cfg = BenchConfig(
+        envs=["all"],
+        samples_per_cpu=100,
+        repeats=1,
+        envs_per_actor=4,
+        local_limit=False,
+        workers=[1],
+    )
     res = run_benchmark(cfg)
     assert [r.env_name for r in res.results] == list(ENV_NAMES)
     for r in res.results:
@@ -88,9 +103,15 @@ def test_all_fourteen_envs_through_ray(ray_address: str) -> None:
 @pytest.mark.parametrize("protocol", ["paper", "steady"])
 def test_counts_add_up_exactly_in_both_modes(ray_address: str, protocol: str) -> None:
     # 1237 per CPU with 7 envs per actor: no chunk or step boundary divides it evenly.
-    cfg = BenchConfig(envs=["CartPole", "Reacher"], modes=["count", "collect"],
-                      protocol=protocol, samples_per_cpu=1237, repeats=2, envs_per_actor=7,
-                      steady_seconds=0.3)  # fmt: skip
+    cfg = BenchConfig(
+        envs=["CartPole", "Reacher"],
+        modes=["count", "collect"],
+        protocol=protocol,
+        samples_per_cpu=1237,
+        repeats=2,
+        envs_per_actor=7,
+        steady_seconds=0.3,
+    )
     res = run_benchmark(cfg)
     assert len(res.results) == 4
     for r in res.results:
@@ -116,11 +137,29 @@ def test_local_limit_alone_without_ray() -> None:
 @pytest.mark.cluster
 def test_cli_run_writes_valid_json_and_progress(ray_address: str, tmp_path: Path) -> None:
     result, progress = tmp_path / "r" / "result.json", tmp_path / "progress.json"
-    env = {"RAY_ADDRESS": ray_address, "RAY_AUTH_MODE": "token",
-           "SYNDEO_RESULT_PATH": str(result), "SYNDEO_PROGRESS_FILE": str(progress),
-           "SYNDEO_TARGET": "test", "SYNDEO_IMAGE_DIGEST": "sha256:abc"}  # fmt: skip
-    args = ["--env", "CartPole", "--env", "Acrobot", "--mode", "count", "collect",
-            "--samples-per-cpu", "300", "--repeats", "2", "--envs-per-actor", "4"]  # fmt: skip
+    env = {
+        "RAY_ADDRESS": ray_address,
+        "RAY_AUTH_MODE": "token",
+        "SYNDEO_RESULT_PATH": str(result),
+        "SYNDEO_PROGRESS_FILE": str(progress),
+        "SYNDEO_TARGET": "test",
+        "SYNDEO_IMAGE_DIGEST": "sha256:abc",
+    }
+    args = [
+        "--env",
+        "CartPole",
+        "--env",
+        "Acrobot",
+        "--mode",
+        "count",
+        "collect",
+        "--samples-per-cpu",
+        "300",
+        "--repeats",
+        "2",
+        "--envs-per-actor",
+        "4",
+    ]
     proc = run_cli("run", *args, env=env)
     assert proc.returncode == 0, proc.stderr
     doc: dict[str, Any] = json.loads(result.read_text())
@@ -131,9 +170,11 @@ def test_cli_run_writes_valid_json_and_progress(ray_address: str, tmp_path: Path
     assert {"python", "ray", "gymnasium", "mujoco", "syndeo"} <= set(m.versions)
     assert m.started_at and m.finished_at and m.cpu_model
     assert [(r.env_id, r.mode) for r in res.results] == [
-        ("CartPole-v1", "count"), ("CartPole-v1", "collect"),
-        ("Acrobot-v1", "count"), ("Acrobot-v1", "collect"),
-    ]  # fmt: skip
+        ("CartPole-v1", "count"),
+        ("CartPole-v1", "collect"),
+        ("Acrobot-v1", "count"),
+        ("Acrobot-v1", "collect"),
+    ]
     assert all(len(r.syndeo.repeats) == 2 for r in res.results)
     assert not list(result.parent.glob(".*tmp"))  # atomic write left no temp file
     prog = json.loads(progress.read_text())
@@ -159,8 +200,12 @@ def test_report_renders_tables_plots_and_page(sweep_results: Path, tmp_path: Pat
     page = render_report(sweep_results, tmp_path / "report")
     text = page.read_text()
     pngs = sorted(p.name for p in (tmp_path / "report").glob("*.png"))
-    assert pngs == ["bars-paper-collect.png", "bars-paper-count.png",
-                    "scaling-paper-collect.png", "scaling-paper-count.png"]  # fmt: skip
+    assert pngs == [
+        "bars-paper-collect.png",
+        "bars-paper-count.png",
+        "scaling-paper-collect.png",
+        "scaling-paper-count.png",
+    ]
     for png in pngs:
         data = (tmp_path / "report" / png).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 5000
@@ -222,8 +267,13 @@ def test_invoke_tasks_exit_with_the_error(tmp_path: Path) -> None:
     from syndeo.cli.bench_tasks import bench, bench_argv, report
 
     assert bench_argv("CartPole,Ant", "count,collect", workers="1,2")[4:10] == [
-        "--env", "CartPole", "Ant", "--mode", "count", "collect",
-    ]  # fmt: skip
+        "--env",
+        "CartPole",
+        "Ant",
+        "--mode",
+        "count",
+        "collect",
+    ]
     with pytest.raises(Exit) as exc:
         bench(Context(), env="Nope", out=str(tmp_path / "r.json"))
     assert exc.value.code == 2

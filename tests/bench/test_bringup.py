@@ -32,10 +32,24 @@ def test_bench_bringup_writes_complete_ordered_timelines_and_ratios(
 ) -> None:
     out = tmp_path / "bringup.json"
     proc = subprocess.run(
-        [*INVOKE, "bench-bringup", "--target", "local", "--nodes", "3", "--runs", "1",
-         "--out", str(out)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            *INVOKE,
+            "bench-bringup",
+            "--target",
+            "local",
+            "--nodes",
+            "3",
+            "--runs",
+            "1",
+            "--out",
+            str(out),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     assert [r["kind"] for r in doc["runs"]] == ["reference", "cluster"]
@@ -73,9 +87,13 @@ def test_bad_input_is_refused_before_any_run(syndeo_home: Path, tmp_path: Path) 
     ]:
         out = tmp_path / "b.json"
         proc = subprocess.run(
-            [*INVOKE, "bench-bringup", *args, "--out", str(out)], cwd=tmp_path,
-            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            [*INVOKE, "bench-bringup", *args, "--out", str(out)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
         assert proc.returncode != 0, args
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and says in lines[0], (args, proc.stderr)

@@ -17,13 +17,32 @@ from syndeo.bench.report import load_results
 
 
 def _bench(out: Path, repeats: int) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "syndeo.bench", "run", "--env", "CartPole", "--num-cpus", "1",
-            "--repeats", str(repeats), "--samples-per-cpu", "3000", "--envs-per-actor", "4",
-            "--no-local-limit", "--out", str(out)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "syndeo.bench",
+        "run",
+        "--env",
+        "CartPole",
+        "--num-cpus",
+        "1",
+        "--repeats",
+        str(repeats),
+        "--samples-per-cpu",
+        "3000",
+        "--envs-per-actor",
+        "4",
+        "--no-local-limit",
+        "--out",
+        str(out),
+    ]
     return subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")},
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.cluster
@@ -68,7 +87,9 @@ def test_report_names_the_files_it_cannot_read(tmp_path: Path) -> None:
     (tmp_path / "broken.json").write_text('{"manifest": ')
     proc = subprocess.run(
         [sys.executable, "-m", "syndeo.bench", "report", str(tmp_path)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert f"{tmp_path / 'broken.json'} (not JSON)" in proc.stderr, proc.stderr

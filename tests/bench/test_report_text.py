@@ -31,20 +31,30 @@ def _result(workers: int) -> BenchResult:
     reps = [Repeat(samples=1000 * workers, seconds=1.0, steps_per_s=1000.0 * workers)]
     return BenchResult(
         manifest=Manifest(
-            target=HOSTILE["target"], cluster_nodes=1, cluster_cpus=workers,
-            cpu_model=HOSTILE["cpu_model"], hostname="h", versions={"ray": HOSTILE["ray"]},
-            image_digest=None, git_commit=HOSTILE["commit"], started_at="2026-11-22T20:00:00+00:00",
+            target=HOSTILE["target"],
+            cluster_nodes=1,
+            cluster_cpus=workers,
+            cpu_model=HOSTILE["cpu_model"],
+            hostname="h",
+            versions={"ray": HOSTILE["ray"]},
+            image_digest=None,
+            git_commit=HOSTILE["commit"],
+            started_at="2026-11-22T20:00:00+00:00",
         ),
         config=BenchConfig(envs=["CartPole-v1"]),
         results=[
             EnvResult(
-                env_id=HOSTILE["env_id"], env_name="CartPole", mode="count", workers=workers,
-                envs_per_actor=1, samples_requested=1000 * workers,
+                env_id=HOSTILE["env_id"],
+                env_name="CartPole",
+                mode="count",
+                workers=workers,
+                envs_per_actor=1,
+                samples_requested=1000 * workers,
                 samples_counted=1000 * workers,
                 syndeo=Series(method="syndeo", repeats=reps, mean=1000.0 * workers, std=0.0),
             )
         ],
-    )  # fmt: skip
+    )
 
 
 def test_report_shows_result_text_literally(tmp_path: Path) -> None:

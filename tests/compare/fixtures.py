@@ -22,8 +22,12 @@ FRONT_ENDS = {
 def run(front: str, *args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*FRONT_ENDS[front], *map(str, args)],
-        cwd=cwd, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def one_line_error(p: subprocess.CompletedProcess[str]) -> str:
@@ -65,11 +69,15 @@ def env_result(env: str, workers: int, repeats: Repeats) -> EnvResult:
     reps = [Repeat(samples=s, seconds=t, steps_per_s=s / t) for s, t in repeats]
     mean = sum(r.steps_per_s for r in reps) / len(reps)
     return EnvResult(
-        env_id=env, env_name=env.split("-")[0], mode="count", workers=workers,
-        envs_per_actor=16, samples_requested=sum(s for s, _ in repeats),
+        env_id=env,
+        env_name=env.split("-")[0],
+        mode="count",
+        workers=workers,
+        envs_per_actor=16,
+        samples_requested=sum(s for s, _ in repeats),
         samples_counted=sum(s for s, _ in repeats),
         syndeo=Series(method="syndeo", repeats=reps, mean=mean, std=0.0),
-    )  # fmt: skip
+    )
 
 
 def bench_result(
@@ -84,14 +92,21 @@ def bench_result(
     per_env = repeats if isinstance(repeats, dict) else {env: repeats}
     return BenchResult(
         manifest=Manifest(
-            target=target, cluster_nodes=nodes, cluster_cpus=cpus, cpu_model=cpu_model,
-            hostname="fixture", versions={"ray": "2.60.0"}, image_digest=None, git_commit=None,
-            started_at="2026-11-22T20:00:00+00:00", finished_at="2026-11-22T20:01:00+00:00",
+            target=target,
+            cluster_nodes=nodes,
+            cluster_cpus=cpus,
+            cpu_model=cpu_model,
+            hostname="fixture",
+            versions={"ray": "2.60.0"},
+            image_digest=None,
+            git_commit=None,
+            started_at="2026-11-22T20:00:00+00:00",
+            finished_at="2026-11-22T20:01:00+00:00",
             load_avg_1m=[0.5, 0.6],
         ),
         config=BenchConfig(envs=list(per_env)),
         results=[env_result(e, cpus, reps) for e, reps in per_env.items()],
-    )  # fmt: skip
+    )
 
 
 def write_run(
@@ -110,13 +125,22 @@ def write_run(
     res = bench_result(target, nodes, nodes * cpus_per_node, repeats, cpu_model=cpu_model)
     (d / "result.json").write_text(res.model_dump_json(indent=2))
     summary: dict[str, Any] = {
-        "cluster_id": cluster_id, "target": target, "nodes": nodes,
-        "cpus_per_node": cpus_per_node, "workload": "python -m syndeo.bench run",
-        "exit_code": 0, "message": "workload finished", "lost_ranks": [],
-        "timings_s": {"all_joined_s": 5.0, "workload_done_s": teardown_s - 2,
-                      "head_exit_s": teardown_s - 1, "teardown_done_s": teardown_s},
+        "cluster_id": cluster_id,
+        "target": target,
+        "nodes": nodes,
+        "cpus_per_node": cpus_per_node,
+        "workload": "python -m syndeo.bench run",
+        "exit_code": 0,
+        "message": "workload finished",
+        "lost_ranks": [],
+        "timings_s": {
+            "all_joined_s": 5.0,
+            "workload_done_s": teardown_s - 2,
+            "head_exit_s": teardown_s - 1,
+            "teardown_done_s": teardown_s,
+        },
         "result": str(d / "result.json"),
-    }  # fmt: skip
+    }
     summary.update(extra or {})
     (d / "deploy.json").write_text(json.dumps(summary, indent=2))
     return d
@@ -130,10 +154,17 @@ def standard(tmp: Path) -> tuple[Path, Path, Path]:
     # local 2 x 2 CPUs: 2000, 2200 steps/s
     write_run(results, "local-b", "local", 2, 2, [(4000, 2.0), (4400, 2.0)], 72.0)
     # aws 2 x x1.fixture (4 vCPUs each): 4000, 4400 steps/s; 1800 instance-seconds in all
-    machines = {"provider": "aws", "region": "us-east-1", "instance_type": "x1.fixture",
-                "count": 2, "spot": False, "instance_seconds": 1800.0}  # fmt: skip
-    write_run(results, "aws-c", "aws", 2, 4, [(8000, 2.0), (8800, 2.0)], 900.0,
-              {"machines": machines})  # fmt: skip
+    machines = {
+        "provider": "aws",
+        "region": "us-east-1",
+        "instance_type": "x1.fixture",
+        "count": 2,
+        "spot": False,
+        "instance_seconds": 1800.0,
+    }
+    write_run(
+        results, "aws-c", "aws", 2, 4, [(8000, 2.0), (8800, 2.0)], 900.0, {"machines": machines}
+    )
     catalog = tmp / "catalog.csv"
     catalog.write_text(CATALOG_CSV)
     config = tmp / "config.toml"

@@ -32,9 +32,15 @@ def test_envs_of_one_run_share_its_cost_by_measured_seconds(tmp_path: Path) -> N
     results = tmp_path / "results"
     # One local run (1 x 2 CPUs, 40 s to teardown) measured two envs: CartPole 2000 steps
     # in 1 s, Humanoid 300 in 1 s and 300 in 2 s.  4 measured seconds: CartPole 1/4.
-    write_run(results, "local-m", "local", 1, 2,
-              {"CartPole-v1": [(2000, 1.0)], "Humanoid-v5": [(300, 1.0), (300, 2.0)]},
-              40.0)  # fmt: skip
+    write_run(
+        results,
+        "local-m",
+        "local",
+        1,
+        2,
+        {"CartPole-v1": [(2000, 1.0)], "Humanoid-v5": [(300, 1.0), (300, 2.0)]},
+        40.0,
+    )
     rows = build_rows(find_runs(results).runs, load_catalog(), fixture_onprem())
     by = {r.env: r for r in rows}
     # The run: 40 s / 3600 x 2 CPUs x 0.55 $/h = 0.0122222 $.
@@ -66,8 +72,10 @@ def test_standalone_sweep_splits_its_wall_time_by_size(tmp_path: Path) -> None:
     results.mkdir()
     # invoke bench swept 1 and 2 workers: 1000 steps in 1 s, then 3000 in 3 s.
     res = bench_result("standalone", 1, 2, [(1000, 1.0)])
-    res.results = [env_result("CartPole-v1", 1, [(1000, 1.0)]),
-                   env_result("CartPole-v1", 2, [(3000, 3.0)])]  # fmt: skip
+    res.results = [
+        env_result("CartPole-v1", 1, [(1000, 1.0)]),
+        env_result("CartPole-v1", 2, [(3000, 3.0)]),
+    ]
     (results / "bench-x.json").write_text(res.model_dump_json())
     runs = find_runs(results).runs
     # 60 s of wall time (20:00:00 to 20:01:00) by measured seconds: 1/4 and 3/4.
@@ -108,8 +116,7 @@ def test_default_basis_is_the_cloud_series_in_vcpus(tmp_path: Path) -> None:
     results, catalog, _ = standard(tmp_path)
     cat = load_catalog(catalog)
     rows = build_rows(find_runs(results).runs, cat, fixture_onprem())
-    plan = make_plan(rows, cat, fixture_onprem(), "CartPole-v1", 1e9, targets=["aws"],
-                     sizes=(1, 2))  # fmt: skip
+    plan = make_plan(rows, cat, fixture_onprem(), "CartPole-v1", 1e9, targets=["aws"], sizes=(1, 2))
     # The series with most CPUs: aws 2 x x1.fixture, 8 vCPUs at 4200 steps/s; one size,
     # so linear: 525 steps/s per vCPU.
     assert plan.basis.name == "aws x1.fixture"
@@ -137,8 +144,13 @@ def _smt(tmp_path: Path, with_aws: bool = False) -> Path:
     write_run(results, "smt-2", "local", 1, 2, [(2400, 2.0)], 30.0, cpu_model=smt)
     write_run(results, "smt-4", "local", 1, 4, [(4000, 2.0)], 30.0, cpu_model=smt)
     if with_aws:
-        machines = {"provider": "aws", "region": "us-east-1", "instance_type": "x1.fixture",
-                    "count": 1, "instance_seconds": 100.0}  # fmt: skip
+        machines = {
+            "provider": "aws",
+            "region": "us-east-1",
+            "instance_type": "x1.fixture",
+            "count": 1,
+            "instance_seconds": 100.0,
+        }
         write_run(results, "aws-1", "aws", 1, 4, [(4800, 2.0)], 100.0, {"machines": machines})
     return results
 
@@ -147,8 +159,7 @@ def test_smt_local_basis_counts_logical_cpus_like_vcpus(tmp_path: Path) -> None:
     results = _smt(tmp_path)
     cat = load_catalog(standard(tmp_path / "std")[1])
     rows = build_rows(find_runs(results).runs, cat, fixture_onprem())
-    plan = make_plan(rows, cat, fixture_onprem(), "CartPole-v1", 1e9, targets=["aws"],
-                     sizes=(1,))  # fmt: skip
+    plan = make_plan(rows, cat, fixture_onprem(), "CartPole-v1", 1e9, targets=["aws"], sizes=(1,))
     assert plan.basis.name == "local SMT CPU (2 cores x 2 threads)"
     # 1200 steps/s at 2 logical CPUs, 2000 at 4: b = log2(2000 / 1200) = 0.736966
     assert plan.basis.fit.b == pytest.approx(math.log2(2000 / 1200))
@@ -167,11 +178,13 @@ def test_cloud_basis_chosen_over_the_default(tmp_path: Path) -> None:
     cat = load_catalog(standard(tmp_path / "std")[1])
     rows = build_rows(find_runs(results).runs, cat, fixture_onprem())
     # Both series reach 4 CPUs; the default is the one with more sizes (local).
-    default = make_plan(rows, cat, fixture_onprem(), "CartPole-v1", 1e9, targets=["aws"],
-                        sizes=(1,))  # fmt: skip
+    default = make_plan(
+        rows, cat, fixture_onprem(), "CartPole-v1", 1e9, targets=["aws"], sizes=(1,)
+    )
     assert default.basis.target == "local"
-    plan = make_plan(rows, cat, fixture_onprem(), "CartPole-v1", 1e9, targets=["aws"],
-                     basis="aws", sizes=(1,))  # fmt: skip
+    plan = make_plan(
+        rows, cat, fixture_onprem(), "CartPole-v1", 1e9, targets=["aws"], basis="aws", sizes=(1,)
+    )
     assert plan.basis.name == "aws x1.fixture"
     by = _by(plan.predictions)
     # aws 1 x x1.fixture: 2400 steps/s on 4 vCPUs, linear: 600 per vCPU.
@@ -194,8 +207,18 @@ def test_cheapest_line_names_steady_and_all_in(tmp_path: Path) -> None:
     )
     assert cheapest(rows) == expected
     out = tmp_path / "report"
-    p = run("syndeo", "--results", results, "--catalog", catalog, "--config", config,
-            "--out", out, cwd=tmp_path)  # fmt: skip
+    p = run(
+        "syndeo",
+        "--results",
+        results,
+        "--catalog",
+        catalog,
+        "--config",
+        config,
+        "--out",
+        out,
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr
     assert "(cheapest steady-state $/M steps first)" in p.stdout
     assert expected in p.stdout
@@ -206,24 +229,35 @@ def test_cheapest_line_names_steady_and_all_in(tmp_path: Path) -> None:
 
 
 def _price(name: str, vcpus: int, ondemand: float, spot: float, source: str = "") -> Price:
-    return Price(provider="aws", instance_type=name, vcpus=vcpus, memory_gib=0,
-                 region="us-east-1", ondemand_usd_per_h=ondemand, spot_usd_per_h=spot,
-                 source=source)  # fmt: skip
+    return Price(
+        provider="aws",
+        instance_type=name,
+        vcpus=vcpus,
+        memory_gib=0,
+        region="us-east-1",
+        ondemand_usd_per_h=ondemand,
+        spot_usd_per_h=spot,
+        source=source,
+    )
 
 
 def test_headline_cheapest_spot_and_extrapolation(tmp_path: Path) -> None:
     results, catalog, _ = standard(tmp_path)
     rows = build_rows(find_runs(results).runs, load_catalog(catalog), fixture_onprem())
     cat = Catalog(
-        {("aws", p.instance_type, "us-east-1"): p for p in (
-            _price("x1.fixture", 4, 0.5, 0.2),
-            _price("y2.fixture", 4, 0.6, 0.15),
-            _price("y3.fixture", 2, 0.4, 0.01, "spot: a catalog artefact"),
-            _price("y4.fixture", 16, 1.6, 0.8),
-        )}
-    )  # fmt: skip
-    plan = make_plan(rows, cat, fixture_onprem(), "CartPole-v1", 1e9, targets=["aws"],
-                     basis="local", sizes=(1,))  # fmt: skip
+        {
+            ("aws", p.instance_type, "us-east-1"): p
+            for p in (
+                _price("x1.fixture", 4, 0.5, 0.2),
+                _price("y2.fixture", 4, 0.6, 0.15),
+                _price("y3.fixture", 2, 0.4, 0.01, "spot: a catalog artefact"),
+                _price("y4.fixture", 16, 1.6, 0.8),
+            )
+        }
+    )
+    plan = make_plan(
+        rows, cat, fixture_onprem(), "CartPole-v1", 1e9, targets=["aws"], basis="local", sizes=(1,)
+    )
     by = {p.hardware: p for p in plan.predictions}
     # Local fit through (2, 1100) and (4, 2100): per-CPU throughput falls with size.
     # y2: 4 vCPUs -> 2100 steps/s; 1e9 / 2100 / 3600 = 132.27513 h; x 0.6 = 79.36508 $,
@@ -249,9 +283,25 @@ def test_headline_cheapest_spot_and_extrapolation(tmp_path: Path) -> None:
 def test_plan_names_its_columns_and_writes_its_report(tmp_path: Path) -> None:
     results, catalog, config = standard(tmp_path)
     out = tmp_path / "plan-out"
-    p = run("syndeo", "--results", results, "--catalog", catalog, "--config", config, "--plan",
-            "--env", "CartPole-v1", "--target", "local", "--sizes", "1,2", "--out", out,
-            cwd=tmp_path)  # fmt: skip
+    p = run(
+        "syndeo",
+        "--results",
+        results,
+        "--catalog",
+        catalog,
+        "--config",
+        config,
+        "--plan",
+        "--env",
+        "CartPole-v1",
+        "--target",
+        "local",
+        "--sizes",
+        "1,2",
+        "--out",
+        out,
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr
     assert "on-demand/on-prem $" in p.stdout and "on-demand $" not in p.stdout
     assert "on-prem: (8760 $ / (1 y x 8760 h x 1) + 1000 W / 1000 x 0.1 $/kWh)" in p.stdout

@@ -80,8 +80,14 @@ def test_figures_worked_by_hand(tmp_path: Path) -> None:
 
 def test_spot_run_priced_at_spot(tmp_path: Path) -> None:
     results, catalog, _ = standard(tmp_path)
-    machines = {"provider": "aws", "region": "us-east-1", "instance_type": "x1.fixture",
-                "count": 1, "spot": True, "instance_seconds": 3600.0}  # fmt: skip
+    machines = {
+        "provider": "aws",
+        "region": "us-east-1",
+        "instance_type": "x1.fixture",
+        "count": 1,
+        "spot": True,
+        "instance_seconds": 3600.0,
+    }
     write_run(results, "aws-spot", "aws", 1, 4, [(4000, 2.0)], 100.0, {"machines": machines})
     rows = build_rows(find_runs(results).runs, load_catalog(catalog), OnPremCost())
     spot = next(r for r in rows if r.price.kind == "spot")
@@ -95,14 +101,18 @@ def _grouped_machines(**changes: object) -> dict[str, object]:
     """deploy.json machines of a [[groups]] run on AWS: a head on x1.fixture, two
     y1.fixture nodes, and a group declared for later (no nodes, no price needed)."""
     machines: dict[str, object] = {
-        "provider": "aws", "region": "us-east-1", "instance_type": "x1.fixture", "count": 3,
-        "spot": False, "instance_seconds": 1800.0,
+        "provider": "aws",
+        "region": "us-east-1",
+        "instance_type": "x1.fixture",
+        "count": 3,
+        "spot": False,
+        "instance_seconds": 1800.0,
         "groups": [
             {"name": "head", "instance_type": "x1.fixture", "count": 1},
             {"name": "gpu", "instance_type": "y1.fixture", "count": 2},
             {"name": "later", "instance_type": "z9.unpriced", "count": 0},
         ],
-    }  # fmt: skip
+    }
     machines.update(changes)
     return machines
 
@@ -110,8 +120,16 @@ def _grouped_machines(**changes: object) -> dict[str, object]:
 def test_grouped_run_priced_group_by_group(tmp_path: Path) -> None:
     results, catalog, _ = standard(tmp_path)
     # 3 nodes x 4 CPUs: 6000 and 6600 samples in 2 s -> 3000, 3300 steps/s, mean 3150
-    write_run(results, "aws-g", "aws", 3, 4, [(6000, 2.0), (6600, 2.0)], 600.0,
-              {"machines": _grouped_machines()})  # fmt: skip
+    write_run(
+        results,
+        "aws-g",
+        "aws",
+        3,
+        4,
+        [(6000, 2.0), (6600, 2.0)],
+        600.0,
+        {"machines": _grouped_machines()},
+    )
     rows = build_rows(find_runs(results).runs, load_catalog(catalog), OnPremCost())
     [g] = [r for r in rows if r.runs == ["aws-g"]]
     assert g.hardware == "x1.fixture+y1.fixture"
@@ -127,30 +145,62 @@ def test_grouped_run_priced_group_by_group(tmp_path: Path) -> None:
 @pytest.mark.parametrize("front", FRONT_ENDS)
 def test_grouped_run_missing_price_of_one_group(tmp_path: Path, front: str) -> None:
     results, catalog, _ = standard(tmp_path)
-    groups = [{"name": "head", "instance_type": "x1.fixture", "count": 1},
-              {"name": "gpu", "instance_type": "g9.unpriced", "count": 2}]  # fmt: skip
-    write_run(results, "aws-g", "aws", 3, 4, [(6000, 2.0)], 60.0,
-              {"machines": _grouped_machines(groups=groups)})  # fmt: skip
+    groups = [
+        {"name": "head", "instance_type": "x1.fixture", "count": 1},
+        {"name": "gpu", "instance_type": "g9.unpriced", "count": 2},
+    ]
+    write_run(
+        results,
+        "aws-g",
+        "aws",
+        3,
+        4,
+        [(6000, 2.0)],
+        60.0,
+        {"machines": _grouped_machines(groups=groups)},
+    )
     line = one_line_error(run(front, "--results", results, "--catalog", catalog, cwd=tmp_path))
     assert "no price for g9.unpriced in us-east-1 (aws)" in line
 
 
 def test_grouped_run_counts_must_add_up(tmp_path: Path) -> None:
     results, _, _ = standard(tmp_path)
-    write_run(results, "aws-g", "aws", 4, 4, [(6000, 2.0)], 60.0,
-              {"machines": _grouped_machines(count=4)})  # fmt: skip
-    with pytest.raises(CompareError, match=r"aws-g/deploy.json is not a valid deploy summary: "
-                       r"machines: .*add up to 3, not to count 4"):  # fmt: skip
+    write_run(
+        results, "aws-g", "aws", 4, 4, [(6000, 2.0)], 60.0, {"machines": _grouped_machines(count=4)}
+    )
+    with pytest.raises(
+        CompareError,
+        match=r"aws-g/deploy.json is not a valid deploy summary: "
+        r"machines: .*add up to 3, not to count 4",
+    ):
         find_runs(results)
 
 
 def test_grouped_run_in_the_report(tmp_path: Path) -> None:
     results, catalog, config = standard(tmp_path)
-    write_run(results, "aws-g", "aws", 3, 4, [(6000, 2.0), (6600, 2.0)], 600.0,
-              {"machines": _grouped_machines()})  # fmt: skip
+    write_run(
+        results,
+        "aws-g",
+        "aws",
+        3,
+        4,
+        [(6000, 2.0), (6600, 2.0)],
+        600.0,
+        {"machines": _grouped_machines()},
+    )
     out = tmp_path / "report"
-    p = run("syndeo", "--results", results, "--catalog", catalog, "--config", config,
-            "--out", out, cwd=tmp_path)  # fmt: skip
+    p = run(
+        "syndeo",
+        "--results",
+        results,
+        "--catalog",
+        catalog,
+        "--config",
+        config,
+        "--out",
+        out,
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr
     md = (out / "report.md").read_text()
     # The row (3 nodes x 4 CPUs, 3150 steps/s, 2.10 $/h) and both types' catalog prices.
@@ -164,8 +214,14 @@ def test_grouped_run_in_the_report(tmp_path: Path) -> None:
 @pytest.mark.parametrize("front", FRONT_ENDS)
 def test_missing_price_names_type_and_region(tmp_path: Path, front: str) -> None:
     results, catalog, _ = standard(tmp_path)
-    machines = {"provider": "gcp", "region": "europe-west4", "instance_type": "z9-fixture-8",
-                "count": 1, "spot": False, "instance_seconds": 60.0}  # fmt: skip
+    machines = {
+        "provider": "gcp",
+        "region": "europe-west4",
+        "instance_type": "z9-fixture-8",
+        "count": 1,
+        "spot": False,
+        "instance_seconds": 60.0,
+    }
     write_run(results, "gcp-z", "gcp", 1, 8, [(8000, 2.0)], 60.0, {"machines": machines})
     line = one_line_error(run(front, "--results", results, "--catalog", catalog, cwd=tmp_path))
     assert "z9-fixture-8" in line and "europe-west4" in line and "no price" in line
@@ -214,8 +270,16 @@ def test_bad_onprem_setting_and_catalog_line(tmp_path: Path) -> None:
 
 def test_failed_and_foreign_runs_are_noted_not_priced(tmp_path: Path) -> None:
     results, _, _ = standard(tmp_path)
-    write_run(results, "local-f", "local", 1, 2, [(2000, 2.0)], 10.0,
-              {"exit_code": 3, "message": "1 of 2 workers joined"})  # fmt: skip
+    write_run(
+        results,
+        "local-f",
+        "local",
+        1,
+        2,
+        [(2000, 2.0)],
+        10.0,
+        {"exit_code": 3, "message": "1 of 2 workers joined"},
+    )
     found = find_runs(results)
     assert {r.cluster_id for r in found.runs} == {"local-a", "local-b", "aws-c"}
     assert found.skipped == ["local-f: failed (exit 3): 1 of 2 workers joined"]
@@ -244,14 +308,26 @@ def _png_size(data: bytes) -> tuple[int, int]:
 def test_report_renders_with_stated_png_sizes(tmp_path: Path) -> None:
     results, catalog, config = standard(tmp_path)
     out = tmp_path / "report"
-    p = run("invoke", "--results", results, "--catalog", catalog, "--config", config,
-            "--out", out, cwd=tmp_path)  # fmt: skip
+    p = run(
+        "invoke",
+        "--results",
+        results,
+        "--catalog",
+        catalog,
+        "--config",
+        config,
+        "--out",
+        out,
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr
     # The terminal table, cheapest first.
     assert p.stdout.index("x1.fixture") < p.stdout.index("Fixture CPU")
     md = (out / "report.md").read_text()
-    assert "| aws | x1.fixture | on-demand | 2 × 4 | 4,200 | 283 | 2 | 525 | 100 | 1.00 | " \
-        "0.0661 | 14.88 | 66.1 |" in md  # fmt: skip
+    assert (
+        "| aws | x1.fixture | on-demand | 2 × 4 | 4,200 | 283 | 2 | 525 | 100 | 1.00 | "
+        "0.0661 | 14.88 | 66.1 |" in md
+    )
     # The formula as printed keeps the W -> kW step.
     assert "1000 W / 1000 x 0.1 $/kWh) x (1 + 0) / 2 CPUs = 0.550000 $/CPU-hour" in md
     assert "catalog artefact, not a market price" in md
@@ -271,8 +347,16 @@ def test_report_renders_with_stated_png_sizes(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ plan mode
 def test_plan_figures_assumptions_and_extrapolation(tmp_path: Path) -> None:
     rows, cat, onprem = rows_of(tmp_path)
-    plan = make_plan(rows, cat, onprem, "CartPole-v1", 1e9, targets=["aws", "local"],
-                     basis="local", sizes=(1, 2, 4))  # fmt: skip
+    plan = make_plan(
+        rows,
+        cat,
+        onprem,
+        "CartPole-v1",
+        1e9,
+        targets=["aws", "local"],
+        basis="local",
+        sizes=(1, 2, 4),
+    )
     by = {(p.hardware, p.nodes): p for p in plan.predictions}
     local_fit = next(s.fit for s in plan.series if s.target == "local")
     # local: 1100 steps/s at 2 CPUs, 2100 at 4: b = log2(2100 / 1100) = 0.932886
@@ -375,8 +459,16 @@ def test_slurm_and_ssh_summaries_priced_on_prem(tmp_path: Path) -> None:
     results = tmp_path / "results"
     # Slurm allocated 4 CPUs per node though Ray was given 2: the CPUs charged are the
     # allocated ones, the CPUs every throughput figure is per are Ray's.
-    write_run(results, "slurm-a", "slurm", 2, 2, [(4000, 2.0)], 360.0,
-              {"slurm": {"partition": "debug", "cpus_per_node": 4}})  # fmt: skip
+    write_run(
+        results,
+        "slurm-a",
+        "slurm",
+        2,
+        2,
+        [(4000, 2.0)],
+        360.0,
+        {"slurm": {"partition": "debug", "cpus_per_node": 4}},
+    )
     machines = {"provider": "ssh", "instance_type": "rack-7", "count": 1, "instance_seconds": 99}
     write_run(results, "ssh-a", "ssh", 1, 2, [(2000, 2.0)], 36.0, {"machines": machines})
     rows = build_rows(find_runs(results).runs, load_catalog(), OnPremCost(**core_hour_fixture()))
@@ -394,6 +486,12 @@ def test_slurm_and_ssh_summaries_priced_on_prem(tmp_path: Path) -> None:
 
 def core_hour_fixture() -> dict[str, float]:
     # (8760 / 8760 + 1000 W x 0.1) / 2 cores = 0.55 $/core-hour, as in fixtures.CONFIG_TOML
-    return {"capex_usd_per_node": 8760, "amortisation_years": 1, "utilisation": 1.0,
-            "power_w_per_node": 1000, "usd_per_kwh": 0.1, "admin_share": 0,
-            "cores_per_node": 2}  # fmt: skip
+    return {
+        "capex_usd_per_node": 8760,
+        "amortisation_years": 1,
+        "utilisation": 1.0,
+        "power_w_per_node": 1000,
+        "usd_per_kwh": 0.1,
+        "admin_share": 0,
+        "cores_per_node": 2,
+    }

@@ -59,44 +59,84 @@ def key(path: str, value: object) -> Change:
 # (file under results/, change, the one line's expected text)
 BAD: dict[str, tuple[str, Change, str]] = {
     # A repeat is averaged in and divided by: each must be a positive, finite measurement.
-    "negative rate": ("local-b/result.json", repeats(1, steps_per_s=-2200.0),
-                      r"local-b/result.json: CartPole-v1 \(count, 4 workers\): repeat 2 has "
-                      r"steps_per_s -2200.0 \(must be positive and finite\)"),
-    "nan rate": ("local-b/result.json", repeats(0, steps_per_s=math.nan),
-                 r"repeat 1 has steps_per_s nan"),
-    "infinite rate": ("local-b/result.json", repeats(0, steps_per_s=math.inf),
-                      r"repeat 1 has steps_per_s inf"),
-    "all rates zero": ("local-b/result.json", repeats(steps_per_s=0.0),
-                       r"repeat 1 has steps_per_s 0.0"),
-    "all rates negative": ("local-b/result.json", repeats(steps_per_s=-1.0),
-                           r"repeat 1 has steps_per_s -1.0"),
-    "negative samples": ("local-b/result.json", repeats(0, samples=-4000),
-                         r"repeat 1 has samples -4000"),
-    "all seconds zero": ("local-b/result.json", repeats(seconds=0.0),
-                         r"repeat 1 has seconds 0.0"),
-    "no repeats": ("local-b/result.json", key("results.0.syndeo.repeats", []),
-                   r"local-b/result.json: CartPole-v1 \(count, 4 workers\): no repeats measured"),
+    "negative rate": (
+        "local-b/result.json",
+        repeats(1, steps_per_s=-2200.0),
+        r"local-b/result.json: CartPole-v1 \(count, 4 workers\): repeat 2 has "
+        r"steps_per_s -2200.0 \(must be positive and finite\)",
+    ),
+    "nan rate": (
+        "local-b/result.json",
+        repeats(0, steps_per_s=math.nan),
+        r"repeat 1 has steps_per_s nan",
+    ),
+    "infinite rate": (
+        "local-b/result.json",
+        repeats(0, steps_per_s=math.inf),
+        r"repeat 1 has steps_per_s inf",
+    ),
+    "all rates zero": (
+        "local-b/result.json",
+        repeats(steps_per_s=0.0),
+        r"repeat 1 has steps_per_s 0.0",
+    ),
+    "all rates negative": (
+        "local-b/result.json",
+        repeats(steps_per_s=-1.0),
+        r"repeat 1 has steps_per_s -1.0",
+    ),
+    "negative samples": (
+        "local-b/result.json",
+        repeats(0, samples=-4000),
+        r"repeat 1 has samples -4000",
+    ),
+    "all seconds zero": ("local-b/result.json", repeats(seconds=0.0), r"repeat 1 has seconds 0.0"),
+    "no repeats": (
+        "local-b/result.json",
+        key("results.0.syndeo.repeats", []),
+        r"local-b/result.json: CartPole-v1 \(count, 4 workers\): no repeats measured",
+    ),
     # All-in cost: a zero is a silent zero, a negative a refund.
-    "zero instance-seconds": ("aws-c/deploy.json", key("machines.instance_seconds", 0),
-                              r"aws-c/deploy.json is not a valid deploy summary: "
-                              r"machines.instance_seconds: Input should be greater than 0"),
-    "infinite instance-seconds": ("aws-c/deploy.json",
-                                  key("machines.instance_seconds", math.inf),
-                                  r"machines.instance_seconds: Input should be a finite number"),
-    "negative teardown": ("local-a/deploy.json", key("timings_s.teardown_done_s", -36.0),
-                          r"local-a/deploy.json is not a valid deploy summary: "
-                          r"timings_s.teardown_done_s: Input should be greater than 0"),
-    "zero teardown": ("local-a/deploy.json", key("timings_s.teardown_done_s", 0),
-                      r"timings_s.teardown_done_s: Input should be greater than 0"),
+    "zero instance-seconds": (
+        "aws-c/deploy.json",
+        key("machines.instance_seconds", 0),
+        r"aws-c/deploy.json is not a valid deploy summary: "
+        r"machines.instance_seconds: Input should be greater than 0",
+    ),
+    "infinite instance-seconds": (
+        "aws-c/deploy.json",
+        key("machines.instance_seconds", math.inf),
+        r"machines.instance_seconds: Input should be a finite number",
+    ),
+    "negative teardown": (
+        "local-a/deploy.json",
+        key("timings_s.teardown_done_s", -36.0),
+        r"local-a/deploy.json is not a valid deploy summary: "
+        r"timings_s.teardown_done_s: Input should be greater than 0",
+    ),
+    "zero teardown": (
+        "local-a/deploy.json",
+        key("timings_s.teardown_done_s", 0),
+        r"timings_s.teardown_done_s: Input should be greater than 0",
+    ),
     # Priced as one thing, shown as another.
-    "nodes not instances": ("aws-c/deploy.json", key("nodes", 4),
-                            r"aws-c/deploy.json: 4 nodes but machines.count 2"),
-    "another cloud's provider": ("aws-c/deploy.json", key("machines.provider", "gcp"),
-                                 r"aws-c/deploy.json: target aws but machines.provider gcp"),
-    "result of another cluster": ("local-b/deploy.json", key("nodes", 3),
-                                  r"local-b/deploy.json: 3 nodes but its result .*local-b/"
-                                  r"result.json measured a cluster of 2"),
-}  # fmt: skip
+    "nodes not instances": (
+        "aws-c/deploy.json",
+        key("nodes", 4),
+        r"aws-c/deploy.json: 4 nodes but machines.count 2",
+    ),
+    "another cloud's provider": (
+        "aws-c/deploy.json",
+        key("machines.provider", "gcp"),
+        r"aws-c/deploy.json: target aws but machines.provider gcp",
+    ),
+    "result of another cluster": (
+        "local-b/deploy.json",
+        key("nodes", 3),
+        r"local-b/deploy.json: 3 nodes but its result .*local-b/"
+        r"result.json measured a cluster of 2",
+    ),
+}
 
 
 @pytest.mark.parametrize("case", BAD)
@@ -133,8 +173,11 @@ def test_result_without_measurements_is_noted_or_one_line(tmp_path: Path) -> Non
     alone = tmp_path / "alone"
     write_run(alone, "local-x", "local", 1, 2, [(2000, 2.0)], 10.0)
     edit_json(alone / "local-x" / "result.json", key("results", []))
-    with pytest.raises(CompareError, match=r"no benchmark results to compare in .*local-x: its "
-                       r"result has no measurements"):  # fmt: skip
+    with pytest.raises(
+        CompareError,
+        match=r"no benchmark results to compare in .*local-x: its "
+        r"result has no measurements",
+    ):
         find_runs(alone)
 
 
@@ -144,8 +187,11 @@ def test_standalone_result_that_ends_before_it_starts(tmp_path: Path) -> None:
     res = bench_result("standalone", 1, 2, [(2000, 2.0)])
     res.manifest.finished_at = "2026-11-22T19:59:00+00:00"  # started 20:00:00
     (results / "bench-x.json").write_text(res.model_dump_json())
-    with pytest.raises(CompareError, match=r"bench-x.json: finished_at 2026-11-22T19:59:00\+00:00 "
-                       r"is not after started_at"):  # fmt: skip
+    with pytest.raises(
+        CompareError,
+        match=r"bench-x.json: finished_at 2026-11-22T19:59:00\+00:00 "
+        r"is not after started_at",
+    ):
         find_runs(results)
 
 
@@ -165,12 +211,15 @@ def test_catalog_provider_in_capitals_is_found(tmp_path: Path) -> None:
     ("row", "expected"),
     [
         ("ibm,x1,4,us-east-1,0.5,0.2", "line 2: provider: Value error, 'ibm' is not one of aws"),
-        ("aws,x1,4,us-east-1,0.5,0.9", "line 2: row: Value error, spot_usd_per_h 0.9 is above "
-         "ondemand_usd_per_h 0.5 (columns swapped?)"),
+        (
+            "aws,x1,4,us-east-1,0.5,0.9",
+            "line 2: row: Value error, spot_usd_per_h 0.9 is above "
+            "ondemand_usd_per_h 0.5 (columns swapped?)",
+        ),
         ("aws,x1,4,us-east-1,inf,", "line 2: ondemand_usd_per_h: Input should be a finite number"),
         ("aws,x1,4,us-east-1,0.5,nan", "line 2: spot_usd_per_h: Input should be a finite number"),
     ],
-)  # fmt: skip
+)
 def test_catalog_row_that_would_misprice_is_refused(
     tmp_path: Path, row: str, expected: str
 ) -> None:
@@ -208,9 +257,20 @@ def test_plan_steps_must_be_a_positive_finite_number(tmp_path: Path, steps: str)
         return
     results, catalog, _ = standard(tmp_path)
     line = one_line_error(
-        run("syndeo", "--results", results, "--catalog", catalog, "--plan", "--env",
-            "CartPole-v1", "--steps", steps, cwd=tmp_path)
-    )  # fmt: skip
+        run(
+            "syndeo",
+            "--results",
+            results,
+            "--catalog",
+            catalog,
+            "--plan",
+            "--env",
+            "CartPole-v1",
+            "--steps",
+            steps,
+            cwd=tmp_path,
+        )
+    )
     assert f"--steps: give a positive number like 1e9, not '{steps}'" in line
 
 
@@ -240,8 +300,19 @@ def test_markup_in_a_name_is_printed_as_text(tmp_path: Path) -> None:
     assert f"{MARKUP_ENV} — count, paper protocol" in p.stdout
     assert f"cheapest for this workload: 1 x local {cpu} (on-prem)" in p.stdout
     assert (out / "report.html").is_file() and (out / "cost.png").is_file()
-    p = run("syndeo", "--results", results, "--plan", "--env", MARKUP_ENV, "--target", "local",
-            "--out", out, cwd=tmp_path)  # fmt: skip
+    p = run(
+        "syndeo",
+        "--results",
+        results,
+        "--plan",
+        "--env",
+        MARKUP_ENV,
+        "--target",
+        "local",
+        "--out",
+        out,
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr
     assert f"basis for unmeasured instance types: local {cpu}\n" in p.stdout
     assert f"Plan: 1,000,000,000 steps of {MARKUP_ENV} (count" in p.stdout

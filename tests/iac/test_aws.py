@@ -32,15 +32,19 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "(terraform cannot download providers here), so the AWS module cannot be checked"
     )
     root = tmp_path_factory.mktemp("tf")
-    shutil.copytree(hcl.TERRAFORM, root / "terraform",
-                    ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"))  # fmt: skip
+    shutil.copytree(
+        hcl.TERRAFORM,
+        root / "terraform",
+        ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"),
+    )
     return root / "terraform"
 
 
 def _init(folder: Path) -> dict[str, str]:
     env = {**hcl.TF_ENV, "TF_DATA_DIR": str(folder / ".terraform")}
-    out = hcl.run_tf("init", "-backend=false", "-input=false", f"-plugin-dir={PLUGINS}",
-                     cwd=folder, env=env)  # fmt: skip
+    out = hcl.run_tf(
+        "init", "-backend=false", "-input=false", f"-plugin-dir={PLUGINS}", cwd=folder, env=env
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     return env
 

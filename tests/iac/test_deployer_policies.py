@@ -36,9 +36,10 @@ BOUNDARY = _policy("node-boundary-policy.json")
 
 
 def _ctx(
-    request_tags: dict[str, str] | None = None, resource_tags: dict[str, str] | None = None,
+    request_tags: dict[str, str] | None = None,
+    resource_tags: dict[str, str] | None = None,
     extra: dict[str, str] | None = None,
-) -> dict[str, str | list[str]]:  # fmt: skip
+) -> dict[str, str | list[str]]:
     ctx: dict[str, str | list[str]] = {"aws:RequestedRegion": REGION, **(extra or {})}
     for k, v in (request_tags or {}).items():
         ctx[f"aws:RequestTag/{k}"] = v
@@ -64,118 +65,168 @@ NEEDED = [
     Request("ec2:CreateSecurityGroup", EC2 + "vpc/vpc-1", _ctx(OURS, OURS)),
     Request("ec2:AuthorizeSecurityGroupIngress", EC2 + "security-group/sg-1", _ctx(OURS, OURS)),
     Request("ec2:AuthorizeSecurityGroupIngress", EC2 + "security-group-rule/sgr-1", _ctx(OURS)),
-    Request("ec2:CreateTags", EC2 + "security-group-rule/sgr-1",
-            _ctx(OURS, extra={"ec2:CreateAction": "AuthorizeSecurityGroupIngress"})),
+    Request(
+        "ec2:CreateTags",
+        EC2 + "security-group-rule/sgr-1",
+        _ctx(OURS, extra={"ec2:CreateAction": "AuthorizeSecurityGroupIngress"}),
+    ),
     Request("ec2:RunInstances", EC2 + "instance/i-1", _ctx(OURS)),
     Request("ec2:RunInstances", EC2 + "volume/vol-1", _ctx(OURS)),
     Request("ec2:RunInstances", EC2 + "subnet/subnet-1", _ctx(OURS, OURS)),
     Request("ec2:RunInstances", EC2 + "security-group/sg-1", _ctx(OURS, OURS)),
     Request("ec2:RunInstances", f"arn:aws:ec2:{REGION}::image/ami-1", _ctx(OURS)),
     Request("ec2:RunInstances", EC2 + "network-interface/eni-1", _ctx(OURS)),
-    Request("ec2:CreateTags", EC2 + "instance/i-1",
-            _ctx(OURS, extra={"ec2:CreateAction": "RunInstances"})),
+    Request(
+        "ec2:CreateTags",
+        EC2 + "instance/i-1",
+        _ctx(OURS, extra={"ec2:CreateAction": "RunInstances"}),
+    ),
     Request("ec2:CreateTags", EC2 + "instance/i-1", _ctx({"Name": "x"}, OURS)),
     Request("ec2:ModifyInstanceAttribute", EC2 + "instance/i-1", _ctx(resource_tags=OURS)),
     Request("ec2:TerminateInstances", EC2 + "instance/i-1", _ctx(resource_tags=OURS)),
     Request("ec2:DeleteVpc", EC2 + "vpc/vpc-1", _ctx(resource_tags=OURS)),
-    Request("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
-            {"iam:PermissionsBoundary": BOUNDARY_ARN}),
-    Request("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
-            {"iam:PermissionsBoundary": BOUNDARY_ARN}),
+    Request(
+        "iam:CreateRole",
+        f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
+        {"iam:PermissionsBoundary": BOUNDARY_ARN},
+    ),
+    Request(
+        "iam:PutRolePolicy",
+        f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
+        {"iam:PermissionsBoundary": BOUNDARY_ARN},
+    ),
     # The node role iam.tf creates carries the cluster tag and the boundary: RunInstances
     # and AddRoleToInstanceProfile pass it (iam:PassRole), destroy deletes it.
-    Request("iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
-            _ctx(resource_tags=OURS, extra={"iam:PassedToService": "ec2.amazonaws.com"})),
+    Request(
+        "iam:PassRole",
+        f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
+        _ctx(resource_tags=OURS, extra={"iam:PassedToService": "ec2.amazonaws.com"}),
+    ),
     Request("iam:CreateInstanceProfile", f"arn:aws:iam::{ACCOUNT}:instance-profile/syndeo-a"),
-    Request("iam:AddRoleToInstanceProfile",
-            f"arn:aws:iam::{ACCOUNT}:instance-profile/syndeo-a"),
-    Request("iam:DeleteRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
-            {"iam:PermissionsBoundary": BOUNDARY_ARN}),
+    Request("iam:AddRoleToInstanceProfile", f"arn:aws:iam::{ACCOUNT}:instance-profile/syndeo-a"),
+    Request(
+        "iam:DeleteRole",
+        f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
+        {"iam:PermissionsBoundary": BOUNDARY_ARN},
+    ),
     # A tag change on the role (the provider's update of `tags`), the cluster tag kept.
-    Request("iam:TagRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
-            _ctx({"Name": "x"}, OURS)),
-    Request("iam:UntagRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
-            {**_ctx(resource_tags=OURS), "aws:TagKeys": ["Name"]}),
+    Request(
+        "iam:TagRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x", _ctx({"Name": "x"}, OURS)
+    ),
+    Request(
+        "iam:UntagRole",
+        f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
+        {**_ctx(resource_tags=OURS), "aws:TagKeys": ["Name"]},
+    ),
     # Terraform reads back its instances' attributes (user data among them).
     Request("ec2:DescribeInstanceAttribute", EC2 + "instance/i-1", _ctx(resource_tags=OURS)),
     Request("s3:CreateBucket", "arn:aws:s3:::syndeo-0123456789ab"),
     Request("s3:PutObject", "arn:aws:s3:::syndeo-0123456789ab/syndeo/aws-1/claim.json"),
-]  # fmt: skip
+]
 
 # Each a way the old policy let a deployer become more than a deployer.
 ESCALATIONS = {
-    "a role without the boundary (then any inline policy, passed to an instance)":
-        Request("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-admin"),
-    "a role with some other boundary":
-        Request("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-admin",
-                {"iam:PermissionsBoundary": f"arn:aws:iam::{ACCOUNT}:policy/AdminAccess"}),
-    "an inline policy on a role without the boundary":
-        Request("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/syndeo-old"),
-    "lifting a role's boundary":
-        Request("iam:DeleteRolePermissionsBoundary", f"arn:aws:iam::{ACCOUNT}:role/syndeo-a-x"),
-    "replacing a role's boundary":
-        Request("iam:PutRolePermissionsBoundary", f"arn:aws:iam::{ACCOUNT}:role/syndeo-a-x",
-                {"iam:PermissionsBoundary": BOUNDARY_ARN}),
-    "rewriting the boundary policy":
-        Request("iam:CreatePolicyVersion", BOUNDARY_ARN),
-    "attaching AdministratorAccess":
-        Request("iam:AttachRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/syndeo-a-x",
-                {"iam:PermissionsBoundary": BOUNDARY_ARN,
-                 "iam:PolicyARN": "arn:aws:iam::aws:policy/AdministratorAccess"}),
-    "passing a node role to Lambda":
-        Request("iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-a-x",
-                {"iam:PassedToService": "lambda.amazonaws.com"}),
-    "tagging someone else's instance as ours (then terminating it)":
-        Request("ec2:CreateTags", EC2 + "instance/i-theirs", _ctx(OURS)),
-    "moving our tag onto an instance tagged otherwise":
-        Request("ec2:CreateTags", EC2 + "instance/i-theirs", _ctx(OURS, {"team": "x"})),
-    "overwriting the cluster tag of one of ours":
-        Request("ec2:CreateTags", EC2 + "instance/i-1", _ctx({"syndeo-cluster": "b"}, OURS)),
-    "changing someone else's instance (user data, role)":
-        Request("ec2:ModifyInstanceAttribute", EC2 + "instance/i-theirs", _ctx()),
-    "opening someone else's security group":
-        Request("ec2:AuthorizeSecurityGroupIngress", EC2 + "security-group/sg-theirs",
-                _ctx(OURS)),
-    "an untagged instance":
-        Request("ec2:RunInstances", EC2 + "instance/i-2", _ctx()),
-    "an instance in someone else's subnet":
-        Request("ec2:RunInstances", EC2 + "subnet/subnet-theirs", _ctx(OURS)),
-    "a subnet in someone else's VPC":
-        Request("ec2:CreateSubnet", EC2 + "vpc/vpc-theirs", _ctx(OURS)),
-    "terminating someone else's instance":
-        Request("ec2:TerminateInstances", EC2 + "instance/i-theirs", _ctx()),
-    "another region":
-        Request("ec2:RunInstances", EC2.replace(REGION, "eu-west-1") + "instance/i-3",
-                {**_ctx(OURS), "aws:RequestedRegion": "eu-west-1"}),
-    "someone else's bucket":
-        Request("s3:GetObject", "arn:aws:s3:::payroll/2026.csv"),
+    "a role without the boundary (then any inline policy, passed to an instance)": Request(
+        "iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-admin"
+    ),
+    "a role with some other boundary": Request(
+        "iam:CreateRole",
+        f"arn:aws:iam::{ACCOUNT}:role/syndeo-admin",
+        {"iam:PermissionsBoundary": f"arn:aws:iam::{ACCOUNT}:policy/AdminAccess"},
+    ),
+    "an inline policy on a role without the boundary": Request(
+        "iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/syndeo-old"
+    ),
+    "lifting a role's boundary": Request(
+        "iam:DeleteRolePermissionsBoundary", f"arn:aws:iam::{ACCOUNT}:role/syndeo-a-x"
+    ),
+    "replacing a role's boundary": Request(
+        "iam:PutRolePermissionsBoundary",
+        f"arn:aws:iam::{ACCOUNT}:role/syndeo-a-x",
+        {"iam:PermissionsBoundary": BOUNDARY_ARN},
+    ),
+    "rewriting the boundary policy": Request("iam:CreatePolicyVersion", BOUNDARY_ARN),
+    "attaching AdministratorAccess": Request(
+        "iam:AttachRolePolicy",
+        f"arn:aws:iam::{ACCOUNT}:role/syndeo-a-x",
+        {
+            "iam:PermissionsBoundary": BOUNDARY_ARN,
+            "iam:PolicyARN": "arn:aws:iam::aws:policy/AdministratorAccess",
+        },
+    ),
+    "passing a node role to Lambda": Request(
+        "iam:PassRole",
+        f"arn:aws:iam::{ACCOUNT}:role/syndeo-a-x",
+        {"iam:PassedToService": "lambda.amazonaws.com"},
+    ),
+    "tagging someone else's instance as ours (then terminating it)": Request(
+        "ec2:CreateTags", EC2 + "instance/i-theirs", _ctx(OURS)
+    ),
+    "moving our tag onto an instance tagged otherwise": Request(
+        "ec2:CreateTags", EC2 + "instance/i-theirs", _ctx(OURS, {"team": "x"})
+    ),
+    "overwriting the cluster tag of one of ours": Request(
+        "ec2:CreateTags", EC2 + "instance/i-1", _ctx({"syndeo-cluster": "b"}, OURS)
+    ),
+    "changing someone else's instance (user data, role)": Request(
+        "ec2:ModifyInstanceAttribute", EC2 + "instance/i-theirs", _ctx()
+    ),
+    "opening someone else's security group": Request(
+        "ec2:AuthorizeSecurityGroupIngress", EC2 + "security-group/sg-theirs", _ctx(OURS)
+    ),
+    "an untagged instance": Request("ec2:RunInstances", EC2 + "instance/i-2", _ctx()),
+    "an instance in someone else's subnet": Request(
+        "ec2:RunInstances", EC2 + "subnet/subnet-theirs", _ctx(OURS)
+    ),
+    "a subnet in someone else's VPC": Request(
+        "ec2:CreateSubnet", EC2 + "vpc/vpc-theirs", _ctx(OURS)
+    ),
+    "terminating someone else's instance": Request(
+        "ec2:TerminateInstances", EC2 + "instance/i-theirs", _ctx()
+    ),
+    "another region": Request(
+        "ec2:RunInstances",
+        EC2.replace(REGION, "eu-west-1") + "instance/i-3",
+        {**_ctx(OURS), "aws:RequestedRegion": "eu-west-1"},
+    ),
+    "someone else's bucket": Request("s3:GetObject", "arn:aws:s3:::payroll/2026.csv"),
     # Issue 33, item 3.  User data holds every cluster's launch key and other teams'
     # bootstrap secrets: only instances carrying the cluster tag.
-    "reading an untagged instance's user data":
-        Request("ec2:DescribeInstanceAttribute", EC2 + "instance/i-theirs", _ctx()),
-    "reading user data in another region":
-        Request("ec2:DescribeInstanceAttribute",
-                EC2.replace(REGION, "eu-west-1") + "instance/i-3",
-                {**_ctx(resource_tags=OURS), "aws:RequestedRegion": "eu-west-1"}),
+    "reading an untagged instance's user data": Request(
+        "ec2:DescribeInstanceAttribute", EC2 + "instance/i-theirs", _ctx()
+    ),
+    "reading user data in another region": Request(
+        "ec2:DescribeInstanceAttribute",
+        EC2.replace(REGION, "eu-west-1") + "instance/i-3",
+        {**_ctx(resource_tags=OURS), "aws:RequestedRegion": "eu-west-1"},
+    ),
     # A syndeo-* role made by someone else, without the boundary and the tag that only
     # CreateRole (boundary required) gives: never passed, deleted or tagged as ours.
-    "passing a syndeo-* role without the boundary to an instance":
-        Request("iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-old",
-                _ctx(extra={"iam:PassedToService": "ec2.amazonaws.com"})),
-    "deleting a syndeo-* role without the boundary":
-        Request("iam:DeleteRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-old"),
-    "deleting a syndeo-* role with another boundary":
-        Request("iam:DeleteRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-old",
-                {"iam:PermissionsBoundary": f"arn:aws:iam::{ACCOUNT}:policy/AdminAccess"}),
-    "tagging an untagged syndeo-* role as ours (then passing it)":
-        Request("iam:TagRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-old", _ctx(OURS)),
-    "tagging an otherwise-tagged syndeo-* role as ours":
-        Request("iam:TagRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-old",
-                _ctx(OURS, {"team": "x"})),
-    "moving a node role's cluster tag":
-        Request("iam:TagRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
-                _ctx({"syndeo-cluster": "b"}, OURS)),
-}  # fmt: skip
+    "passing a syndeo-* role without the boundary to an instance": Request(
+        "iam:PassRole",
+        f"arn:aws:iam::{ACCOUNT}:role/syndeo-old",
+        _ctx(extra={"iam:PassedToService": "ec2.amazonaws.com"}),
+    ),
+    "deleting a syndeo-* role without the boundary": Request(
+        "iam:DeleteRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-old"
+    ),
+    "deleting a syndeo-* role with another boundary": Request(
+        "iam:DeleteRole",
+        f"arn:aws:iam::{ACCOUNT}:role/syndeo-old",
+        {"iam:PermissionsBoundary": f"arn:aws:iam::{ACCOUNT}:policy/AdminAccess"},
+    ),
+    "tagging an untagged syndeo-* role as ours (then passing it)": Request(
+        "iam:TagRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-old", _ctx(OURS)
+    ),
+    "tagging an otherwise-tagged syndeo-* role as ours": Request(
+        "iam:TagRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-old", _ctx(OURS, {"team": "x"})
+    ),
+    "moving a node role's cluster tag": Request(
+        "iam:TagRole",
+        f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
+        _ctx({"syndeo-cluster": "b"}, OURS),
+    ),
+}
 
 
 @pytest.mark.parametrize("req", NEEDED, ids=lambda r: f"{r.action} {r.resource.split(':')[-1]}")
@@ -197,12 +248,15 @@ def test_a_role_goes_into_an_instance_profile_only_if_it_may_be_passed() -> None
 
     def add(role: str, role_tags: dict[str, str]) -> list[Request]:
         return [
-            Request("iam:AddRoleToInstanceProfile",
-                    f"arn:aws:iam::{ACCOUNT}:instance-profile/syndeo-a"),
-            Request("iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/{role}",
-                    _ctx(resource_tags=role_tags,
-                         extra={"iam:PassedToService": "ec2.amazonaws.com"})),
-        ]  # fmt: skip
+            Request(
+                "iam:AddRoleToInstanceProfile", f"arn:aws:iam::{ACCOUNT}:instance-profile/syndeo-a"
+            ),
+            Request(
+                "iam:PassRole",
+                f"arn:aws:iam::{ACCOUNT}:role/{role}",
+                _ctx(resource_tags=role_tags, extra={"iam:PassedToService": "ec2.amazonaws.com"}),
+            ),
+        ]
 
     assert all(allowed(DEPLOYER, r) for r in add("syndeo-aws-1-x", OURS))
     assert not all(allowed(DEPLOYER, r) for r in add("syndeo-old", {}))
@@ -210,8 +264,10 @@ def test_a_role_goes_into_an_instance_profile_only_if_it_may_be_passed() -> None
 
 
 def test_a_node_role_is_capped_by_its_boundary_whatever_its_policy() -> None:
-    anything = {"Version": "2012-10-17",
-                "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}  # fmt: skip
+    anything = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
+    }
     node = [
         Request("s3:GetObject", "arn:aws:s3:::syndeo-0123456789ab/syndeo/aws-1/head.json"),
         Request("ssmmessages:OpenDataChannel", "*"),
@@ -251,11 +307,16 @@ def test_gcp_role_acts_as_no_service_account_and_can_claim_records() -> None:
     role = yaml.safe_load((TF / "gcp" / "deployer-role.yaml").read_text())
     perms = set(role["includedPermissions"])
     forbidden = {
-        "iam.serviceAccounts.actAs", "iam.serviceAccounts.create", "iam.serviceAccounts.delete",
-        "iam.serviceAccounts.setIamPolicy", "iam.serviceAccountKeys.create",
-        "iam.serviceAccounts.getAccessToken", "iam.roles.create", "iam.roles.update",
+        "iam.serviceAccounts.actAs",
+        "iam.serviceAccounts.create",
+        "iam.serviceAccounts.delete",
+        "iam.serviceAccounts.setIamPolicy",
+        "iam.serviceAccountKeys.create",
+        "iam.serviceAccounts.getAccessToken",
+        "iam.roles.create",
+        "iam.roles.update",
         "resourcemanager.projects.setIamPolicy",
-    }  # fmt: skip
+    }
     assert not perms & forbidden, perms & forbidden
     assert not [p for p in perms if "*" in p]
     # The launcher claims the cluster id with an object create (a --rendezvous gs:// of an
@@ -264,9 +325,14 @@ def test_gcp_role_acts_as_no_service_account_and_can_claim_records() -> None:
     # The binding's condition limits instances, firewalls, networks, subnetworks, buckets
     # and objects to syndeo-* (test_gcp_condition_... evaluates it).
     expr = _gcp_condition()
-    for kind in ("compute.googleapis.com/Instance", "compute.googleapis.com/Firewall",
-                 "compute.googleapis.com/Network", "compute.googleapis.com/Subnetwork",
-                 "storage.googleapis.com/Bucket", "storage.googleapis.com/Object"):  # fmt: skip
+    for kind in (
+        "compute.googleapis.com/Instance",
+        "compute.googleapis.com/Firewall",
+        "compute.googleapis.com/Network",
+        "compute.googleapis.com/Subnetwork",
+        "storage.googleapis.com/Bucket",
+        "storage.googleapis.com/Object",
+    ):
         assert f'resource.type != "{kind}" ||' in expr, kind
     assert expr.count('startsWith("syndeo-")') == 4
     assert expr.count('startsWith("projects/_/buckets/syndeo-")') == 2
@@ -277,8 +343,12 @@ def test_gcp_role_acts_as_no_service_account_and_can_claim_records() -> None:
     assert "count = var.node_service_account == null ? 1 : 0" in " ".join(iam.split())
     # What `check` reads first (gcp.py, gcpcheck.py): with the role alone it must not
     # end in "not checked" or, for the APIs, in a refusal.
-    for perm in ("compute.machineTypes.get", "compute.regions.get",
-                 "serviceusage.services.get", "compute.images.get"):  # fmt: skip
+    for perm in (
+        "compute.machineTypes.get",
+        "compute.regions.get",
+        "serviceusage.services.get",
+        "compute.images.get",
+    ):
         assert perm in perms, perm
 
 
@@ -337,8 +407,12 @@ def test_gcp_condition_holds_only_on_the_modules_own_network_firewalls_and_vms()
     assert re.search(r'\n\s*name\s*=\s*"syndeo-\$\{local\.cluster_id\}"', main)
     net = (TF / "gcp" / "network.tf").read_text()
     names = re.findall(r"\n\s*name\s*=\s*(\S+)", net)
-    assert names == ["local.name", '"${local.name}-nodes"', '"${local.name}-ray"',
-                     '"${local.name}-admin-ssh"'], names  # fmt: skip
+    assert names == [
+        "local.name",
+        '"${local.name}-nodes"',
+        '"${local.name}-ray"',
+        '"${local.name}-admin-ssh"',
+    ], names
     vms = (TF / "gcp" / "instances.tf").read_text()
     assert 'name         = "${local.name}-${each.key}"' in vms
 
@@ -351,11 +425,13 @@ def test_gcp_condition_holds_only_on_the_modules_own_network_firewalls_and_vms()
         ("compute.googleapis.com/Firewall", f"{p}/global/firewalls/syndeo-gcp-1-admin-ssh"),
         ("compute.googleapis.com/Instance", f"{p}/{z}/instances/syndeo-gcp-1-0"),
         ("storage.googleapis.com/Bucket", "projects/_/buckets/syndeo-0123456789ab"),
-        ("storage.googleapis.com/Object",
-         "projects/_/buckets/syndeo-0123456789ab/objects/syndeo/gcp-1/claim.json"),
+        (
+            "storage.googleapis.com/Object",
+            "projects/_/buckets/syndeo-0123456789ab/objects/syndeo/gcp-1/claim.json",
+        ),
         # Types the condition does not name keep the role's grant (the baked image).
         ("compute.googleapis.com/Image", f"{p}/global/images/syndeo-node"),
-    ]  # fmt: skip
+    ]
     theirs = [
         ("compute.googleapis.com/Firewall", f"{p}/global/firewalls/default-allow-ssh"),
         ("compute.googleapis.com/Firewall", f"{p}/global/firewalls/prod-allow-db"),
@@ -367,7 +443,7 @@ def test_gcp_condition_holds_only_on_the_modules_own_network_firewalls_and_vms()
         ("compute.googleapis.com/Subnetwork", f"{p}/{r}/subnetworks/prod-syndeo-x"),
         ("compute.googleapis.com/Instance", f"{p}/{z}/instances/prod-db"),
         ("storage.googleapis.com/Bucket", "projects/_/buckets/payroll"),
-    ]  # fmt: skip
+    ]
     for kind, name in ours:
         assert _gcp_allows(expr, kind, name), (kind, name)
     for kind, name in theirs:
@@ -381,13 +457,20 @@ def test_azure_role_is_scoped_to_a_resource_group_and_its_assignments_conditione
     assert scopes == ["/subscriptions/SUBSCRIPTION_ID/resourceGroups/RESOURCE_GROUP"]
     actions = set(role["Actions"])
     assert not [a for a in actions if a.endswith("/*") or a == "*"]
-    assert not {"Microsoft.Resources/subscriptions/resourceGroups/write",
-                "Microsoft.Resources/subscriptions/resourceGroups/delete",
-                "Microsoft.Authorization/roleDefinitions/write",
-                "Microsoft.Authorization/*/write"} & actions  # fmt: skip
+    assert (
+        not {
+            "Microsoft.Resources/subscriptions/resourceGroups/write",
+            "Microsoft.Resources/subscriptions/resourceGroups/delete",
+            "Microsoft.Authorization/roleDefinitions/write",
+            "Microsoft.Authorization/*/write",
+        }
+        & actions
+    )
     # What destroy and refresh read (missing before).
-    assert {"Microsoft.Resources/subscriptions/resourceGroups/resources/read",
-            "Microsoft.Storage/storageAccounts/fileServices/read"} <= actions  # fmt: skip
+    assert {
+        "Microsoft.Resources/subscriptions/resourceGroups/resources/read",
+        "Microsoft.Storage/storageAccounts/fileServices/read",
+    } <= actions
     # Role assignments only with the shipped condition: Storage Blob Data Contributor only.
     assert "Microsoft.Authorization/roleAssignments/write" in actions
     cond = (TF / "azure" / "deployer-assignment-condition.txt").read_text()
@@ -424,20 +507,26 @@ def test_the_evaluator_follows_iams_documented_rules() -> None:
     assert decide(pol(allow), Request("s3:PutObject", "arn:aws:s3:::b/k")) == "ImplicitDeny"
     # A condition key absent from the request: plain operators fail, negated ones hold,
     # ForAllValues holds, ForAnyValue fails, Null "true" holds.
-    for op, holds in (("StringEquals", False), ("StringNotEquals", True),
-                      ("ForAllValues:StringEquals", True), ("ForAnyValue:StringEquals", False),
-                      ("StringEqualsIfExists", True)):  # fmt: skip
+    for op, holds in (
+        ("StringEquals", False),
+        ("StringNotEquals", True),
+        ("ForAllValues:StringEquals", True),
+        ("ForAnyValue:StringEquals", False),
+        ("StringEqualsIfExists", True),
+    ):
         s = {**allow, "Condition": {op: {"aws:TagKeys": "x"}}}
         assert (decide(pol(s), req) == "Allow") is holds, op
     null = {**allow, "Condition": {"Null": {"aws:ResourceTag/t": "false"}}}
     assert decide(pol(null), req) == "ImplicitDeny"
-    assert decide(pol(null), Request(req.action, req.resource, {"aws:ResourceTag/t": "v"})) \
-        == "Allow"  # fmt: skip
+    assert (
+        decide(pol(null), Request(req.action, req.resource, {"aws:ResourceTag/t": "v"})) == "Allow"
+    )
     # Every key of every operator must hold (AND); any of a key's values may (OR).
     both = {**allow, "Condition": {"StringEquals": {"a": ["1", "2"], "b": "3"}}}
     assert decide(pol(both), Request(req.action, req.resource, {"a": "2", "b": "3"})) == "Allow"
-    assert decide(pol(both), Request(req.action, req.resource, {"a": "2", "b": "4"})) \
-        == "ImplicitDeny"  # fmt: skip
+    assert (
+        decide(pol(both), Request(req.action, req.resource, {"a": "2", "b": "4"})) == "ImplicitDeny"
+    )
     # A boundary caps the identity policy.
     assert not allowed(pol(allow), req, boundary=pol({**allow, "Resource": "arn:aws:s3:::c/*"}))
 
@@ -446,15 +535,17 @@ def test_the_evaluator_follows_iams_documented_rules() -> None:
 def test_egress_to_the_object_store_reaches_the_clusters_bucket_only_where_it_can() -> None:
     # AWS: the S3 gateway endpoint's policy names the rendezvous bucket only.
     aws_net = (TF / "aws" / "network.tf").read_text()
-    assert 'Resource  = ["arn:aws:s3:::${local.bucket}", "arn:aws:s3:::${local.bucket}/*"]' \
-        in aws_net  # fmt: skip
+    assert (
+        'Resource  = ["arn:aws:s3:::${local.bucket}", "arn:aws:s3:::${local.bucket}/*"]' in aws_net
+    )
     # Azure: the subnet's service endpoint carries a policy naming the cluster's account
     # (the NSG's Storage tag alone is every account in the region).
     net = (TF / "azure" / "network.tf").read_text()
     assert re.search(
         r"service_endpoint_policy_ids\s*=\s*\[azurerm_subnet_service_endpoint_storage_policy"
-        r"\.nodes\.id\]", net
-    )  # fmt: skip
+        r"\.nodes\.id\]",
+        net,
+    )
     assert re.search(r"service_resources\s*=\s*\[local\.storage_account_arm_id\]", net)
     main = (TF / "azure" / "main.tf").read_text()
     assert "providers/Microsoft.Storage/storageAccounts/${local.storage_account}" in main

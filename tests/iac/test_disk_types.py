@@ -51,7 +51,7 @@ CHOICES: dict[str, list[tuple[str, str]]] = {
         ("Standard_A2m_v2", "StandardSSD_LRS"),
         ("Standard_NV6", "StandardSSD_LRS"),
     ],
-}  # fmt: skip
+}
 OVERRIDE = {"gcp": ("c3-standard-8", "pd-ssd"), "azure": ("Standard_D8s_v5", "Premium_ZRS")}
 LOCAL = {"gcp": "boot_disk_type", "azure": "os_disk_type"}
 
@@ -83,10 +83,14 @@ def _tftest(cloud: str) -> tuple[str, int]:
         lines += ["", f'run "choice_{i}" {{', "  command = plan", "  variables {"]
         lines += [f"    {k} = {json.dumps(v)}" for k, v in variables.items()]
         got = f"output.disk_type[{json.dumps(machine)}]"
-        lines += ["  }", "  assert {",
-                  f"    condition     = {got} == {json.dumps(want)}",
-                  f'    error_message = "{machine}: want {want}, got ${{{got}}}"',
-                  "  }", "}"]  # fmt: skip
+        lines += [
+            "  }",
+            "  assert {",
+            f"    condition     = {got} == {json.dumps(want)}",
+            f'    error_message = "{machine}: want {want}, got ${{{got}}}"',
+            "  }",
+            "}",
+        ]
     return "\n".join(lines) + "\n", len(runs)
 
 

@@ -34,8 +34,9 @@ def _unit() -> configparser.SectionProxy:
 
 def _installed(source: str) -> str:
     """Where provision.sh installs a file it got from the build (``$BAKE/<source>``)."""
-    m = re.search(rf'^install\s+(?:-\S+\s+\S+\s+)*"\$BAKE/{re.escape(source)}"\s+(\S+)\s*$',
-                  PROVISION, re.M)  # fmt: skip
+    m = re.search(
+        rf'^install\s+(?:-\S+\s+\S+\s+)*"\$BAKE/{re.escape(source)}"\s+(\S+)\s*$', PROVISION, re.M
+    )
     assert m, f"provision.sh does not install {source}"
     return m.group(1)
 

@@ -46,8 +46,10 @@ def _sandbox(root: Path) -> Path:
     exe = shutil.which("readlink")
     assert exe
     shutil.copy(exe, box / "bin" / "readlink")
-    libs = re.findall(r"(/\S+\.so[.\d]*)", subprocess.run(
-        ["ldd", exe], capture_output=True, text=True, check=True).stdout)  # fmt: skip
+    libs = re.findall(
+        r"(/\S+\.so[.\d]*)",
+        subprocess.run(["ldd", exe], capture_output=True, text=True, check=True).stdout,
+    )
     for lib in libs:
         dest = box / lib.lstrip("/")
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -75,8 +77,10 @@ def test_node_container_shares_the_host_network_namespace(public_dir: Path) -> N
     ).stdout.strip()
     inside = subprocess.run(
         as_user(["apptainer", "exec", *flags, str(box), "/bin/readlink", "/proc/self/ns/net"]),
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert inside.returncode == 0, inside.stderr
     assert host.startswith("net:[")
     assert inside.stdout.strip() == host

@@ -18,16 +18,38 @@ from syndeo.launcher.config import DeployConfig
 from tests.support import hcl
 
 SHARED = (
-    "node", "launch_key", "instance_type", "group_instance_types", "image", "region", "zone",
-    "spot", "disk_size_gb", "network_cidr", "create_bucket", "bucket_name", "bucket_versioning",
-    "rendezvous_prefix", "record_expiry_days", "labels", "admin_cidrs", "image_path",
-)  # fmt: skip
+    "node",
+    "launch_key",
+    "instance_type",
+    "group_instance_types",
+    "image",
+    "region",
+    "zone",
+    "spot",
+    "disk_size_gb",
+    "network_cidr",
+    "create_bucket",
+    "bucket_name",
+    "bucket_versioning",
+    "rendezvous_prefix",
+    "record_expiry_days",
+    "labels",
+    "admin_cidrs",
+    "image_path",
+)
 # What a cloud names differently (machine type, image id, region/zone names).
 CLOUD_SPECIFIC_RULES = {"instance_type", "group_instance_types", "image", "region", "zone"}
 # Validated where it is declared: terraform/modules/node.
 PASSED_ON = {"node"}
-OUTPUTS = {"head_ip", "node_ips", "node_ids", "rendezvous_uri", "bucket_name",
-           "instance_types", "node_groups"}  # fmt: skip
+OUTPUTS = {
+    "head_ip",
+    "node_ips",
+    "node_ids",
+    "rendezvous_uri",
+    "bucket_name",
+    "instance_types",
+    "node_groups",
+}
 MISSING = object()
 
 

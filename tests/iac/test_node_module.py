@@ -62,23 +62,41 @@ def test_module_own_terraform_tests(tmp_path: Path) -> None:
 
 def _spec(run: str = TRICKY_RUN) -> ClusterSpec:
     return ClusterSpec(
-        target="ssh", cluster_id="rt-1", rendezvous="file:///shared/dir with space",
-        nodes=3, cpus=2, gpus=0, memory_mb=1024, object_store_mb=None, join_timeout=45.5,
-        run=run, workdir=Path("/home/u/work dir"), image=None, image_digest="sha256:" + "ab" * 32,
+        target="ssh",
+        cluster_id="rt-1",
+        rendezvous="file:///shared/dir with space",
+        nodes=3,
+        cpus=2,
+        gpus=0,
+        memory_mb=1024,
+        object_store_mb=None,
+        join_timeout=45.5,
+        run=run,
+        workdir=Path("/home/u/work dir"),
+        image=None,
+        image_digest="sha256:" + "ab" * 32,
         not_before=1763800000.25,
-    )  # fmt: skip
+    )
 
 
 def _module_inputs(spec: ClusterSpec, node_ips: list[str]) -> dict[str, Any]:
     # The same mapping TerraformTarget.tfvars makes (cluster_name -> cluster_id in the roots).
     return {
-        "cluster_id": spec.cluster_id, "node_count": spec.nodes, "rendezvous": spec.rendezvous,
-        "target": spec.target, "cpus_per_node": spec.cpus, "gpus_per_node": spec.gpus,
-        "memory_mb_per_node": spec.memory_mb, "join_timeout_s": spec.join_timeout,
-        "run": spec.run, "workdir": str(spec.workdir), "not_before": spec.not_before,
-        "image_digest": spec.image_digest, "node_ips": node_ips,
+        "cluster_id": spec.cluster_id,
+        "node_count": spec.nodes,
+        "rendezvous": spec.rendezvous,
+        "target": spec.target,
+        "cpus_per_node": spec.cpus,
+        "gpus_per_node": spec.gpus,
+        "memory_mb_per_node": spec.memory_mb,
+        "join_timeout_s": spec.join_timeout,
+        "run": spec.run,
+        "workdir": str(spec.workdir),
+        "not_before": spec.not_before,
+        "image_digest": spec.image_digest,
+        "node_ips": node_ips,
         "extra_env": {"AWS_ENDPOINT_URL": "http://10.98.0.1:9000/a b$c"},
-    }  # fmt: skip
+    }
 
 
 def _module_base(settings: NodeSettings) -> NodeSettings:
@@ -98,8 +116,10 @@ def test_env_file_read_back_by_sh_equals_what_python_would_set(tmp_path: Path) -
         # What the start script and systemd's EnvironmentFile= do with it.
         shell = subprocess.run(
             ["sh", "-c", 'set -a; . "$1"; exec env -0', "sh", str(path)],
-            capture_output=True, check=True, env={},
-        )  # fmt: skip
+            capture_output=True,
+            check=True,
+            env={},
+        )
         got = dict(item.split("=", 1) for item in shell.stdout.decode().split("\0") if "=" in item)
         assert got["SYNDEO_RUN"] == (TRICKY_RUN if rank == 0 else "")
         assert got["AWS_ENDPOINT_URL"] == "http://10.98.0.1:9000/a b$c"
@@ -119,8 +139,10 @@ def test_user_data_passes_cloud_init_schema(tmp_path: Path) -> None:
         path.write_text(doc)
         res = subprocess.run(
             ["cloud-init", "schema", "--config-file", str(path)],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert res.returncode == 0, res.stdout + res.stderr
         assert "Valid cloud-config" in res.stdout
 
@@ -199,10 +221,16 @@ def test_start_and_stop_commands_under_posix_sh(tmp_path: Path) -> None:
     )
     fake.chmod(0o755)
     inputs = {
-        "cluster_id": "sh-1", "node_count": 1, "rendezvous": "file:///x", "target": "ssh",
-        "image_path": None, "python": str(fake), "host_dir": str(tmp_path / "h"),
-        "scratch_dir": "/tmp/sy-t" + tmp_path.name[-6:].replace("_", ""), "stop_grace_s": 1,
-    }  # fmt: skip
+        "cluster_id": "sh-1",
+        "node_count": 1,
+        "rendezvous": "file:///x",
+        "target": "ssh",
+        "image_path": None,
+        "python": str(fake),
+        "host_dir": str(tmp_path / "h"),
+        "scratch_dir": "/tmp/sy-t" + tmp_path.name[-6:].replace("_", ""),
+        "stop_grace_s": 1,
+    }
     names = ("start_commands", "stop_commands", "host_dirs", "scratch_dirs")
     out = _render(tmp_path / "r", inputs, names)
     start, stop = out["start_commands"][0], out["stop_commands"][0]
@@ -241,9 +269,13 @@ def test_stop_removes_only_its_own_scratch_dir(tmp_path: Path) -> None:
     its dir is left alone -- what it points to is never emptied."""
     base = Path("/tmp/sy-s" + tmp_path.name[-6:].replace("_", ""))
     inputs = {
-        "cluster_id": "sh-2", "node_count": 2, "rendezvous": "file:///x", "target": "ssh",
-        "host_dir": str(tmp_path / "h"), "scratch_dir": str(base),
-    }  # fmt: skip
+        "cluster_id": "sh-2",
+        "node_count": 2,
+        "rendezvous": "file:///x",
+        "target": "ssh",
+        "host_dir": str(tmp_path / "h"),
+        "scratch_dir": str(base),
+    }
     out = _render(tmp_path / "r", inputs, ("stop_commands", "scratch_dirs"))
     stop0 = out["stop_commands"][0]
     own, other = (Path(s) for s in out["scratch_dirs"])
@@ -278,8 +310,12 @@ def _grouped_spec() -> ClusterSpec:
             GroupConfig(name="later", nodes=0),  # declared for grow: owns no rank
             GroupConfig(name="gpu", nodes=1, gpus_per_node=2, min_nodes=0),
         ],
-        head="own", cpus=2, gpus=0, memory_mb=1024, container=None,
-    )  # fmt: skip
+        head="own",
+        cpus=2,
+        gpus=0,
+        memory_mb=1024,
+        container=None,
+    )
     return _spec().model_copy(update={"nodes": 4, "layout": layout, "dashboard": True})
 
 
@@ -312,18 +348,28 @@ def test_without_groups_nothing_changes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("groups", "python_why", "terraform_why"),
     [
-        ([{"name": "a", "nodes": 2}, {"name": "a", "nodes": 1}],
-         "group 'a' is defined twice", "groups: a name is used twice."),
-        ([{"name": "a", "nodes": 0}, {"name": "b", "nodes": 3}],
-         "group 'a' holds the head (rank 0): it needs nodes >= 1",
-         "groups: the first group holds the head (nodes >= 1)"),
-        ([{"name": "a", "nodes": 1, "min_nodes": 2}, {"name": "b", "nodes": 2}],
-         "group 'a': min_nodes 2 is more than its 1 nodes", "min_nodes null or 0..nodes"),
-        ([{"name": "A", "nodes": 3}],
-         "'A': use 1-31 of a-z, 0-9 and '-', starting with a letter",
-         "groups: names are 1-31 of a-z, 0-9 and '-', starting with a letter."),
+        (
+            [{"name": "a", "nodes": 2}, {"name": "a", "nodes": 1}],
+            "group 'a' is defined twice",
+            "groups: a name is used twice.",
+        ),
+        (
+            [{"name": "a", "nodes": 0}, {"name": "b", "nodes": 3}],
+            "group 'a' holds the head (rank 0): it needs nodes >= 1",
+            "groups: the first group holds the head (nodes >= 1)",
+        ),
+        (
+            [{"name": "a", "nodes": 1, "min_nodes": 2}, {"name": "b", "nodes": 2}],
+            "group 'a': min_nodes 2 is more than its 1 nodes",
+            "min_nodes null or 0..nodes",
+        ),
+        (
+            [{"name": "A", "nodes": 3}],
+            "'A': use 1-31 of a-z, 0-9 and '-', starting with a letter",
+            "groups: names are 1-31 of a-z, 0-9 and '-', starting with a letter.",
+        ),
     ],
-)  # fmt: skip
+)
 def test_python_and_terraform_refuse_the_same_groups(
     groups: list[dict[str, Any]], python_why: str, terraform_why: str, tmp_path: Path
 ) -> None:
@@ -332,9 +378,13 @@ def test_python_and_terraform_refuse_the_same_groups(
 
     with pytest.raises(ValueError) as refused:
         build_layout(
-            [GroupConfig(**g) for g in groups], head="first", cpus=1, gpus=0, memory_mb=None,
+            [GroupConfig(**g) for g in groups],
+            head="first",
+            cpus=1,
+            gpus=0,
+            memory_mb=None,
             container=None,
-        )  # fmt: skip
+        )
     assert python_why in str(refused.value)
     tf_groups = [{"cpus": 1, "gpus": 0, "memory_mb": None, "min_nodes": None, **g} for g in groups]
     base = {"cluster_id": "ok", "node_count": 3, "rendezvous": "file:///x", "target": "ssh"}

@@ -56,16 +56,24 @@ def _fake_ssh(bin_dir: Path, log: Path, rc: int = 0, fail_first: int = 0) -> Non
 
 def _run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     base = {
-        "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "HOST": "10.98.0.11",
-        "HOST_KEY": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFake", "SSH_USER": "me",
-        "SSH_PORT": "22", "SSH_KEY": "", "SSH_CONNECT_TIME": "5",
+        "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
+        "HOST": "10.98.0.11",
+        "HOST_KEY": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFake",
+        "SSH_USER": "me",
+        "SSH_PORT": "22",
+        "SSH_KEY": "",
+        "SSH_CONNECT_TIME": "5",
         "SCRIPT": f"set -eu\nprintf '%s' '{SECRET}' > \"$d/node.env\"\n",
         "TMPDIR": str(tmp_path),
-    }  # fmt: skip
+    }
     return subprocess.run(
-        ["sh", str(ON_HOST)], env={**base, **env}, capture_output=True, text=True, timeout=60,
+        ["sh", str(ON_HOST)],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
         check=False,
-    )  # fmt: skip
+    )
 
 
 def test_the_script_travels_on_stdin_and_the_host_key_is_pinned(tmp_path: Path) -> None:
@@ -77,8 +85,12 @@ def test_the_script_travels_on_stdin_and_the_host_key_is_pinned(tmp_path: Path) 
     assert SECRET in log.with_suffix(".stdin").read_text()
     assert not any("not-in-argv" in a for a in argv), argv
     assert argv[-2:] == ["me@10.98.0.11", "exec sh -s"]
-    for opt in ("BatchMode=yes", "StrictHostKeyChecking=yes", "GlobalKnownHostsFile=/dev/null",
-                "IdentitiesOnly=yes"):  # fmt: skip
+    for opt in (
+        "BatchMode=yes",
+        "StrictHostKeyChecking=yes",
+        "GlobalKnownHostsFile=/dev/null",
+        "IdentitiesOnly=yes",
+    ):
         assert opt in argv, argv
     assert argv[argv.index("-p") + 1] == "2222" and argv[argv.index("-i") + 1] == "/keys/id"
     # Only this host's own key is accepted, as the connection's host_key was.

@@ -32,10 +32,13 @@ def test_container_line_follows_the_gpu_rule(
     (bindir / "apptainer").write_text(REPORT)
     (bindir / "apptainer").chmod(0o755)
     env = {
-        "PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path),
-        "SYNDEO_SCRATCH": str(tmp_path / "scratch"), "SYNDEO_IMAGE": "/images/x.sif",
-        "SYNDEO_RENDEZVOUS": "s3://bucket/prefix", "SYNDEO_GPUS": gpus,
-    }  # fmt: skip
+        "PATH": f"{bindir}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "SYNDEO_SCRATCH": str(tmp_path / "scratch"),
+        "SYNDEO_IMAGE": "/images/x.sif",
+        "SYNDEO_RENDEZVOUS": "s3://bucket/prefix",
+        "SYNDEO_GPUS": gpus,
+    }
     if visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible
     out = subprocess.run(

@@ -32,10 +32,21 @@ def _checkov(folder: Path) -> list[dict[str, Any]]:
         "LOG_LEVEL": "WARNING",
     }
     out = subprocess.run(
-        [str(CHECKOV), "-d", str(folder), "--framework", "terraform", "--skip-download",
-         "-o", "json"],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            str(CHECKOV),
+            "-d",
+            str(folder),
+            "--framework",
+            "terraform",
+            "--skip-download",
+            "-o",
+            "json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.stdout.strip(), f"checkov printed nothing: {out.stderr[-2000:]}"
     report = json.loads(out.stdout)
     return report if isinstance(report, list) else [report]
@@ -47,8 +58,9 @@ def test_checkov_clean(cloud: str) -> None:
     reports = _checkov(hcl.TERRAFORM / cloud)
     failed = [
         f"{c['check_id']} {c['resource']} ({c['file_path']}:{c['file_line_range']})"
-        for r in reports for c in r["results"]["failed_checks"]
-    ]  # fmt: skip
+        for r in reports
+        for c in r["results"]["failed_checks"]
+    ]
     parse_errors = [e for r in reports for e in r["results"].get("parsing_errors", [])]
     passed = sum(r["summary"]["passed"] for r in reports)
     assert not parse_errors, f"checkov could not parse {parse_errors} (it exits 0 on those)"
@@ -56,13 +68,17 @@ def test_checkov_clean(cloud: str) -> None:
     assert passed > 20, f"checkov passed only {passed} checks: did it scan the module?"
     # The VMs are for_each over ranks only known at apply, so checkov scans each VM
     # resource once (unexpanded) rather than once per rank: it must still be scanned.
-    vm = {"aws": "aws_instance", "gcp": "google_compute_instance",
-          "azure": "azurerm_linux_virtual_machine"}[cloud]  # fmt: skip
+    vm = {
+        "aws": "aws_instance",
+        "gcp": "google_compute_instance",
+        "azure": "azurerm_linux_virtual_machine",
+    }[cloud]
     vm_checks = {
         c["check_id"]
-        for r in reports for c in r["results"].get("passed_checks", [])
+        for r in reports
+        for c in r["results"].get("passed_checks", [])
         if c["resource"].split("[")[0].endswith(f"{vm}.node")
-    }  # fmt: skip
+    }
     assert len(vm_checks) >= 5, f"checkov scanned {vm}.node with only {sorted(vm_checks)}"
 
 

@@ -41,13 +41,19 @@ def _provision(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[
     bin_dir.mkdir()
     calls = tmp_path / "apt-calls"
     _stub(bin_dir, "apt-get", f'echo "$*" >> {calls}\ncase "$*" in *apptainer.deb*) exit 3;; esac')
-    _stub(bin_dir, "curl", 'while [ $# -gt 1 ]; do [ "$1" = -o ] && out=$2; shift; done\n'
-                           'printf "the deb" > "$out"')  # fmt: skip
+    _stub(
+        bin_dir,
+        "curl",
+        'while [ $# -gt 1 ]; do [ "$1" = -o ] && out=$2; shift; done\nprintf "the deb" > "$out"',
+    )
     try:
         proc = subprocess.run(
-            ["sh", str(PROVISION)], capture_output=True, text=True, timeout=60,
+            ["sh", str(PROVISION)],
+            capture_output=True,
+            text=True,
+            timeout=60,
             env={"PATH": f"{bin_dir}:{os.environ['PATH']}", **env},
-        )  # fmt: skip
+        )
     finally:
         Path("/tmp/apptainer.deb").unlink(missing_ok=True)  # where the script downloads
     return proc, calls
@@ -55,16 +61,18 @@ def _provision(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[
 
 @pytest.mark.parametrize("sha", ["", "abc", "G" * 64])
 def test_deb_url_without_a_valid_sha256_is_refused(tmp_path: Path, sha: str) -> None:
-    proc, calls = _provision(tmp_path, APPTAINER_DEB_URL="https://example.invalid/a.deb",
-                             APPTAINER_DEB_SHA256=sha)  # fmt: skip
+    proc, calls = _provision(
+        tmp_path, APPTAINER_DEB_URL="https://example.invalid/a.deb", APPTAINER_DEB_SHA256=sha
+    )
     assert proc.returncode != 0
     assert "apptainer_deb_sha256" in proc.stderr
     assert "install" not in (calls.read_text() if calls.exists() else "")
 
 
 def test_deb_that_does_not_match_its_sha256_is_not_installed(tmp_path: Path) -> None:
-    proc, calls = _provision(tmp_path, APPTAINER_DEB_URL="https://example.invalid/a.deb",
-                             APPTAINER_DEB_SHA256="0" * 64)  # fmt: skip
+    proc, calls = _provision(
+        tmp_path, APPTAINER_DEB_URL="https://example.invalid/a.deb", APPTAINER_DEB_SHA256="0" * 64
+    )
     assert proc.returncode != 0
     assert "/tmp/apptainer.deb" not in calls.read_text()  # never handed to apt
 
@@ -73,9 +81,10 @@ def test_deb_that_matches_is_installed(tmp_path: Path) -> None:
     """The positive case (guards the two above): the stand-in .deb's own digest passes
     the check and reaches apt."""
     proc, calls = _provision(
-        tmp_path, APPTAINER_DEB_URL="https://example.invalid/a.deb",
+        tmp_path,
+        APPTAINER_DEB_URL="https://example.invalid/a.deb",
         APPTAINER_DEB_SHA256=hashlib.sha256(b"the deb").hexdigest(),
-    )  # fmt: skip
+    )
     assert proc.returncode == 3, proc.stderr  # stopped by the apt-get stand-in, as planned
     assert "install /tmp/apptainer.deb" in calls.read_text(), proc.stderr
 

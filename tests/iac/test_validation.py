@@ -94,8 +94,12 @@ CLOUD_CASES: dict[str, list[tuple[Any, ...]]] = {
     "azure": [
         ("resource_group", "syndeo-rg", True),
         ("resource_group", "bad/name", False),
-        ("image", "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/"
-                  "providers/Microsoft.Compute/galleries/g/images/syndeo/versions/1.0.0", True),
+        (
+            "image",
+            "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/"
+            "providers/Microsoft.Compute/galleries/g/images/syndeo/versions/1.0.0",
+            True,
+        ),
         ("image", "ami-0123456789abcdef0", False),
         ("region", "eastus2", True),
         ("region", "West Europe", False),
@@ -112,7 +116,7 @@ CLOUD_CASES: dict[str, list[tuple[Any, ...]]] = {
         ("admin_ssh_public_key", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDqz", True),
         ("admin_ssh_public_key", "not a key", False),
     ],
-}  # fmt: skip
+}
 
 # The node settings: attributes of terraform/modules/node's one `node` object, checked
 # there once for every module that passes it on.  (attribute, value, accepted[, other
@@ -151,15 +155,23 @@ NODE_CASES: list[tuple[Any, ...]] = [
     ("dashboard", True, True),
     # Nodes `grow` added (node_count = 3): past node_count, in a group, never twice.
     ("grown", [], True),
-    ("grown", [{"rank": 3, "group": "g1"}, {"rank": 9, "group": "g0"}], True,
-     {"groups": _groups((1, 0), (2, 1))}),
+    (
+        "grown",
+        [{"rank": 3, "group": "g1"}, {"rank": 9, "group": "g0"}],
+        True,
+        {"groups": _groups((1, 0), (2, 1))},
+    ),
     ("grown", [{"rank": 2, "group": "g1"}], False, {"groups": _groups((1, 0), (2, 1))}),
     ("grown", [{"rank": 3.5, "group": "g1"}], False, {"groups": _groups((1, 0), (2, 1))}),
     ("grown", [{"rank": 3, "group": "gpu"}], False, {"groups": _groups((1, 0), (2, 1))}),
     ("grown", [{"rank": 3, "group": "g1"}], False),  # no groups: nothing to grow into
-    ("grown", [{"rank": 3, "group": "g1"}, {"rank": 3, "group": "g0"}], False,
-     {"groups": _groups((1, 0), (2, 1))}),
-]  # fmt: skip
+    (
+        "grown",
+        [{"rank": 3, "group": "g1"}, {"rank": 3, "group": "g0"}],
+        False,
+        {"groups": _groups((1, 0), (2, 1))},
+    ),
+]
 
 
 def _hcl_value(value: Any) -> str:
@@ -221,9 +233,13 @@ def test_node_settings_validation(tmp_path: Path) -> None:
 
 # The deploy/ roots' own settings (the provider's; every other variable is the module's).
 ROOT_CASES: dict[str, list[tuple[str, Any, bool]]] = {
-    "aws": [("api_max_retries", 3, True), ("api_max_retries", 2.5, False),
-            ("api_max_retries", 101, False), ("api_max_retries", None, True)],
-}  # fmt: skip
+    "aws": [
+        ("api_max_retries", 3, True),
+        ("api_max_retries", 2.5, False),
+        ("api_max_retries", 101, False),
+        ("api_max_retries", None, True),
+    ],
+}
 
 
 @pytest.mark.parametrize("cloud", sorted(ROOT_CASES))
@@ -232,8 +248,13 @@ def test_deploy_root_validation(cloud: str, tmp_path: Path) -> None:
     (tmp_path / "main.tf").write_text("")
     lines = ['run "baseline" {', "  command = plan", "}"]
     for i, (name, value, ok) in enumerate(ROOT_CASES[cloud]):
-        lines += [f'run "case_{i}_{name}" {{', "  command = plan", "  variables {",
-                  f"    {name} = {_hcl_value(value)}", "  }"]  # fmt: skip
+        lines += [
+            f'run "case_{i}_{name}" {{',
+            "  command = plan",
+            "  variables {",
+            f"    {name} = {_hcl_value(value)}",
+            "  }",
+        ]
         lines += [] if ok else [f"  expect_failures = [var.{name}]"]
         lines.append("}")
     (tmp_path / "tests").mkdir()

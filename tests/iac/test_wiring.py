@@ -115,8 +115,10 @@ def test_azure_per_rank_resources_are_keyed_by_rank() -> None:
         if f.parent == hcl.TERRAFORM / "azure"
         for t, n, body in hcl.resources(f)
     }
-    for rtype in ("azurerm_network_interface",
-                  "azurerm_network_interface_application_security_group_association"):  # fmt: skip
+    for rtype in (
+        "azurerm_network_interface",
+        "azurerm_network_interface_application_security_group_association",
+    ):
         body = found[(rtype, "node")]
         assert body["for_each"] == "${local.machines}" and "count" not in body, rtype
     vm = found[("azurerm_linux_virtual_machine", "node")]
@@ -130,13 +132,20 @@ def test_azure_per_rank_resources_are_keyed_by_rank() -> None:
 # the real terraform, with the cloud's own variables.tf checking the inputs.
 REQUIRED: dict[str, dict[str, Any]] = {
     "aws": {"image": "ami-0123456789abcdef0", "region": "us-east-1", "instance_type": "m7i.large"},
-    "gcp": {"image": "projects/p/global/images/syndeo", "region": "us-central1",
-            "instance_type": "c3-standard-4", "project": "my-project-123"},
-    "azure": {"image": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/"
-                       "i/providers/Microsoft.Compute/images/syndeo",
-              "region": "westeurope", "instance_type": "Standard_D2s_v5",
-              "admin_ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDqz"},
-}  # fmt: skip
+    "gcp": {
+        "image": "projects/p/global/images/syndeo",
+        "region": "us-central1",
+        "instance_type": "c3-standard-4",
+        "project": "my-project-123",
+    },
+    "azure": {
+        "image": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/"
+        "i/providers/Microsoft.Compute/images/syndeo",
+        "region": "westeurope",
+        "instance_type": "Standard_D2s_v5",
+        "admin_ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDqz",
+    },
+}
 GROUP_TYPES = {
     "aws": ("c7i.2xlarge", "g5.xlarge"),
     "gcp": ("c3-standard-8", "g2-standard-4"),
@@ -187,8 +196,14 @@ class _Rendered:
             **tfvars,
         }
         (self.work / "t.tfvars.json").write_text(json.dumps(values))
-        out = hcl.run_tf("apply", "-auto-approve", "-no-color", "-var-file=t.tfvars.json",
-                         cwd=self.work, env=self.env)  # fmt: skip
+        out = hcl.run_tf(
+            "apply",
+            "-auto-approve",
+            "-no-color",
+            "-var-file=t.tfvars.json",
+            cwd=self.work,
+            env=self.env,
+        )
         assert out.returncode == 0, out.stdout + out.stderr
         out = hcl.run_tf("output", "-json", cwd=self.work, env=self.env)
         assert out.returncode == 0, out.stderr
@@ -229,8 +244,14 @@ def test_grown_nodes_get_their_groups_instance_type(cloud: str, tmp_path: Path) 
     got = render(node, group_instance_types={"cpu": cpu, "gpu": gpu})
     assert got["instance_types"] == [top, cpu, cpu, gpu]
     assert got["machine_types"] == {
-        "0": top, "1": cpu, "2": cpu, "3": gpu, "4": gpu, "5": top, "7": cpu,
-    }  # fmt: skip
+        "0": top,
+        "1": cpu,
+        "2": cpu,
+        "3": gpu,
+        "4": gpu,
+        "5": top,
+        "7": cpu,
+    }
     if cloud == "gcp":
         assert got["on_host_maintenance"] == ["MIGRATE", "MIGRATE", "MIGRATE", "TERMINATE"]
         assert got["grown_host_maintenance"] == {"4": "TERMINATE", "5": "MIGRATE", "7": "MIGRATE"}
@@ -268,10 +289,17 @@ def test_rendezvous_uri_schemes() -> None:
 
 
 PUBLIC_PATHS = {
-    "aws_internet_gateway", "aws_egress_only_internet_gateway", "aws_nat_gateway", "aws_eip",
-    "google_compute_router_nat", "google_compute_address", "google_compute_global_address",
-    "azurerm_public_ip", "azurerm_public_ip_prefix", "azurerm_nat_gateway",
-}  # fmt: skip
+    "aws_internet_gateway",
+    "aws_egress_only_internet_gateway",
+    "aws_nat_gateway",
+    "aws_eip",
+    "google_compute_router_nat",
+    "google_compute_address",
+    "google_compute_global_address",
+    "azurerm_public_ip",
+    "azurerm_public_ip_prefix",
+    "azurerm_nat_gateway",
+}
 
 
 @pytest.mark.parametrize("cloud", hcl.CLOUDS)

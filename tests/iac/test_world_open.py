@@ -102,9 +102,11 @@ def test_every_cloud_module_has_ingress_rules_this_test_reads() -> None:
     }
     for cloud, rtype in kinds.items():
         seen = [
-            r for f in hcl.tf_files(hcl.TERRAFORM / cloud) for r in hcl.resources(f)
+            r
+            for f in hcl.tf_files(hcl.TERRAFORM / cloud)
+            for r in hcl.resources(f)
             if r[0] == rtype
-        ]  # fmt: skip
+        ]
         assert seen, f"terraform/{cloud} has no {rtype}"
 
 

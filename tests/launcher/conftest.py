@@ -30,9 +30,11 @@ class StandInSbatch:
 
         slurm = {"job_dir": str(self.jobs), "python": "python3"}
         cfg = load_config(
-            target="slurm", rendezvous=rendezvous, **settings,
+            target="slurm",
+            rendezvous=rendezvous,
+            **settings,
             slurm={**slurm, "time": time} if time else slurm,
-        )  # fmt: skip
+        )
         spec = ClusterSpec.from_config(cfg, rendezvous, cluster_id)
         target = SlurmTarget(cfg, echo=self.said.append)
         job = target._job(spec)

@@ -35,11 +35,18 @@ def test_the_azure_module_generates_no_key() -> None:
 
 def _tfvars(monkeypatch: pytest.MonkeyPatch, **azure: str) -> dict[str, object]:
     monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "syndeo0123")
-    cfg = DeployConfig.model_validate({
-        "target": "azure", "nodes": 2,
-        "azure": {"instance_type": "Standard_D8s_v5", "region": "westeurope", "image": IMAGE,
-                  **azure},
-    })  # fmt: skip
+    cfg = DeployConfig.model_validate(
+        {
+            "target": "azure",
+            "nodes": 2,
+            "azure": {
+                "instance_type": "Standard_D8s_v5",
+                "region": "westeurope",
+                "image": IMAGE,
+                **azure,
+            },
+        }
+    )
     target = get_target(cfg)
     spec = ClusterSpec.from_config(cfg, "az://syndeo-0123456789ab/syndeo", "azure-key")
     first = target.tfvars(spec)  # type: ignore[attr-defined]

@@ -58,8 +58,15 @@ def _jwt(issuer: str = f"https://sts.windows.net/{TID}/") -> str:
         return base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()
 
     now = int(time.time())
-    claims = {"aud": "https://storage.azure.com", "iss": issuer, "iat": now - 60,
-              "nbf": now - 60, "exp": now + 3600, "oid": OID, "tid": TID}  # fmt: skip
+    claims = {
+        "aud": "https://storage.azure.com",
+        "iss": issuer,
+        "iat": now - 60,
+        "nbf": now - 60,
+        "exp": now + 3600,
+        "oid": OID,
+        "tid": TID,
+    }
     return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part(claims)}.c2ln"
 
 
@@ -95,10 +102,14 @@ def identity(azurite: Server, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[
         def do_GET(self) -> None:
             asked.append(self.path)
             ok = self.headers.get("X-IDENTITY-HEADER") == IDENTITY_SECRET
-            body = json.dumps({
-                "access_token": _jwt(), "expires_on": str(int(time.time()) + 3600),
-                "resource": "https://storage.azure.com", "token_type": "Bearer",
-            })  # fmt: skip
+            body = json.dumps(
+                {
+                    "access_token": _jwt(),
+                    "expires_on": str(int(time.time()) + 3600),
+                    "resource": "https://storage.azure.com",
+                    "token_type": "Bearer",
+                }
+            )
             self.send_response(200 if ok else 401)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
@@ -112,8 +123,11 @@ def identity(azurite: Server, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[
     thread.start()
     for k in [k for k in os.environ if k.startswith(("AZURE_", "IDENTITY_", "MSI_"))]:
         monkeypatch.delenv(k)
-    env = {**azurite.env, "IDENTITY_ENDPOINT": f"http://127.0.0.1:{server.server_port}/msi/token",
-           "IDENTITY_HEADER": IDENTITY_SECRET}  # fmt: skip
+    env = {
+        **azurite.env,
+        "IDENTITY_ENDPOINT": f"http://127.0.0.1:{server.server_port}/msi/token",
+        "IDENTITY_HEADER": IDENTITY_SECRET,
+    }
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     try:
@@ -145,9 +159,29 @@ def _for_azurite(sas: str, container: str) -> str:
     then signed again in the 2025-07-05 layout Azurite checks, fields unchanged."""
     q = _fields(sas)
     key = _azurite_key(q)
-    head = [q["sp"], q.get("st", ""), q["se"], f"/blob/{AZURITE_ACCOUNT}/{container}",
-            q["skoid"], q["sktid"], q["skt"], q["ske"], q["sks"], q["skv"],
-            "", "", "", "", "", q.get("sip", ""), q["spr"], q["sv"], q["sr"], "", ""]  # fmt: skip
+    head = [
+        q["sp"],
+        q.get("st", ""),
+        q["se"],
+        f"/blob/{AZURITE_ACCOUNT}/{container}",
+        q["skoid"],
+        q["sktid"],
+        q["skt"],
+        q["ske"],
+        q["sks"],
+        q["skv"],
+        "",
+        "",
+        "",
+        "",
+        "",
+        q.get("sip", ""),
+        q["spr"],
+        q["sv"],
+        q["sr"],
+        "",
+        "",
+    ]
     content = ["", "", "", "", ""]  # rscc, rscd, rsce, rscl, rsct
     assert q["sig"] == _sign(key, [*head, "", "", *content]), "not signed with Azurite's key"
     q["sig"] = _sign(key, [*head, *content])
@@ -212,13 +246,19 @@ def test_a_cluster_that_may_outlive_the_key_is_told(azurite: Server, identity: l
 
 @pytest.mark.objectstore
 def test_a_slurm_job_gets_the_sas_and_none_of_the_service_principal(
-    azurite: Server, identity: list[str], fake_sbatch: StandInSbatch, tmp_path: Path,
+    azurite: Server,
+    identity: list[str],
+    fake_sbatch: StandInSbatch,
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     # A service principal's secret would have the launcher ask login.microsoftonline.com:
     # its token comes from a stand-in instead.
-    for k, v in {"AZURE_CLIENT_ID": "sp-app", "AZURE_TENANT_ID": TID,
-                 "AZURE_CLIENT_SECRET": SP_SECRET}.items():  # fmt: skip
+    for k, v in {
+        "AZURE_CLIENT_ID": "sp-app",
+        "AZURE_TENANT_ID": TID,
+        "AZURE_CLIENT_SECRET": SP_SECRET,
+    }.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setattr(azure_sas, "launcher_credential", lambda: TokenCredential(_jwt()))
     sb = fake_sbatch.submit("az://rdv/team", "nc-az-slurm")

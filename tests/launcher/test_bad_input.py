@@ -85,8 +85,12 @@ def test_invoke_front_end_gives_the_same_one_line_errors(syndeo_home: Path, tmp_
     invoke = Path(sys.executable).with_name("invoke")
     proc = subprocess.run(
         [str(invoke), "-r", str(ROOT), "deploy", "--nodes=-3"],
-        cwd=tmp_path, env=dict(os.environ), capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert "nodes: Input should be greater than or equal to 1" in proc.stderr

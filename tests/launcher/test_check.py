@@ -40,9 +40,14 @@ def _syndeo(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env.update(HOME=str(home), SYNDEO_HOME=str(home / ".syndeo"))
     return subprocess.run(
-        [sys.executable, "-m", "syndeo", "check", *args], capture_output=True, text=True,
-        env=env, cwd=home, timeout=120, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "syndeo", "check", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=home,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_local_check_passes_and_creates_nothing(tmp_path: Path) -> None:
@@ -88,9 +93,14 @@ def aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
 
 def _aws_cfg(image: str, itype: str = "c7i.large") -> Any:
     return load_config(
-        None, target="aws", nodes=2, vm_instance_type=itype, vm_region="us-east-1",
-        vm_image=image, rendezvous=None,
-    )  # fmt: skip
+        None,
+        target="aws",
+        nodes=2,
+        vm_instance_type=itype,
+        vm_region="us-east-1",
+        vm_image=image,
+        rendezvous=None,
+    )
 
 
 def _ami(ec2: Any, digest: str) -> str:
@@ -169,11 +179,20 @@ class _ServiceQuotas(_Fake):
         code = body["QuotaCode"]
         self.asked.append(f"{body['ServiceCode']}/{code}")
         if code in self.values:
-            status, reply = 200, {"Quota": {
-                "ServiceCode": "ec2", "QuotaCode": code, "Value": self.values[code],
-                "QuotaArn": f"arn:aws:servicequotas:us-east-1::ec2/{code}", "Unit": "None",
-                "Adjustable": True, "GlobalQuota": False,
-            }}  # fmt: skip
+            status, reply = (
+                200,
+                {
+                    "Quota": {
+                        "ServiceCode": "ec2",
+                        "QuotaCode": code,
+                        "Value": self.values[code],
+                        "QuotaArn": f"arn:aws:servicequotas:us-east-1::ec2/{code}",
+                        "Unit": "None",
+                        "Adjustable": True,
+                        "GlobalQuota": False,
+                    }
+                },
+            )
         else:
             status = 400
             reply = {"__type": "NoSuchResourceException", "message": f"no quota {code}"}
@@ -215,9 +234,15 @@ def test_aws_check_spot_counts_against_the_spot_quota_and_an_unread_one_is_said(
 ) -> None:
     image = _ami(aws, "a" * 64)
     cfg = load_config(
-        None, target="aws", nodes=2, vm_instance_type="g5.xlarge", vm_region="us-east-1",
-        vm_image=image, vm_spot=True, rendezvous=None,
-    )  # fmt: skip
+        None,
+        target="aws",
+        nodes=2,
+        vm_instance_type="g5.xlarge",
+        vm_region="us-east-1",
+        vm_image=image,
+        vm_spot=True,
+        rendezvous=None,
+    )
     text = "\n".join(check_deployment(cfg))
     assert quotas.asked == ["ec2/L-3819A6DF"]  # G and VT spot; the quota is not known
     assert "Spot G and VT instances vCPU quota not read" in text
@@ -251,27 +276,36 @@ class _Iam(_Fake):
         for key, values in sorted(form.items()):
             self.asked.setdefault(key.split(".")[0], []).extend(values)
         if self.refuse:
-            return self._send(403, (
-                b'<ErrorResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/"><Error>'
-                b"<Type>Sender</Type><Code>AccessDenied</Code><Message>User is not authorized "
-                b"to perform: iam:SimulatePrincipalPolicy</Message></Error>"
-                b"<RequestId>1</RequestId></ErrorResponse>"
-            ))  # fmt: skip
-        actions = [form[f"ActionNames.member.{n}"][0]
-                   for n in range(1, 1000) if f"ActionNames.member.{n}" in form]  # fmt: skip
+            return self._send(
+                403,
+                (
+                    b'<ErrorResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/"><Error>'
+                    b"<Type>Sender</Type><Code>AccessDenied</Code><Message>User is not authorized "
+                    b"to perform: iam:SimulatePrincipalPolicy</Message></Error>"
+                    b"<RequestId>1</RequestId></ErrorResponse>"
+                ),
+            )
+        actions = [
+            form[f"ActionNames.member.{n}"][0]
+            for n in range(1, 1000)
+            if f"ActionNames.member.{n}" in form
+        ]
         members = "".join(
             f"<member><EvalActionName>{a}</EvalActionName><EvalResourceName>*</EvalResourceName>"
             f"<EvalDecision>{'allowed' if a not in self.denied else 'implicitDeny'}</EvalDecision>"
             f"<MatchedStatements/>{self._missing(a)}</member>"
             for a in actions
         )
-        self._send(200, (
-            '<SimulatePrincipalPolicyResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/">'
-            f"<SimulatePrincipalPolicyResult><IsTruncated>false</IsTruncated>"
-            f"<EvaluationResults>{members}</EvaluationResults></SimulatePrincipalPolicyResult>"
-            "<ResponseMetadata><RequestId>1</RequestId></ResponseMetadata>"
-            "</SimulatePrincipalPolicyResponse>"
-        ).encode())  # fmt: skip
+        self._send(
+            200,
+            (
+                '<SimulatePrincipalPolicyResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/">'
+                f"<SimulatePrincipalPolicyResult><IsTruncated>false</IsTruncated>"
+                f"<EvaluationResults>{members}</EvaluationResults></SimulatePrincipalPolicyResult>"
+                "<ResponseMetadata><RequestId>1</RequestId></ResponseMetadata>"
+                "</SimulatePrincipalPolicyResponse>"
+            ).encode(),
+        )
 
 
 @pytest.fixture
@@ -396,18 +430,27 @@ class _ServiceUsage(_Fake):
             return self._compute(self.path.removeprefix("/compute/v1/"))
         parts = self.path.strip("/").split("/")  # v1/projects/P/services/NAME
         name = parts[-1]
-        body = json.dumps({
-            "name": f"projects/123/services/{name}", "parent": "projects/123",
-            "state": "ENABLED" if name in self.enabled else "DISABLED",
-        }).encode()  # fmt: skip
+        body = json.dumps(
+            {
+                "name": f"projects/123/services/{name}",
+                "parent": "projects/123",
+                "state": "ENABLED" if name in self.enabled else "DISABLED",
+            }
+        ).encode()
         self._send(200, body)
 
     def _compute(self, path: str) -> None:
         parts = path.split("/")  # projects/P/(regions/R | zones/Z/machineTypes/T | global/…)
         if parts[2:3] == ["regions"]:
-            region = {"kind": "compute#region", "name": parts[3], "quotas": self.quotas,
-                      "zones": [f"https://www.googleapis.com/compute/v1/projects/{parts[1]}"
-                                f"/zones/{z}" for z in self.zones]}  # fmt: skip
+            region = {
+                "kind": "compute#region",
+                "name": parts[3],
+                "quotas": self.quotas,
+                "zones": [
+                    f"https://www.googleapis.com/compute/v1/projects/{parts[1]}/zones/{z}"
+                    for z in self.zones
+                ],
+            }
             return self._send(200, json.dumps(region).encode())
         if parts[2:3] == ["zones"] and self.types_status != 200:
             self.send_error(self.types_status)
@@ -416,10 +459,16 @@ class _ServiceUsage(_Fake):
             found = self.machine_types.get(parts[3], {}).get(parts[5])
         else:
             description = self.images.get(path)
-            found = None if description is None else {
-                "kind": "compute#image", "name": parts[-1], "status": "READY",
-                "description": description,
-            }  # fmt: skip
+            found = (
+                None
+                if description is None
+                else {
+                    "kind": "compute#image",
+                    "name": parts[-1],
+                    "status": "READY",
+                    "description": description,
+                }
+            )
         if found is None:
             self.send_error(404)
             return
@@ -442,15 +491,25 @@ def serviceusage(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_ServiceUsage
     import google.auth
     from google.auth.credentials import AnonymousCredentials
 
-    handler = type("Handler", (_ServiceUsage,), {
-        "enabled": set(), "images": {}, "granted": None, "iam_status": 200, "asked": [],
-        "types_status": 200,
-        "zones": ["us-central1-a", "us-central1-b", "us-central1-c"],
-        "quotas": [{"metric": "CPUS", "limit": 24.0, "usage": 0.0},
-                   {"metric": "C3_CPUS", "limit": 24.0, "usage": 0.0},
-                   {"metric": "PREEMPTIBLE_CPUS", "limit": 0.0, "usage": 0.0}],
-        "machine_types": {"us-central1-a": {"c3-standard-8": _C3}},
-    })  # fmt: skip
+    handler = type(
+        "Handler",
+        (_ServiceUsage,),
+        {
+            "enabled": set(),
+            "images": {},
+            "granted": None,
+            "iam_status": 200,
+            "asked": [],
+            "types_status": 200,
+            "zones": ["us-central1-a", "us-central1-b", "us-central1-c"],
+            "quotas": [
+                {"metric": "CPUS", "limit": 24.0, "usage": 0.0},
+                {"metric": "C3_CPUS", "limit": 24.0, "usage": 0.0},
+                {"metric": "PREEMPTIBLE_CPUS", "limit": 0.0, "usage": 0.0},
+            ],
+            "machine_types": {"us-central1-a": {"c3-standard-8": _C3}},
+        },
+    )
     anonymous = AnonymousCredentials()  # type: ignore[no-untyped-call]
     monkeypatch.setattr(google.auth, "default", lambda **_: (anonymous, "proj-1"))
     with _serving(handler) as url:
@@ -463,9 +522,14 @@ def serviceusage(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_ServiceUsage
 def _gcp_cfg(**settings: Any) -> Any:
     over = {"vm_instance_type": "c3-standard-8", **settings}
     return load_config(
-        None, target="gcp", nodes=2, vm_region="us-central1",
-        vm_image="projects/p/global/images/syndeo", rendezvous=None, **over,
-    )  # fmt: skip
+        None,
+        target="gcp",
+        nodes=2,
+        vm_region="us-central1",
+        vm_image="projects/p/global/images/syndeo",
+        rendezvous=None,
+        **over,
+    )
 
 
 def test_gcp_check_names_the_disabled_apis_and_the_command(
@@ -481,8 +545,10 @@ def test_gcp_check_names_the_disabled_apis_and_the_command(
     )
     serviceusage.enabled.add("iam.googleapis.com")
     serviceusage.images["projects/p/global/images/syndeo"] = "built by hand"
-    assert any("compute.googleapis.com, iam.googleapis.com enabled" in line
-               for line in check_deployment(_gcp_cfg()))  # fmt: skip
+    assert any(
+        "compute.googleapis.com, iam.googleapis.com enabled" in line
+        for line in check_deployment(_gcp_cfg())
+    )
 
 
 def test_gcp_check_reads_the_image_digest(
@@ -551,8 +617,10 @@ def test_gcp_check_counts_vcpus_and_gpus_against_the_regions_quotas(
     """regions.get's quotas less their usage: C3 counts against C3_CPUS, spot against
     PREEMPTIBLE_CPUS once the region grants it, a G2 VM's L4 against NVIDIA_L4_GPUS."""
     assert "16 of 24 free C3_CPUS" in _gcp_line()  # 2 x c3-standard-8
-    gcp_ready.quotas = [{"metric": "C3_CPUS", "limit": 24.0, "usage": 10.0},
-                        {"metric": "PREEMPTIBLE_CPUS", "limit": 64.0, "usage": 0.0}]  # fmt: skip
+    gcp_ready.quotas = [
+        {"metric": "C3_CPUS", "limit": 24.0, "usage": 10.0},
+        {"metric": "PREEMPTIBLE_CPUS", "limit": 64.0, "usage": 0.0},
+    ]
     with pytest.raises(ConfigError) as short:
         check_deployment(_gcp_cfg())
     assert str(short.value).startswith(
@@ -568,10 +636,13 @@ def test_gcp_check_counts_vcpus_and_gpus_against_the_regions_quotas(
         "accelerators": [{"guestAcceleratorType": "nvidia-l4", "guestAcceleratorCount": 1}],
     }
     gcp_ready.machine_types["us-central1-a"]["g2-standard-8"] = g2
-    gcp_ready.quotas = [{"metric": "CPUS", "limit": 24.0, "usage": 0.0},
-                        {"metric": "NVIDIA_L4_GPUS", "limit": 1.0, "usage": 0.0}]  # fmt: skip
-    with pytest.raises(ConfigError, match="needs 2 NVIDIA_L4_GPUS in us-central1, but the "
-                                          "quota is 1 with 0 in use"):  # fmt: skip
+    gcp_ready.quotas = [
+        {"metric": "CPUS", "limit": 24.0, "usage": 0.0},
+        {"metric": "NVIDIA_L4_GPUS", "limit": 1.0, "usage": 0.0},
+    ]
+    with pytest.raises(
+        ConfigError, match="needs 2 NVIDIA_L4_GPUS in us-central1, but the quota is 1 with 0 in use"
+    ):
         check_deployment(_gcp_cfg(vm_instance_type="g2-standard-8"))
     gcp_ready.quotas[1]["limit"] = 4.0
     line = _gcp_line(vm_instance_type="g2-standard-8")
@@ -648,16 +719,26 @@ else:
 
 def _sku(name: str, family: str, vcpus: int, where: str = "westeurope") -> dict[str, Any]:
     return {
-        "name": name, "family": family, "resourceType": "virtualMachines", "tier": "Standard",
-        "locations": [where], "restrictions": [],
-        "capabilities": [{"name": "vCPUs", "value": str(vcpus)},
-                         {"name": "MemoryGB", "value": "32"}],
-    }  # fmt: skip
+        "name": name,
+        "family": family,
+        "resourceType": "virtualMachines",
+        "tier": "Standard",
+        "locations": [where],
+        "restrictions": [],
+        "capabilities": [
+            {"name": "vCPUs", "value": str(vcpus)},
+            {"name": "MemoryGB", "value": "32"},
+        ],
+    }
 
 
 def _usage(value: str, title: str, limit: int, used: int = 0) -> dict[str, Any]:
-    return {"name": {"value": value, "localizedValue": title}, "currentValue": used,
-            "limit": limit, "unit": "Count"}  # fmt: skip
+    return {
+        "name": {"value": value, "localizedValue": title},
+        "currentValue": used,
+        "limit": limit,
+        "unit": "Count",
+    }
 
 
 class _FakeAz:
@@ -668,18 +749,30 @@ class _FakeAz:
         self.state: dict[str, Any] = {
             "subscription": _SUBSCRIPTION,
             "tags": {_IMAGE: {"syndeo-image-digest": "d" * 64}},
-            "providers": {ns: "Registered" for ns in (
-                "Microsoft.Compute", "Microsoft.Network", "Microsoft.Storage",
-                "Microsoft.ManagedIdentity")},
+            "providers": {
+                ns: "Registered"
+                for ns in (
+                    "Microsoft.Compute",
+                    "Microsoft.Network",
+                    "Microsoft.Storage",
+                    "Microsoft.ManagedIdentity",
+                )
+            },
             "groups": {"syndeo-rg": "northeurope"},
-            "skus": [_sku("Standard_D8s_v5", "standardDSv5Family", 8),
-                     _sku("Standard_D8s_v5", "standardDSv5Family", 8, "northeurope")],
-            "usage": {where: [_usage("cores", "Total Regional vCPUs", 100),
-                              _usage("standardDSv5Family", "Standard DSv5 Family vCPUs", 100),
-                              _usage("lowPriorityCores", "Total Regional Low-priority vCPUs", 100)]
-                      for where in ("westeurope", "northeurope")},
+            "skus": [
+                _sku("Standard_D8s_v5", "standardDSv5Family", 8),
+                _sku("Standard_D8s_v5", "standardDSv5Family", 8, "northeurope"),
+            ],
+            "usage": {
+                where: [
+                    _usage("cores", "Total Regional vCPUs", 100),
+                    _usage("standardDSv5Family", "Standard DSv5 Family vCPUs", 100),
+                    _usage("lowPriorityCores", "Total Regional Low-priority vCPUs", 100),
+                ]
+                for where in ("westeurope", "northeurope")
+            },
             "permissions": {},
-        }  # fmt: skip
+        }
         self.save()
 
     def save(self) -> None:
@@ -711,9 +804,14 @@ def fake_az(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> _FakeAz:
 def _azure_cfg(image: str = _IMAGE, **settings: Any) -> Any:
     over = {"vm_instance_type": "Standard_D8s_v5", **settings}
     return load_config(
-        None, target="azure", nodes=2, vm_region="westeurope", vm_image=image,
-        rendezvous=None, **over,
-    )  # fmt: skip
+        None,
+        target="azure",
+        nodes=2,
+        vm_region="westeurope",
+        vm_image=image,
+        rendezvous=None,
+        **over,
+    )
 
 
 def _azure_line(**settings: Any) -> str:
@@ -786,18 +884,25 @@ def test_azure_check_compares_the_callers_permissions_with_the_deployer_role(
     role = json.loads(
         (Path(__file__).resolve().parents[2] / "terraform/azure/deployer-role.json").read_text()
     )
-    url = (f"https://management.azure.com/subscriptions/{_SUBSCRIPTION}/resourceGroups/"
-           "syndeo-rg/providers/Microsoft.Authorization/permissions")  # fmt: skip
+    url = (
+        f"https://management.azure.com/subscriptions/{_SUBSCRIPTION}/resourceGroups/"
+        "syndeo-rg/providers/Microsoft.Authorization/permissions"
+    )
     assert "permissions not checked (no [azure] resource_group" in _azure_line()
     assert "permissions not checked ((AuthorizationFailed)" in _azure_line(
         vm_resource_group="syndeo-rg"
     )
     fake_az.state["permissions"][url] = [
         {"actions": ["Microsoft.Network/*", "Microsoft.Compute/*"], "notActions": []},
-        {"actions": [a for a in role["Actions"] if not a.startswith(("Microsoft.Network/",
-                                                                     "Microsoft.Compute/"))],
-         "notActions": []},
-    ]  # fmt: skip
+        {
+            "actions": [
+                a
+                for a in role["Actions"]
+                if not a.startswith(("Microsoft.Network/", "Microsoft.Compute/"))
+            ],
+            "notActions": [],
+        },
+    ]
     fake_az.save()
     line = _azure_line(vm_resource_group="syndeo-rg")
     assert f"all {len(role['Actions'])} actions of terraform/azure/deployer-role.json held" in line
@@ -824,11 +929,18 @@ def test_azure_needs_a_subscription(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.setenv("HOME", str(tmp_path))  # no `az login` profile
     monkeypatch.setenv("ARM_CLIENT_ID", "app")
     cfg = load_config(
-        None, target="azure", nodes=2, vm_instance_type="Standard_D8s_v5",
-        vm_region="westeurope", vm_image="/subscriptions/s/images/syndeo", rendezvous=None,
-    )  # fmt: skip
+        None,
+        target="azure",
+        nodes=2,
+        vm_instance_type="Standard_D8s_v5",
+        vm_region="westeurope",
+        vm_image="/subscriptions/s/images/syndeo",
+        rendezvous=None,
+    )
     with pytest.raises(ConfigError, match="no subscription: set ARM_SUBSCRIPTION_ID"):
         check_deployment(cfg)
     monkeypatch.setenv("ARM_SUBSCRIPTION_ID", "00000000-0000-0000-0000-000000000001")
-    assert any("subscription 00000000-0000-0000-0000-000000000001" in line
-               for line in check_deployment(cfg))  # fmt: skip
+    assert any(
+        "subscription 00000000-0000-0000-0000-000000000001" in line
+        for line in check_deployment(cfg)
+    )

@@ -19,11 +19,23 @@ import pytest
 
 MACHINE = {
     "aws": ["--instance-type", "c7i.2xlarge", "--region", "us-east-1", "--image", "ami-0abc"],
-    "gcp": ["--instance-type", "c3-standard-8", "--region", "us-central1", "--image",
-            "projects/p/global/images/syndeo"],
-    "azure": ["--instance-type", "Standard_D8s_v5", "--region", "westeurope", "--image",
-              "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/images/syndeo"],
-}  # fmt: skip
+    "gcp": [
+        "--instance-type",
+        "c3-standard-8",
+        "--region",
+        "us-central1",
+        "--image",
+        "projects/p/global/images/syndeo",
+    ],
+    "azure": [
+        "--instance-type",
+        "Standard_D8s_v5",
+        "--region",
+        "westeurope",
+        "--image",
+        "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/images/syndeo",
+    ],
+}
 SCHEME = {"aws": "s3", "gcp": "gs", "azure": "az"}
 
 
@@ -32,25 +44,35 @@ def _env(home: Path) -> dict[str, str]:
     drop = ("AWS_", "GOOGLE_", "AZURE_", "ARM_", "CLOUDSDK_", "STORAGE_EMULATOR")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env.update(
-        HOME=str(home), SYNDEO_HOME=str(home / ".syndeo"), AWS_EC2_METADATA_DISABLED="true",
-        AWS_CONFIG_FILE=str(home / "none"), AWS_SHARED_CREDENTIALS_FILE=str(home / "none"),
-        NO_GCE_CHECK="True", GCE_METADATA_HOST="127.0.0.1:9",
-    )  # fmt: skip
+        HOME=str(home),
+        SYNDEO_HOME=str(home / ".syndeo"),
+        AWS_EC2_METADATA_DISABLED="true",
+        AWS_CONFIG_FILE=str(home / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(home / "none"),
+        NO_GCE_CHECK="True",
+        GCE_METADATA_HOST="127.0.0.1:9",
+    )
     return env
 
 
 def _syndeo(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "syndeo", "deploy", *args], capture_output=True, text=True,
-        env=_env(home), cwd=home, timeout=120, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "syndeo", "deploy", *args],
+        capture_output=True,
+        text=True,
+        env=_env(home),
+        cwd=home,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("cloud", sorted(MACHINE))
 def test_dry_run_needs_no_credentials(cloud: str, tmp_path: Path) -> None:
     extra = ["--config", str(_gcp_project(tmp_path))] if cloud == "gcp" else []
-    out = _syndeo(tmp_path, "--target", cloud, "--nodes", "4", "--spot", "--dry-run",
-                  *MACHINE[cloud], *extra)  # fmt: skip
+    out = _syndeo(
+        tmp_path, "--target", cloud, "--nodes", "4", "--spot", "--dry-run", *MACHINE[cloud], *extra
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     tfvars = json.loads("\n".join(ln[4:] for ln in lines if ln.startswith("#   ")))
@@ -75,16 +97,22 @@ def _gcp_project(tmp_path: Path) -> Path:
     ("args", "expected"),
     [
         (["--target", "aws", "--region", "us-east-1"], "--instance-type or [aws] instance_type"),
-        (["--target", "aws", *MACHINE["aws"], "--rendezvous", "gs://b/p"],
-         "the aws target meets in s3:// buckets"),
-        (["--target", "aws", *MACHINE["aws"], "--container", "x.sif"],
-         "nodes run the SIF baked into the VM image"),
-        (["--target", "local", "--instance-type", "c7i.large"],
-         "--instance-type applies to --target aws|gcp|azure, not local"),
+        (
+            ["--target", "aws", *MACHINE["aws"], "--rendezvous", "gs://b/p"],
+            "the aws target meets in s3:// buckets",
+        ),
+        (
+            ["--target", "aws", *MACHINE["aws"], "--container", "x.sif"],
+            "nodes run the SIF baked into the VM image",
+        ),
+        (
+            ["--target", "local", "--instance-type", "c7i.large"],
+            "--instance-type applies to --target aws|gcp|azure, not local",
+        ),
         (["--target", "gcp", *MACHINE["gcp"]], "gcp: name the project"),
         (["--target", "aws", *MACHINE["aws"], "--nodes", "0"], "nodes:"),
     ],
-)  # fmt: skip
+)
 def test_bad_settings_one_line_before_anything(
     args: list[str], expected: str, tmp_path: Path
 ) -> None:
@@ -107,8 +135,9 @@ def test_missing_credentials_one_line_before_anything(cloud: str, tmp_path: Path
 
 
 def test_missing_google_credentials_one_line(tmp_path: Path) -> None:
-    out = _syndeo(tmp_path, "--target", "gcp", *MACHINE["gcp"], "--config",
-                  str(_gcp_project(tmp_path)))  # fmt: skip
+    out = _syndeo(
+        tmp_path, "--target", "gcp", *MACHINE["gcp"], "--config", str(_gcp_project(tmp_path))
+    )
     assert out.returncode == 2, out
     assert "no Google credentials found" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
@@ -151,10 +180,15 @@ GROUP_TYPES = {
 def _grouped(tmp_path: Path, cloud: str, **changes: str) -> Path:
     top, cpu, gpu, other = GROUP_TYPES[cloud]
     fields = {
-        "cloud": cloud, "top": top, "cpu": cpu, "gpu": gpu, "other": other,
-        "region": MACHINE[cloud][3], "image": MACHINE[cloud][5],
+        "cloud": cloud,
+        "top": top,
+        "cpu": cpu,
+        "gpu": gpu,
+        "other": other,
+        "region": MACHINE[cloud][3],
+        "image": MACHINE[cloud][5],
         "extra": 'project = "my-project"' if cloud == "gcp" else "",
-    }  # fmt: skip
+    }
     text = GROUPED.format(**fields)
     for old, new in changes.items():
         assert old in text
@@ -182,14 +216,24 @@ def test_dry_run_with_groups_has_each_groups_instance_type(cloud: str, tmp_path:
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ({'instance_type = "g5.xlarge"': 'instance_type = "g5.xlarge"\nspot = true'},
-         "group 'gpu': [groups.aws] spot is not a per-group setting (only instance_type"),
-        ({'instance_type = "c7i.2xlarge"': 'instance_type = "c7i.2xlarge"\nregion = "eu-west-1"'},
-         "group 'cpu': [groups.aws] region is not a per-group setting"),
-        ({'instance_type = "g5.xlarge"': "instance_type = 5"},
-         "group 'gpu': [groups.aws] instance_type must be a non-empty string, got 5"),
+        (
+            {'instance_type = "g5.xlarge"': 'instance_type = "g5.xlarge"\nspot = true'},
+            "group 'gpu': [groups.aws] spot is not a per-group setting (only instance_type",
+        ),
+        (
+            {
+                'instance_type = "c7i.2xlarge"': (
+                    'instance_type = "c7i.2xlarge"\nregion = "eu-west-1"'
+                )
+            },
+            "group 'cpu': [groups.aws] region is not a per-group setting",
+        ),
+        (
+            {'instance_type = "g5.xlarge"': "instance_type = 5"},
+            "group 'gpu': [groups.aws] instance_type must be a non-empty string, got 5",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_group_settings_one_line_before_anything(
     change: dict[str, str], expected: str, tmp_path: Path
 ) -> None:
@@ -213,14 +257,17 @@ def test_machine_summary_records_each_groups_type(tmp_path: Path) -> None:
     spec = ClusterSpec.from_config(cfg, "s3://syndeo-0123456789ab/syndeo", "c1")
     summary = target.machine_summary(spec)
     assert summary == {
-        "provider": "aws", "region": "us-east-1", "instance_type": "m7i.large", "count": 4,
+        "provider": "aws",
+        "region": "us-east-1",
+        "instance_type": "m7i.large",
+        "count": 4,
         "spot": False,
         "groups": [
             {"name": "head", "instance_type": "m7i.large", "count": 1},
             {"name": "cpu", "instance_type": "c7i.2xlarge", "count": 2},
             {"name": "gpu", "instance_type": "g5.xlarge", "count": 1},
         ],
-    }  # fmt: skip
+    }
     # Without groups, nothing new.
     plain = load_config(None, target="aws", nodes=2, aws=dict(cfg.aws))
     spec = ClusterSpec.from_config(plain, "s3://syndeo-0123456789ab/syndeo", "c1")
@@ -241,18 +288,28 @@ def test_azure_down_from_a_new_shell_finds_the_storage_account(
     monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "placeholder")
     monkeypatch.delenv("AZURE_STORAGE_ACCOUNT")  # (restored to absent afterwards)
     flags = MACHINE["azure"]
-    cfg = DeployConfig.model_validate({
-        "target": "azure", "nodes": 2,
-        "azure": {"instance_type": flags[1], "region": flags[3], "image": flags[5]},
-    })  # fmt: skip
+    cfg = DeployConfig.model_validate(
+        {
+            "target": "azure",
+            "nodes": 2,
+            "azure": {"instance_type": flags[1], "region": flags[3], "image": flags[5]},
+        }
+    )
     target = get_target(cfg)
     uri = target.default_rendezvous()  # picks the account, in this process
     account = os.environ["AZURE_STORAGE_ACCOUNT"]
     spec = ClusterSpec.from_config(cfg, uri, "azure-newshell")
     recorded = target.rendezvous_env(spec)  # type: ignore[attr-defined]
     assert recorded == {"AZURE_STORAGE_ACCOUNT": account}
-    save_launched(Launched(target="azure", cluster_id="azure-newshell", rendezvous=uri,
-                           started_at=0.0, data={"rendezvous_env": recorded}))  # fmt: skip
+    save_launched(
+        Launched(
+            target="azure",
+            cluster_id="azure-newshell",
+            rendezvous=uri,
+            started_at=0.0,
+            data={"rendezvous_env": recorded},
+        )
+    )
     monkeypatch.delenv("AZURE_STORAGE_ACCOUNT")  # a new shell
     with pytest.raises(Exception, match=r"AZURE_STORAGE_ACCOUNT|account"):
         open_rendezvous(uri, "azure-newshell")  # what down did before

@@ -10,9 +10,16 @@ from tests.support.helpers import syndeo
 
 def test_dry_run_prints_one_node_command_per_rank(syndeo_home: Path, tmp_path: Path) -> None:
     proc = syndeo(
-        "deploy", "--dry-run", "--nodes", "3", "--cluster-id", "dry", "--run", "python a.py, b",
+        "deploy",
+        "--dry-run",
+        "--nodes",
+        "3",
+        "--cluster-id",
+        "dry",
+        "--run",
+        "python a.py, b",
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("env ")]
     assert len(lines) == 3

@@ -64,8 +64,10 @@ def test_every_invoke_option_has_help_and_a_real_name() -> None:
 def test_invoke_help_shows_long_options_only() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "invoke", "-r", str(ROOT), "--help", "bench"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     options = [line.strip() for line in out.stdout.splitlines() if line.startswith("  -")]
     assert options and all(line.startswith("--") for line in options)
     assert not [line for line in options if line.startswith("--,") or line.startswith("--=")]

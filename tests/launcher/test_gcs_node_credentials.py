@@ -78,10 +78,11 @@ def google() -> Iterator[FakeGoogle]:
             elif self.path == "/v1/token":
                 fake.sts.append(form)
                 body = {
-                    "access_token": f"downscoped-{len(fake.sts)}", "expires_in": 3599,
+                    "access_token": f"downscoped-{len(fake.sts)}",
+                    "expires_in": 3599,
                     "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
                     "token_type": "Bearer",
-                }  # fmt: skip
+                }
             else:
                 status, body = 404, {"error": "not_found"}
             data = json.dumps(body).encode()
@@ -118,9 +119,10 @@ def sa_key() -> str:
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
-    ).decode()  # fmt: skip
+    ).decode()
 
 
 @pytest.fixture
@@ -136,21 +138,26 @@ def launcher_env(
     adc.write_text(
         json.dumps(
             {
-                "type": "service_account", "project_id": "syndeo-test",
-                "private_key_id": "k1", "private_key": sa_key,
+                "type": "service_account",
+                "project_id": "syndeo-test",
+                "private_key_id": "k1",
+                "private_key": sa_key,
                 "client_email": "launcher@syndeo-test.iam.gserviceaccount.com",
-                "client_id": "1", "token_uri": f"{google.url}/oauth/token",
+                "client_id": "1",
+                "token_uri": f"{google.url}/oauth/token",
             }
         )
-    )  # fmt: skip
+    )
     for k in [k for k in os.environ if k.startswith(("GOOGLE_", "CLOUDSDK_", "SYNDEO_GCS"))]:
         monkeypatch.delenv(k)
     env = {
-        "GOOGLE_APPLICATION_CREDENTIALS": str(adc), "GOOGLE_CLOUD_PROJECT": "syndeo-test",
-        "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"), "NO_GCE_CHECK": "True",
+        "GOOGLE_APPLICATION_CREDENTIALS": str(adc),
+        "GOOGLE_CLOUD_PROJECT": "syndeo-test",
+        "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"),
+        "NO_GCE_CHECK": "True",
         "STORAGE_EMULATOR_HOST": gcs.endpoint,
         gcs_tokens.STS_URL_VAR: f"{google.url}/v1/token",
-    }  # fmt: skip
+    }
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     return env
@@ -207,9 +214,12 @@ def _node_env(gcs: Server, token: str, expires_at: float, key: str) -> dict[str,
     """A node's whole environment: the store's endpoint, its token, its launch key."""
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "SYNDEO_"))}
     return keep | {
-        "STORAGE_EMULATOR_HOST": gcs.endpoint, "GOOGLE_CLOUD_PROJECT": "syndeo-test",
-        TOKEN_VAR: token, EXPIRY_VAR: f"{expires_at:.0f}", "SYNDEO_LAUNCH_KEY": key,
-    }  # fmt: skip
+        "STORAGE_EMULATOR_HOST": gcs.endpoint,
+        "GOOGLE_CLOUD_PROJECT": "syndeo-test",
+        TOKEN_VAR: token,
+        EXPIRY_VAR: f"{expires_at:.0f}",
+        "SYNDEO_LAUNCH_KEY": key,
+    }
 
 
 @pytest.mark.objectstore
@@ -329,9 +339,12 @@ def test_deploy_renews_only_clusters_whose_nodes_got_a_token(
     monkeypatch.setattr(gcs_tokens.Renewal, "CHECK_S", 0.05)
     key = new_key()
     launched = Launched(
-        target="slurm", cluster_id="gc-thread", rendezvous=URI, started_at=time.time(),
+        target="slurm",
+        cluster_id="gc-thread",
+        rendezvous=URI,
+        started_at=time.time(),
         data={"job_dir": str(tmp_path)},
-    )  # fmt: skip
+    )
     idle = gcs_tokens.Renewal(URI, "gc-none", key, print)
     idle.start(launched)
     assert idle._thread is None

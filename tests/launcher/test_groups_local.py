@@ -34,13 +34,21 @@ def test_groups_labels_and_distinct_gpus(syndeo_home: Path, tmp_path: Path) -> N
     cfg = tmp_path / "groups.toml"
     cfg.write_text(CONFIG)
     proc = syndeo(
-        "deploy", "--config", str(cfg), "--cluster-id", cid, "--results-dir",
-        str(tmp_path / "res"), "--run", f"python {PROBE} 1",
-        cwd=tmp_path, timeout=400,
+        "deploy",
+        "--config",
+        str(cfg),
+        "--cluster-id",
+        cid,
+        "--results-dir",
+        str(tmp_path / "res"),
+        "--run",
+        f"python {PROBE} 1",
+        cwd=tmp_path,
+        timeout=400,
         # The "machine's GPUs" this launcher may hand out (there is no real GPU here):
         # Ray takes a node's GPU ids from the CUDA_VISIBLE_DEVICES it starts with.
         env={"CUDA_VISIBLE_DEVICES": "4,7"},
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = read_json(tmp_path / "res" / cid / "result.json")
     assert out["groups"] == {"head": [0], "cpu": [1], "gpu": [2, 3]}
@@ -50,8 +58,10 @@ def test_groups_labels_and_distinct_gpus(syndeo_home: Path, tmp_path: Path) -> N
     assert seen == [("2", "4", ("4",)), ("3", "7", ("7",))]
     # Ray's own API places work by group / rank label.
     assert {g: t["group"] for g, t in out["by_label"].items()} == {
-        "head": "head", "cpu": "cpu", "gpu": "gpu",
-    }  # fmt: skip
+        "head": "head",
+        "cpu": "cpu",
+        "gpu": "gpu",
+    }
     assert out["by_rank"]["1"]["rank"] == "1"
     # The status line counted every group.
     assert "head 1/1, cpu 1/1, gpu 2/2" in proc.stderr
@@ -65,9 +75,13 @@ def _probe(up_out: str, *ranks: str) -> dict[str, Any]:
     env = {**os.environ, **dict(re.findall(r"(RAY_\w+)=(\S+)", up_out))}
     env["PROBE_NODE_IP"] = "127.0.0.10"
     proc = subprocess.run(
-        [sys.executable, str(PROBE), *ranks], env=env, capture_output=True, text=True,
-        timeout=180, check=False,
-    )  # fmt: skip
+        [sys.executable, str(PROBE), *ranks],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("GROUPS-PROBE ")]
     assert lines, f"probe failed (rc {proc.returncode}): {proc.stderr[-3000:]}"
     out: dict[str, Any] = json.loads(lines[-1].removeprefix("GROUPS-PROBE "))
@@ -83,9 +97,18 @@ def test_grow_and_shrink_an_up_cluster(syndeo_home: Path, tmp_path: Path) -> Non
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         grow = syndeo(
-            "grow", "--cluster-id", cid, "--group", "cpu", "--nodes", "1", "--wait-s", "180",
-            cwd=tmp_path, timeout=300,
-        )  # fmt: skip
+            "grow",
+            "--cluster-id",
+            cid,
+            "--group",
+            "cpu",
+            "--nodes",
+            "1",
+            "--wait-s",
+            "180",
+            cwd=tmp_path,
+            timeout=300,
+        )
         assert grow.returncode == 0, grow.stderr[-3000:]
         assert "group cpu has 2 node(s)" in grow.stderr
         out = _probe(up.stdout, "2")

@@ -60,13 +60,27 @@ def launched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Launched:
     monkeypatch.setattr(terraform, "time", types.SimpleNamespace(time=lambda: clock.now))
     uri = f"file://{tmp_path / 'rdv'}"
     rdv = open_rendezvous(uri, "hg", 0)
-    rdv.publish_head(HeadRecord(
-        cluster_id="hg", attempt=0, ip="127.0.0.1", gcs_port=9, ray_version="x",
-        syndeo_version=__version__, nonce="n", created_at=time.time(), hostname="h",
-    ))  # fmt: skip
+    rdv.publish_head(
+        HeadRecord(
+            cluster_id="hg",
+            attempt=0,
+            ip="127.0.0.1",
+            gcs_port=9,
+            ray_version="x",
+            syndeo_version=__version__,
+            nonce="n",
+            created_at=time.time(),
+            hostname="h",
+        )
+    )
     rdv.publish_status(StatusRecord(phase="running", nodes_expected=2, updated_at=1.0))
-    return Launched(target="fake", cluster_id="hg", rendezvous=uri, started_at=clock.now,
-                    data={"join_timeout": 60})  # fmt: skip
+    return Launched(
+        target="fake",
+        cluster_id="hg",
+        rendezvous=uri,
+        started_at=clock.now,
+        data={"join_timeout": 60},
+    )
 
 
 def _poll_for(target: _Target, launched: Launched, seconds: float) -> int | None:

@@ -111,13 +111,33 @@ def test_jobs_run_on_an_up_cluster_through_the_rendezvous(
     cid = "jobs-local"
     work = _workdir(tmp_path)
     try:
-        up = syndeo("up", "--nodes", "3", "--cluster-id", cid, "--join-timeout", "240",
-                    cwd=tmp_path, timeout=400)  # fmt: skip
+        up = syndeo(
+            "up",
+            "--nodes",
+            "3",
+            "--cluster-id",
+            cid,
+            "--join-timeout",
+            "240",
+            cwd=tmp_path,
+            timeout=400,
+        )
         assert up.returncode == 0, up.stderr[-3000:]
 
         # A job that succeeds: output followed to its end, exit status 0.
-        done = syndeo("submit", "--workdir", str(work), "--env", "GREETING=hi there",
-                      "--follow", "--", "python", "prog.py", cwd=tmp_path, timeout=300)  # fmt: skip
+        done = syndeo(
+            "submit",
+            "--workdir",
+            str(work),
+            "--env",
+            "GREETING=hi there",
+            "--follow",
+            "--",
+            "python",
+            "prog.py",
+            cwd=tmp_path,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         job = done.stdout.splitlines()[0]
         assert "hello hi there" in done.stdout
@@ -127,8 +147,19 @@ def test_jobs_run_on_an_up_cluster_through_the_rendezvous(
         # The same directory again: uploaded once (its digest is the key).
         workdirs = list(syndeo_home.rglob(f"{cid}/a0/workdirs/*.tar.gz"))
         assert len(workdirs) == 1
-        fails = syndeo("submit", "--workdir", str(work), "--env", "RC=3", "--follow", "--",
-                       "python", "prog.py", cwd=tmp_path, timeout=300)  # fmt: skip
+        fails = syndeo(
+            "submit",
+            "--workdir",
+            str(work),
+            "--env",
+            "RC=3",
+            "--follow",
+            "--",
+            "python",
+            "prog.py",
+            cwd=tmp_path,
+            timeout=300,
+        )
         assert fails.returncode == 3, fails.stderr[-2000:]
         assert len(list(syndeo_home.rglob(f"{cid}/a0/workdirs/*.tar.gz"))) == 1
 
@@ -214,8 +245,17 @@ def test_records_planted_in_the_store_never_run(tmp_path: Path, syndeo_home: Pat
     work = _workdir(tmp_path)
     marker = tmp_path / "planted-ran"
     try:
-        up = syndeo("up", "--nodes", "1", "--cluster-id", cid, "--join-timeout", "240",
-                    cwd=tmp_path, timeout=400)  # fmt: skip
+        up = syndeo(
+            "up",
+            "--nodes",
+            "1",
+            "--cluster-id",
+            cid,
+            "--join-timeout",
+            "240",
+            cwd=tmp_path,
+            timeout=400,
+        )
         assert up.returncode == 0, up.stderr[-3000:]
         launched = load_launched(cid)
         rdv = open_rendezvous(launched.rendezvous, cid)
@@ -252,8 +292,11 @@ def test_records_planted_in_the_store_never_run(tmp_path: Path, syndeo_home: Pat
 
         assert not marker.exists(), "a planted job ran"
         text = log.read_text(errors="replace")
-        for line in ("ignoring job j00001-aaaaaa", "ignoring job j00002-bbbbbb",
-                     f"ignoring a cancel request for job {slow_id}"):  # fmt: skip
+        for line in (
+            "ignoring job j00001-aaaaaa",
+            "ignoring job j00002-bbbbbb",
+            f"ignoring a cancel request for job {slow_id}",
+        ):
             assert text.count(line) == 1, text[-3000:]
         for planted in ("j00001-aaaaaa", "j00002-bbbbbb"):
             assert not (store / "jobs" / planted / "claim").exists()  # never claimed

@@ -37,9 +37,12 @@ def _no_cloud_env(home: Path) -> dict[str, str]:
     drop = ("AWS_", "GOOGLE_", "AZURE_", "ARM_", "CLOUDSDK_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env.update(
-        HOME=str(home), SYNDEO_HOME=str(home / ".syndeo"), AWS_EC2_METADATA_DISABLED="true",
-        AWS_CONFIG_FILE=str(home / "none"), AWS_SHARED_CREDENTIALS_FILE=str(home / "none"),
-    )  # fmt: skip
+        HOME=str(home),
+        SYNDEO_HOME=str(home / ".syndeo"),
+        AWS_EC2_METADATA_DISABLED="true",
+        AWS_CONFIG_FILE=str(home / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(home / "none"),
+    )
     return env
 
 
@@ -55,8 +58,12 @@ def _no_cloud_env(home: Path) -> dict[str, str]:
 def test_dry_run_never_shows_a_launch_key(args: list[str], tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "syndeo", "deploy", "--dry-run", "--cluster-id", "lk-dry", *args],
-        capture_output=True, text=True, env=_no_cloud_env(tmp_path), cwd=tmp_path, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=_no_cloud_env(tmp_path),
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "SYNDEO_CLUSTER_ID" in proc.stdout or '"cluster_id"' in proc.stdout
     # No key-shaped value anywhere (the plan has no other 64-hex values).
@@ -81,9 +88,12 @@ def test_the_key_is_saved_with_the_launched_state_owner_only(syndeo_home: Path) 
     spec = ClusterSpec.from_config(load_config(target="local"), "file:///tmp/r", "lk-state")
     # What up's watcher and the targets save for grow and replacements.
     launched = Launched(
-        target="local", cluster_id="lk-state", rendezvous="file:///tmp/r", started_at=1.0,
+        target="local",
+        cluster_id="lk-state",
+        rendezvous="file:///tmp/r",
+        started_at=1.0,
         data={"spec": spec.model_dump(mode="json")},
-    )  # fmt: skip
+    )
     path = save_launched(launched)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     saved = ClusterSpec.model_validate(json.loads(path.read_text())["data"]["spec"])
@@ -133,8 +143,10 @@ def test_slurm_passes_the_key_in_sbatch_environment_never_in_the_script(
 
 
 def test_terraform_targets_pass_the_key_as_a_variable(tmp_path: Path) -> None:
-    cfg = load_config(target="aws", aws={"instance_type": "c7i.2xlarge", "region": "us-east-1",
-                                         "image": "ami-0abc"})  # fmt: skip
+    cfg = load_config(
+        target="aws",
+        aws={"instance_type": "c7i.2xlarge", "region": "us-east-1", "image": "ami-0abc"},
+    )
     spec = ClusterSpec.from_config(cfg, "s3://syndeo-0123456789ab/syndeo", "lk-tf")
     from syndeo.launcher.targets import get_target
 
@@ -153,10 +165,14 @@ def test_a_local_cluster_runs_with_the_key_and_leaves_it_nowhere(
     monkeypatch.setattr(spec_module, "new_key", lambda: KEY)
     results = tmp_path / "res"
     cfg = load_config(
-        target="local", nodes=2, cluster_id="lk-local", results_dir=results,
+        target="local",
+        nodes=2,
+        cluster_id="lk-local",
+        results_dir=results,
         run=f"{sys.executable} -c 'import ray; ray.init(); print(len(ray.nodes()))'",
-        join_timeout_s=240, workdir=tmp_path,
-    )  # fmt: skip
+        join_timeout_s=240,
+        workdir=tmp_path,
+    )
     outcome = deploy(cfg)
     assert outcome.exit_code == 0, outcome.message
     summary = json.loads((results / "lk-local" / "deploy.json").read_text())

@@ -27,9 +27,20 @@ PROBE = Path(__file__).with_name("workload_probe.py")
 
 def _deploy_args(cid: str, nodes: int, run: str, results: Path) -> list[str]:
     return [
-        "deploy", "--target", "local", "--nodes", str(nodes), "--cluster-id", cid,
-        "--run", run, "--results-dir", str(results), "--join-timeout", "240",
-    ]  # fmt: skip
+        "deploy",
+        "--target",
+        "local",
+        "--nodes",
+        str(nodes),
+        "--cluster-id",
+        cid,
+        "--run",
+        run,
+        "--results-dir",
+        str(results),
+        "--join-timeout",
+        "240",
+    ]
 
 
 @pytest.mark.cluster
@@ -148,9 +159,12 @@ def test_up_serves_token_clients_only_and_down_stops_it(syndeo_home: Path, tmp_p
         client = "import ray; ray.init(); print('ALIVE', sum(n['Alive'] for n in ray.nodes()))"
         # A program nobody here wrote, configured only by the printed variables.
         ok = subprocess.run(
-            [sys.executable, "-c", client], env={"PATH": "/usr/bin:/bin", **env},
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            [sys.executable, "-c", client],
+            env={"PATH": "/usr/bin:/bin", **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert ok.returncode == 0, ok.stderr[-2000:]
         assert "ALIVE 2" in ok.stdout
         # The same program with a wrong token is refused.
@@ -159,8 +173,10 @@ def test_up_serves_token_clients_only_and_down_stops_it(syndeo_home: Path, tmp_p
         bad = subprocess.run(
             [sys.executable, "-c", client],
             env={"PATH": "/usr/bin:/bin", **env, "RAY_AUTH_TOKEN_PATH": str(bad_token)},
-            capture_output=True, text=True, timeout=180,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert bad.returncode != 0
         assert "ALIVE" not in bad.stdout
         assert "AuthenticationError" in bad.stderr or "InvalidAuthToken" in bad.stderr

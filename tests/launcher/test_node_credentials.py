@@ -44,11 +44,14 @@ def launcher_env(s3: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     for k in [k for k in os.environ if k.startswith("AWS_")]:
         monkeypatch.delenv(k)
     env = {
-        "AWS_PROFILE": "launcher", "AWS_SHARED_CREDENTIALS_FILE": str(creds),
-        "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_PROFILE": "launcher",
+        "AWS_SHARED_CREDENTIALS_FILE": str(creds),
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_DEFAULT_REGION": "us-east-1",
         # moto serves S3 and STS at one address.
-        "AWS_ENDPOINT_URL_S3": s3.endpoint, "AWS_ENDPOINT_URL_STS": s3.endpoint,
-    }  # fmt: skip
+        "AWS_ENDPOINT_URL_S3": s3.endpoint,
+        "AWS_ENDPOINT_URL_STS": s3.endpoint,
+    }
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     return env
@@ -119,8 +122,9 @@ def test_temporary_credentials_are_passed_by_value_and_called_unscoped(
     creds = node_credentials("s3://team-bucket/team", "nc-1", 7200)
     assert creds.kind == "temporary, not scoped"
     assert (creds.env["AWS_ACCESS_KEY_ID"], creds.env["AWS_SESSION_TOKEN"]) == (
-        "ASIAROLE", "role-token",
-    )  # fmt: skip
+        "ASIAROLE",
+        "role-token",
+    )
 
 
 @pytest.mark.objectstore

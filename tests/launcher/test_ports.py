@@ -52,9 +52,12 @@ def test_local_cluster_listens_beyond_loopback_only_where_ray_insists_and_export
         export = next(ln for ln in up.stdout.splitlines() if "export RAY_ADDRESS=" in ln)
         env = dict(kv.split("=", 1) for kv in export.split("export ", 1)[1].split())
         run = subprocess.run(
-            [sys.executable, "-c", ACTORS], env={"PATH": "/usr/bin:/bin", **env},
-            capture_output=True, text=True, timeout=180,
-        )  # fmt: skip
+            [sys.executable, "-c", ACTORS],
+            env={"PATH": "/usr/bin:/bin", **env},
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert "NODES 2" in run.stdout, run.stderr[-3000:]
 
         procs = cluster_processes(cid)
@@ -63,8 +66,12 @@ def test_local_cluster_listens_beyond_loopback_only_where_ray_insists_and_export
         # The check sees what it must: the head's GCS, both raylets, their agents, and
         # the actors' core workers.
         assert {
-            "gcs_server", "raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent", "core worker"
-        } <= roles, sorted(str(x) for x in found)  # fmt: skip
+            "gcs_server",
+            "raylet",
+            "ray::DashboardAgent",
+            "ray::RuntimeEnvAgent",
+            "core worker",
+        } <= roles, sorted(str(x) for x in found)
         extra = avoidable_wildcards(found)
         assert extra == [], "wildcard listeners Ray lets us avoid: " + "; ".join(extra)
         # The rest is on loopback: the agents' HTTP, the runtime-env agents, the Ray

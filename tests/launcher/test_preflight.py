@@ -47,9 +47,14 @@ def _run_watching(
     env = {**os.environ, "SYNDEO_TEST_SPAWN_LOG": str(log)}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hook), env.get("PYTHONPATH")]))
     proc = subprocess.run(
-        argv, cwd=cwd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        argv,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
         timeout=120,
-    )  # fmt: skip
+    )
     spawned = [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []
     nodes = [a for a in spawned if "node" in a and any("syndeo" in w for w in a)]
     return proc, nodes
@@ -59,10 +64,25 @@ def _run_watching(
 def test_spawn_log_sees_every_node_a_deploy_starts(syndeo_home: Path, tmp_path: Path) -> None:
     """The watch itself: a deploy that does start a node shows it."""
     proc, nodes = _run_watching(
-        [sys.executable, "-m", "syndeo", "deploy", "--target", "local", "--nodes", "1",
-         "--cluster-id", "tspawn", "--run", "python -c pass", "--join-timeout", "120"],
-        cwd=tmp_path, tmp_path=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "syndeo",
+            "deploy",
+            "--target",
+            "local",
+            "--nodes",
+            "1",
+            "--cluster-id",
+            "tspawn",
+            "--run",
+            "python -c pass",
+            "--join-timeout",
+            "120",
+        ],
+        cwd=tmp_path,
+        tmp_path=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert nodes == [[sys.executable, "-m", "syndeo", "node"]], nodes
 
@@ -121,10 +141,21 @@ def _python_without(tmp_path: Path, missing: str) -> tuple[Path, dict[str, str]]
 def test_a_node_python_without_gymnasium_names_the_extra(tmp_path: Path) -> None:
     python, env = _python_without(tmp_path, "gymnasium")
     proc = subprocess.run(
-        [str(python), "-m", "syndeo.bench", "run", "--env", "CartPole", "--out",
-         str(tmp_path / "r.json")],
-        env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            str(python),
+            "-m",
+            "syndeo.bench",
+            "run",
+            "--env",
+            "CartPole",
+            "--out",
+            str(tmp_path / "r.json"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     line = _one_line(proc)
     assert "needs 'gymnasium'" in line and "pip install 'syndeo[bench]'" in line, line
     assert proc.returncode == 2

@@ -20,9 +20,14 @@ INVOKE = [sys.executable, "-m", "invoke", "-r", str(ROOT)]
 
 def invoke(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*INVOKE, *args], cwd=cwd, env=dict(os.environ), capture_output=True, text=True,
-        timeout=timeout, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        [*INVOKE, *args],
+        cwd=cwd,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_an_option_overrides_the_config_file(tmp_path: Path, syndeo_home: Path) -> None:
@@ -42,8 +47,17 @@ def test_keep_then_down_without_an_id_and_several_up_named(
 ) -> None:
     kept, other = "tkeep1", "tkeep2"
     try:
-        deploy = invoke("deploy", "--nodes", "2", "--cluster-id", kept, "--keep",
-                        "--run", "python -c pass", cwd=tmp_path)  # fmt: skip
+        deploy = invoke(
+            "deploy",
+            "--nodes",
+            "2",
+            "--cluster-id",
+            kept,
+            "--keep",
+            "--run",
+            "python -c pass",
+            cwd=tmp_path,
+        )
         assert deploy.returncode == 0, deploy.stderr[-3000:]
         assert f"cluster {kept} kept up" in deploy.stderr
         assert "(kept up)" in deploy.stderr and "(torn down)" not in deploy.stderr
@@ -82,9 +96,24 @@ def test_collect_mode_with_mujoco_envs_counts_every_sample(
     settings of docs/getting-started.md, smaller): both MuJoCo envs, collect mode, every
     repeat exact."""
     cid = "tmujoco"
-    run = invoke("deploy", "--nodes", "2", "--cpus-per-node", "1", "--cluster-id", cid,
-                 "--env", "Ant-v5,Humanoid-v5", "--mode", "collect", "--repeats", "2",
-                 "--samples-per-cpu", "200", cwd=tmp_path)  # fmt: skip
+    run = invoke(
+        "deploy",
+        "--nodes",
+        "2",
+        "--cpus-per-node",
+        "1",
+        "--cluster-id",
+        cid,
+        "--env",
+        "Ant-v5,Humanoid-v5",
+        "--mode",
+        "collect",
+        "--repeats",
+        "2",
+        "--samples-per-cpu",
+        "200",
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads((tmp_path / "results" / cid / "result.json").read_text())
     assert result["partial"] is False
@@ -105,10 +134,25 @@ def test_the_rendezvous_load_benchmark_writes_what_it_counted(tmp_path: Path) ->
     small: every simulated node's requests counted per phase, the rates derived from them."""
     out = tmp_path / "load.json"
     run = subprocess.run(
-        [sys.executable, "-m", "benchmarks.rendezvous_load", "--backend", "file",
-         "--workers", "40", "--seconds", "4", "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.rendezvous_load",
+            "--backend",
+            "file",
+            "--workers",
+            "40",
+            "--seconds",
+            "4",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     report = json.loads(out.read_text())
     assert json.loads(run.stdout) == report

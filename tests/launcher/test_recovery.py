@@ -113,8 +113,17 @@ def test_an_up_cluster_replaces_a_lost_worker_until_down(tmp_path: Path, syndeo_
     outlives `up`) starts a replacement that joins the serving head; `down` ends the
     watcher first, then the cluster with the replacement."""
     cid = "recover-up"
-    up = syndeo("up", "--nodes", "3", "--cluster-id", cid, "--join-timeout", "240",
-                cwd=tmp_path, timeout=400)  # fmt: skip
+    up = syndeo(
+        "up",
+        "--nodes",
+        "3",
+        "--cluster-id",
+        cid,
+        "--join-timeout",
+        "240",
+        cwd=tmp_path,
+        timeout=400,
+    )
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         state = syndeo_home / "clusters" / cid

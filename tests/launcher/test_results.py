@@ -53,9 +53,17 @@ def test_a_workload_that_writes_broken_json_gets_no_result_but_keeps_it(
     )
     cid = "tbroken"
     proc = syndeo(
-        "deploy", "--nodes", "1", "--cluster-id", cid, "--run", f"python {script}",
-        "--results-dir", str(tmp_path / "res"), cwd=tmp_path,
-    )  # fmt: skip
+        "deploy",
+        "--nodes",
+        "1",
+        "--cluster-id",
+        cid,
+        "--run",
+        f"python {script}",
+        "--results-dir",
+        str(tmp_path / "res"),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1
     assert "not valid JSON" in proc.stderr
     # Not discarded: kept outside the node's scratch (which teardown deletes), and named.

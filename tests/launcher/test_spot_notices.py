@@ -121,9 +121,12 @@ def _gcs_wait(
     env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token), "PATH": "/usr/bin:/bin"}
     args = [address, str(rank), "1" if draining else "0", str(timeout_s)]
     out = subprocess.run(
-        [sys.executable, "-c", GCS_PROBE, *args], env=env, capture_output=True, text=True,
+        [sys.executable, "-c", GCS_PROBE, *args],
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=timeout_s + 60,
-    )  # fmt: skip
+    )
     assert out.returncode == 0, out.stderr[:2500]
     nodes: list[dict[str, Any]] = json.loads(out.stdout)
     assert nodes, f"no {'draining' if draining else 'undrained'} node of rank {rank} in Ray"
@@ -153,9 +156,16 @@ def test_a_spot_notice_drains_the_node_and_its_replacement_starts_before_it_goes
     with FakeMetadata("gcp") as fake:
         env = {"SYNDEO_SPOT_NOTICES": "gcp", "SYNDEO_METADATA_URL": fake.url + "/r{rank}"}
         proc = start_syndeo(
-            "deploy", "--config", str(cfg), "--cluster-id", cid,
-            "--run", f"python {tmp_path / 'workload.py'} {ready}", cwd=tmp_path, env=env,
-        )  # fmt: skip
+            "deploy",
+            "--config",
+            str(cfg),
+            "--cluster-id",
+            cid,
+            "--run",
+            f"python {tmp_path / 'workload.py'} {ready}",
+            cwd=tmp_path,
+            env=env,
+        )
         try:
             _wait("the workload's actors on every node", ready.exists, 240, proc)
             [old] = _node(cid, 2)
@@ -172,17 +182,21 @@ def test_a_spot_notice_drains_the_node_and_its_replacement_starts_before_it_goes
                 _gcs_wait(address, token, other, draining=False, timeout_s=5)
             assert noticed + 29 < node["deadline_ms"] / 1000 < time.time() + 31
             rec = _wait(
-                "interrupted record", lambda: _record(syndeo_home, cid, "interrupted/2.json"),
-                30, proc,
-            )  # fmt: skip
+                "interrupted record",
+                lambda: _record(syndeo_home, cid, "interrupted/2.json"),
+                30,
+                proc,
+            )
             assert rec["rank"] == 2 and rec["cloud"] == "gcp" and rec["action"] == "preempted"
             assert noticed <= rec["noticed_at"] and rec["deadline"] == rec["noticed_at"] + 30
 
             # The launcher starts the replacement while the drained node still runs.
             new = _wait(
-                "replacement for rank 2", lambda: [p for p in _node(cid, 2) if p.pid != old.pid],
-                60, proc,
-            )  # fmt: skip
+                "replacement for rank 2",
+                lambda: [p for p in _node(cid, 2) if p.pid != old.pid],
+                60,
+                proc,
+            )
             assert old.is_running() and old.status() != psutil.STATUS_ZOMBIE
             assert new[0].environ()["SYNDEO_SCRATCH"].endswith("/2-1")
             # Its Ray joins as a second, undrained node of rank 2.
@@ -239,9 +253,13 @@ class _Ui:
 
 def _st(joined: list[int], lost: list[int] = [], notes: list[InterruptRecord] = []) -> StatusRecord:  # noqa: B006
     return StatusRecord(
-        phase="running", nodes_expected=3, nodes_joined=joined, nodes_lost=lost,
-        interrupted=notes, updated_at=time.time(),
-    )  # fmt: skip
+        phase="running",
+        nodes_expected=3,
+        nodes_joined=joined,
+        nodes_lost=lost,
+        interrupted=notes,
+        updated_at=time.time(),
+    )
 
 
 def test_an_interrupted_rank_is_replaced_once_right_away() -> None:
@@ -252,8 +270,9 @@ def test_an_interrupted_rank_is_replaced_once_right_away() -> None:
         target="local", cluster_id="c", rendezvous="file:///x", started_at=time.time(), data={}
     )
     now = time.time()
-    note = InterruptRecord(rank=2, cloud="aws", action="terminate", noticed_at=now,
-                           deadline=now + 120)  # fmt: skip
+    note = InterruptRecord(
+        rank=2, cloud="aws", action="terminate", noticed_at=now, deadline=now + 120
+    )
     rec.observe(launched, _st([0, 1, 2]))
     assert target.replaced == []
     rec.observe(launched, _st([0, 1, 2], notes=[note]))  # the notice: replaced now

@@ -73,10 +73,20 @@ def test_a_failed_apply_then_a_failed_destroy_reports_both(
     module.mkdir()
     (module / "main.tf").write_text(MODULE)
     spec = ClusterSpec(
-        target="fake", cluster_id="tf-both", rendezvous=f"file://{tmp_path / 'rdv'}", nodes=1,
-        cpus=1, gpus=0, memory_mb=None, object_store_mb=None, join_timeout=60, run="true",
-        workdir=None, image=None, not_before=time.time(),
-    )  # fmt: skip
+        target="fake",
+        cluster_id="tf-both",
+        rendezvous=f"file://{tmp_path / 'rdv'}",
+        nodes=1,
+        cpus=1,
+        gpus=0,
+        memory_mb=None,
+        object_store_mb=None,
+        join_timeout=60,
+        run="true",
+        workdir=None,
+        image=None,
+        not_before=time.time(),
+    )
     with pytest.raises(TargetError) as err:
         _Target(module, tmp_path / "m").launch(spec)
     msg = str(err.value)
@@ -100,9 +110,9 @@ def _refused() -> None:
 
 
 @pytest.mark.parametrize(
-    "cause", [TargetError("cluster c did not come up: its head exited", exit_code=3),
-              KeyboardInterrupt()],
-)  # fmt: skip
+    "cause",
+    [TargetError("cluster c did not come up: its head exited", exit_code=3), KeyboardInterrupt()],
+)
 def test_a_failed_teardown_is_reported_with_what_ended_it(cause: BaseException) -> None:
     """Every early end (a failed apply, `up` not coming up, no signed head, the watcher,
     Ctrl-C, deploy's run) tears down through one helper: a failure of ours keeps its

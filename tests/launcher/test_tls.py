@@ -59,9 +59,12 @@ def _client(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     # cluster refuses gives up after it, with Ray's error.
     bounded = {"RAY_gcs_rpc_server_reconnect_timeout_s": "5"}
     return subprocess.run(
-        [sys.executable, "-c", CLIENT], env={"PATH": "/usr/bin:/bin", **bounded, **env},
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "-c", CLIENT],
+        env={"PATH": "/usr/bin:/bin", **bounded, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.cluster
@@ -151,10 +154,16 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         mp.setattr(spec_module, "new_key", lambda: KEY)
         mp.setattr(tls, "new_authority", recording)
         cfg = load_config(
-            target="local", nodes=2, cluster_id=cid, results_dir=results, tls=True,
-            rendezvous=rdv.as_uri(), join_timeout_s=240, workdir=tmp,
+            target="local",
+            nodes=2,
+            cluster_id=cid,
+            results_dir=results,
+            tls=True,
+            rendezvous=rdv.as_uri(),
+            join_timeout_s=240,
+            workdir=tmp,
             run=f"{sys.executable} workload.py {home / 'clusters' / cid} {bundle}",
-        )  # fmt: skip
+        )
         try:
             outcome = deploy(cfg)
         finally:
@@ -227,21 +236,45 @@ def test_deploy_tls_leaves_neither_key_in_deploy_json_logs_or_results(
     [
         ["--target", "local", "--nodes", "2"],
         ["--target", "slurm", "--nodes", "2"],
-        ["--target", "aws", "--nodes", "2", "--instance-type", "c7i.2xlarge",
-         "--region", "us-east-1", "--image", "ami-0abc"],
+        [
+            "--target",
+            "aws",
+            "--nodes",
+            "2",
+            "--instance-type",
+            "c7i.2xlarge",
+            "--region",
+            "us-east-1",
+            "--image",
+            "ami-0abc",
+        ],
     ],
     ids=["local", "slurm", "aws"],
-)  # fmt: skip
+)
 def test_a_tls_dry_run_shows_the_switch_and_no_key(args: list[str], tmp_path: Path) -> None:
     drop = ("AWS_", "GOOGLE_", "AZURE_", "ARM_", "CLOUDSDK_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
-    env.update(HOME=str(tmp_path), SYNDEO_HOME=str(tmp_path / ".syndeo"),
-               AWS_EC2_METADATA_DISABLED="true")  # fmt: skip
+    env.update(
+        HOME=str(tmp_path), SYNDEO_HOME=str(tmp_path / ".syndeo"), AWS_EC2_METADATA_DISABLED="true"
+    )
     proc = subprocess.run(
-        [sys.executable, "-m", "syndeo", "deploy", "--dry-run", "--tls", "--cluster-id",
-         "tls-dry", *args],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "syndeo",
+            "deploy",
+            "--dry-run",
+            "--tls",
+            "--cluster-id",
+            "tls-dry",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout + proc.stderr
     assert "SYNDEO_TLS" in out  # the nodes are told to use TLS

@@ -27,9 +27,12 @@ def _ui() -> tuple[Ui, io.StringIO]:
 def test_outcome_message_is_printed_as_it_is() -> None:
     ui, out = _ui()
     outcome = Outcome(
-        cluster_id="local-1", exit_code=1, message=MESSAGE, lost_ranks=[2],
+        cluster_id="local-1",
+        exit_code=1,
+        message=MESSAGE,
+        lost_ranks=[2],
         timings={"all_joined_s": 1.0, "teardown_done_s": 2.0},
-    )  # fmt: skip
+    )
     print_outcome(outcome, ui)
     text = out.getvalue()
     assert f": {MESSAGE}; all nodes joined 1.0 s after the launch, finished after 2.0 s" in text
@@ -50,9 +53,15 @@ def test_outcome_times_the_join_from_the_launch() -> None:
     emulated AWS) is not the bring-up; the time from the launch is."""
     ui, out = _ui()
     outcome = Outcome(
-        cluster_id="aws-1", exit_code=0, message="workload exited with status 0",
-        timings={"all_joined_s": 0.0, "launch_s": 65.5, "launch_to_joined_s": 65.5,
-                 "teardown_done_s": 97.1},
-    )  # fmt: skip
+        cluster_id="aws-1",
+        exit_code=0,
+        message="workload exited with status 0",
+        timings={
+            "all_joined_s": 0.0,
+            "launch_s": 65.5,
+            "launch_to_joined_s": 65.5,
+            "teardown_done_s": 97.1,
+        },
+    )
     print_outcome(outcome, ui)
     assert "all nodes joined 65.5 s after the launch, finished after 97.1 s" in out.getvalue()

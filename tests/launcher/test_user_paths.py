@@ -41,12 +41,18 @@ PROBE = Path(__file__).with_name("workload_probe.py")
 INVOKE = [str(Path(sys.executable).with_name("invoke")), "-r", str(ROOT)]
 
 
-def invoke(*args: str, cwd: Path, env: dict[str, str] | None = None,
-           timeout: float = 600) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def invoke(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*INVOKE, *args], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True,
-        text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        [*INVOKE, *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _wait_phase(uri: str, cid: str, phase: str, proc: subprocess.Popen[str]) -> None:
@@ -106,10 +112,21 @@ def test_readme_first_command_runs_the_builtin_benchmark(syndeo_home: Path, tmp_
     cid = "treadme"
     res = tmp_path / "res"
     proc = invoke(
-        "deploy", "--target", "local", "--cluster-id", cid, "--results-dir", str(res),
-        "--env", "CartPole-v1", "--repeats", "2", "--samples-per-cpu", "200",
+        "deploy",
+        "--target",
+        "local",
+        "--cluster-id",
+        cid,
+        "--results-dir",
+        str(res),
+        "--env",
+        "CartPole-v1",
+        "--repeats",
+        "2",
+        "--samples-per-cpu",
+        "200",
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = read_json(res / cid / "deploy.json")
     assert summary["exit_code"] == 0 and summary["nodes"] == 2
@@ -127,8 +144,7 @@ def test_readme_first_command_runs_the_builtin_benchmark(syndeo_home: Path, tmp_
     assert said.count("result:") == 1 and f"result:{res / cid / 'result.json'}" in said
     assert_nothing_left(cid)
     # …and `invoke report` renders what deploy collected.
-    rep = invoke("report", "--results-dir", str(res), "--out", str(tmp_path / "rep"),
-                 cwd=tmp_path)  # fmt: skip
+    rep = invoke("report", "--results-dir", str(res), "--out", str(tmp_path / "rep"), cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr[-3000:]
     assert "CartPole" in (tmp_path / "rep" / "report.md").read_text()
     # …and `invoke compare` prices what this deploy wrote (not a hand-written summary):
@@ -136,8 +152,9 @@ def test_readme_first_command_runs_the_builtin_benchmark(syndeo_home: Path, tmp_
     config = tmp_path / "onprem.toml"
     config.write_text(ONPREM)
     out = tmp_path / "cmp"
-    cmp = invoke("compare", "--results", str(res), "--config", str(config), "--out", str(out),
-                 cwd=tmp_path)  # fmt: skip
+    cmp = invoke(
+        "compare", "--results", str(res), "--config", str(config), "--out", str(out), cwd=tmp_path
+    )
     assert cmp.returncode == 0, cmp.stderr[-3000:]
     assert "not compared" not in cmp.stdout, cmp.stdout
     found = find_runs(res)
@@ -155,9 +172,18 @@ def test_readme_first_command_runs_the_builtin_benchmark(syndeo_home: Path, tmp_
 def test_invoke_bench_standalone(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = invoke(
-        "bench", "--env", "CartPole-v1", "--repeats", "2", "--samples-per-cpu", "100",
-        "--no-local-limit", "--out", str(out), cwd=tmp_path,
-    )  # fmt: skip
+        "bench",
+        "--env",
+        "CartPole-v1",
+        "--repeats",
+        "2",
+        "--samples-per-cpu",
+        "100",
+        "--no-local-limit",
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     # A local Ray of this machine's CPUs (as Ray counts them).
     assert_bench_result(out, env="CartPole-v1", samples_per_cpu=100, repeats=2)
@@ -184,15 +210,24 @@ def test_join_timeout_names_the_missing_ranks(tmp_path: Path) -> None:
     # A head of 3 nodes whose workers never start: it must say which ranks are missing.
     scratch = Path(f"/tmp/syndeo-{os.getuid()}/jt{os.getpid()}")
     env = {
-        "SYNDEO_CLUSTER_ID": "tjoin", "SYNDEO_RANK": "0", "SYNDEO_NODES": "3",
-        "SYNDEO_RENDEZVOUS": (tmp_path / "rdv").as_uri(), "SYNDEO_SCRATCH": str(scratch),
-        "SYNDEO_JOIN_TIMEOUT": "15", "SYNDEO_NODE_IP": "127.0.0.40", "SYNDEO_RUN": "true",
-    }  # fmt: skip
+        "SYNDEO_CLUSTER_ID": "tjoin",
+        "SYNDEO_RANK": "0",
+        "SYNDEO_NODES": "3",
+        "SYNDEO_RENDEZVOUS": (tmp_path / "rdv").as_uri(),
+        "SYNDEO_SCRATCH": str(scratch),
+        "SYNDEO_JOIN_TIMEOUT": "15",
+        "SYNDEO_NODE_IP": "127.0.0.40",
+        "SYNDEO_RUN": "true",
+    }
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "syndeo", "node"], env={**os.environ, **env},
-            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            [sys.executable, "-m", "syndeo", "node"],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+        )
         assert proc.returncode == 3, proc.stderr[-3000:]
         assert "Traceback" not in proc.stderr
         assert "0 of 2 workers joined after 15 s: missing ranks 1, 2" in proc.stderr
@@ -211,10 +246,21 @@ def test_losing_a_worker_is_reported_and_the_run_completes(
     uri = (syndeo_home / "rendezvous").resolve().as_uri()
     ready = tmp_path / "pinned-tasks-ran"
     proc = start_syndeo(
-        "deploy", "--target", "local", "--nodes", "2", "--cluster-id", cid,
-        "--results-dir", str(tmp_path / "res"), "--join-timeout", "240",
-        "--run", f"python {PROBE} 0 20 {ready}", cwd=tmp_path,
-    )  # fmt: skip
+        "deploy",
+        "--target",
+        "local",
+        "--nodes",
+        "2",
+        "--cluster-id",
+        cid,
+        "--results-dir",
+        str(tmp_path / "res"),
+        "--join-timeout",
+        "240",
+        "--run",
+        f"python {PROBE} 0 20 {ready}",
+        cwd=tmp_path,
+    )
     try:
         _wait_phase(uri, cid, "running", proc)
         # The probe's pinned tasks ran on both nodes; it is sleeping now.
@@ -241,10 +287,21 @@ def test_losing_the_head_fails_the_run_in_one_line_and_leaves_nothing(
     cid = "tlosth"
     uri = (syndeo_home / "rendezvous").resolve().as_uri()
     proc = start_syndeo(
-        "deploy", "--target", "local", "--nodes", "2", "--cluster-id", cid,
-        "--results-dir", str(tmp_path / "res"), "--join-timeout", "240",
-        "--run", f"python {PROBE} 0 120", cwd=tmp_path,
-    )  # fmt: skip
+        "deploy",
+        "--target",
+        "local",
+        "--nodes",
+        "2",
+        "--cluster-id",
+        cid,
+        "--results-dir",
+        str(tmp_path / "res"),
+        "--join-timeout",
+        "240",
+        "--run",
+        f"python {PROBE} 0 120",
+        cwd=tmp_path,
+    )
     try:
         _wait_phase(uri, cid, "running", proc)
         _crash_rank(cid, 0)
@@ -267,15 +324,25 @@ def test_dry_run_never_prints_a_credential(
     target: str, front: str, syndeo_home: Path, tmp_path: Path
 ) -> None:
     secrets = {
-        "AWS_ACCESS_KEY_ID": "AKIASENTINEL0000", "AWS_SECRET_ACCESS_KEY": "sentinel-aws-secret",
-        "AWS_SESSION_TOKEN": "sentinel-aws-session", "RAY_AUTH_TOKEN": "sentinel-ray-token",
+        "AWS_ACCESS_KEY_ID": "AKIASENTINEL0000",
+        "AWS_SECRET_ACCESS_KEY": "sentinel-aws-secret",
+        "AWS_SESSION_TOKEN": "sentinel-aws-session",
+        "RAY_AUTH_TOKEN": "sentinel-ray-token",
         "AZURE_STORAGE_CONNECTION_STRING": "AccountKey=sentinel-azure-key;",
         "AZURE_STORAGE_KEY": "sentinel-azure-key2",
         "GOOGLE_APPLICATION_CREDENTIALS": "/x/sentinel.json",
-    }  # fmt: skip
+    }
     for uri in ("s3://bucket/p", "az://container/p", "gs://bucket/p"):
-        args = ["deploy", "--dry-run", "--target", target, "--cluster-id", "dry",
-                "--rendezvous", uri]  # fmt: skip
+        args = [
+            "deploy",
+            "--dry-run",
+            "--target",
+            target,
+            "--cluster-id",
+            "dry",
+            "--rendezvous",
+            uri,
+        ]
         if front == "syndeo":
             proc = syndeo(*args, cwd=tmp_path, env=secrets)
         else:

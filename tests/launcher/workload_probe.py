@@ -28,10 +28,16 @@ alive = [n for n in ray.nodes() if n["Alive"]]
 # Credentials of a rendezvous store and the launch key (it signs head records and opens
 # the TLS bundle), which the node keeps to itself: any task could read them.
 SECRETS = (
-    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-    "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN",
-    "GOOGLE_APPLICATION_CREDENTIALS", "SYNDEO_LAUNCH_KEY",
-)  # fmt: skip
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AZURE_STORAGE_CONNECTION_STRING",
+    "AZURE_STORAGE_KEY",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "SYNDEO_LAUNCH_KEY",
+)
 
 
 def secrets_here() -> list[str]:

@@ -37,8 +37,10 @@ def test_default_head_is_a_one_node_group_first_then_ranks_in_order() -> None:
     cfg = load_config(cpus_per_node=1, groups=GROUPS)
     assert cfg.layout is not None
     assert [(g.name, g.first_rank, g.nodes) for g in cfg.layout.groups] == [
-        ("head", 0, 1), ("cpu", 1, 2), ("gpu", 3, 1),
-    ]  # fmt: skip
+        ("head", 0, 1),
+        ("cpu", 1, 2),
+        ("gpu", 3, 1),
+    ]
     assert cfg.nodes == 4
     head, cpu, gpu = cfg.layout.groups
     assert (head.cpus, head.gpus) == (1, 0)  # the top-level shape
@@ -93,9 +95,12 @@ def test_status_line_shows_each_group() -> None:
     from syndeo.rendezvous import StatusRecord
 
     st = StatusRecord(
-        phase="waiting", nodes_expected=4, nodes_joined=[0, 1], updated_at=0.0,
+        phase="waiting",
+        nodes_expected=4,
+        nodes_joined=[0, 1],
+        updated_at=0.0,
         groups={"head": [1, 1], "cpu": [1, 2], "gpu": [0, 1]},
-    )  # fmt: skip
+    )
     assert "nodes 2/4 (head 1/1, cpu 1/2, gpu 0/1)" in _fmt_status("c", st, "").plain
 
 
@@ -105,20 +110,31 @@ def test_local_nodes_get_distinct_gpus(syndeo_home: Path, tmp_path: Path) -> Non
         '[[groups]]\nname = "cpu"\n[[groups]]\nname = "gpu"\nnodes = 2\ngpus_per_node = 2\n'
     )
     proc = syndeo(
-        "deploy", "--dry-run", "--config", str(cfg), "--cluster-id", "g1", cwd=tmp_path,
+        "deploy",
+        "--dry-run",
+        "--config",
+        str(cfg),
+        "--cluster-id",
+        "g1",
+        cwd=tmp_path,
         env={"CUDA_VISIBLE_DEVICES": "4,5,6,7"},
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr
     seen = {}
     for line in proc.stdout.splitlines():
         if line.startswith("env "):
             env = dict(w.split("=", 1) for w in shlex.split(line)[1:] if "=" in w[:40])
-            seen[env["SYNDEO_RANK"]] = (env["SYNDEO_GROUP"], env["SYNDEO_GPUS"], env.get(
-                "CUDA_VISIBLE_DEVICES"))  # fmt: skip
+            seen[env["SYNDEO_RANK"]] = (
+                env["SYNDEO_GROUP"],
+                env["SYNDEO_GPUS"],
+                env.get("CUDA_VISIBLE_DEVICES"),
+            )
     assert seen == {
-        "0": ("head", "0", ""), "1": ("cpu", "0", ""),
-        "2": ("gpu", "2", "4,5"), "3": ("gpu", "2", "6,7"),
-    }  # fmt: skip
+        "0": ("head", "0", ""),
+        "1": ("cpu", "0", ""),
+        "2": ("gpu", "2", "4,5"),
+        "3": ("gpu", "2", "6,7"),
+    }
 
 
 def test_split_devices() -> None:
@@ -143,10 +159,19 @@ def test_container_gets_nv_and_keeps_its_devices_only_when_it_has_gpus(tmp_path:
 def test_grow_names_an_unknown_group() -> None:
     spec = _spec(target="slurm", groups=GROUPS)
     launched = Launched(
-        target="slurm", cluster_id="grp-1", rendezvous=spec.rendezvous, started_at=0.0,
-        data={"spec": spec.model_dump(mode="json"), "slurm": {}, "group_slurm": {},
-              "groups": [], "next_rank": 4, "job_id": "1"},
-    )  # fmt: skip
+        target="slurm",
+        cluster_id="grp-1",
+        rendezvous=spec.rendezvous,
+        started_at=0.0,
+        data={
+            "spec": spec.model_dump(mode="json"),
+            "slurm": {},
+            "group_slurm": {},
+            "groups": [],
+            "next_rank": 4,
+            "job_id": "1",
+        },
+    )
     with pytest.raises(ConfigError, match="unknown group 'tpu'; the cluster's groups are: head"):
         SlurmTarget(load_config(target="slurm")).grow(launched, "tpu", 1)
 
@@ -217,10 +242,13 @@ def test_grow_hosts_are_for_ssh_only(syndeo_home: Path, tmp_path: Path) -> None:
     spec = _spec(target="slurm", groups=GROUPS)
     save_launched(
         Launched(
-            target="slurm", cluster_id="grp-2", rendezvous=spec.rendezvous, started_at=0.0,
+            target="slurm",
+            cluster_id="grp-2",
+            rendezvous=spec.rendezvous,
+            started_at=0.0,
             data={"spec": spec.model_dump(mode="json")},
         )
-    )  # fmt: skip
+    )
     proc = syndeo("grow", "--cluster-id", "grp-2", "--group", "cpu", "--hosts", "h9", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
@@ -252,8 +280,14 @@ def test_a_node_alone_on_a_machine_keeps_only_its_gpus(
     with pytest.raises(NodeError, match="asks for 5 GPU\\(s\\) but its machine shows 4"):
         node_devices(5, env)
     # And the node's own Ray gets it.
-    s = NodeSettings(cluster_id="g", rank=1, nodes=2, rendezvous="file:///x",
-                     scratch=Path("/tmp/sy-gputest"), gpus=2)  # fmt: skip
+    s = NodeSettings(
+        cluster_id="g",
+        rank=1,
+        nodes=2,
+        rendezvous="file:///x",
+        scratch=Path("/tmp/sy-gputest"),
+        gpus=2,
+    )
     assert RayProcess(s, tmp_path / "t", "10.0.0.1:6379").env["CUDA_VISIBLE_DEVICES"] == "0,1"
     monkeypatch.setenv("PATH", no_gpu_path(tmp_path / "nogpu"))  # no GPU seen: left to Ray
     assert "CUDA_VISIBLE_DEVICES" not in RayProcess(s, tmp_path / "t", "10.0.0.1:6379").env

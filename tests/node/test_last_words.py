@@ -17,15 +17,24 @@ from syndeo.rendezvous import open_rendezvous
 def test_a_worker_that_finds_no_head_says_why_in_the_rendezvous(tmp_path: Path) -> None:
     uri = (tmp_path / "rdv").as_uri()
     env = {
-        **os.environ, "SYNDEO_CLUSTER_ID": "lastwords", "SYNDEO_RANK": "2",
-        "SYNDEO_NODES": "3", "SYNDEO_RENDEZVOUS": uri, "SYNDEO_SCRATCH": f"/tmp/sy-lw{os.getpid()}",
-        "SYNDEO_JOIN_TIMEOUT": "1", "SYNDEO_NOT_BEFORE": str(time.time()),
-    }  # fmt: skip
+        **os.environ,
+        "SYNDEO_CLUSTER_ID": "lastwords",
+        "SYNDEO_RANK": "2",
+        "SYNDEO_NODES": "3",
+        "SYNDEO_RENDEZVOUS": uri,
+        "SYNDEO_SCRATCH": f"/tmp/sy-lw{os.getpid()}",
+        "SYNDEO_JOIN_TIMEOUT": "1",
+        "SYNDEO_NOT_BEFORE": str(time.time()),
+    }
     try:
         out = subprocess.run(
-            [sys.executable, "-m", "syndeo", "node"], env=env, capture_output=True, text=True,
-            timeout=120, check=False,
-        )  # fmt: skip
+            [sys.executable, "-m", "syndeo", "node"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     finally:
         shutil.rmtree(env["SYNDEO_SCRATCH"], ignore_errors=True)  # what this test made
     assert out.returncode != 0

@@ -36,9 +36,16 @@ CID = "lk-node"
 # ---------------------------------------------------------------------- sign / verify
 def _fields() -> dict[str, object]:
     rec = HeadRecord(
-        cluster_id=CID, attempt=0, ip="10.0.0.5", gcs_port=6379, ray_version="2.60.0",
-        syndeo_version=__version__, nonce="abc", created_at=1795000000.125, hostname="h",
-    )  # fmt: skip
+        cluster_id=CID,
+        attempt=0,
+        ip="10.0.0.5",
+        gcs_port=6379,
+        ray_version="2.60.0",
+        syndeo_version=__version__,
+        nonce="abc",
+        created_at=1795000000.125,
+        hostname="h",
+    )
     return rec.model_dump(mode="json")
 
 
@@ -92,9 +99,13 @@ def test_keys_are_fresh_and_64_hex() -> None:
 
 def test_the_key_is_a_node_setting_that_never_shows() -> None:
     s = NodeSettings(
-        cluster_id=CID, rank=1, nodes=2, rendezvous="file:///x", scratch=Path("/tmp/s"),
+        cluster_id=CID,
+        rank=1,
+        nodes=2,
+        rendezvous="file:///x",
+        scratch=Path("/tmp/s"),
         launch_key=KEY,
-    )  # fmt: skip
+    )
     assert s.to_env()["SYNDEO_LAUNCH_KEY"] == KEY
     assert NodeSettings.from_env(s.to_env()) == s
     assert KEY not in repr(s) and KEY not in str(s)
@@ -114,11 +125,14 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
 
 def _node_env(tmp_path: Path, scratch: Path, **extra: str) -> dict[str, str]:
     env = {
-        "SYNDEO_CLUSTER_ID": CID, "SYNDEO_RANK": "1", "SYNDEO_NODES": "2",
+        "SYNDEO_CLUSTER_ID": CID,
+        "SYNDEO_RANK": "1",
+        "SYNDEO_NODES": "2",
         "SYNDEO_RENDEZVOUS": (tmp_path / "rdv").as_uri(),
-        "SYNDEO_SCRATCH": str(scratch), "SYNDEO_JOIN_TIMEOUT": "4",
+        "SYNDEO_SCRATCH": str(scratch),
+        "SYNDEO_JOIN_TIMEOUT": "4",
         "SYNDEO_LAUNCH_KEY": KEY,
-    }  # fmt: skip
+    }
     env.update(extra)
     return env
 
@@ -128,18 +142,29 @@ def _run_node(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 def _plant(
-    env: dict[str, str], signing_key: str | None, token: bytes = TOKEN,
-    signed_token: bytes = TOKEN, done: bool = False, sealed: bool = True,
-) -> None:  # fmt: skip
+    env: dict[str, str],
+    signing_key: str | None,
+    token: bytes = TOKEN,
+    signed_token: bytes = TOKEN,
+    done: bool = False,
+    sealed: bool = True,
+) -> None:
     """A head record (signed with ``signing_key``, or unsigned) and a token in the store
     (sealed with the same key, as a head does, unless ``sealed`` is False)."""
     rdv = open_rendezvous(env["SYNDEO_RENDEZVOUS"], CID)
     rdv.check()
     rdv.publish_token(token, signing_key if sealed else None)
     rec = HeadRecord(
-        cluster_id=CID, attempt=0, ip="127.0.0.1", gcs_port=9, ray_version="x",
-        syndeo_version=__version__, nonce="planted", created_at=time.time(), hostname="evil\nhost",
-    )  # fmt: skip
+        cluster_id=CID,
+        attempt=0,
+        ip="127.0.0.1",
+        gcs_port=9,
+        ray_version="x",
+        syndeo_version=__version__,
+        nonce="planted",
+        created_at=time.time(),
+        hostname="evil\nhost",
+    )
     if signing_key is not None:
         sig = launchkey.sign(signing_key, rec.model_dump(mode="json"), signed_token)
         rec = rec.model_copy(update={"signature": sig})

@@ -21,10 +21,13 @@ from tests.support.helpers import run_node
 def _node_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     scratch = Path(f"/tmp/syndeo-test-{os.getpid()}")
     env = {
-        "SYNDEO_CLUSTER_ID": "nodetest", "SYNDEO_RANK": "1", "SYNDEO_NODES": "2",
-        "SYNDEO_RENDEZVOUS": (tmp_path / "rdv").as_uri(), "SYNDEO_SCRATCH": str(scratch),
+        "SYNDEO_CLUSTER_ID": "nodetest",
+        "SYNDEO_RANK": "1",
+        "SYNDEO_NODES": "2",
+        "SYNDEO_RENDEZVOUS": (tmp_path / "rdv").as_uri(),
+        "SYNDEO_SCRATCH": str(scratch),
         "SYNDEO_JOIN_TIMEOUT": "3",
-    }  # fmt: skip
+    }
     env.update(extra)
     return env
 
@@ -35,10 +38,16 @@ def _run_node(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 def _head(cluster_id: str, attempt: int = 0, created_at: float | None = None) -> HeadRecord:
     return HeadRecord(
-        cluster_id=cluster_id, attempt=attempt, ip="127.0.0.1", gcs_port=9,
-        ray_version="x", syndeo_version=__version__, nonce="n",
-        created_at=time.time() if created_at is None else created_at, hostname="h",
-    )  # fmt: skip
+        cluster_id=cluster_id,
+        attempt=attempt,
+        ip="127.0.0.1",
+        gcs_port=9,
+        ray_version="x",
+        syndeo_version=__version__,
+        nonce="n",
+        created_at=time.time() if created_at is None else created_at,
+        hostname="h",
+    )
 
 
 def test_worker_without_head_fails_with_a_clear_error(tmp_path: Path) -> None:
@@ -100,9 +109,12 @@ def test_bad_node_environment_is_one_line(
     if drop:
         full.pop(drop)
     proc = subprocess.run(
-        [sys.executable, "-m", "syndeo", "node"], env=full, capture_output=True, text=True,
+        [sys.executable, "-m", "syndeo", "node"],
+        env=full,
+        capture_output=True,
+        text=True,
         timeout=60,
-    )  # fmt: skip
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith("syndeo: error:"), proc.stderr
@@ -112,9 +124,15 @@ def test_bad_node_environment_is_one_line(
 
 def test_settings_round_trip_through_the_environment(tmp_path: Path) -> None:
     s = NodeSettings(
-        cluster_id="c1", rank=2, nodes=3, rendezvous="file:///x", scratch=Path("/tmp/s"),
-        cpus=4, run="python a.py --flag 'two words'", not_before=12.5,
-    )  # fmt: skip
+        cluster_id="c1",
+        rank=2,
+        nodes=3,
+        rendezvous="file:///x",
+        scratch=Path("/tmp/s"),
+        cpus=4,
+        run="python a.py --flag 'two words'",
+        not_before=12.5,
+    )
     assert NodeSettings.from_env(s.to_env()) == s
     with pytest.raises(ConfigError, match="SYNDEO_NODES is required"):
         NodeSettings.from_env({k: v for k, v in s.to_env().items() if k != "SYNDEO_NODES"})
@@ -138,17 +156,24 @@ def test_head_ignores_a_stale_address_left_in_a_reused_scratch(tmp_path: Path) -
     # A requeued job or a repeated cluster id can reuse a scratch dir that still holds
     # the previous Ray's address file; the head must publish its own new address.
     env = _node_env(
-        tmp_path, SYNDEO_RANK="0", SYNDEO_NODES="1", SYNDEO_JOIN_TIMEOUT="120",
+        tmp_path,
+        SYNDEO_RANK="0",
+        SYNDEO_NODES="1",
+        SYNDEO_JOIN_TIMEOUT="120",
         SYNDEO_RUN=f"{sys.executable} -c 'import ray; ray.init(); print(\"CONNECTED\")'",
-        SYNDEO_MEMORY_MB="1024", SYNDEO_OBJECT_STORE_MB="100",
-    )  # fmt: skip
+        SYNDEO_MEMORY_MB="1024",
+        SYNDEO_OBJECT_STORE_MB="100",
+    )
     stale = Path(env["SYNDEO_SCRATCH"]) / "r" / "ray_current_cluster"
     stale.parent.mkdir(parents=True, exist_ok=True)
     stale.write_text("127.0.0.10:1")
     proc = subprocess.run(
         [sys.executable, "-m", "syndeo", "node"],
-        env={**os.environ, **env}, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "CONNECTED" in proc.stdout
     assert "127.0.0.10:1 " not in proc.stderr

@@ -45,10 +45,16 @@ def ec2() -> Iterator[tuple[str, imds.Instance]]:
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     inst = imds.Instance(
-        instance_id="i-0123456789abcdef0", private_ip="10.0.0.5", zone="us-east-1a",
-        region="us-east-1", http_tokens="required", hop_limit=1, profile_arn=None,
-        profile_id=None, role_name=None,
-    )  # fmt: skip
+        instance_id="i-0123456789abcdef0",
+        private_ip="10.0.0.5",
+        zone="us-east-1a",
+        region="us-east-1",
+        http_tokens="required",
+        hop_limit=1,
+        profile_arn=None,
+        profile_id=None,
+        role_name=None,
+    )
     server = imds.serve(sock, inst, lambda _i: {}, lambda _i: None)
     try:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}", inst
@@ -91,11 +97,16 @@ def test_gcp_notice_needs_the_metadata_flavor_header() -> None:
 
 def _event(kind: str, vms: list[str]) -> dict[str, object]:
     return {
-        "EventId": "602d9444-d2cd-49c7-8624-8643e7171297", "EventType": kind,
-        "ResourceType": "VirtualMachine", "Resources": vms, "EventStatus": "Scheduled",
-        "NotBefore": AZURE_NOT_BEFORE, "Description": "", "EventSource": "Platform",
+        "EventId": "602d9444-d2cd-49c7-8624-8643e7171297",
+        "EventType": kind,
+        "ResourceType": "VirtualMachine",
+        "Resources": vms,
+        "EventStatus": "Scheduled",
+        "NotBefore": AZURE_NOT_BEFORE,
+        "Description": "",
+        "EventSource": "Platform",
         "DurationInSeconds": -1,
-    }  # fmt: skip
+    }
 
 
 def test_azure_notice_is_a_preempt_event_naming_this_vm() -> None:
@@ -116,11 +127,16 @@ def test_azure_notice_is_a_preempt_event_naming_this_vm() -> None:
 
 
 def _settings(tmp_path: Path, **env: str) -> NodeSettings:
-    return NodeSettings.from_env({
-        "SYNDEO_CLUSTER_ID": "spot-w", "SYNDEO_RANK": "3", "SYNDEO_NODES": "4",
-        "SYNDEO_RENDEZVOUS": (tmp_path / "rdv").as_uri(), "SYNDEO_SCRATCH": "/tmp/spot-w",
-        **env,
-    })  # fmt: skip
+    return NodeSettings.from_env(
+        {
+            "SYNDEO_CLUSTER_ID": "spot-w",
+            "SYNDEO_RANK": "3",
+            "SYNDEO_NODES": "4",
+            "SYNDEO_RENDEZVOUS": (tmp_path / "rdv").as_uri(),
+            "SYNDEO_SCRATCH": "/tmp/spot-w",
+            **env,
+        }
+    )
 
 
 def test_the_watcher_drains_once_and_records_the_notice(tmp_path: Path) -> None:

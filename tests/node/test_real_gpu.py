@@ -44,11 +44,30 @@ def test_a_gpu_node_gives_its_gpu_to_a_task(tmp_path: Path, syndeo_home: Path) -
     cid = "tgpu"
     try:
         run = subprocess.run(
-            [sys.executable, "-m", "syndeo", "deploy", "--target", "local", "--nodes", "1",
-             "--gpus-per-node", "1", "--cluster-id", cid, "--results-dir", str(tmp_path / "r"),
-             "--run", f"python {probe}"],
-            cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "syndeo",
+                "deploy",
+                "--target",
+                "local",
+                "--nodes",
+                "1",
+                "--gpus-per-node",
+                "1",
+                "--cluster-id",
+                cid,
+                "--results-dir",
+                str(tmp_path / "r"),
+                "--run",
+                f"python {probe}",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert run.returncode == 0, run.stderr[-3000:]
         out = json.loads((tmp_path / "r" / cid / "result.json").read_text())
         visible, ids, smi_rc, smi_out = out["task"]

@@ -26,9 +26,13 @@ def _settings(tmp_path: Path, rendezvous: str) -> NodeSettings:
     scratch = Path(f"/tmp/sykept-{os.getpid()}")  # short: Ray's socket paths live below
     scratch.mkdir(mode=0o700, exist_ok=True)
     return NodeSettings(
-        cluster_id="kept", rank=0, nodes=1, rendezvous=rendezvous, scratch=scratch,
+        cluster_id="kept",
+        rank=0,
+        nodes=1,
+        rendezvous=rendezvous,
+        scratch=scratch,
         workdir=tmp_path / "work",
-    )  # fmt: skip
+    )
 
 
 def _broken_store(tmp_path: Path) -> str:

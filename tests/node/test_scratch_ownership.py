@@ -40,8 +40,9 @@ def _as(user: str, argv: list[str], env: dict[str, str] | None = None, **kw: obj
     return ["runuser", "-u", user, "--", "env", "-i", *pairs, *argv]
 
 
-def _run_as(user: str, argv: list[str], env: dict[str, str] | None = None,
-            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def _run_as(
+    user: str, argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         _as(user, argv, env), capture_output=True, text=True, timeout=120, cwd=cwd, check=False
     )
@@ -74,10 +75,13 @@ def planted() -> Iterator[list[Path]]:
 
 def _node_env(victim_dir: Path, scratch: Path) -> dict[str, str]:
     return {
-        "SYNDEO_CLUSTER_ID": "scratchtest", "SYNDEO_RANK": "1", "SYNDEO_NODES": "2",
-        "SYNDEO_RENDEZVOUS": (victim_dir / "rdv").as_uri(), "SYNDEO_SCRATCH": str(scratch),
+        "SYNDEO_CLUSTER_ID": "scratchtest",
+        "SYNDEO_RANK": "1",
+        "SYNDEO_NODES": "2",
+        "SYNDEO_RENDEZVOUS": (victim_dir / "rdv").as_uri(),
+        "SYNDEO_SCRATCH": str(scratch),
         "SYNDEO_JOIN_TIMEOUT": "3",
-    }  # fmt: skip
+    }
 
 
 def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
@@ -137,9 +141,10 @@ def test_container_node_checks_every_level_below_its_base(
     bindir.mkdir()
     (bindir / "apptainer").write_text(f"#!/bin/sh\nexec {CI_PYTHON} -m syndeo node\n")
     env = {
-        **_node_env(victim_dir, scratch), "SYNDEO_SCRATCH_BASE": "/var/tmp",
+        **_node_env(victim_dir, scratch),
+        "SYNDEO_SCRATCH_BASE": "/var/tmp",
         "SYNDEO_IMAGE": "/nonexistent/syndeo.sif",
-    }  # fmt: skip
+    }
     env_file = victim_dir / "node.env"
     env_file.write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items()))
     script = ROOT / "terraform" / "modules" / "node" / "files" / "syndeo-node"
@@ -147,9 +152,10 @@ def test_container_node_checks_every_level_below_its_base(
         shutil.chown(path, VICTIM, VICTIM)
     (bindir / "apptainer").chmod(0o755)
     proc = _run_as(
-        VICTIM, ["bash", str(script), str(env_file)],
+        VICTIM,
+        ["bash", str(script), str(env_file)],
         {"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin"},
-    )  # fmt: skip
+    )
     line = _one_line(proc)
     assert f"refusing scratch dir {cluster}: it belongs to {OTHER}" in line, line
     assert scratch.is_dir() and not list(scratch.iterdir())  # made by mkdir -p, left empty
@@ -172,10 +178,23 @@ def test_local_launcher_refuses_a_planted_scratch_root_and_starts_nothing(
     try:
         proc = _run_as(
             OTHER,
-            [str(CI_PYTHON), "-m", "syndeo", "deploy", "--target", "local", "--nodes", "1",
-             "--cluster-id", "tplanted", "--run", "python -c pass"],
-            {"SYNDEO_HOME": str(home / "home")}, cwd=home,
-        )  # fmt: skip
+            [
+                str(CI_PYTHON),
+                "-m",
+                "syndeo",
+                "deploy",
+                "--target",
+                "local",
+                "--nodes",
+                "1",
+                "--cluster-id",
+                "tplanted",
+                "--run",
+                "python -c pass",
+            ],
+            {"SYNDEO_HOME": str(home / "home")},
+            cwd=home,
+        )
         line = _one_line(proc)
         assert f"refusing scratch dir {root}: it belongs to {VICTIM}" in line, line
         assert not list(root.iterdir())  # nothing of ours went in

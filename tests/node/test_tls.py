@@ -80,9 +80,15 @@ def test_the_ca_is_short_lived_and_signs_only_leaves(ca: tls.Authority) -> None:
 # ---------------------------------------------------------------------- a node's certificate
 def _settings(tmp_path: Path, scratch: Path, **over: object) -> NodeSettings:
     base: dict[str, object] = dict(
-        cluster_id=CID, rank=1, nodes=2, rendezvous=(tmp_path / "rdv").as_uri(),
-        scratch=scratch, node_ip="127.0.0.11", join_timeout=5.0, launch_key=KEY,
-    )  # fmt: skip
+        cluster_id=CID,
+        rank=1,
+        nodes=2,
+        rendezvous=(tmp_path / "rdv").as_uri(),
+        scratch=scratch,
+        node_ip="127.0.0.11",
+        join_timeout=5.0,
+        launch_key=KEY,
+    )
     base.update(over)
     return NodeSettings.model_validate(base)
 
@@ -131,10 +137,15 @@ def test_without_a_node_ip_every_address_of_the_machine_is_named(tmp_path: Path)
 # ---------------------------------------------------------------------- the real node
 def _node_env(tmp_path: Path, scratch: Path, **extra: str) -> dict[str, str]:
     env = {
-        "SYNDEO_CLUSTER_ID": CID, "SYNDEO_RANK": "1", "SYNDEO_NODES": "2",
-        "SYNDEO_RENDEZVOUS": (tmp_path / "rdv").as_uri(), "SYNDEO_SCRATCH": str(scratch),
-        "SYNDEO_JOIN_TIMEOUT": "4", "SYNDEO_LAUNCH_KEY": KEY, "SYNDEO_TLS": "1",
-    }  # fmt: skip
+        "SYNDEO_CLUSTER_ID": CID,
+        "SYNDEO_RANK": "1",
+        "SYNDEO_NODES": "2",
+        "SYNDEO_RENDEZVOUS": (tmp_path / "rdv").as_uri(),
+        "SYNDEO_SCRATCH": str(scratch),
+        "SYNDEO_JOIN_TIMEOUT": "4",
+        "SYNDEO_LAUNCH_KEY": KEY,
+        "SYNDEO_TLS": "1",
+    }
     env.update(extra)
     return env
 

@@ -364,9 +364,14 @@ KEY = launchkey.new_key()
 
 def job(job_id: str = "j00001-abcdef", cluster: str = "c1", attempt: int = 0) -> JobSpec:
     return JobSpec(
-        job_id=job_id, cluster_id=cluster, attempt=attempt, command=["python", "x.py"],
-        env={"A": "1"}, workdir_digest=None, submitted_at=time.time(),
-    ).signed(KEY)  # fmt: skip
+        job_id=job_id,
+        cluster_id=cluster,
+        attempt=attempt,
+        command=["python", "x.py"],
+        env={"A": "1"},
+        workdir_digest=None,
+        submitted_at=time.time(),
+    ).signed(KEY)
 
 
 def test_control_is_one_list_of_stop_jobs_and_cancels(backend: Backend) -> None:

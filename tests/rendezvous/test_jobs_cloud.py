@@ -32,17 +32,40 @@ def test_a_job_over_s3_runs_follows_and_leaves_nothing(
     (work / "printer.py").write_text(PRINTER)
     try:
         up = syndeo(
-            "up", "--target", "local", "--nodes", "2", "--cluster-id", cid,
-            "--rendezvous", backend.uri, "--join-timeout", "240",
-            cwd=tmp_path, env=backend.env, timeout=400,
-        )  # fmt: skip
+            "up",
+            "--target",
+            "local",
+            "--nodes",
+            "2",
+            "--cluster-id",
+            cid,
+            "--rendezvous",
+            backend.uri,
+            "--join-timeout",
+            "240",
+            cwd=tmp_path,
+            env=backend.env,
+            timeout=400,
+        )
         assert up.returncode == 0, up.stderr[-3000:]
-        job = syndeo("submit", "--workdir", str(work), "--follow", "--", "python", "printer.py",
-                     cwd=tmp_path, env=backend.env, timeout=300)  # fmt: skip
+        job = syndeo(
+            "submit",
+            "--workdir",
+            str(work),
+            "--follow",
+            "--",
+            "python",
+            "printer.py",
+            cwd=tmp_path,
+            env=backend.env,
+            timeout=300,
+        )
         assert job.returncode == 0, job.stdout[-2000:] + job.stderr[-2000:]
         assert [ln for ln in job.stdout.splitlines() if ln.startswith("line")] == [
-            "line 0", "line 1", "line 2",
-        ]  # fmt: skip
+            "line 0",
+            "line 1",
+            "line 2",
+        ]
         job_id = job.stdout.splitlines()[0]
         again = syndeo("logs", "--job", job_id, cwd=tmp_path, env=backend.env)
         assert "line 2" in again.stdout

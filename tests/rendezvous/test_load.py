@@ -51,10 +51,21 @@ def test_a_serving_cluster_barely_polls_the_store(
     cid = "tload-s3"
     try:
         up = syndeo(
-            "up", "--target", "local", "--nodes", "2", "--cluster-id", cid,
-            "--rendezvous", backend.uri, "--join-timeout", "240",
-            cwd=tmp_path, env=backend.env, timeout=400,
-        )  # fmt: skip
+            "up",
+            "--target",
+            "local",
+            "--nodes",
+            "2",
+            "--cluster-id",
+            cid,
+            "--rendezvous",
+            backend.uri,
+            "--join-timeout",
+            "240",
+            cwd=tmp_path,
+            env=backend.env,
+            timeout=400,
+        )
         assert up.returncode == 0, up.stderr[-3000:]
         start = len(server.log.read_text(errors="replace"))
         time.sleep(WINDOW_S)

@@ -38,11 +38,25 @@ def test_local_cluster_meets_through_object_store(
     cid = f"tcloud-{kind}"
     try:
         proc = syndeo(
-            "deploy", "--target", "local", "--nodes", "2", "--cluster-id", cid,
-            "--rendezvous", backend.uri, "--results-dir", str(tmp_path / "res"),
-            "--join-timeout", "240", "--run", f"python {PROBE}",
-            cwd=tmp_path, env=backend.env, timeout=600,
-        )  # fmt: skip
+            "deploy",
+            "--target",
+            "local",
+            "--nodes",
+            "2",
+            "--cluster-id",
+            cid,
+            "--rendezvous",
+            backend.uri,
+            "--results-dir",
+            str(tmp_path / "res"),
+            "--join-timeout",
+            "240",
+            "--run",
+            f"python {PROBE}",
+            cwd=tmp_path,
+            env=backend.env,
+            timeout=600,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert read_json(tmp_path / "res" / cid / "deploy.json")["exit_code"] == 0
         result = read_json(tmp_path / "res" / cid / "result.json")

@@ -66,11 +66,24 @@ def test_running_workload_survives_a_store_outage(
     head_log_path = syndeo_home / "clusters" / cid / "node-0.log"
     try:
         proc = start_syndeo(
-            "deploy", "--target", "local", "--nodes", "2", "--cluster-id", cid,
-            "--rendezvous", backend.uri, "--results-dir", str(tmp_path / "res"),
-            "--join-timeout", "240", "--run", f"python {PROBE} 0 {OUTAGE_LIMIT_S} {ready} {go}",
-            cwd=tmp_path, env=backend.env,
-        )  # fmt: skip
+            "deploy",
+            "--target",
+            "local",
+            "--nodes",
+            "2",
+            "--cluster-id",
+            cid,
+            "--rendezvous",
+            backend.uri,
+            "--results-dir",
+            str(tmp_path / "res"),
+            "--join-timeout",
+            "240",
+            "--run",
+            f"python {PROBE} 0 {OUTAGE_LIMIT_S} {ready} {go}",
+            cwd=tmp_path,
+            env=backend.env,
+        )
         watcher = backend.open(cid)
         deadline = time.monotonic() + 300
         while True:

@@ -37,8 +37,12 @@ def test_container_nodes_meet_in_s3_with_credentials_only_in_the_environment(
         secret = f"s3cr3t-{uuid.uuid4().hex}"  # moto takes any; recognisable if leaked
         # moto answers STS at the same address: the nodes get a federation token for
         # the cluster's prefix, never the launcher's key (syndeo/launcher/nodecreds/).
-        env = {**user_run.env, **s3.env, "AWS_SECRET_ACCESS_KEY": secret,
-               "AWS_ENDPOINT_URL_STS": s3.endpoint}  # fmt: skip
+        env = {
+            **user_run.env,
+            **s3.env,
+            "AWS_SECRET_ACCESS_KEY": secret,
+            "AWS_ENDPOINT_URL_STS": s3.endpoint,
+        }
         proc = user_run.start(body, env)
         outcome = user_run.finish(proc)
         assert outcome["exit_code"] == 0, outcome

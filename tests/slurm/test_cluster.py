@@ -79,11 +79,31 @@ def test_bench_bringup_on_slurm_in_the_container(
     cfg = user_run.config('[slurm]\npartition = "debug"\ntime = "00:10:00"\n')
     out = user_run.root / "bringup.json"
     proc = subprocess.run(
-        as_user([*INVOKE, "bench-bringup", "--target", "slurm", "--nodes", "3", "--runs", "1",
-                 "--container", str(sif), "--config", str(cfg), "--out", str(out)],
-                user_run.env),
-        capture_output=True, text=True, cwd=user_run.root, timeout=900, check=False,
-    )  # fmt: skip
+        as_user(
+            [
+                *INVOKE,
+                "bench-bringup",
+                "--target",
+                "slurm",
+                "--nodes",
+                "3",
+                "--runs",
+                "1",
+                "--container",
+                str(sif),
+                "--config",
+                str(cfg),
+                "--out",
+                str(out),
+            ],
+            user_run.env,
+        ),
+        capture_output=True,
+        text=True,
+        cwd=user_run.root,
+        timeout=900,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     assert (doc["target"], doc["nodes"], doc["container"]) == ("slurm", 3, str(sif))
@@ -116,10 +136,15 @@ def test_two_jobs_share_nodes_and_cancel_one(
     # user who submitted.
     cid = UserRun.cluster_id(p_long)
     cancel = subprocess.run(
-        as_user([*INVOKE, "slurm.cancel", "--cluster-id", cid],
-                {**long_run.env, "SLURM_CONF": str(slurm_cluster.conf)}),
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        as_user(
+            [*INVOKE, "slurm.cancel", "--cluster-id", cid],
+            {**long_run.env, "SLURM_CONF": str(slurm_cluster.conf)},
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert cancel.returncode == 0 and cancel.stdout.strip() == f"cancelled {cid}", cancel
     cancelled = UserRun.finish(p_long)
     assert cancelled["exit_code"] != 0, cancelled
@@ -197,8 +222,11 @@ def test_requeued_job_starts_clean(
     cfg = user_run.config(job_config(tasks=40, seconds=1.0, slurm="requeue = true\n"))
     out = subprocess.run(
         as_user([str(CI_PYTHON), str(HERE / "submit_as_user.py"), str(cfg)], user_run.env),
-        capture_output=True, text=True, cwd=user_run.root, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=user_run.root,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     job = json.loads(out.stdout.strip().splitlines()[-1])
     scope = Path(job["rendezvous"].removeprefix("file://")) / job["cluster_id"]

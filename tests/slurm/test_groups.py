@@ -61,8 +61,12 @@ def _config(run: UserRun, groups: str, join_s: float = 240) -> Path:
 def _syndeo(run: UserRun, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         as_user([str(CI_PYTHON), "-m", "syndeo", *args], run.env),
-        capture_output=True, text=True, cwd=run.root, timeout=timeout, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=run.root,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _ci_jobs() -> list[str]:
@@ -90,13 +94,24 @@ def _probe(run: UserRun, launched: dict[str, Any], up_out: str, *ranks: str) -> 
     node = _show(head_job)["BatchHost"]
     ip = next(n.ip for n in slurmcluster.load().nodes if n.name == node)  # type: ignore[union-attr]
     step = [
-        "srun", f"--jobid={head_job}", "--overlap", "-N1", "-n1", f"--nodelist={node}",
-        str(CI_PYTHON), str(run.root / "groups_probe.py"), *ranks,
-    ]  # fmt: skip
+        "srun",
+        f"--jobid={head_job}",
+        "--overlap",
+        "-N1",
+        "-n1",
+        f"--nodelist={node}",
+        str(CI_PYTHON),
+        str(run.root / "groups_probe.py"),
+        *ranks,
+    ]
     proc = subprocess.run(
         as_user(step, {**run.env, **env, "PROBE_NODE_IP": ip}),
-        capture_output=True, text=True, cwd=run.root, timeout=180, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=run.root,
+        timeout=180,
+        check=False,
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("GROUPS-PROBE ")]
     assert lines, f"probe failed (rc {proc.returncode}): {proc.stderr[-3000:]}"
     out: dict[str, Any] = json.loads(lines[-1].removeprefix("GROUPS-PROBE "))
@@ -157,8 +172,10 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
         launched = json.loads((run.root / "home" / "clusters" / cid / "launched.json").read_text())
         entries = launched["data"]["groups"]
         assert [(e["group"], e["rank_base"]) for e in entries] == [
-            ("head", 0), ("cpu", 1), ("gpu", 2),
-        ]  # fmt: skip
+            ("head", 0),
+            ("cpu", 1),
+            ("gpu", 2),
+        ]
         head_job, cpu_job, gpu_job = (str(e["job_id"]) for e in entries)
 
         # Readiness: at the deadline every group had its min_nodes (gpu: 0), so the
@@ -176,8 +193,9 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
         subprocess.run(["scontrol", "release", gpu_job], check=True)
         _wait(
             lambda: _status(run, cid)["groups"] == {"head": [1, 1], "cpu": [1, 1], "gpu": [1, 1]},
-            180, "the late gpu group to join",
-        )  # fmt: skip
+            180,
+            "the late gpu group to join",
+        )
         head_start = _epoch(_show(head_job)["StartTime"])
         gpu_start = _epoch(_show(gpu_job)["StartTime"])
         # StartTime has whole seconds: the gpu job started after its release, after the head.
@@ -190,14 +208,24 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
         assert out["gpu_per_group"] == {"head": 0, "cpu": 0, "gpu": 1}
         assert [(t["group"], t["rank"]) for t in out["gpu_tasks"]] == [("gpu", "2")]
         assert {g: t["group"] for g, t in out["by_label"].items()} == {
-            "head": "head", "cpu": "cpu", "gpu": "gpu",
-        }  # fmt: skip
+            "head": "head",
+            "cpu": "cpu",
+            "gpu": "gpu",
+        }
 
         # grow: one more cpu node (rank 3, its own job) joins; work then runs on it.
         grow = _syndeo(
-            run, "grow", "--cluster-id", cid, "--group", "cpu", "--nodes", "1",
-            "--wait-s", "180",
-        )  # fmt: skip
+            run,
+            "grow",
+            "--cluster-id",
+            cid,
+            "--group",
+            "cpu",
+            "--nodes",
+            "1",
+            "--wait-s",
+            "180",
+        )
         assert grow.returncode == 0, grow.stderr[-3000:]
         launched = json.loads((run.root / "home" / "clusters" / cid / "launched.json").read_text())
         grown_job = str(launched["data"]["groups"][-1]["job_id"])
@@ -214,9 +242,17 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
         give_to_ci_user(run.root / "job")
         give_to_ci_user(run.root / "job" / "printer.py")
         job = _syndeo(
-            run, "submit", "--cluster-id", cid, "--workdir", str(run.root / "job"), "--follow",
-            "--", "python", "printer.py",
-        )  # fmt: skip
+            run,
+            "submit",
+            "--cluster-id",
+            cid,
+            "--workdir",
+            str(run.root / "job"),
+            "--follow",
+            "--",
+            "python",
+            "printer.py",
+        )
         assert job.returncode == 0, job.stdout[-2000:] + job.stderr[-2000:]
         assert "cluster cpus 4" in job.stdout and "succeeded" in job.stderr
 
@@ -227,12 +263,14 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
         assert shrink.returncode == 0 and grown_job in shrink.stderr, shrink.stderr[-2000:]
         _wait(
             lambda: commands.job_info(gpu_job).finished and commands.job_info(grown_job).finished,
-            120, "the cancelled jobs to end",
-        )  # fmt: skip
+            120,
+            "the cancelled jobs to end",
+        )
         _wait(
             lambda: _status(run, cid)["groups"] == {"head": [1, 1], "cpu": [1, 1], "gpu": [0, 1]},
-            60, "the head to count the groups that shrank",
-        )  # fmt: skip
+            60,
+            "the head to count the groups that shrank",
+        )
         assert commands.job_info(head_job).state == "RUNNING"
         assert commands.job_info(cpu_job).state == "RUNNING"
         assert _status(run, cid)["phase"] == "serving"

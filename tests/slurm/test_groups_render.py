@@ -22,18 +22,25 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 GROUPS = [
     {"name": "cpu", "nodes": 2, "cpus_per_node": 4, "min_nodes": 1},
     {
-        "name": "gpu", "nodes": 1, "cpus_per_node": 2, "gpus_per_node": 1,
+        "name": "gpu",
+        "nodes": 1,
+        "cpus_per_node": 2,
+        "gpus_per_node": 1,
         "slurm": {"partition": "gpu", "time": "02:00:00", "extra_sbatch": ["--begin=now+60"]},
     },
-]  # fmt: skip
+]
 SLURM = {"job_dir": "/shared/u/syndeo", "python": "/shared/u/venv/bin/python", "partition": "cpu"}
 
 
 def _target_and_spec(**over: object) -> tuple[SlurmTarget, ClusterSpec]:
     cfg = load_config(
-        target="slurm", groups=GROUPS, slurm=SLURM, workdir="/shared/u/work",
-        run="python train.py --epochs 3", **over,
-    )  # fmt: skip
+        target="slurm",
+        groups=GROUPS,
+        slurm=SLURM,
+        workdir="/shared/u/work",
+        run="python train.py --epochs 3",
+        **over,
+    )
     spec = ClusterSpec.from_config(cfg, "file:///shared/u/rdv", "slurm-0123abcd")
     return SlurmTarget(cfg), spec.model_copy(update={"not_before": 1795000000.0})
 
@@ -49,8 +56,10 @@ def test_one_job_per_group_golden() -> None:
     target, spec = _target_and_spec()
     jobs = target._jobs(spec)
     assert [(j.group, j.rank_base, j.head_job, j.shape.nodes) for j in jobs] == [
-        ("head", 0, True, 1), ("cpu", 1, False, 2), ("gpu", 3, False, 1),
-    ]  # fmt: skip
+        ("head", 0, True, 1),
+        ("cpu", 1, False, 2),
+        ("gpu", 3, False, 1),
+    ]
     text = target.script(spec)
     _golden("groups-head-cpu-gpu", text)
     for job in jobs:

@@ -25,11 +25,20 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 
 def _spec(**over: Any) -> ClusterSpec:
     base: dict[str, Any] = dict(
-        target="slurm", cluster_id="slurm-0123abcd", rendezvous="file:///shared/u/rdv",
-        nodes=3, cpus=4, gpus=0, memory_mb=None, object_store_mb=None, join_timeout=120.0,
-        run="python -m syndeo.bench run --env CartPole-v1", workdir=Path("/shared/u/work"),
-        image=None, not_before=1795000000.0,
-    )  # fmt: skip
+        target="slurm",
+        cluster_id="slurm-0123abcd",
+        rendezvous="file:///shared/u/rdv",
+        nodes=3,
+        cpus=4,
+        gpus=0,
+        memory_mb=None,
+        object_store_mb=None,
+        join_timeout=120.0,
+        run="python -m syndeo.bench run --env CartPole-v1",
+        workdir=Path("/shared/u/work"),
+        image=None,
+        not_before=1795000000.0,
+    )
     base.update(over)
     return ClusterSpec(**base)
 
@@ -46,18 +55,24 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "gpu-gres-account": (
         {"gpus": 2, "memory_mb": 64000, "nodes": 4},
         {
-            "partition": "gpu", "account": "proj42", "qos": "high", "requeue": True,
-            "interface": "ib0", "time": "1-00:00:00",
+            "partition": "gpu",
+            "account": "proj42",
+            "qos": "high",
+            "requeue": True,
+            "interface": "ib0",
+            "time": "1-00:00:00",
         },
     ),
     "gpu-per-task-extra": (
         {"gpus": 1, "nodes": 2, "cpus": 8},
         {
-            "gpu_request": "gpus-per-task", "tolerate_node_loss": False,
-            "extra_sbatch": ["--constraint=a100", "--mail-type=END"], "scratch_dir": "/scratch",
+            "gpu_request": "gpus-per-task",
+            "tolerate_node_loss": False,
+            "extra_sbatch": ["--constraint=a100", "--mail-type=END"],
+            "scratch_dir": "/scratch",
         },
     ),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -162,18 +177,29 @@ def test_scratch_line_is_one_word_with_slurms_ids(tmp_path: Path) -> None:
     text = _script(_spec(), scratch_dir="/scratch/u-1.x_y")
     (line,) = [ln.strip() for ln in text.splitlines() if "export SYNDEO_SCRATCH=" in ln]
     out = subprocess.run(
-        ["bash", "-c", f'{line}; printf %s "$SYNDEO_SCRATCH"'], cwd=tmp_path,
-        env={"SLURM_JOB_ID": "77", "SLURM_PROCID": "2"}, capture_output=True, text=True,
+        ["bash", "-c", f'{line}; printf %s "$SYNDEO_SCRATCH"'],
+        cwd=tmp_path,
+        env={"SLURM_JOB_ID": "77", "SLURM_PROCID": "2"},
+        capture_output=True,
+        text=True,
         check=True,
-    )  # fmt: skip
+    )
     assert out.stdout == "/scratch/u-1.x_y/sy-77-2"
 
 
 @pytest.mark.parametrize(
     "value",
-    ["/shared/u dir", "/shared/u\ntouch /tmp/x", "/shared/u\r", "/shared/#x", "/shared/'x'",
-     '/shared/"x"', "/shared/a\\b", "/shared/100%j"],
-)  # fmt: skip
+    [
+        "/shared/u dir",
+        "/shared/u\ntouch /tmp/x",
+        "/shared/u\r",
+        "/shared/#x",
+        "/shared/'x'",
+        '/shared/"x"',
+        "/shared/a\\b",
+        "/shared/100%j",
+    ],
+)
 def test_job_dir_sbatch_cannot_read_is_refused_in_one_line(value: str) -> None:
     """The job dir is in ``#SBATCH --output=…``, read by sbatch, not bash: sbatch splits
     at whitespace, strips quotes and backslashes, ends at '#', expands '%'; after a line

@@ -48,11 +48,20 @@ def test_the_target_submits_what_it_rendered_whatever_is_in_the_job_dir(
     job_dir = tmp_path / "shared"
     cfg = load_config(target="slurm", slurm={"job_dir": str(job_dir), "python": "python3"})
     spec = ClusterSpec(
-        target="slurm", cluster_id="slurm-0123abcd", rendezvous=(tmp_path / "rdv").as_uri(),
-        nodes=2, cpus=1, gpus=0, memory_mb=None, object_store_mb=None, join_timeout=120.0,
-        run="python -m syndeo.bench run --env CartPole-v1", workdir=None, image=None,
+        target="slurm",
+        cluster_id="slurm-0123abcd",
+        rendezvous=(tmp_path / "rdv").as_uri(),
+        nodes=2,
+        cpus=1,
+        gpus=0,
+        memory_mb=None,
+        object_store_mb=None,
+        join_timeout=120.0,
+        run="python -m syndeo.bench run --env CartPole-v1",
+        workdir=None,
+        image=None,
         not_before=1795000000.0,
-    )  # fmt: skip
+    )
     target = SlurmTarget(cfg)
     job = target._job(spec)
     job.job_dir.mkdir(parents=True)

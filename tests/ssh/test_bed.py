@@ -32,8 +32,11 @@ def _ok(bed: sshhosts.Bed, host: sshhosts.SshHost, command: str) -> str:
 def _as_user(bed: sshhosts.Bed, argv: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["runuser", "-u", bed.user, "--", *argv],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_user_logs_in_to_each_host_which_has_its_own_name_and_address(
@@ -75,8 +78,11 @@ def test_login_is_key_only_and_host_keys_are_checked(
     # root may not log in even with the right key.
     root = subprocess.run(
         ["ssh", *bed.ssh_options(), f"root@{host.ip}", "true"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert root.returncode == 255 and "Permission denied" in root.stderr
 
 

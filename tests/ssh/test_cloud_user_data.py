@@ -55,16 +55,19 @@ SCHEME = {"aws": "s3", "gcp": "gs", "azure": "az"}
 SETTINGS: dict[str, dict[str, str]] = {
     "aws": {"region": "us-east-1", "instance_type": "c7i.large", "image": "ami-0123456789abcdef0"},
     "gcp": {
-        "region": "europe-west4", "project": "syndeo-test", "instance_type": "c3-standard-4",
+        "region": "europe-west4",
+        "project": "syndeo-test",
+        "instance_type": "c3-standard-4",
         "image": "projects/syndeo-test/global/images/syndeo-node",
     },
     "azure": {
-        "region": "westeurope", "storage_account": "devstoreaccount1",
+        "region": "westeurope",
+        "storage_account": "devstoreaccount1",
         "instance_type": "Standard_D4s_v5",
         "image": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/images"
         "/providers/Microsoft.Compute/images/syndeo-node",
     },
-}  # fmt: skip
+}
 # What the node environment holds besides SYNDEO_*, by who puts it there:
 #  module:    the cloud module itself (its `module "nodes"` extra_env)
 #  forwarded: the target, from the launcher's environment (endpoints only)
@@ -183,8 +186,10 @@ def _schema_ok(doc: str, path: Path) -> None:
     path.write_text(doc)
     res = subprocess.run(
         ["cloud-init", "schema", "--config-file", str(path)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert res.returncode == 0 and "Valid cloud-config" in res.stdout, res.stdout + res.stderr
 
 
@@ -265,14 +270,19 @@ def test_cloud_user_data_forms_the_cluster(
         emulator = {**server.env, **({"NO_GCE_CHECK": "true"} if kind == "gs" else {})}
         for k, v in emulator.items():
             monkeypatch.setenv(k, v)  # the launcher's environment
-        cfg = DeployConfig.model_validate({
-            "target": cloud, "nodes": 3, "cpus_per_node": 1, "join_timeout_s": 120,
-            "cluster_id": f"ud-{cloud}-{uuid.uuid4().hex[:6]}",
-            "rendezvous": f"{kind}://{bucket}/syndeo",
-            "results_dir": str(tmp_path / "results"),
-            "bench": {"samples_per_cpu": 200, "repeats": 1},
-            cloud: SETTINGS[cloud],
-        })  # fmt: skip
+        cfg = DeployConfig.model_validate(
+            {
+                "target": cloud,
+                "nodes": 3,
+                "cpus_per_node": 1,
+                "join_timeout_s": 120,
+                "cluster_id": f"ud-{cloud}-{uuid.uuid4().hex[:6]}",
+                "rendezvous": f"{kind}://{bucket}/syndeo",
+                "results_dir": str(tmp_path / "results"),
+                "bench": {"samples_per_cpu": 200, "repeats": 1},
+                cloud: SETTINGS[cloud],
+            }
+        )
         # deploy's own first step: target, spec, and the claimed rendezvous.
         target, spec, rdv = _prepare(cfg, Ui(quiet=True))
         assert isinstance(target, TerraformTarget)
@@ -287,10 +297,17 @@ def test_cloud_user_data_forms_the_cluster(
 
 
 def _run_cluster(
-    cloud: str, server: Server, cfg: DeployConfig, target: TerraformTarget, spec: Any,
-    rdv: Rendezvous, vms: list[VmHost], emulator: dict[str, str],
-    origin: dict[str, set[str]], tmp_path: Path,
-) -> None:  # fmt: skip
+    cloud: str,
+    server: Server,
+    cfg: DeployConfig,
+    target: TerraformTarget,
+    spec: Any,
+    rdv: Rendezvous,
+    vms: list[VmHost],
+    emulator: dict[str, str],
+    origin: dict[str, set[str]],
+    tmp_path: Path,
+) -> None:
     tfvars = target.tfvars(spec)  # what `deploy --target <cloud>` writes
     forwarded = tfvars["node"]["extra_env"]
     assert set(forwarded) == origin["forwarded"], forwarded

@@ -33,8 +33,10 @@ def _doc(**keys: Any) -> str:
 def test_the_baked_unit_is_understood() -> None:
     unit = Unit.load(UNIT_FILE)
     assert (unit.name, unit.exec_start, unit.environment_file) == (
-        "syndeo-node", "/usr/local/libexec/syndeo-node", ENV_FILE,
-    )  # fmt: skip
+        "syndeo-node",
+        "/usr/local/libexec/syndeo-node",
+        ENV_FILE,
+    )
     assert unit.user == "syndeo" and unit.timeout_stop_s == 60
 
 

@@ -41,9 +41,10 @@ def _ssh_section(
     hosts = hosts or [h.ip for h in bed.hosts]
     # With flags the file names a wrong login, host and key: only the flags can work.
     named = (
-        'hosts = ["192.0.2.1"]\nuser = "nobody"\nkey = "/nonexistent"\n' if flags
+        'hosts = ["192.0.2.1"]\nuser = "nobody"\nkey = "/nonexistent"\n'
+        if flags
         else f'hosts = {json.dumps(hosts)}\nkey = "{bed.key}"\n'
-    )  # fmt: skip
+    )
     return (
         f'[ssh]\n{named}known_hosts = "{bed.known_hosts}"\n'
         f'python = "{CI_PYTHON}"\nconnect_timeout_s = 20\n'
@@ -115,9 +116,12 @@ def test_bare_nodes_file_rendezvous(ssh_hosts: sshhosts.Bed, run: UserRun) -> No
     shows), not the file."""
     argv = run.argv(_body(run, ssh_hosts, flags=True), *_flags(ssh_hosts))
     proc = subprocess.Popen(
-        as_user(argv, run.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        as_user(argv, run.env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         cwd=run.root,
-    )  # fmt: skip
+    )
     outcome = UserRun.finish(proc, timeout=600)
     summary = _benchmark(outcome)
     machines = summary["machines"]
@@ -135,8 +139,14 @@ def test_dry_run_with_the_readme_flags_creates_nothing(
     """``invoke deploy --target ssh --hosts … --ssh-user U --ssh-key K --dry-run``: the
     tfvars and terraform commands it would run, the flags over the file, and nothing made."""
     argv = run.argv(_body(run, ssh_hosts, flags=True), *_flags(ssh_hosts), "--dry-run")
-    out = subprocess.run(as_user(argv, run.env), capture_output=True, text=True, cwd=run.root,
-                         timeout=120, check=False)  # fmt: skip
+    out = subprocess.run(
+        as_user(argv, run.env),
+        capture_output=True,
+        text=True,
+        cwd=run.root,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     tfvars = json.loads("\n".join(ln[4:] for ln in lines if ln.startswith("#   ")))
@@ -219,8 +229,11 @@ def _launcher(run: UserRun, body: str) -> subprocess.Popen[str]:
     cfg = run.config(body)
     return subprocess.Popen(
         as_user([str(CI_PYTHON), "-m", "syndeo", "deploy", "--config", str(cfg)], run.env),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=run.root,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=run.root,
+    )
 
 
 def test_ctrl_c_during_apply_destroys(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
@@ -248,8 +261,10 @@ def test_sigterm_during_the_run_destroys(ssh_hosts: sshhosts.Bed, run: UserRun) 
     launcher = launcher_of(proc)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        phases = [json.loads(p.read_text()).get("phase") for p in
-                  (run.root / "rdv").glob("*/a0/status.json")]  # fmt: skip
+        phases = [
+            json.loads(p.read_text()).get("phase")
+            for p in (run.root / "rdv").glob("*/a0/status.json")
+        ]
         if "running" in phases:
             break
         time.sleep(0.3)
@@ -283,8 +298,12 @@ def test_up_then_down(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
     cfg = run.config(_body(run, ssh_hosts))
     up = subprocess.run(
         as_user([str(CI_PYTHON), "-m", "syndeo", "up", "--config", str(cfg)], run.env),
-        capture_output=True, text=True, cwd=run.root, timeout=600, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=run.root,
+        timeout=600,
+        check=False,
+    )
     assert up.returncode == 0, up.stderr[-3000:]
     assert "is up: 3 nodes" in up.stdout
     cluster_id = up.stdout.split("Cluster ", 1)[1].split(" ", 1)[0]
@@ -299,17 +318,39 @@ def test_up_then_down(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
     give_to_ci_user(run.root / "job")
     give_to_ci_user(run.root / "job" / "printer.py")
     job = subprocess.run(
-        as_user([str(CI_PYTHON), "-m", "syndeo", "submit", "--cluster-id", cluster_id,
-                 "--workdir", str(run.root / "job"), "--follow", "--", "python", "printer.py"],
-                run.env),
-        capture_output=True, text=True, cwd=run.root, timeout=300, check=False,
-    )  # fmt: skip
+        as_user(
+            [
+                str(CI_PYTHON),
+                "-m",
+                "syndeo",
+                "submit",
+                "--cluster-id",
+                cluster_id,
+                "--workdir",
+                str(run.root / "job"),
+                "--follow",
+                "--",
+                "python",
+                "printer.py",
+            ],
+            run.env,
+        ),
+        capture_output=True,
+        text=True,
+        cwd=run.root,
+        timeout=300,
+        check=False,
+    )
     assert job.returncode == 0, job.stderr[-3000:]
     assert "line 1 " in job.stdout and "succeeded" in job.stderr
     down = subprocess.run(
         as_user([str(CI_PYTHON), "-m", "syndeo", "down", "--cluster-id", cluster_id], run.env),
-        capture_output=True, text=True, cwd=run.root, timeout=600, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=run.root,
+        timeout=600,
+        check=False,
+    )
     assert down.returncode == 0, down.stderr[-3000:]
     assert f"cluster {cluster_id} is down" in down.stderr + down.stdout
     _assert_clean(ssh_hosts, run)
@@ -330,10 +371,24 @@ def test_deploy_run_output_is_shown_live_and_kept(ssh_hosts: sshhosts.Bed, run: 
     give_to_ci_user(run.root / "printer.py")
     cfg = run.config(_body(run, ssh_hosts))
     proc = subprocess.Popen(
-        as_user([str(CI_PYTHON), "-m", "syndeo", "deploy", "--config", str(cfg),
-                 "--run", "python printer.py"], run.env),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=run.root,
-    )  # fmt: skip
+        as_user(
+            [
+                str(CI_PYTHON),
+                "-m",
+                "syndeo",
+                "deploy",
+                "--config",
+                str(cfg),
+                "--run",
+                "python printer.py",
+            ],
+            run.env,
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=run.root,
+    )
     arrived: dict[int, tuple[float, float]] = {}
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -356,15 +411,20 @@ def test_deploy_run_output_is_shown_live_and_kept(ssh_hosts: sshhosts.Bed, run: 
 
 def test_bad_input_starts_nothing(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
     cases = {
-        "unknown host": (_body(run, ssh_hosts).replace(ssh_hosts.hosts[0].ip, "10.98.250.99"),
-                         "is not in"),
-        "missing key": (_body(run, ssh_hosts).replace(str(ssh_hosts.key), "/nonexistent/key"),
-                        "key file /nonexistent/key not found"),
+        "unknown host": (
+            _body(run, ssh_hosts).replace(ssh_hosts.hosts[0].ip, "10.98.250.99"),
+            "is not in",
+        ),
+        "missing key": (
+            _body(run, ssh_hosts).replace(str(ssh_hosts.key), "/nonexistent/key"),
+            "key file /nonexistent/key not found",
+        ),
         "root login": (_body(run, ssh_hosts) + 'user = "root"\n', "nodes run unprivileged"),
-        "hosts vs nodes": (_body(run, ssh_hosts).replace('target = "ssh"\n',
-                                                        'target = "ssh"\nnodes = 2\n'),
-                           "2 nodes asked for but 3 hosts given"),
-    }  # fmt: skip
+        "hosts vs nodes": (
+            _body(run, ssh_hosts).replace('target = "ssh"\n', 'target = "ssh"\nnodes = 2\n'),
+            "2 nodes asked for but 3 hosts given",
+        ),
+    }
     for name, (body, expected) in cases.items():
         outcome = run.deploy(body)
         assert outcome["exit_code"] != 0, (name, outcome)
@@ -395,8 +455,10 @@ def test_node_groups_on_hosts(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
     assert out["groups"] == {"head": [0], "cpu": [1], "big": [2]}
     assert out["cpu_per_group"] == {"head": 1, "cpu": 2, "big": 1}
     assert {g: (t["group"], t["host"]) for g, t in out["by_label"].items()} == {
-        "head": ("head", "host1"), "cpu": ("cpu", "host3"), "big": ("big", "host2"),
-    }  # fmt: skip
+        "head": ("head", "host1"),
+        "cpu": ("cpu", "host3"),
+        "big": ("big", "host2"),
+    }
     assert out["by_rank"]["1"]["host"] == "host3"
     assert "head 1/1, cpu 1/1, big 1/1" in outcome["_stderr"]
     summary = json.loads((Path(outcome["result_path"]).parent / "deploy.json").read_text())
@@ -408,8 +470,12 @@ def test_node_groups_on_hosts(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
 def _syndeo(run: UserRun, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         as_user([str(CI_PYTHON), "-m", "syndeo", *args], run.env),
-        capture_output=True, text=True, cwd=run.root, timeout=600, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=run.root,
+        timeout=600,
+        check=False,
+    )
 
 
 def _nodes_on(bed: sshhosts.Bed, index: int) -> list[str]:
@@ -437,7 +503,7 @@ def test_grow_and_shrink_an_up_cluster_on_hosts(ssh_hosts: sshhosts.Bed, run: Us
         assert refused.returncode == 2 and f"host {h2} already runs a node" in refused.stderr
         grow = _syndeo(
             run, "grow", "--cluster-id", cid, "--group", "cpu", "--hosts", h3, "--wait-s", "180"
-        )  # fmt: skip
+        )
         assert grow.returncode == 0, grow.stderr[-3000:]
         assert f"rank 2 on {h3}" in grow.stdout + grow.stderr
         assert "group cpu has 2 node(s)" in grow.stdout + grow.stderr
@@ -481,15 +547,38 @@ def test_a_failing_start_leaves_nothing_another_user_can_read_or_write(
     assert secret not in json.dumps(outcome)
     # What the other user sees of ours, written since the start, where hosts keep
     # scratch files (the hosts share this machine's /tmp; their home dirs are 0700).
-    dirs = ["/tmp", "/var/tmp", "/dev/shm", str(sshhosts.HOST_DISK), f"/home/{CI_USER}",
-            *(str(ssh_hosts.disk(h)) for h in ssh_hosts.hosts)]  # fmt: skip
+    dirs = [
+        "/tmp",
+        "/var/tmp",
+        "/dev/shm",
+        str(sshhosts.HOST_DISK),
+        f"/home/{CI_USER}",
+        *(str(ssh_hosts.disk(h)) for h in ssh_hosts.hosts),
+    ]
 
     def other_finds(test: str) -> list[str]:
         found = subprocess.run(
-            ["runuser", "-u", OTHER_USER, "--", "find", *dirs, "-xdev", "-user", CI_USER,
-             "-newermt", f"@{started}", "-type", "f", test],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+            [
+                "runuser",
+                "-u",
+                OTHER_USER,
+                "--",
+                "find",
+                *dirs,
+                "-xdev",
+                "-user",
+                CI_USER,
+                "-newermt",
+                f"@{started}",
+                "-type",
+                "f",
+                test,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert found.returncode in (0, 1), found.stderr  # 1: a dir it may not enter
         assert "-newermt" not in found.stderr, found.stderr
         return found.stdout.split()
@@ -498,8 +587,7 @@ def test_a_failing_start_leaves_nothing_another_user_can_read_or_write(
     for path in other_finds("-readable"):
         with contextlib.suppress(OSError):
             assert secret not in Path(path).read_text(errors="replace"), path
-    scripts = [p for p in Path("/tmp").glob("terraform_*.sh")
-               if p.stat().st_mtime >= started]  # fmt: skip
+    scripts = [p for p in Path("/tmp").glob("terraform_*.sh") if p.stat().st_mtime >= started]
     assert not scripts, f"remote-exec scripts left in /tmp: {scripts}"
     _assert_clean(ssh_hosts, run)
 

@@ -90,12 +90,17 @@ def terraform() -> str:
     return exe
 
 
-def run_tf(*args: str, cwd: Path, env: dict[str, str] | None = None,
-           timeout: float = 300) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def run_tf(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [terraform(), *args], cwd=cwd, env=env or TF_ENV, capture_output=True, text=True,
+        [terraform(), *args],
+        cwd=cwd,
+        env=env or TF_ENV,
+        capture_output=True,
+        text=True,
         timeout=timeout,
-    )  # fmt: skip
+    )
 
 
 NODE_MODULE = TERRAFORM / "modules" / "node"
@@ -108,8 +113,11 @@ def node_module_call(source: str, inputs: dict[str, Any]) -> dict[str, Any]:
     """A ``module`` block calling the node module with flat ``inputs``: the node
     settings go into its ``node`` object, launch_key and target_env stay variables."""
     node = {k: v for k, v in inputs.items() if k not in NODE_MODULE_OWN}
-    return {"source": source, "node": node,
-            **{k: v for k, v in inputs.items() if k in NODE_MODULE_OWN}}  # fmt: skip
+    return {
+        "source": source,
+        "node": node,
+        **{k: v for k, v in inputs.items() if k in NODE_MODULE_OWN},
+    }
 
 
 def render_node_module(

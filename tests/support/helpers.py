@@ -16,22 +16,31 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def syndeo(*args: str, cwd: Path, env: dict[str, str] | None = None,
-           timeout: float = 300) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def syndeo(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     """Run ``python -m syndeo ARGS`` to completion and return its output."""
     return subprocess.run(
         [sys.executable, "-m", "syndeo", *args],
-        cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
-        timeout=timeout, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def start_syndeo(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "syndeo", *args],
-        cwd=cwd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def processes_of(cluster_id: str) -> list[psutil.Process]:
@@ -163,8 +172,11 @@ def run_node(env: dict[str, str], timeout: float = 60) -> subprocess.CompletedPr
     """``syndeo node`` in this interpreter with ``env`` added, to its end."""
     return subprocess.run(
         [sys.executable, "-m", "syndeo", "node"],
-        env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @contextlib.contextmanager

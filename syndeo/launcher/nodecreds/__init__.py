@@ -48,17 +48,34 @@ STS_MIN_S, STS_MAX_S = 900, 129_600
 # Variables that name the launcher's own credentials (or where to find them): never
 # forwarded once scoped ones replace them.
 _AWS_OWN = (
-    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-    "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_ROLE_ARN", "AWS_ROLE_SESSION_NAME",
-    "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-    "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
-)  # fmt: skip
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_ROLE_ARN",
+    "AWS_ROLE_SESSION_NAME",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+)
 _AZ_OWN = (
-    "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN",
-    "AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PATH",
-    "AZURE_FEDERATED_TOKEN_FILE", "IDENTITY_ENDPOINT", "IDENTITY_HEADER", "MSI_ENDPOINT",
-    "MSI_SECRET", "AZURE_AUTHORITY_HOST",
-)  # fmt: skip
+    "AZURE_STORAGE_CONNECTION_STRING",
+    "AZURE_STORAGE_KEY",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_CLIENT_ID",
+    "AZURE_TENANT_ID",
+    "AZURE_CLIENT_SECRET",
+    "AZURE_CLIENT_CERTIFICATE_PATH",
+    "AZURE_FEDERATED_TOKEN_FILE",
+    "IDENTITY_ENDPOINT",
+    "IDENTITY_HEADER",
+    "MSI_ENDPOINT",
+    "MSI_SECRET",
+    "AZURE_AUTHORITY_HOST",
+)
 
 
 @dataclass
@@ -89,17 +106,20 @@ def session_policy(bucket: str, prefix: str, cluster_id: str) -> dict[str, Any]:
         "Version": "2012-10-17",
         "Statement": [
             {
-                "Sid": "ListClusterPrefix", "Effect": "Allow", "Action": "s3:ListBucket",
+                "Sid": "ListClusterPrefix",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
                 "Resource": f"arn:aws:s3:::{bucket}",
                 "Condition": {"StringLike": {"s3:prefix": [f"{base}*"]}},
             },
             {
-                "Sid": "ClusterRecords", "Effect": "Allow",
+                "Sid": "ClusterRecords",
+                "Effect": "Allow",
                 "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
                 "Resource": f"arn:aws:s3:::{bucket}/{base}*",
             },
         ],
-    }  # fmt: skip
+    }
 
 
 def node_credentials(
@@ -134,15 +154,19 @@ def _aws(
     frozen = creds.get_frozen_credentials()
     if frozen.token:
         # STS federates only long-term keys: forward what was resolved, by value.
-        own = {"AWS_ACCESS_KEY_ID": frozen.access_key, "AWS_SECRET_ACCESS_KEY": frozen.secret_key,
-               "AWS_SESSION_TOKEN": frozen.token}  # fmt: skip
+        own = {
+            "AWS_ACCESS_KEY_ID": frozen.access_key,
+            "AWS_SECRET_ACCESS_KEY": frozen.secret_key,
+            "AWS_SESSION_TOKEN": frozen.token,
+        }
         return NodeCredentials({**keep, **own}, "temporary, not scoped", names=sorted(own))
     if _sts_unknown(env):
         # An S3-compatible store of its own (MinIO, Ceph): STS is AWS's unless named.
         return NodeCredentials(
-            forwarded, "forwarded, not scoped (a store at its own endpoint: set "
+            forwarded,
+            "forwarded, not scoped (a store at its own endpoint: set "
             "AWS_ENDPOINT_URL_STS if it offers STS GetFederationToken)",
-        )  # fmt: skip
+        )
     bucket, prefix = parse_bucket_uri(uri, "s3")
     seconds = int(min(max(lifetime_s, STS_MIN_S), STS_MAX_S))
     try:
@@ -158,9 +182,11 @@ def _aws(
             f"{str(exc).splitlines()[0]}; allow it to your IAM user, or run the launcher with "
             "role credentials (they are forwarded unscoped)"
         ) from None
-    own = {"AWS_ACCESS_KEY_ID": token["AccessKeyId"],
-           "AWS_SECRET_ACCESS_KEY": token["SecretAccessKey"],
-           "AWS_SESSION_TOKEN": token["SessionToken"]}  # fmt: skip
+    own = {
+        "AWS_ACCESS_KEY_ID": token["AccessKeyId"],
+        "AWS_SECRET_ACCESS_KEY": token["SecretAccessKey"],
+        "AWS_SESSION_TOKEN": token["SessionToken"],
+    }
     expires = token["Expiration"]
     return NodeCredentials(
         {**keep, **own}, "scoped to the cluster's prefix", expires.timestamp(), sorted(own)
@@ -201,17 +227,22 @@ def _azure(
 
     expires = datetime.now(UTC) + timedelta(seconds=max(lifetime_s, STS_MIN_S))
     sas = generate_container_sas(
-        account_name=account, container_name=container, account_key=key,
+        account_name=account,
+        container_name=container,
+        account_key=key,
         permission=ContainerSasPermissions(
             read=True, add=True, create=True, write=True, delete=True, list=True
         ),
-        expiry=expires, protocol="https" if url.startswith("https:") else "https,http",
-    )  # fmt: skip
+        expiry=expires,
+        protocol="https" if url.startswith("https:") else "https,http",
+    )
     own = {"SYNDEO_AZURE_ACCOUNT_URL": url, "AZURE_STORAGE_SAS_TOKEN": sas}
     return NodeCredentials(
-        {**keep, **own}, f"a SAS of container {container}", expires.timestamp(),
+        {**keep, **own},
+        f"a SAS of container {container}",
+        expires.timestamp(),
         ["AZURE_STORAGE_SAS_TOKEN"],
-    )  # fmt: skip
+    )
 
 
 def _azure_account_key(env: Mapping[str, str]) -> tuple[str | None, str | None, str | None]:

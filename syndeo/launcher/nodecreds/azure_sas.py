@@ -102,12 +102,15 @@ def user_delegation_sas(
             f"({type(exc).__name__}: {_first_line(exc)})"
         ) from None
     token = generate_container_sas(
-        account_name=str(svc.account_name), container_name=container, user_delegation_key=key,
+        account_name=str(svc.account_name),
+        container_name=container,
+        user_delegation_key=key,
         permission=ContainerSasPermissions(
             read=True, add=True, create=True, write=True, delete=True, list=True
         ),
-        expiry=expires, protocol="https" if url.startswith("https:") else "https,http",
-    )  # fmt: skip
+        expiry=expires,
+        protocol="https" if url.startswith("https:") else "https,http",
+    )
     return DelegatedSas(token, expires, capped=life > longest)
 
 

@@ -177,9 +177,13 @@ class Renewer:
     the cluster's ``creds/gcs`` (and ``files``); :meth:`tick` from a loop (the watcher's)."""
 
     def __init__(
-        self, uri: str, cluster_id: str, launch_key: str, say: Callable[[str], None],
+        self,
+        uri: str,
+        cluster_id: str,
+        launch_key: str,
+        say: Callable[[str], None],
         files: Sequence[Path] = (),
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.uri, self.cluster_id, self.launch_key, self.say = uri, cluster_id, launch_key, say
         self.files = list(files)
         self.next_at = 0.0  # at once: a node that started late gets a full hour

@@ -160,9 +160,12 @@ class AwsTarget(CloudTarget):
             values = [s.zone or s.region]
             try:
                 found = ec2.describe_instance_type_offerings(
-                    **where, Filters=[{"Name": "instance-type", "Values": [itype]},
-                                      {"Name": "location", "Values": values}],
-                )["InstanceTypeOfferings"]  # fmt: skip
+                    **where,
+                    Filters=[
+                        {"Name": "instance-type", "Values": [itype]},
+                        {"Name": "location", "Values": values},
+                    ],
+                )["InstanceTypeOfferings"]
             except (BotoCoreError, ClientError) as exc:
                 raise ConfigError(f"aws: cannot look up instance types: {_why(exc)}") from None
             if not found:
@@ -201,10 +204,13 @@ class AwsTarget(CloudTarget):
         wanted = self._type_counts()
         try:
             running = [
-                i for page in ec2.get_paginator("describe_instances").paginate(
-                    Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}])
-                for r in page["Reservations"] for i in r["Instances"]
-            ]  # fmt: skip
+                i
+                for page in ec2.get_paginator("describe_instances").paginate(
+                    Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
+                )
+                for r in page["Reservations"]
+                for i in r["Instances"]
+            ]
             types = sorted(set(wanted) | {i["InstanceType"] for i in running})
             vcpus = {
                 t["InstanceType"]: int(t["VCpuInfo"]["DefaultVCpus"])
@@ -225,11 +231,15 @@ class AwsTarget(CloudTarget):
         said: list[str] = []
         quotas = self._client("service-quotas")
         for code, vcpu in sorted(need.items()):
-            name = next(f"{'Spot' if spot == code else 'On-Demand'} {what}"
-                        for od, spot, what in _QUOTAS.values() if code in (od, spot))  # fmt: skip
+            name = next(
+                f"{'Spot' if spot == code else 'On-Demand'} {what}"
+                for od, spot, what in _QUOTAS.values()
+                if code in (od, spot)
+            )
             try:
-                quota = float(quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)
-                              ["Quota"]["Value"])  # fmt: skip
+                quota = float(
+                    quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"]
+                )
             except (BotoCoreError, ClientError) as exc:
                 said.append(f"{name} vCPU quota not read ({_why(exc)})")
                 continue
@@ -268,11 +278,15 @@ class AwsTarget(CloudTarget):
         known = set(tf.ids("aws_instance"))
         try:
             ec2 = self._client("ec2", region)
-            found = ec2.describe_instances(Filters=[
-                {"Name": "tag:syndeo-cluster", "Values": [launched.cluster_id]},
-                {"Name": "instance-state-name",
-                 "Values": ["pending", "running", "stopping", "stopped"]},
-            ])["Reservations"]  # fmt: skip
+            found = ec2.describe_instances(
+                Filters=[
+                    {"Name": "tag:syndeo-cluster", "Values": [launched.cluster_id]},
+                    {
+                        "Name": "instance-state-name",
+                        "Values": ["pending", "running", "stopping", "stopped"],
+                    },
+                ]
+            )["Reservations"]
             orphans = sorted(
                 i["InstanceId"]
                 for r in found
@@ -325,16 +339,14 @@ class AwsTarget(CloudTarget):
                 items = getattr(ec2, call)(Filters=tag)[key]
                 if key == "Reservations":
                     items = [i for r in items for i in r["Instances"]]
-                found += [
-                    f"{what} {i[ident]}" for i in items
-                    if _state(i) not in _GONE
-                ]  # fmt: skip
+                found += [f"{what} {i[ident]}" for i in items if _state(i) not in _GONE]
             prefix = f"syndeo-{cid[:24]}-"
             iam = self._client("iam", region)
             found += [
-                f"role {r['RoleName']}" for r in iam.list_roles()["Roles"]
+                f"role {r['RoleName']}"
+                for r in iam.list_roles()["Roles"]
                 if r["RoleName"].startswith(prefix)
-            ]  # fmt: skip
+            ]
             found += [
                 f"instance profile {p['InstanceProfileName']}"
                 for p in iam.list_instance_profiles()["InstanceProfiles"]

@@ -82,22 +82,30 @@ def denied_actions(iam: Any, caller: str, region: str, boundary: str | None) -> 
     actions, shown = deployer_actions()
     try:
         pages = iam.get_paginator("simulate_principal_policy").paginate(
-            PolicySourceArn=principal, ActionNames=actions, ResourceArns=["*"],
+            PolicySourceArn=principal,
+            ActionNames=actions,
+            ResourceArns=["*"],
             ContextEntries=_context(principal, region, boundary),
-        )  # fmt: skip
+        )
         results = [r for page in pages for r in page.get("EvaluationResults", [])]
     except (BotoCoreError, ClientError, ResponseParserError) as exc:
         # ResponseParserError: a reply that is no IAM answer (moto's 500 page for a call
         # it does not implement).
         return f"permissions not checked ({first_line(exc)})"
-    denied = sorted({
-        str(r["EvalActionName"]) for r in results
-        if r.get("EvalDecision") != "allowed" and not r.get("MissingContextValues")
-    })  # fmt: skip
-    unsure = sorted({
-        str(r["EvalActionName"]) for r in results
-        if r.get("EvalDecision") != "allowed" and r.get("MissingContextValues")
-    })  # fmt: skip
+    denied = sorted(
+        {
+            str(r["EvalActionName"])
+            for r in results
+            if r.get("EvalDecision") != "allowed" and not r.get("MissingContextValues")
+        }
+    )
+    unsure = sorted(
+        {
+            str(r["EvalActionName"])
+            for r in results
+            if r.get("EvalDecision") != "allowed" and r.get("MissingContextValues")
+        }
+    )
     if denied:
         raise ConfigError(
             f"aws: {principal} is not allowed {len(denied)} action(s) terraform/aws needs: "

@@ -127,8 +127,10 @@ def _image_digest(az: str, image: str) -> str | None:
     try:
         out = subprocess.run(
             [az, "resource", "show", "--ids", image, "--query", "tags", "--output", "json"],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ConfigError(f"azure: cannot look up image {image}: {exc}") from None
     if out.returncode != 0:
@@ -147,8 +149,10 @@ def _az_subscription(az: str) -> str | None:
     try:
         out = subprocess.run(
             [az, "account", "show", "--query", "id", "--output", "tsv"],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     value = out.stdout.strip()

@@ -40,8 +40,11 @@ from syndeo.launcher.targets.cloudcheck import deployer_file, first_line
 # What terraform/azure creates through; it registers none of them itself
 # (resource_provider_registrations = "none": a subscription-wide right).
 PROVIDERS = (
-    "Microsoft.Compute", "Microsoft.Network", "Microsoft.Storage", "Microsoft.ManagedIdentity",
-)  # fmt: skip
+    "Microsoft.Compute",
+    "Microsoft.Network",
+    "Microsoft.Storage",
+    "Microsoft.ManagedIdentity",
+)
 ARM = "https://management.azure.com"
 
 
@@ -82,9 +85,15 @@ def unregistered_providers(az: Az) -> str:
     missing: list[str] = []
     for namespace in PROVIDERS:
         state, why = az.run(
-            "provider", "show", "--namespace", namespace,
-            "--query", "registrationState", "--output", "tsv",
-        )  # fmt: skip
+            "provider",
+            "show",
+            "--namespace",
+            namespace,
+            "--query",
+            "registrationState",
+            "--output",
+            "tsv",
+        )
         if state is None:
             return f"resource providers not checked ({why})"
         if state.strip() != "Registered":
@@ -119,9 +128,15 @@ def vm_sizes(az: Az, location: str, sizes: list[str]) -> tuple[dict[str, dict[st
     found: dict[str, dict[str, Any]] = {}
     for size in sizes:
         skus, why = az.json(
-            "vm", "list-skus", "--location", location, "--size", size,
-            "--resource-type", "virtualMachines",
-        )  # fmt: skip
+            "vm",
+            "list-skus",
+            "--location",
+            location,
+            "--size",
+            size,
+            "--resource-type",
+            "virtualMachines",
+        )
         if not isinstance(skus, list):
             return {}, f"VM sizes not checked ({why or 'no SKU list'})"
         sku = next((s for s in skus if str(s.get("name", "")).lower() == size.lower()), None)

@@ -108,9 +108,14 @@ class CloudTarget(TerraformTarget):
         except ValidationError as exc:
             raise ConfigError(one_line(exc, "settings", prefix=self.name)) from None
         for foreign in (
-            "project", "storage_account", "admin_ssh_public_key", "permissions_boundary",
-            "node_service_account", "resource_group", "api_max_retries",
-        ):  # fmt: skip
+            "project",
+            "storage_account",
+            "admin_ssh_public_key",
+            "permissions_boundary",
+            "node_service_account",
+            "resource_group",
+            "api_max_retries",
+        ):
             if foreign not in self.own and getattr(s, foreign) is not None:
                 raise ConfigError(f"{self.name}.{foreign} is not a {self.name} setting")
         return s
@@ -141,13 +146,19 @@ class CloudTarget(TerraformTarget):
             raise ConfigError(f"{self.name}: {flags} required")
         bucket, prefix = self._bucket(spec.rendezvous)
         values: dict[str, Any] = {
-            "instance_type": s.instance_type, "region": s.region, "image": s.image,
-            "zone": s.zone, "spot": s.spot, "disk_size_gb": s.disk_size_gb,
+            "instance_type": s.instance_type,
+            "region": s.region,
+            "image": s.image,
+            "zone": s.zone,
+            "spot": s.spot,
+            "disk_size_gb": s.disk_size_gb,
             "labels": {"syndeo-cluster": spec.cluster_id, **s.labels},
-            "admin_cidrs": s.admin_cidrs, "record_expiry_days": s.record_expiry_days,
-            "bucket_name": bucket, "rendezvous_prefix": prefix,
+            "admin_cidrs": s.admin_cidrs,
+            "record_expiry_days": s.record_expiry_days,
+            "bucket_name": bucket,
+            "rendezvous_prefix": prefix,
             "create_bucket": self.creates_rendezvous(spec.rendezvous),
-        }  # fmt: skip
+        }
         values.update({k: getattr(s, k) for k in self.own})
         # A group's own instance type (the rest get instance_type); the node settings'
         # groups (terraform/modules/node) carry only their shapes.
@@ -166,18 +177,24 @@ class CloudTarget(TerraformTarget):
     def machine_summary(self, spec: ClusterSpec) -> dict[str, Any]:
         s = self.settings
         summary: dict[str, Any] = {
-            "provider": self.name, "region": s.region, "instance_type": s.instance_type,
-            "count": spec.nodes, "spot": s.spot,
-        }  # fmt: skip
+            "provider": self.name,
+            "region": s.region,
+            "instance_type": s.instance_type,
+            "count": spec.nodes,
+            "spot": s.spot,
+        }
         if spec.layout is not None:
             # What was billed per group (`invoke compare` prices each type): the type
             # resolved as terraform/<cloud> resolves it.
             types = self._group_types(spec.layout)
             summary["groups"] = [
-                {"name": g.name, "instance_type": types[g.name] or s.instance_type,
-                 "count": g.nodes}
+                {
+                    "name": g.name,
+                    "instance_type": types[g.name] or s.instance_type,
+                    "count": g.nodes,
+                }
                 for g in spec.layout.groups
-            ]  # fmt: skip
+            ]
         return summary
 
     # The digest of the SIF baked into the VM image, where the cloud's image metadata

@@ -118,9 +118,10 @@ def machine_types(
 def _not_offered(api: Api, compute: str, project: str, zones: list[str], mtype: str) -> str:
     listing = f"`gcloud compute machine-types list --filter=name={mtype}` lists the zones"
     others = [
-        z for z in zones[1:]
+        z
+        for z in zones[1:]
         if api.call(f"{compute}/projects/{project}/zones/{z}/machineTypes/{mtype}").status == 200
-    ]  # fmt: skip
+    ]
     if others:
         return (
             f"gcp: machine type {mtype} is not offered in {zones[0]}, the zone terraform/gcp "
@@ -133,9 +134,12 @@ def _not_offered(api: Api, compute: str, project: str, zones: list[str], mtype: 
 
 
 def quota_headroom(
-    region: Reply, found: dict[str, dict[str, Any]], counts: dict[str, int], spot: bool,
+    region: Reply,
+    found: dict[str, dict[str, Any]],
+    counts: dict[str, int],
+    spot: bool,
     where: tuple[str, str],
-) -> str:  # fmt: skip
+) -> str:
     """The cluster's vCPUs (and its machine types' GPUs) against the region's quotas less
     their usage; one line if the cluster does not fit."""
     project, region_name = where
@@ -145,8 +149,9 @@ def quota_headroom(
         return "quota not checked (no machine type read)"
     quotas = {
         str(q["metric"]): (float(q.get("limit", 0)), float(q.get("usage", 0)))
-        for q in region.body.get("quotas") or [] if isinstance(q, dict) and "metric" in q
-    }  # fmt: skip
+        for q in region.body.get("quotas") or []
+        if isinstance(q, dict) and "metric" in q
+    }
     need: dict[str, int] = {}
     said: list[str] = []
     for mtype, count in counts.items():
@@ -171,9 +176,12 @@ def quota_headroom(
 
 
 def _metrics(
-    mtype: str, machine: dict[str, Any], spot: bool, quotas: dict[str, tuple[float, float]],
+    mtype: str,
+    machine: dict[str, Any],
+    spot: bool,
+    quotas: dict[str, tuple[float, float]],
     said: list[str],
-) -> list[tuple[str, int]]:  # fmt: skip
+) -> list[tuple[str, int]]:
     """The quota metrics one VM of ``mtype`` counts against, with how much of each."""
 
     def preemptible(metric: str) -> str:

@@ -29,7 +29,7 @@ from syndeo.core.processes import wait_gone
 from syndeo.core.securedir import secure_dir
 from syndeo.launcher import command
 from syndeo.launcher.config import DeployConfig
-from syndeo.launcher.spec import ClusterSpec, Launched, saved_group  # fmt: skip
+from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
 from syndeo.launcher.state import cluster_dir, home
 from syndeo.launcher.targets.base import SCRATCH_BASE, Target, short_scratch
 from syndeo.rendezvous.file import parse_file_uri
@@ -62,9 +62,14 @@ class LocalTarget(Target):
         return binds
 
     def _node(
-        self, spec: ClusterSpec, rank: int, binds: list[Path], visible: str | None,
-        group: Group | None = None, gen: int = 0,
-    ) -> tuple[list[str], dict[str, str], Path]:  # fmt: skip
+        self,
+        spec: ClusterSpec,
+        rank: int,
+        binds: list[Path],
+        visible: str | None,
+        group: Group | None = None,
+        gen: int = 0,
+    ) -> tuple[list[str], dict[str, str], Path]:
         """``visible``: the node's CUDA_VISIBLE_DEVICES; ``group``: for ranks added by grow;
         ``gen``: > 0 for a replacement that runs next to its rank's old (drained) node,
         which keeps its own scratch dir and address."""
@@ -112,9 +117,12 @@ class LocalTarget(Target):
         logs = cluster_dir(spec.cluster_id)
         binds = self._binds(spec, logs)
         launched = Launched(
-            target=self.name, cluster_id=spec.cluster_id, rendezvous=spec.rendezvous,
-            started_at=spec.not_before, data={"pids": [], "create_times": [], "logs": []},
-        )  # fmt: skip
+            target=self.name,
+            cluster_id=spec.cluster_id,
+            rendezvous=spec.rendezvous,
+            started_at=spec.not_before,
+            data={"pids": [], "create_times": [], "logs": []},
+        )
         launched.data["devices"] = devices  # a replaced rank sees the same GPUs
         if spec.layout is not None:
             # What `grow` needs to add nodes later (the launcher is gone by then).
@@ -131,10 +139,17 @@ class LocalTarget(Target):
         return launched
 
     def _start_node(
-        self, spec: ClusterSpec, rank: int, logs: Path, binds: list[Path],
-        visible: str | None, launched: Launched, foreground: bool, group: Group | None = None,
+        self,
+        spec: ClusterSpec,
+        rank: int,
+        logs: Path,
+        binds: list[Path],
+        visible: str | None,
+        launched: Launched,
+        foreground: bool,
+        group: Group | None = None,
         gen: int = 0,
-    ) -> None:  # fmt: skip
+    ) -> None:
         argv, env, scratch = self._node(spec, rank, binds, visible, group, gen)
         secure_dir(scratch, base=SCRATCH_BASE)  # every level ours and private, or refused
         log_path = logs / (f"node-{rank}-{gen}.log" if gen else f"node-{rank}.log")
@@ -142,12 +157,16 @@ class LocalTarget(Target):
         pipe = foreground and rank == 0 and self.echo is not None
         try:
             proc = subprocess.Popen(
-                argv, env=env, cwd=spec.workdir, stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE if pipe else log, stderr=subprocess.STDOUT,
+                argv,
+                env=env,
+                cwd=spec.workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if pipe else log,
+                stderr=subprocess.STDOUT,
                 # Own session: a terminal Ctrl-C reaches only the launcher, which then
                 # tears nodes down in order instead of every process dying at once.
                 start_new_session=True,
-            )  # fmt: skip
+            )
         except OSError as exc:
             log.close()
             raise TargetError(f"cannot start local node {rank}: {exc}") from exc
@@ -204,8 +223,17 @@ class LocalTarget(Target):
         logs = cluster_dir(spec.cluster_id)
         devices = launched.data.get("devices")
         visible = devices[rank] if devices else None
-        self._start_node(spec, rank, logs, self._binds(spec, logs), visible, launched, False,
-                         group=spec.group_of(rank), gen=gen)  # fmt: skip
+        self._start_node(
+            spec,
+            rank,
+            logs,
+            self._binds(spec, logs),
+            visible,
+            launched,
+            False,
+            group=spec.group_of(rank),
+            gen=gen,
+        )
         # _start_node appended the new process: it takes the lost one's place.
         for key in ("pids", "create_times", "logs", "scratch"):
             entries = launched.data.get(key)

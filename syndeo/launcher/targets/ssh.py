@@ -84,8 +84,10 @@ def _host_keys(host: str, port: int, known_hosts: Path) -> list[str]:
     name = host if port == 22 else f"[{host}]:{port}"
     out = subprocess.run(
         ["ssh-keygen", "-F", name, "-f", str(known_hosts)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return [ln for ln in out.stdout.splitlines() if ln and not ln.startswith("#")]
 
 
@@ -185,13 +187,16 @@ class SshTarget(TerraformTarget):
         self._host_lines = lines
         image = spec.image.resolve() if spec.image is not None else None
         return {
-            "hosts": rank_hosts, "host_keys": host_keys,
+            "hosts": rank_hosts,
+            "host_keys": host_keys,
             "known_hosts_file": str(self._known_hosts(spec.cluster_id)),
-            "ssh_user": s.user, "ssh_port": s.port,
+            "ssh_user": s.user,
+            "ssh_port": s.port,
             "ssh_private_key_file": str(s.key.expanduser().resolve()) if s.key else None,
             "connect_timeout": f"{s.connect_timeout_s}s",
-            "image": str(image) if image else None, "remote_image_dir": s.remote_image_dir,
-        }  # fmt: skip
+            "image": str(image) if image else None,
+            "remote_image_dir": s.remote_image_dir,
+        }
 
     def node_vars(self, spec: ClusterSpec) -> dict[str, Any]:
         s = self.settings
@@ -200,10 +205,13 @@ class SshTarget(TerraformTarget):
             rank_hosts = self._rank_hosts(spec)
             node_ips = rank_hosts if all(_is_ipv4(h) for h in rank_hosts) else []
         return {
-            "node_ips": node_ips, "image_digest": spec.image_digest, "host_dir": s.host_dir,
-            "python": s.python, "scratch_dir": s.scratch_dir,
+            "node_ips": node_ips,
+            "image_digest": spec.image_digest,
+            "host_dir": s.host_dir,
+            "python": s.python,
+            "scratch_dir": s.scratch_dir,
             "workdir": str(spec.workdir) if spec.workdir and self.cfg.workdir else None,
-        }  # fmt: skip
+        }
 
     @staticmethod
     def _known_hosts(cluster_id: str) -> Path:
@@ -218,17 +226,25 @@ class SshTarget(TerraformTarget):
         # Also what poll needs later, when `invoke down` has only the saved state.
         s = self.settings
         return {
-            "provider": "ssh", "hosts": self._rank_hosts(spec), "count": spec.nodes, "user": s.user,
-            "port": s.port, "key": str(s.key.expanduser()) if s.key else None,
+            "provider": "ssh",
+            "hosts": self._rank_hosts(spec),
+            "count": spec.nodes,
+            "user": s.user,
+            "port": s.port,
+            "key": str(s.key.expanduser()) if s.key else None,
             # grow reads new hosts' keys from the same file.
             "known_hosts": str(s.known_hosts.expanduser().resolve()),
-        }  # fmt: skip
+        }
 
     # ------------------------------------------------------------------ growing
     def grown_nodes(
-        self, launched: Launched, tfvars: dict[str, Any], group: Group, ranks: list[int],
+        self,
+        launched: Launched,
+        tfvars: dict[str, Any],
+        group: Group,
+        ranks: list[int],
         hosts: list[str],
-    ) -> list[dict[str, Any]]:  # fmt: skip
+    ) -> list[dict[str, Any]]:
         if len(hosts) != len(ranks):
             raise ConfigError(
                 f"ssh: --hosts names {len(hosts)} machine(s) for {len(ranks)} new node(s) "
@@ -255,10 +271,15 @@ class SshTarget(TerraformTarget):
                     "its IPv4 address"
                 )
             lines += entries
-            added.append({
-                "rank": rank, "group": group.name, "host": host, "host_key": _best_key(entries),
-                "node_ip": host if node.get("node_ips") else None,
-            })  # fmt: skip
+            added.append(
+                {
+                    "rank": rank,
+                    "group": group.name,
+                    "host": host,
+                    "host_key": _best_key(entries),
+                    "node_ip": host if node.get("node_ips") else None,
+                }
+            )
         # The upload of the image uses the ssh client: it must know the new hosts too.
         with Path(tfvars["known_hosts_file"]).open("a") as fh:
             fh.write("\n".join(lines) + "\n")
@@ -268,16 +289,27 @@ class SshTarget(TerraformTarget):
     def _ssh(self, host: str, command: str, launched: Launched) -> subprocess.CompletedProcess[str]:
         m = launched.data["machines"]
         argv = [
-            "ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-            "-o", f"UserKnownHostsFile={cluster_dir(launched.cluster_id) / 'known_hosts'}",
-            "-o", "ConnectTimeout=10", "-p", str(m["port"]),
-        ]  # fmt: skip
+            "ssh",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            f"UserKnownHostsFile={cluster_dir(launched.cluster_id) / 'known_hosts'}",
+            "-o",
+            "ConnectTimeout=10",
+            "-p",
+            str(m["port"]),
+        ]
         if m.get("key"):
             argv += ["-i", m["key"], "-o", "IdentitiesOnly=yes"]
         return subprocess.run(
-            [*argv, f"{m['user']}@{host}", command], capture_output=True, text=True, timeout=30,
+            [*argv, f"{m['user']}@{host}", command],
+            capture_output=True,
+            text=True,
+            timeout=30,
             check=False,
-        )  # fmt: skip
+        )
 
     def poll(self, launched: Launched) -> int | None:
         rc = super().poll(launched)

@@ -142,15 +142,20 @@ class TerraformTarget(Target):
         """The cluster settings as the one ``node`` object (terraform/modules/node
         declares its attributes), this launch's key, and the machines' variables."""
         node: dict[str, Any] = {
-            "cluster_id": spec.cluster_id, "node_count": spec.nodes,
-            "rendezvous": spec.rendezvous, "cpus_per_node": spec.cpus,
-            "gpus_per_node": spec.gpus, "memory_mb_per_node": spec.memory_mb,
+            "cluster_id": spec.cluster_id,
+            "node_count": spec.nodes,
+            "rendezvous": spec.rendezvous,
+            "cpus_per_node": spec.cpus,
+            "gpus_per_node": spec.gpus,
+            "memory_mb_per_node": spec.memory_mb,
             "object_store_mb_per_node": spec.object_store_mb,
-            "join_timeout_s": spec.join_timeout, "run": spec.run,
+            "join_timeout_s": spec.join_timeout,
+            "run": spec.run,
             "not_before": spec.not_before,
             "extra_env": {**self._forwarded(spec), **spec.extra_env()},
-            "groups": group_vars(spec.layout), "dashboard": spec.dashboard,
-        }  # fmt: skip
+            "groups": group_vars(spec.layout),
+            "dashboard": spec.dashboard,
+        }
         return {
             "node": {**node, **self.node_vars(spec)},
             # A secret, in the 0600 tfvars file only (sensitive in every module).
@@ -189,14 +194,18 @@ class TerraformTarget(Target):
         ws = self._workspace(spec.cluster_id)
         tf = Terraform(ws, echo=self.echo)
         launched = Launched(
-            target=self.name, cluster_id=spec.cluster_id, rendezvous=spec.rendezvous,
+            target=self.name,
+            cluster_id=spec.cluster_id,
+            rendezvous=spec.rendezvous,
             started_at=spec.not_before,
             data={
-                "module_dir": str(ws.module_dir), "workspace": str(ws.cluster_dir),
-                "join_timeout": spec.join_timeout, "machines": self.machine_summary(spec),
+                "module_dir": str(ws.module_dir),
+                "workspace": str(ws.cluster_dir),
+                "join_timeout": spec.join_timeout,
+                "machines": self.machine_summary(spec),
                 "apply_started": time.time(),
             },
-        )  # fmt: skip
+        )
         if spec.layout is not None:
             launched.data["spec"] = spec.model_dump(mode="json")  # what grow/shrink need later
         # `down` from another shell must know that destroy takes the bucket with it,
@@ -324,9 +333,13 @@ class TerraformTarget(Target):
     grows: ClassVar[bool] = False  # whether terraform/<module> takes node.grown
 
     def grown_nodes(
-        self, launched: Launched, tfvars: dict[str, Any], group: Group, ranks: list[int],
+        self,
+        launched: Launched,
+        tfvars: dict[str, Any],
+        group: Group,
+        ranks: list[int],
         hosts: list[str],
-    ) -> list[dict[str, Any]]:  # fmt: skip
+    ) -> list[dict[str, Any]]:
         """The ``node.grown`` entries for new nodes of ``group`` at ``ranks``."""
         return [{"rank": rank, "group": group.name} for rank in ranks]
 
@@ -343,8 +356,10 @@ class TerraformTarget(Target):
         tf, tfvars = self._saved_vars(launched)
         grown = list(tfvars["node"].get("grown", []))
         # Ranks are never reused: a removed node's records must not be taken for a new one's.
-        first = max([spec.nodes - 1, launched.data.get("last_rank", 0),
-                     *(e["rank"] for e in grown)]) + 1  # fmt: skip
+        first = (
+            max([spec.nodes - 1, launched.data.get("last_rank", 0), *(e["rank"] for e in grown)])
+            + 1
+        )
         added = self.grown_nodes(
             launched, tfvars, g, list(range(first, first + nodes)), list(hosts or [])
         )
@@ -432,10 +447,16 @@ def group_vars(layout: Layout | None) -> list[dict[str, Any]]:
     if layout is None:
         return []
     return [
-        {"name": g.name, "nodes": g.nodes, "cpus": g.cpus, "gpus": g.gpus,
-         "memory_mb": g.memory_mb, "min_nodes": g.min_nodes}
+        {
+            "name": g.name,
+            "nodes": g.nodes,
+            "cpus": g.cpus,
+            "gpus": g.gpus,
+            "memory_mb": g.memory_mb,
+            "min_nodes": g.min_nodes,
+        }
         for g in layout.groups
-    ]  # fmt: skip
+    ]
 
 
 def require(section: dict[str, Any], key: str, target: str, hint: str) -> Any:

@@ -99,9 +99,11 @@ class Terraform:
     """The four commands a Terraform-backed target needs, on one :class:`Workspace`."""
 
     def __init__(
-        self, ws: Workspace, env: Mapping[str, str] | None = None,
+        self,
+        ws: Workspace,
+        env: Mapping[str, str] | None = None,
         echo: Callable[[str], None] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         try:
             from python_terraform import Terraform as _Cmd  # only when a VM target is used
         except ImportError:
@@ -191,12 +193,16 @@ class Terraform:
             log.flush()
             try:
                 self.proc = subprocess.Popen(
-                    argv, cwd=self.ws.module_dir, env=self.env, stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    argv,
+                    cwd=self.ws.module_dir,
+                    env=self.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
                     # Own session: a terminal's Ctrl-C reaches only us; we forward it
                     # once, so Terraform stops gracefully instead of being hit twice.
                     start_new_session=True,
-                )  # fmt: skip
+                )
             except OSError as exc:
                 raise TerraformError(f"cannot run terraform: {exc}") from exc
             out: list[str] = []
@@ -280,9 +286,10 @@ class Terraform:
             return []
         return [
             str(inst.get("attributes", {}).get("id"))
-            for res in state.get("resources", []) if res.get("type") == resource_type
+            for res in state.get("resources", [])
+            if res.get("type") == resource_type
             for inst in res.get("instances", [])
-        ]  # fmt: skip
+        ]
 
     def resources(self) -> list[str]:
         """Addresses of what the state still holds (for 'what may still run')."""

@@ -25,10 +25,21 @@ from tenacity import (
 from syndeo.core.errors import ConfigError, TargetError
 
 # States in which the job and all its processes are gone.
-TERMINAL = frozenset({
-    "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
-    "DEADLINE", "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED",
-})  # fmt: skip
+TERMINAL = frozenset(
+    {
+        "COMPLETED",
+        "CANCELLED",
+        "FAILED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "OUT_OF_MEMORY",
+        "SPECIAL_EXIT",
+        "REVOKED",
+    }
+)
 _KV_RE = re.compile(r"(\w+)=(\S*)")
 # How long a query rides out a controller that does not answer (a restart, a
 # failover, an overloaded slurmctld) before the caller is told.
@@ -53,11 +64,15 @@ def _slurm(
         )
     try:
         return subprocess.run(
-            list(argv), input=stdin, capture_output=True, text=True, timeout=timeout,
+            list(argv),
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
             env={**{k: v for k, v in os.environ.items() if k not in unset}, **(env or {})}
             if env or unset
             else None,
-        )  # fmt: skip
+        )
     except subprocess.TimeoutExpired:
         raise SlurmUnreachable(
             f"`{' '.join(argv)}` did not answer within {timeout:.0f} s"

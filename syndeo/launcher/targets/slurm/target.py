@@ -67,9 +67,12 @@ class SlurmTarget(Target):
         return (self._base_dir() / "rendezvous").as_uri()
 
     def _job(
-        self, spec: ClusterSpec, group: Group | None = None, rank_base: int | None = None,
+        self,
+        spec: ClusterSpec,
+        group: Group | None = None,
+        rank_base: int | None = None,
         nodes: int | None = None,
-    ) -> SlurmJob:  # fmt: skip
+    ) -> SlurmJob:
         """The job of the whole cluster, or (node groups) of one group's nodes."""
         settings = self.settings if group is None else self._settings_of(group.name)
         base = rank_base if rank_base is not None else (group.first_rank if group else 0)
@@ -93,14 +96,18 @@ class SlurmTarget(Target):
         if spec.workdir is not None:
             binds.append(spec.workdir)
         shape = JobShape(
-            nodes=spec.nodes, cpus_per_node=spec.cpus, gpus_per_node=spec.gpus,
+            nodes=spec.nodes,
+            cpus_per_node=spec.cpus,
+            gpus_per_node=spec.gpus,
             memory_mb_per_node=spec.memory_mb,
-        )  # fmt: skip
+        )
         if group is not None:
             shape = JobShape(
-                nodes=nodes or group.nodes, cpus_per_node=group.cpus, gpus_per_node=group.gpus,
+                nodes=nodes or group.nodes,
+                cpus_per_node=group.cpus,
+                gpus_per_node=group.gpus,
                 memory_mb_per_node=group.memory_mb,
-            )  # fmt: skip
+            )
         elif nodes is not None:
             shape = shape.model_copy(update={"nodes": nodes})  # a replacement's one node
         return SlurmJob(
@@ -188,20 +195,29 @@ class SlurmTarget(Target):
         job_id = submitted[0]["job_id"]
         log = job.job_dir / f"slurm-{job_id}.out"
         data: dict[str, Any] = {
-            "job_id": job_id, "job_dir": str(job.job_dir), "log": str(log),
+            "job_id": job_id,
+            "job_dir": str(job.job_dir),
+            "log": str(log),
             # The job's attempt is this base plus its requeues (see poll).
-            "attempt_base": spec.attempt, "attempt": spec.attempt,
-        }  # fmt: skip
+            "attempt_base": spec.attempt,
+            "attempt": spec.attempt,
+        }
         if spec.layout is not None:
             # What `grow` needs to add a group's nodes later, and `stop` to end them all.
             data.update(
-                groups=submitted, spec=spec.model_dump(mode="json"), next_rank=spec.nodes,
-                slurm=self.cfg.slurm, group_slurm={g.name: g.slurm for g in spec.layout.groups},
-            )  # fmt: skip
+                groups=submitted,
+                spec=spec.model_dump(mode="json"),
+                next_rank=spec.nodes,
+                slurm=self.cfg.slurm,
+                group_slurm={g.name: g.slurm for g in spec.layout.groups},
+            )
         return Launched(
-            target=self.name, cluster_id=spec.cluster_id, rendezvous=spec.rendezvous,
-            started_at=spec.not_before, data=data,
-        )  # fmt: skip
+            target=self.name,
+            cluster_id=spec.cluster_id,
+            rendezvous=spec.rendezvous,
+            started_at=spec.not_before,
+            data=data,
+        )
 
     def _submit(self, job: SlurmJob) -> dict[str, Any]:
         job = self._with_node_credentials(job)
@@ -216,9 +232,11 @@ class SlurmTarget(Target):
                 f"slurm: submitted job {job_id}{what}; log {job.job_dir / f'slurm-{job_id}.out'}"
             )
         return {
-            "group": job.group, "job_id": job_id, "rank_base": job.rank_base,
+            "group": job.group,
+            "job_id": job_id,
+            "rank_base": job.rank_base,
             "nodes": job.shape.nodes,
-        }  # fmt: skip
+        }
 
     def _with_node_credentials(self, job: SlurmJob) -> SlurmJob:
         """The job with credentials made for it (its cluster's prefix, its time limit)
@@ -246,10 +264,13 @@ class SlurmTarget(Target):
             # A job may queue past its token's hour: the launcher's renewals reach it in
             # the job dir too, which the nodes share (syndeo/rendezvous/gstoken.py).
             env[gstoken.FILE_VAR] = str(job.job_dir / gstoken.FILE_NAME)
-        return job.model_copy(update={
-            "node_env": env, "secret_env": {**job.secret_env, **creds.env},
-            "unset_env": sorted(forwarded - set(creds.env)),
-        })  # fmt: skip
+        return job.model_copy(
+            update={
+                "node_env": env,
+                "secret_env": {**job.secret_env, **creds.env},
+                "unset_env": sorted(forwarded - set(creds.env)),
+            }
+        )
 
     # ------------------------------------------------------------------ growing
     def grow(
@@ -269,10 +290,12 @@ class SlurmTarget(Target):
         nodes are gone (default: every job of the group); the cancelled job ids."""
         self._saved_group(launched, group)
         entries = [
-            e for e in launched.data["groups"]
-            if e["group"] == group and e["rank_base"] != 0
+            e
+            for e in launched.data["groups"]
+            if e["group"] == group
+            and e["rank_base"] != 0
             and not commands.job_info(e["job_id"]).finished
-        ]  # fmt: skip
+        ]
         if not entries:
             raise ConfigError(f"group {group!r} has no running job to remove (the head stays)")
         cancelled, removed = [], 0
@@ -299,8 +322,9 @@ class SlurmTarget(Target):
             raise TargetError(f"rank {rank} is not a worker of {spec.cluster_id}")
         group = spec.group_of(rank)
         attempt = int(launched.data.get("attempt", spec.attempt))
-        job = self._job(spec.model_copy(update={"attempt": attempt}), group, rank_base=rank,
-                        nodes=1)  # fmt: skip
+        job = self._job(
+            spec.model_copy(update={"attempt": attempt}), group, rank_base=rank, nodes=1
+        )
         extra = list(job.settings.extra_sbatch)
         lost_host = _host_of(launched, rank)
         if lost_host:
