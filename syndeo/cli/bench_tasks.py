@@ -60,41 +60,14 @@ def bench(
     out: str | None = None,
 ) -> None:
     """Measure rollout throughput (the paper's benchmark) standalone or on a cluster."""
+    how = (env, mode, protocol, samples_per_cpu, repeats, envs_per_actor, workers, rllib)
     try:
         if target is None:
-            from syndeo.bench.cli import main
-            from syndeo.bench.manifest import now_iso
-
-            out = out or str(Path(results_dir or "results") / f"bench-{now_iso()}.json")
-            argv = bench_argv(
-                env,
-                mode,
-                protocol,
-                samples_per_cpu,
-                repeats,
-                envs_per_actor,
-                workers,
-                rllib,
-                local_limit,
-                out,
-            )
-            rc = main(argv[3:])
-            if rc:
-                raise Exit(code=rc)
+            _bench_here(how, local_limit, results_dir, out)
             return
         from syndeo.cli.verbs import run_deploy
 
-        argv = bench_argv(
-            env,
-            mode,
-            protocol,
-            samples_per_cpu,
-            repeats,
-            envs_per_actor,
-            workers,
-            rllib,
-            local_limit,
-        )
+        argv = bench_argv(*how, local_limit)
         run_deploy(
             target=target,
             nodes=nodes,
@@ -105,6 +78,22 @@ def bench(
         )
     except SyndeoError as e:
         raise Exit(f"syndeo: error: {e}", code=e.exit_code) from None
+
+
+def _bench_here(
+    how: tuple[str, str, str, int, int, int, str | None, bool],
+    local_limit: bool,
+    results_dir: str | None,
+    out: str | None,
+) -> None:
+    """The benchmark standalone, on this machine: its result JSON in ``out``."""
+    from syndeo.bench.cli import main
+    from syndeo.bench.manifest import now_iso
+
+    out = out or str(Path(results_dir or "results") / f"bench-{now_iso()}.json")
+    rc = main(bench_argv(*how, local_limit, out)[3:])
+    if rc:
+        raise Exit(code=rc)
 
 
 @task(

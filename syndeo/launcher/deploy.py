@@ -183,12 +183,7 @@ def _follow(
         rc = target.poll(launched)
         if rc is not None:
             timings["head_exit_s"] = round(time.monotonic() - t0, 3)
-            if recovery is not None:
-                # The head's last status (published before its done record): a
-                # replacement that joined as the run ended is recorded as joined.
-                recovery.observe(launched, store.call(rdv.read_status, st), replace=False)
-            final = retry_until(rdv.read_done, EXIT_GRACE_S, store.log, "read the done record")
-            return rc, final, timings, rdv
+            return rc, _head_exited(launched, rdv, st, store, recovery), timings, rdv
         if done_seen is not None and time.monotonic() - done_seen > EXIT_GRACE_S:
             return done.exit_code if done else 1, done, timings, rdv
         now_seen = (attempt, st.phase if st else None, len(st.nodes_joined) if st else 0, done)
@@ -197,6 +192,21 @@ def _follow(
             delay = FOLLOW_EVERY_S  # live output within a second or two
         seen = now_seen
         target.wait(launched, delay)
+
+
+def _head_exited(
+    launched: Launched,
+    rdv: Rendezvous,
+    st: StatusRecord | None,
+    store: Tolerant,
+    recovery: Recovery | None,
+) -> DoneRecord | None:
+    """The head's process ended: its done record (waited for, through a store outage)."""
+    if recovery is not None:
+        # The head's last status (published before its done record): a
+        # replacement that joined as the run ended is recorded as joined.
+        recovery.observe(launched, store.call(rdv.read_status, st), replace=False)
+    return retry_until(rdv.read_done, EXIT_GRACE_S, store.log, "read the done record")
 
 
 def _restart(

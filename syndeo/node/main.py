@@ -106,6 +106,29 @@ def _leave_timeline(s: NodeSettings, rdv: Rendezvous, tl: Timeline, ray_proc: Ra
         rdv.put_timeline(s.rank, tl.as_dict())
 
 
+def _publish_head(s: NodeSettings, rdv: Rendezvous, address: str, token: bytes) -> None:
+    """The token (sealed), then the head record (signed with the launch key)."""
+    ip, port = address.rsplit(":", 1)
+    # Secret first: a worker that sees the head record can fetch the token at once.
+    rdv.publish_token(token, s.launch_key)
+    record = HeadRecord(
+        cluster_id=s.cluster_id,
+        attempt=s.attempt,
+        ip=ip,
+        gcs_port=int(port),
+        ray_version=_ray_version(),
+        syndeo_version=__version__,
+        nonce=secrets.token_hex(8),
+        created_at=time.time(),
+        hostname=socket.gethostname(),
+    )
+    if s.launch_key is not None:
+        # Proof for the workers that this record (and token) is their launch's.
+        signature = launchkey.sign(s.launch_key, record.model_dump(mode="json"), token)
+        record = record.model_copy(update={"signature": signature})
+    rdv.publish_head(record)
+
+
 def run_head(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
     token = secrets.token_urlsafe(32)
     token_path = s.scratch / "token"
@@ -117,25 +140,7 @@ def run_head(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
         # head's raylet and agents are still starting.
         address = ray_proc.wait_gcs_address(RAY_START_TIMEOUT_S)
         tl.mark("gcs_reachable")
-        ip, port = address.rsplit(":", 1)
-        # Secret first: a worker that sees the head record can fetch the token at once.
-        rdv.publish_token(token.encode(), s.launch_key)
-        record = HeadRecord(
-            cluster_id=s.cluster_id,
-            attempt=s.attempt,
-            ip=ip,
-            gcs_port=int(port),
-            ray_version=_ray_version(),
-            syndeo_version=__version__,
-            nonce=secrets.token_hex(8),
-            created_at=time.time(),
-            hostname=socket.gethostname(),
-        )
-        if s.launch_key is not None:
-            # Proof for the workers that this record (and token) is their launch's.
-            signature = launchkey.sign(s.launch_key, record.model_dump(mode="json"), token.encode())
-            record = record.model_copy(update={"signature": signature})
-        rdv.publish_head(record)
+        _publish_head(s, rdv, address, token.encode())
         tl.mark("published")
         log(s, f"head GCS up at {address} after {time.monotonic() - t0:.1f} s: published")
         monitor = Monitor(s, rdv, address, token_path, ray_proc)

@@ -154,6 +154,21 @@ class AwsTarget(CloudTarget):
                 f"copy it there with `aws ec2 copy-image --source-region <its region> "
                 f"--source-image-id {s.image} --region {s.region} --name syndeo-node`)"
             )
+        offered = self._offered_types(ec2)
+        digest = (
+            f"SIF sha256 {self.baked_digest[:12]}" if self.baked_digest else "no SIF digest tag"
+        )
+        return (
+            f"identity {who}; image {s.image} in {s.region} ({digest}); "
+            f"{', '.join(offered)} offered in {s.zone or s.region}; {self._quota_headroom(ec2)}; "
+            f"{self._permissions(who)}"
+        )
+
+    def _offered_types(self, ec2: Any) -> list[str]:
+        """The cluster's instance types, each offered in its zone or region (else one line)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        s = self.settings
         offered: list[str] = []
         for itype in sorted(set(self._instance_types())):
             where = {"LocationType": "availability-zone" if s.zone else "region"}
@@ -174,14 +189,7 @@ class AwsTarget(CloudTarget):
                     "type or region (`aws ec2 describe-instance-type-offerings`)"
                 )
             offered.append(itype)
-        digest = (
-            f"SIF sha256 {self.baked_digest[:12]}" if self.baked_digest else "no SIF digest tag"
-        )
-        return (
-            f"identity {who}; image {s.image} in {s.region} ({digest}); "
-            f"{', '.join(offered)} offered in {s.zone or s.region}; {self._quota_headroom(ec2)}; "
-            f"{self._permissions(who)}"
-        )
+        return offered
 
     def _permissions(self, who: str) -> str:
         """The deployer policy's actions, simulated by IAM for the caller (awscheck.py)."""
