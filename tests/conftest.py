@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 # The real SIF (built once per machine) for every test directory that runs containers.
 from tests.apptainer.conftest import built_image, sif  # noqa: F401
-from tests.support import quick
+from tests.support import quick, workers
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,6 +33,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--quick"):
         config.pluginmanager.register(quick.QuickGuard(), "syndeo-quick-guard")
+    if config.pluginmanager.hasplugin("xdist") and not workers.in_worker():
+        config.pluginmanager.register(workers.Controller(config), "syndeo-workers")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -49,6 +54,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             items[:] = [i for i in items if not quick.needs_more(i)]
         config.stash[_QUICK_LEFT] = len(more)
     _image_modules_last(items)
+    if workers.grouped(config):
+        workers.order(items)
+        workers.write_groups(items)
+    workers.report_left(config, gpu=config.stash[_GPU_LEFT], quick=config.stash.get(_QUICK_LEFT, 0))
 
 
 def _image_modules_last(items: list[pytest.Item]) -> None:
@@ -68,14 +77,14 @@ _QUICK_LEFT = pytest.StashKey[int]()
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, config: pytest.Config
 ) -> None:
-    left = config.stash.get(_GPU_LEFT, 0)
+    left = config.stash.get(_GPU_LEFT, 0) or workers.left(config, "gpu")
     if left:
         terminalreporter.write_line(
             f"GPU job not run here: {left} test(s) need a real GPU (run scripts/test-gpu on a "
             "machine with one)",
             yellow=True,
         )
-    more = config.stash.get(_QUICK_LEFT, 0)
+    more = config.stash.get(_QUICK_LEFT, 0) or workers.left(config, "quick")
     if more:
         terminalreporter.write_line(
             f"quick tier: {more} test(s) that need a Ray cluster, a test bed or more time were "
@@ -90,3 +99,22 @@ def syndeo_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     monkeypatch.setenv("SYNDEO_HOME", str(home))
     return home
+
+
+@pytest.fixture(autouse=True)
+def _image_users(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Under parallel workers: a test that runs the test image holds the image's lock
+    shared, one that counts every process of the image (workers.IMAGE_ALONE) holds it
+    alone, so no other worker's containers run meanwhile."""
+    item = request.node
+    if not workers.in_worker() or not ({"sif", "built_image"} & set(item.fixturenames)):
+        yield
+        return
+    alone = item.nodeid.split("::")[0] in workers.IMAGE_ALONE
+    workers.IMAGE_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(workers.IMAGE_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock

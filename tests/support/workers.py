@@ -1,0 +1,172 @@
+"""Parallel workers (pytest-xdist, ``scripts/test``: ``-n 2 --dist loadgroup``).
+
+Which tests may run beside which is said in one place, here, from the test directories
+and the markers (never per test).  A group's tests all run on one worker, one after the
+other:
+
+* Each test bed is one group, run by one worker, in order: the local Slurm cluster
+  (machine-wide: ``/etc/slurm``, its daemons, a lock), the SSH hosts, the emulated AWS
+  and the Apptainer tests.  A bed's tests are those in its directory and those marked
+  with its marker elsewhere.
+* Every other module is a group of its own, so that a module-scoped fixture (a cluster
+  several tests share) is set up once, by one worker.
+
+The groups go to the workers in the order :func:`order` sorts them: the beds first (the
+longest chains), the modules that start Ray clusters or take long next, the quick ones
+last, which fill in wherever a worker is free.  Inside a group the order is the serial
+run's (tests/conftest.py: the modules that need the test image last, so that its build
+in the background has time).
+
+Tests that run the test image take :data:`IMAGE_LOCK` shared while they run; a test in
+:data:`IMAGE_ALONE` counts every process of the image on the machine and takes it
+alone.
+
+xdist's own ``xdist_group`` marks do not reach its scheduler under pytest 9 (it renames
+``item._nodeid``, which pytest 9 no longer reads), so the groups travel another way:
+each worker writes the group of every test it collected to a file the controller named
+(:data:`GROUPS_VAR`), and the controller's scheduler (:func:`make_scheduler`, xdist's
+load-scope scheduler) reads its work units from that file.
+
+Each worker is a pytest session of its own: what the controller prints at the end
+(the GPU tests not run, the tests the quick tier left out) is sent to it by the workers
+(:func:`report_left`, :class:`Controller`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Bed groups, in the order they are handed out.  A test in one of these directories,
+# or marked with one of these markers, runs in that bed's group.
+BEDS = ("slurm", "ssh", "aws", "apptainer")
+
+# Modules with a test that lists every process of the test image on the machine.
+IMAGE_ALONE = frozenset({"tests/apptainer/test_local_cluster.py"})
+
+# Held while a test runs the test image (the image is per checkout, so is the lock).
+IMAGE_LOCK = ROOT / ".testbed" / "image-users.lock"
+
+# The file the workers write the groups to (named by the controller).
+GROUPS_VAR = "SYNDEO_TEST_GROUPS"
+
+# Markers of modules that start Ray clusters or take long: handed out before the rest.
+_HEAVY = ("cluster", "slow", "objectstore")
+
+
+def in_worker() -> bool:
+    return "PYTEST_XDIST_WORKER" in os.environ
+
+
+def grouped(config: pytest.Config) -> bool:
+    """Whether this is a worker of a ``--dist loadgroup`` run."""
+    return in_worker() and GROUPS_VAR in os.environ
+
+
+def bed_of(item: pytest.Item) -> str | None:
+    parts = item.nodeid.split("/")
+    if len(parts) > 2 and parts[0] == "tests" and parts[1] in BEDS:
+        return parts[1]
+    for bed in BEDS:
+        if item.get_closest_marker(bed) is not None:
+            return bed
+    return None
+
+
+def group_of(item: pytest.Item) -> str:
+    return bed_of(item) or item.nodeid.split("::")[0]
+
+
+def write_groups(items: list[pytest.Item]) -> None:
+    """On a worker: each collected test's group, for the controller's scheduler."""
+    path = Path(os.environ[GROUPS_VAR])
+    tmp = path.with_name(f"{path.name}.{os.environ['PYTEST_XDIST_WORKER']}")
+    tmp.write_text(json.dumps({i.nodeid: group_of(i) for i in items}))
+    tmp.replace(path)  # every worker collects the same tests: the last one written wins
+
+
+def order(items: list[pytest.Item]) -> None:
+    """Sort the groups in the order they are handed out (stable inside each)."""
+    heavy = {i.nodeid.split("::")[0] for i in items if any(i.get_closest_marker(m) for m in _HEAVY)}
+
+    def rank(item: pytest.Item) -> int:
+        bed = bed_of(item)
+        if bed is not None:
+            return BEDS.index(bed)
+        return len(BEDS) + (0 if item.nodeid.split("::")[0] in heavy else 1)
+
+    items.sort(key=rank)
+
+
+def report_left(config: pytest.Config, **left: int) -> None:
+    """On a worker: the counts the controller's summary prints."""
+    out: dict[str, Any] | None = getattr(config, "workeroutput", None)
+    if out is not None:
+        out["syndeo_left"] = left
+
+
+def left(config: pytest.Config, what: str) -> int:
+    """On the controller: that count, as the workers reported it."""
+    return int(config.stash.get(_LEFT, {}).get(what, 0))
+
+
+_LEFT = pytest.StashKey[dict[str, int]]()
+
+
+class Controller:
+    """A plugin on the xdist controller: the groups' scheduler, and what the workers
+    report."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self._seen: dict[str, int] = {}
+        self._dir: Path | None = None
+        if config.getoption("dist", "no") == "loadgroup":
+            # Before the workers start: they inherit the variable.
+            self._dir = Path(tempfile.mkdtemp(prefix="syndeo-test-groups-"))
+            os.environ[GROUPS_VAR] = str(self._dir / "groups.json")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if self._dir is None:
+            return None
+        return make_scheduler(config, log, self._dir / "groups.json")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        out = getattr(node, "workeroutput", None) or {}
+        for key, n in out.get("syndeo_left", {}).items():
+            # Every worker collects the same tests: the counts are the same.
+            self._seen[key] = max(self._seen.get(key, 0), int(n))
+        node.config.stash[_LEFT] = self._seen
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            os.environ.pop(GROUPS_VAR, None)
+
+
+def make_scheduler(config: pytest.Config, log: Any, groups: Path) -> Any:
+    """xdist's load-scope scheduler with the groups as its scopes, handed out in the
+    order the tests were collected (:func:`order`), not largest first."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def __init__(self, config: pytest.Config, log: Any) -> None:
+            super().__init__(config, log)
+            config.option.loadscopereorder = False
+            self._groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._groups is None:  # all workers have collected by now
+                self._groups = json.loads(groups.read_text())
+            return self._groups.get(nodeid) or nodeid.split("::")[0]
+
+    return GroupScheduling(config, log)
