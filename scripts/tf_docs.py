@@ -130,7 +130,9 @@ def _attributes(module: Path, variable: str) -> list[str]:
         if not stripped:
             continue
         if not pending and stripped.startswith("#"):
-            comment.append(stripped.lstrip("#").strip())
+            text = stripped.lstrip("#").strip()
+            if not text.startswith(("BEGIN ", "END ")):  # a generated part's bounds
+                comment.append(text)
             continue
         pending += (", " if pending else "") + stripped
         if pending.count("(") + pending.count("{") + pending.count("[") > (

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from syndeo.core.nodeconfig import ClusterOptions
 from syndeo.launcher.config import BenchSettings, DeployConfig
 
 
@@ -112,7 +113,7 @@ CLUSTER = [
         name="image",
     ),
     Option("vm_spot", "aws/gcp/azure: spot/preemptible VMs", switch=True, name="spot"),
-    *from_settings(DeployConfig, "dashboard", "tls"),
+    *from_settings(DeployConfig, *ClusterOptions.model_fields, "tls"),
 ]
 RUN = [
     *from_settings(DeployConfig, "run", "results_dir"),

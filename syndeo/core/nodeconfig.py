@@ -11,13 +11,14 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from syndeo.core.errors import ConfigError
 from syndeo.core.groups import GROUP_NAME_RE, parse_expected
 from syndeo.core.launchkey import KEY_RE
+from syndeo.core.option import option
 
 PREFIX = "SYNDEO_"
 # The one secret among the settings: never shown in a script, log or record.
@@ -30,7 +31,38 @@ MAX_SCRATCH_LEN = 40
 CLUSTER_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 
 
-class NodeSettings(BaseModel):
+class ClusterOptions(BaseModel):
+    """The node settings every node of a cluster shares, declared once.
+
+    Each field is at the same time a user setting (a ``DeployConfig`` field: TOML, and an
+    option of both command lines through :func:`option`), a field of the launcher's
+    ``ClusterSpec``, a node variable ``SYNDEO_<FIELD>`` (:class:`NodeSettings`) and an
+    attribute of the Terraform node module's ``node.settings``, whose type and rules
+    scripts/tf_generate.py writes from here (tests/iac/test_roots.py diffs them).  A new
+    setting of this kind is a field here, the node code that reads it, and a test.
+
+    Rules for a field: a bool, int, float, str or Literal (or one of them | None, None
+    meaning "not set"), its default and bounds (``ge``/``gt``/``le``/``lt``) given here;
+    the same value on every node (a per-rank or per-group value belongs in
+    :class:`NodeSettings` and its own Terraform attribute).
+    """
+
+    # Ray's dashboard on the head (127.0.0.1; `up` turns it on); workers ignore it.  Off
+    # unless asked for: it is seconds of CPU at start-up and teardown (measured with the
+    # bring-up timeline).
+    dashboard: bool = option(
+        False,
+        "Ray's dashboard on the head's 127.0.0.1 (default: off for deploy, on for up)",
+        flag="negatable",
+    )
+
+
+def cluster_options(settings: ClusterOptions) -> dict[str, Any]:
+    """The :class:`ClusterOptions` fields of ``settings`` (a config, a spec), as values."""
+    return {name: getattr(settings, name) for name in ClusterOptions.model_fields}
+
+
+class NodeSettings(ClusterOptions):
     """Everything one node needs; field ``x`` is read from ``SYNDEO_X``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -56,9 +88,6 @@ class NodeSettings(BaseModel):
     workdir: Path | None = None
     target: str = "manual"
     not_before: float | None = None
-    # Ray's dashboard on the head (on 127.0.0.1 either way): off unless asked for,
-    # it is seconds of CPU at start-up and teardown (measured with the bring-up timeline).
-    dashboard: bool = False
     image_digest: str | None = None  # recorded in results manifests when nodes run in an image
     # Node groups (syndeo/core/groups.py); None = a cluster without groups, as before.
     group: str | None = None  # this node's group: its Ray label syndeo-group

@@ -17,7 +17,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    JsonValue,
     PrivateAttr,
     ValidationError,
     ValidationInfo,
@@ -28,7 +27,8 @@ from pydantic import (
 from syndeo.compare.settings import CostSettings
 from syndeo.core.errors import ConfigError
 from syndeo.core.groups import GroupConfig, Layout, build_layout
-from syndeo.core.nodeconfig import CLUSTER_ID_RE
+from syndeo.core.nodeconfig import CLUSTER_ID_RE, ClusterOptions
+from syndeo.core.option import option
 
 TargetName = Literal["local", "slurm", "ssh", "aws", "gcp", "azure"]
 CLOUDS = ("aws", "gcp", "azure")
@@ -37,22 +37,6 @@ RENDEZVOUS_RE = re.compile(r"^(file|s3|gs|az)://[^\r\n]+$")
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-def option(
-    default: Any,
-    help: str,
-    *,
-    name: str | None = None,
-    flag: Literal["switch", "negatable"] | None = None,
-    **bounds: Any,
-) -> Any:
-    """A setting that is a command-line option of deploy/up/check too, on ``syndeo`` and
-    ``invoke`` alike (syndeo/cli/options.py makes the option from the field): its default
-    and bounds as for any field, its help, its name where it differs from the field's
-    (``--join-timeout``), and how a bool is given (``--tls``; ``--[no-]dashboard``)."""
-    extra: dict[str, JsonValue] = {"option": name or "", "flag": flag or ""}
-    return Field(default, description=help, json_schema_extra=extra, **bounds)
 
 
 class BenchSettings(_Strict):
@@ -92,9 +76,10 @@ class RecoverySettings(_Strict):
     max_restarts: int = Field(default=0, ge=0, le=100)
 
 
-class DeployConfig(_Strict):
+class DeployConfig(_Strict, ClusterOptions):
     """Every setting a user controls, declared once: type, bounds, default and, for those
-    that are command-line options too, help (:func:`option`)."""
+    that are command-line options too, help (:func:`option`).  The node settings a
+    cluster's nodes share come from :class:`ClusterOptions` (declared there, once)."""
 
     target: TargetName = option(
         "local", "local | slurm | ssh | aws | gcp | azure (default: local, or the config's)"
@@ -114,12 +99,6 @@ class DeployConfig(_Strict):
     )
     join_timeout_s: float = option(
         300.0, "deadline for all nodes to join, seconds", name="join_timeout", gt=0, le=86400
-    )
-    # Ray's dashboard (127.0.0.1 of the head); `up` turns it on.
-    dashboard: bool = option(
-        False,
-        "Ray's dashboard on the head's 127.0.0.1 (default: off for deploy, on for up)",
-        flag="negatable",
     )
     # Ray's own TLS between every Ray process and client: a CA per launch, made by the
     # launcher, handed to the nodes sealed with the launch key (syndeo/core/tls.py).

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from syndeo.core.errors import ConfigError
 from syndeo.core.groups import Group, Layout
 from syndeo.core.launchkey import new_key
-from syndeo.core.nodeconfig import NodeSettings
+from syndeo.core.nodeconfig import ClusterOptions, NodeSettings, cluster_options
 from syndeo.core.tls import ENV_VAR as TLS_VAR
 from syndeo.launcher.config import DeployConfig
 
@@ -30,8 +30,9 @@ def _digest(image: Path | None) -> str | None:
     return image_digest(image)
 
 
-class ClusterSpec(BaseModel):
-    """Everything about one cluster that does not depend on which machine a node is."""
+class ClusterSpec(ClusterOptions):
+    """Everything about one cluster that does not depend on which machine a node is
+    (with every :class:`ClusterOptions` field, passed from the config to the nodes)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -49,7 +50,6 @@ class ClusterSpec(BaseModel):
     image: Path | None
     image_digest: str | None = None
     not_before: float
-    dashboard: bool = False
     layout: Layout | None = None  # node groups; None = every node shaped as above
     # The rendezvous attempt the nodes start under: 0, then one more for each restart
     # after a lost head ([recovery] max_restarts).  On Slurm a requeue adds to it.
@@ -87,9 +87,9 @@ class ClusterSpec(BaseModel):
             image_digest=_digest(cfg.container),
             not_before=time.time(),
             layout=cfg.layout,
-            dashboard=cfg.dashboard,
             launch_key=new_key(),
             tls=cfg.tls,
+            **cluster_options(cfg),
         )
 
     def node_env(
@@ -151,11 +151,11 @@ class ClusterSpec(BaseModel):
             target=self.target,
             not_before=self.not_before,
             image_digest=digest,
-            dashboard=self.dashboard and rank == 0,
             group=group.name if group is not None else None,
             groups=self.layout.expected() if self.layout is not None else None,
             attempt=self.attempt,
             launch_key=self.launch_key,
+            **cluster_options(self),
         )
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from syndeo.core.errors import SyndeoError
-from syndeo.core.nodeconfig import NodeSettings
+from syndeo.core.nodeconfig import ClusterOptions, NodeSettings, cluster_options
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.spec import ClusterSpec
 from syndeo.rendezvous import backend_class
@@ -96,6 +96,7 @@ def _module_inputs(spec: ClusterSpec, node_ips: list[str]) -> dict[str, Any]:
         "image_digest": spec.image_digest,
         "node_ips": node_ips,
         "extra_env": {"AWS_ENDPOINT_URL": "http://10.98.0.1:9000/a b$c"},
+        "settings": cluster_options(spec),
     }
 
 
@@ -181,10 +182,14 @@ def test_reserved_names_are_exactly_the_node_settings() -> None:
     """extra_env may not set what the module sets: the module's reserved list is the
     node contract (every NodeSettings field) plus the start script's own variables."""
     text = (NODE / "variables.tf").read_text()
-    block = text[text.index("setintersection(keys(var.node.extra_env), [") :]
-    reserved = set(re.findall(r'"(SYNDEO_[A-Z_]+)"', block[: block.index("])")]))
+    block = text[text.index("setintersection(keys(var.node.extra_env), concat([") :]
+    reserved = set(re.findall(r'"(SYNDEO_[A-Z_]+)"', block[: block.index("]")]))
+    # The settings every node shares are reserved by name, from node.settings itself.
+    assert '[for k, v in var.node.settings : "SYNDEO_${upper(k)}"]' in block
+    shared = {"SYNDEO_" + name.upper() for name in ClusterOptions.model_fields}
     fields = {"SYNDEO_" + name.upper() for name in NodeSettings.model_fields}
-    assert reserved == fields | {"SYNDEO_IMAGE", "SYNDEO_PYTHON", "SYNDEO_FORWARD_ENV"}
+    assert reserved | shared == fields | {"SYNDEO_IMAGE", "SYNDEO_PYTHON", "SYNDEO_FORWARD_ENV"}
+    assert not reserved & shared
 
 
 def test_spot_notices_reach_every_node_and_only_known_clouds_pass(tmp_path: Path) -> None:
@@ -321,11 +326,12 @@ def _grouped_spec() -> ClusterSpec:
 
 def test_groups_render_what_python_would_set(tmp_path: Path) -> None:
     """Per rank: the group's shape, SYNDEO_GROUP, every group's count (the head's rule),
-    the dashboard on the head only -- exactly NodeSettings as local and Slurm set it."""
+    the dashboard setting on every node (the head alone reads it) -- exactly NodeSettings
+    as local and Slurm set it."""
     from syndeo.launcher.targets.terraform import group_vars
 
     spec = _grouped_spec()
-    inputs = {**_module_inputs(spec, []), "groups": group_vars(spec.layout), "dashboard": True}
+    inputs = {**_module_inputs(spec, []), "groups": group_vars(spec.layout)}
     out = _render(tmp_path, inputs)
     assert len(out["env"]) == 4
     for rank, env in enumerate(out["env"]):
@@ -336,7 +342,7 @@ def test_groups_render_what_python_would_set(tmp_path: Path) -> None:
     assert [e["SYNDEO_GPUS"] for e in out["env"]] == ["0", "0", "0", "2"]
     assert [e.get("SYNDEO_MEMORY_MB") for e in out["env"]] == ["1024", "2048", "2048", "1024"]
     assert {e["SYNDEO_GROUPS"] for e in out["env"]} == {"head:1:1,cpu:2:2,later:0:0,gpu:1:0"}
-    assert [e.get("SYNDEO_DASHBOARD") for e in out["env"]] == ["True", None, None, None]
+    assert [e.get("SYNDEO_DASHBOARD") for e in out["env"]] == ["True"] * 4
 
 
 def test_without_groups_nothing_changes(tmp_path: Path) -> None:
@@ -406,7 +412,7 @@ def test_grown_nodes_render_like_their_group_and_leave_the_cluster_unchanged(
     from syndeo.launcher.targets.terraform import group_vars
 
     spec = _grouped_spec()
-    inputs = {**_module_inputs(spec, []), "groups": group_vars(spec.layout), "dashboard": True}
+    inputs = {**_module_inputs(spec, []), "groups": group_vars(spec.layout)}
     before = _render(tmp_path / "a", inputs)
     grown = [{"rank": 4, "group": "gpu", "node_ip": "10.0.0.9"}, {"rank": 6, "group": "later"}]
     after = _render(tmp_path / "b", {**inputs, "grown": grown})
@@ -435,3 +441,62 @@ def test_grown_nodes_render_like_their_group_and_leave_the_cluster_unchanged(
     refused = {**inputs, "grown": [{"rank": 2, "group": "gpu"}]}  # a rank the cluster has
     assert not _plan_ok(tmp_path / "c", refused)
     assert not _plan_ok(tmp_path / "d", {**inputs, "grown": [{"rank": 9, "group": "nope"}]})
+
+
+def test_generated_settings_type_render_and_refuse_in_terraform(tmp_path: Path) -> None:
+    """scripts/tf_generate.py on settings of every kind ClusterOptions allows: Terraform
+    fills their defaults, renders them as NodeSettings would (null and false left out)
+    and refuses what pydantic refuses, each with its own message."""
+    from typing import Literal
+
+    from pydantic import BaseModel, Field
+
+    class Probe(BaseModel):
+        workers: int = Field(2, ge=1, le=8)
+        mode: Literal["a", "b"] = "a"
+        note: str | None = None
+        ratio: float | None = Field(None, gt=0)
+        flag: bool = False
+
+    node = tmp_path / "node"
+    shutil.copytree(NODE, node)
+    text = (node / "variables.tf").read_text()
+    (node / "variables.tf").write_text(hcl.tf_generate().render_node_variables(text, Probe))
+    base = {"cluster_id": "ok", "node_count": 1, "rendezvous": "file:///x", "target": "ssh"}
+
+    def plan(settings: dict[str, Any]) -> str | None:
+        root = tmp_path / f"p{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(node, root / "node")
+        (root / "main.tf.json").write_text(
+            json.dumps(
+                {
+                    "module": {"n": {"source": "./node", "node": {**base, "settings": settings}}},
+                    "output": {"env": {"value": "${module.n.env}", "sensitive": True}},
+                }
+            )
+        )
+        env = {**hcl.TF_ENV, "TF_DATA_DIR": str(root / ".terraform")}
+        assert hcl.run_tf("init", "-backend=false", cwd=root, env=env).returncode == 0
+        out = hcl.run_tf("apply", "-auto-approve", "-no-color", cwd=root, env=env)
+        if out.returncode != 0:
+            return " ".join(out.stderr.split())
+        got = hcl.run_tf("output", "-json", "env", cwd=root, env=env)
+        return json.dumps(json.loads(got.stdout)[0])
+
+    for good in ({}, {"workers": 8, "mode": "b", "note": "x y", "ratio": 0.5, "flag": True}):
+        env = json.loads(plan(good) or "{}")
+        want = {k: v for k, v in Probe(**good).model_dump().items() if v not in (None, False)}
+        assert {k: env.get("SYNDEO_" + k.upper()) for k in Probe.model_fields} == {
+            k: (str(want[k]) if k in want else None) for k in Probe.model_fields
+        }
+    for bad, says in [
+        ({"workers": 0}, "settings.workers: a whole number >= 1, <= 8."),
+        ({"workers": 2.5}, "settings.workers: a whole number >= 1, <= 8."),
+        ({"mode": "c"}, "settings.mode: one of a, b."),
+        ({"note": "x\ny"}, "settings.note: null or one line."),
+        ({"ratio": 0}, "settings.ratio: null or a number > 0."),
+    ]:
+        if "note" not in bad:  # a newline: only env files need one line
+            with pytest.raises(ValueError):
+                Probe(**bad)  # pydantic refuses it too
+        assert says in (plan(bad) or ""), bad

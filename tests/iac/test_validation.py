@@ -152,7 +152,7 @@ NODE_CASES: list[tuple[Any, ...]] = [
     ("groups", [{**g, "min_nodes": 4} for g in _groups((3, 0))], False),
     ("groups", [{**g, "memory_mb": 255} for g in _groups((3, 0))], False),
     ("groups", [{**g, "gpus": 65} for g in _groups((3, 0))], False),
-    ("dashboard", True, True),
+    ("settings", {"dashboard": True}, True),  # rules of their own: tests/iac/test_roots.py
     # Nodes `grow` added (node_count = 3): past node_count, in a group, never twice.
     ("grown", [], True),
     (

@@ -310,7 +310,7 @@ def test_every_target_passes_the_switch_with_its_extra_variables(tmp_path: Path)
     module = (
         Path(__file__).resolve().parents[2] / "terraform/modules/node/variables.tf"
     ).read_text()
-    block = module.split("setintersection(keys(var.node.extra_env), [", 1)[1]
+    block = module.split("setintersection(keys(var.node.extra_env), concat([", 1)[1]
     refused = block.split("error_message", 1)[0]
     assert '"SYNDEO_RANK"' in refused and '"SYNDEO_TLS"' not in refused
     plain = ClusterSpec.from_config(load_config(target="aws", aws=aws), spec.rendezvous, "tls-no")

@@ -89,7 +89,9 @@ def test_dashboard_only_when_asked_and_only_on_the_head() -> None:
     def head_args(**options: object) -> list[str]:
         spec = ClusterSpec.from_config(load_config(**options), "file:///tmp/r", "dash")
         env = spec.node_env(0, Path("/tmp/x"))
-        assert "SYNDEO_DASHBOARD" not in spec.node_env(1, Path("/tmp/y"))  # workers: never
+        # Workers: never (the setting reaches every node; only the head's Ray reads it).
+        worker = NodeSettings.from_env(spec.node_env(1, Path("/tmp/y")))
+        assert not any("dashboard=" in a for a in RayProcess(worker, Path("/t"), "h:1")._args())
         return RayProcess(NodeSettings.from_env(env), Path("/tmp/x/t"), None)._args()
 
     off = head_args(nodes=2)

@@ -4,12 +4,15 @@ string literals and labels; these helpers strip them)."""
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import hcl2
@@ -158,3 +161,15 @@ def node_module_inputs(module: str, tfvars: dict[str, Any]) -> dict[str, Any]:
         inputs["image_path"] = tfvars.get("image_path", default)
         inputs["spot_notices"] = module if tfvars.get("spot") else None
     return inputs
+
+
+def tf_generate() -> ModuleType:
+    """scripts/tf_generate.py as a module (what it would write, without writing it)."""
+    spec = importlib.util.spec_from_file_location(
+        "tf_generate", REPO / "scripts" / "tf_generate.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("tf_generate", module)  # its dataclass looks itself up there
+    spec.loader.exec_module(module)
+    return module

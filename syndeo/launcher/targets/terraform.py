@@ -25,12 +25,14 @@ from typing import Any, ClassVar
 
 from syndeo.core.errors import ConfigError, TargetError, tear_down_after
 from syndeo.core.groups import Group, Layout
+from syndeo.core.nodeconfig import cluster_options
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.nodecreds import STS_MAX_S, NodeCredentials, node_credentials
 from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
 from syndeo.launcher.state import cluster_dir, save_launched
 from syndeo.launcher.targets.base import Target
 from syndeo.launcher.targets.tfexec import Terraform, TerraformError, Workspace
+from syndeo.launcher.targets.tfvars_compat import current_tfvars
 from syndeo.rendezvous import Rendezvous, open_rendezvous, passthrough_env
 
 # After launch, how long machines may take to boot before a missing head counts
@@ -154,7 +156,9 @@ class TerraformTarget(Target):
             "not_before": spec.not_before,
             "extra_env": {**self._forwarded(spec), **spec.extra_env()},
             "groups": group_vars(spec.layout),
-            "dashboard": spec.dashboard,
+            # The settings every node shares (ClusterOptions): the module renders each
+            # as SYNDEO_<NAME>, its type and rules written from the same fields.
+            "settings": cluster_options(spec),
         }
         return {
             "node": {**node, **self.node_vars(spec)},
@@ -285,8 +289,8 @@ class TerraformTarget(Target):
         return 1
 
     def stop(self, launched: Launched) -> None:
-        ws = Workspace(Path(launched.data["module_dir"]), Path(launched.data["workspace"]))
-        self._destroy(Terraform(ws, echo=self.echo), launched)
+        tf, _ = self._saved_vars(launched)
+        self._destroy(tf, launched)
 
     def _destroy(self, tf: Terraform, launched: Launched) -> None:
         if launched.data.get("destroyed"):
@@ -344,8 +348,17 @@ class TerraformTarget(Target):
         return [{"rank": rank, "group": group.name} for rank in ranks]
 
     def _saved_vars(self, launched: Launched) -> tuple[Terraform, dict[str, Any]]:
+        """The cluster's Terraform and tfvars, the file brought to today's shape first
+        (a cluster an older launcher started: tfvars_compat.py)."""
         ws = Workspace(Path(launched.data["module_dir"]), Path(launched.data["workspace"]))
-        return Terraform(ws, echo=self.echo), json.loads(ws.tfvars.read_text())
+        tf = Terraform(ws, echo=self.echo)
+        if not ws.tfvars.exists():
+            return tf, {}  # never written: nothing was applied (destroy has nothing to do)
+        saved = json.loads(ws.tfvars.read_text())
+        tfvars = current_tfvars(saved)
+        if tfvars != saved:
+            tf.write_vars(tfvars)
+        return tf, tfvars
 
     def grow(
         self, launched: Launched, group: str, nodes: int, hosts: list[str] | None = None

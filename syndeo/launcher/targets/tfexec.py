@@ -245,6 +245,7 @@ class Terraform:
         self.ws.cluster_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         # 0600: variables may name hosts, keys and endpoints.
         fd = os.open(self.ws.tfvars, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # a file that exists keeps its mode through O_CREAT
         with os.fdopen(fd, "w") as fh:
             json.dump(tfvars, fh, indent=2, sort_keys=True)
 

@@ -68,6 +68,9 @@ locals {
     var.node.workdir == null ? {} : { SYNDEO_WORKDIR = var.node.workdir },
     var.node.not_before == null ? {} : { SYNDEO_NOT_BEFORE = tostring(var.node.not_before) },
     var.node.image_digest == null ? {} : { SYNDEO_IMAGE_DIGEST = var.node.image_digest },
+    # The settings every node shares (ClusterOptions), written as NodeSettings writes
+    # them: null and false left out, true as "True".
+    { for k, v in var.node.settings : "SYNDEO_${upper(k)}" => v == true ? "True" : tostring(v) if v != null && v != false },
     # Spot/preemptible VMs: the node watches its cloud's interruption notice.
     var.node.spot_notices == null ? {} : { SYNDEO_SPOT_NOTICES = var.node.spot_notices },
     # Read by the start script only (bare or container), not by `syndeo node`.
@@ -94,8 +97,6 @@ locals {
       { SYNDEO_CPUS = local.rank_shape[i].SYNDEO_CPUS, SYNDEO_GPUS = local.rank_shape[i].SYNDEO_GPUS },
       local.rank_shape[i].memory == null ? {} : { SYNDEO_MEMORY_MB = tostring(local.rank_shape[i].memory) },
       n.group == null ? {} : { SYNDEO_GROUP = n.group.name },
-      # The dashboard runs on the head only (as NodeSettings writes it: "True" or absent).
-      var.node.dashboard && n.rank == 0 ? { SYNDEO_DASHBOARD = "True" } : {},
     )
   ]
 

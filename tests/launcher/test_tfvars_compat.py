@@ -1,0 +1,82 @@
+"""A cluster started by an older launcher can still be taken down, grown and shrunk: its
+saved tfvars are brought to today's shape (syndeo/launcher/targets/tfvars_compat.py)
+before today's modules are applied to them."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from syndeo.launcher.config import load_config
+from syndeo.launcher.spec import ClusterSpec, Launched
+from syndeo.launcher.targets import get_target
+from syndeo.launcher.targets.terraform import TerraformTarget
+from syndeo.launcher.targets.tfvars_compat import current_tfvars
+
+
+def _today() -> tuple[TerraformTarget, dict[str, Any]]:
+    cfg = load_config(
+        target="aws",
+        dashboard=True,
+        aws={"instance_type": "c7i.2xlarge", "region": "us-east-1", "image": "ami-0abc"},
+        groups=[
+            {"name": "cpu", "nodes": 2},
+            {"name": "gpu", "nodes": 1, "gpus_per_node": 1, "aws": {"instance_type": "g5.xlarge"}},
+        ],
+    )
+    target = get_target(cfg)
+    assert isinstance(target, TerraformTarget)
+    spec = ClusterSpec.from_config(cfg, "s3://syndeo-0123456789ab/syndeo", "compat")
+    tfvars = target.tfvars(spec)
+    tfvars["node"]["grown"] = [{"rank": 4, "group": "gpu"}]  # as grow writes it
+    return target, tfvars
+
+
+def _node_object_shape(today: dict[str, Any]) -> dict[str, Any]:
+    """What the launcher wrote between b367dd6 and ClusterOptions: node.dashboard."""
+    old = copy.deepcopy(today)
+    old["node"].update(old["node"].pop("settings"))
+    return old
+
+
+def _flat_shape(today: dict[str, Any]) -> dict[str, Any]:
+    """What the launcher wrote before b367dd6: every node setting a variable of its own,
+    the cluster id as cluster_name, a group's instance type in its groups entry."""
+    old = _node_object_shape(today)
+    node = old.pop("node")
+    node["cluster_name"] = node.pop("cluster_id")
+    types = old.pop("group_instance_types")
+    node["groups"] = [{**g, "instance_type": types.get(g["name"])} for g in node["groups"]]
+    return {**old, **node}
+
+
+def test_both_older_shapes_become_todays() -> None:
+    _, today = _today()
+    assert today["node"]["settings"] == {"dashboard": True}
+    assert today["group_instance_types"] == {"gpu": "g5.xlarge"}
+    for old in (_node_object_shape(today), _flat_shape(today)):
+        assert old != today
+        assert current_tfvars(old) == today
+    assert current_tfvars(today) == today  # today's shape passes unchanged
+
+
+def test_down_rewrites_an_old_clusters_tfvars_before_terraform_reads_them(
+    tmp_path: Path,
+) -> None:
+    target, today = _today()
+    workspace = tmp_path / "terraform"
+    workspace.mkdir()
+    (workspace / "terraform.tfvars.json").write_text(json.dumps(_flat_shape(today)))
+    launched = Launched(
+        target="aws",
+        cluster_id="compat",
+        rendezvous="s3://syndeo-0123456789ab/syndeo",
+        started_at=0.0,
+        data={"module_dir": str(tmp_path / "module"), "workspace": str(workspace)},
+    )
+    tf, tfvars = target._saved_vars(launched)
+    assert tfvars == today
+    assert json.loads(tf.ws.tfvars.read_text()) == today
+    assert tf.ws.tfvars.stat().st_mode & 0o777 == 0o600
