@@ -86,6 +86,10 @@ class NodeSettings(ClusterOptions):
     join_timeout: float = Field(default=300.0, gt=0)
     run: str = ""  # workload command for rank 0; empty = serve until stopped
     workdir: Path | None = None
+    # The head only: the sha256 of the work dir the launcher packed into the rendezvous
+    # for the workload (a target whose machines do not share its files); the head runs
+    # the workload in its unpacked copy, which Ray ships to every node (syndeo/node/workdir.py).
+    workdir_digest: str | None = None
     target: str = "manual"
     not_before: float | None = None
     image_digest: str | None = None  # recorded in results manifests when nodes run in an image
@@ -109,6 +113,13 @@ class NodeSettings(ClusterOptions):
     def _launch_key(cls, v: str | None) -> str | None:
         if v is not None and not KEY_RE.match(v):
             raise ValueError("must be 64 lower-case hex digits")  # never echo the value
+        return v
+
+    @field_validator("workdir_digest")
+    @classmethod
+    def _workdir_digest(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[0-9a-f]{64}", v):
+            raise ValueError("must be a sha256: 64 lower-case hex digits")
         return v
 
     @field_validator("group")

@@ -119,6 +119,13 @@ class DeployConfig(_Strict, ClusterOptions):
         "secrets in it (it is recorded in scripts, state and deploy.json)",
     )
     workdir: Path | None = option(None, "working directory of the workload (default: here)")
+    # What of the work dir stays behind where it is packed (VM and ssh targets), besides
+    # .gitignore and .syndeoignore in it; as for `submit --exclude`.
+    exclude: list[str] = option(
+        [],
+        ".gitignore-style pattern not packed with the work dir (syndeo: repeat; invoke: "
+        "comma-separated)",
+    )
     container: Path | None = option(None, "run every node in this Apptainer image (.sif)")
     results_dir: Path = option(Path("results"), "where results are written (default ./results)")
     bench: BenchSettings = BenchSettings()

@@ -8,6 +8,7 @@ through the rendezvous every target shares.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import signal
@@ -32,6 +33,7 @@ from syndeo.core.errors import (
 from syndeo.launcher import tls as launcher_tls
 from syndeo.launcher import watch as watcher
 from syndeo.launcher.config import DeployConfig, RecoverySettings
+from syndeo.launcher.job_client import pack_workdir
 from syndeo.launcher.nodecreds import gcs_tokens
 from syndeo.launcher.preflight import check_workload
 from syndeo.launcher.recovery import Recovery
@@ -88,7 +90,21 @@ def _signals_interrupt() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous]:
+def _packed(
+    cfg: DeployConfig, target: Target, spec: ClusterSpec
+) -> tuple[ClusterSpec, bytes | None]:
+    """``spec`` with the digest of its work dir packed, and the archive, where the workload
+    needs one: the user's own program (not the built-in benchmark, which is in the image)
+    on a target whose machines do not share the launcher's files.  Packed as ``submit``
+    packs (ignore rules, caps: one line each, before anything starts)."""
+    if cfg.run is None or target.shares_workdir or spec.workdir is None:
+        return spec, None
+    archive = pack_workdir(spec.workdir, cfg.exclude)
+    digest = hashlib.sha256(archive).hexdigest()
+    return spec.model_copy(update={"workdir_digest": digest}), archive
+
+
+def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous, bytes | None]:
     target = get_target(cfg, echo=ui.echo)
     if cfg.recovery.replace_lost and not target.replaces_lost:
         raise ConfigError(
@@ -97,13 +113,15 @@ def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous
         )
     cluster_id = cfg.cluster_id or new_cluster_id(cfg.target)
     uri = cfg.rendezvous or target.default_rendezvous()
-    spec = ClusterSpec.from_config(cfg, uri, cluster_id)
+    spec, archive = _packed(cfg, target, ClusterSpec.from_config(cfg, uri, cluster_id))
+    if archive is not None:
+        ui.info(f"syndeo: work dir {spec.workdir} packed for the head ({len(archive):,} bytes)")
     target.check(spec)
     launcher_tls.check(spec)
     rdv = open_rendezvous(uri, cluster_id)
     if target.creates_rendezvous(uri):
         # A bucket the launch creates, fresh and private: nothing to check or claim yet.
-        return target, spec, rdv
+        return target, spec, rdv, archive
     rdv.check()
     # Atomic: of two launchers given the same id, exactly one gets past this line
     # (a check-then-publish let both launch and the loser's workers join the winner).
@@ -122,7 +140,7 @@ def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous
             f"cluster id {cluster_id!r} is in use at {uri} (a head is published): pick another id "
             "or run `invoke down` for it"
         )
-    return target, spec, rdv
+    return target, spec, rdv, archive
 
 
 def plan(cfg: DeployConfig) -> str:
@@ -130,7 +148,8 @@ def plan(cfg: DeployConfig) -> str:
     target = get_target(cfg)
     cluster_id = cfg.cluster_id or new_cluster_id(cfg.target)
     uri = cfg.rendezvous or target.default_rendezvous()
-    return target.script(ClusterSpec.from_config(cfg, uri, cluster_id))
+    spec, _ = _packed(cfg, target, ClusterSpec.from_config(cfg, uri, cluster_id))
+    return target.script(spec)
 
 
 def _follow(
@@ -310,8 +329,8 @@ def deploy(cfg: DeployConfig, ui: Ui | None = None, keep: bool = False) -> Outco
 
 def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
     check_workload(cfg)  # a bad setting costs no start-up (or queue wait) to find
-    target, spec, rdv = _prepare(cfg, ui)
-    return _DeployRun(cfg, ui, keep, target, spec, rdv).run()
+    target, spec, rdv, archive = _prepare(cfg, ui)
+    return _DeployRun(cfg, ui, keep, target, spec, rdv, archive).run()
 
 
 class _DeployRun:
@@ -334,6 +353,7 @@ class _DeployRun:
         target: Target,
         spec: ClusterSpec,
         rdv: Rendezvous,
+        archive: bytes | None = None,
     ) -> None:
         self.cfg, self.ui, self.keep, self.target, self.spec, self.rdv = (
             cfg,
@@ -343,6 +363,7 @@ class _DeployRun:
             spec,
             rdv,
         )
+        self.archive = archive  # the packed work dir (_packed), stored for each attempt's head
         # A bucket the launch creates is destroyed with the cluster: nothing to clean after.
         self.owned = target.creates_rendezvous(spec.rendezvous)
         self.t0, self.wall0 = time.monotonic(), time.time()
@@ -409,6 +430,9 @@ class _DeployRun:
                 self.rdv.check()  # it exists only now
                 if authority is not None:
                     launcher_tls.deliver(self.rdv, spec, authority)  # the nodes wait for it
+            if self.archive is not None and self.spec.workdir_digest is not None:
+                # Per attempt (the head reads its own attempt's records); it waits for it.
+                self.rdv.put_workdir(self.spec.workdir_digest, self.archive)
             launch_s = round(time.monotonic() - t_attempt, 3)
             assert self.launched is not None
             self.rc, self.done, self.timings, self.rdv = _follow(
@@ -622,7 +646,7 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
     # A long-lived cluster is where the dashboard earns its start-up cost.
     dashboard = cfg.dashboard if "dashboard" in cfg.model_fields_set else True
     cfg = cfg.model_copy(update={"run": None, "dashboard": dashboard})
-    target, spec, rdv = _prepare(cfg, ui)
+    target, spec, rdv, _ = _prepare(cfg, ui)  # run None: nothing packed (submit packs)
     spec = spec.model_copy(update={"run": ""})
     # A cluster that serves for days is where lost workers must come back: replacing
     # them is on by default wherever the target can ([recovery] replace_lost = false: off).

@@ -32,7 +32,7 @@ import pathspec
 from syndeo.core.archive import MAX_MEMBERS, UnsafeArchive, safe_extract
 from syndeo.core.errors import BlobTooLarge, ConfigError, TargetError
 from syndeo.launcher.spec import launched_key
-from syndeo.launcher.state import load_launched, private_dirs
+from syndeo.launcher.state import home, load_launched, private_dirs
 from syndeo.rendezvous import JobSpec, JobState, Rendezvous, open_rendezvous
 from syndeo.rendezvous.base import JOB_ID_RE, MAX_JOB_ARCHIVE, MAX_OUTPUTS, TERMINAL
 
@@ -87,11 +87,24 @@ def _files(root: Path, spec: pathspec.GitIgnoreSpec) -> Iterator[Path]:
             yield rel
 
 
+def _own_dirs(root: Path) -> list[str]:
+    """Patterns for the launcher's own state below ``root`` ($SYNDEO_HOME: launch keys,
+    tfvars, TLS keys), which is never packed wherever the user keeps it."""
+    state, root = home().resolve(), root.resolve()
+    if state == root or state in root.parents:
+        raise ConfigError(
+            f"--workdir {root}: that is Syndeo's own state ({state}); name your project's directory"
+        )
+    if root in state.parents:
+        return ["/" + state.relative_to(root).as_posix() + "/"]
+    return []
+
+
 def pack_workdir(root: Path, extra_excludes: list[str], max_bytes: int = MAX_JOB_ARCHIVE) -> bytes:
     """A reproducible .tar.gz of ``root`` (same files, same bytes: same digest)."""
     if not root.is_dir():
         raise ConfigError(f"--workdir {root}: not a directory")
-    spec = _excludes(root, extra_excludes)
+    spec = _excludes(root, [*extra_excludes, *_own_dirs(root)])
     buf = io.BytesIO()
     total = 0
     # mtime 0 in the gzip header and in every member: the digest depends on content only.

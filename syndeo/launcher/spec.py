@@ -47,6 +47,9 @@ class ClusterSpec(ClusterOptions):
     join_timeout: float
     run: str
     workdir: Path | None
+    # The work dir packed into the rendezvous for the workload, by sha256 (deploy --run on
+    # a target whose machines do not share the launcher's files); None: run in ``workdir``.
+    workdir_digest: str | None = None
     image: Path | None
     image_digest: str | None = None
     not_before: float
@@ -148,6 +151,7 @@ class ClusterSpec(ClusterOptions):
             join_timeout=self.join_timeout,
             run=self.run if rank == 0 else "",
             workdir=self.workdir,
+            workdir_digest=self.workdir_digest if rank == 0 else None,
             target=self.target,
             not_before=self.not_before,
             image_digest=digest,

@@ -19,7 +19,6 @@ queues what it is given), work dirs of at most ``MAX_JOB_ARCHIVE`` packed and
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import shlex
 import shutil
@@ -32,14 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from syndeo.core.archive import MAX_MEMBERS, safe_extract
+from syndeo.core.archive import MAX_MEMBERS
 from syndeo.core.errors import BlobTooLarge, RendezvousError
+from syndeo.node import workdir
 from syndeo.node.output_stream import OutputStream
 from syndeo.rendezvous import Control, JobSpec, JobState, Rendezvous
-from syndeo.rendezvous.base import MAX_JOB_ARCHIVE, MAX_OUTPUTS
+from syndeo.rendezvous.base import MAX_OUTPUTS
 
 MAX_RUNNING = 8
-MAX_UNPACKED = 4 * MAX_JOB_ARCHIVE
 TAIL_S = 0.25
 
 
@@ -207,13 +206,7 @@ class JobAgent:
             archive = self.rdv.get_workdir(digest)
         except BlobTooLarge as exc:
             return f"its work dir is too large: {exc}"
-        if archive is None or hashlib.sha256(archive).hexdigest() != digest:
-            return "its work dir is missing or does not match its digest"
-        try:
-            safe_extract(archive, work, MAX_UNPACKED)
-        except (ValueError, tarfile.TarError) as exc:
-            return f"its work dir cannot be unpacked: {exc}"
-        return None
+        return workdir.unpack(archive, digest, work)
 
     def _submit(self, job_id: str, spec: JobSpec, work: Path) -> None:
         """Hand the job to Ray's Job API, say it runs, and tail its driver log."""

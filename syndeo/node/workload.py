@@ -28,6 +28,7 @@ from typing import Any
 from syndeo.core.errors import JoinTimeout, NodeError, RendezvousError, WorkloadError
 from syndeo.core.nodeconfig import NodeSettings
 from syndeo.core.poll import Poller
+from syndeo.node import workdir
 from syndeo.node.groupwatch import GroupWatch
 from syndeo.node.job_agent import JobAgent
 from syndeo.node.output_stream import OutputStream
@@ -367,6 +368,12 @@ def _serve(monitor: Monitor) -> tuple[int, str]:
     return 0, "stopped on request"
 
 
+# How Ray's Job API hands a job's runtime_env to its driver: ray.init() reads this
+# variable (ray._private.runtime_env.constants; tests/node/test_workdir.py checks the name
+# against the installed Ray).
+RAY_JOB_CONFIG_JSON_ENV_VAR = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+
+
 def run_workload(
     s: NodeSettings, monitor: Monitor, address: str, token_path: Path
 ) -> tuple[int, str]:
@@ -374,6 +381,14 @@ def run_workload(
         return _serve(monitor)
     argv = shlex.split(s.run)
     env = _workload_env(s, address, token_path)
+    cwd = s.workdir
+    if s.workdir_digest is not None:
+        # The launcher's files are not on this machine: its packed work dir is.  Ray
+        # ships it to every node as the job's working dir (as Ray's Job API passes a
+        # job's runtime_env to its driver); a runtime_env the program gives ray.init wins.
+        cwd = workdir.for_run(monitor.rdv, s)
+        env[RAY_JOB_CONFIG_JSON_ENV_VAR] = json.dumps({"runtime_env": {"working_dir": str(cwd)}})
+        env["RAY_OVERRIDE_JOB_RUNTIME_ENV"] = "1"
     result_path, progress_path = Path(env["SYNDEO_RESULT_PATH"]), Path(env["SYNDEO_PROGRESS_FILE"])
     for stale in (result_path, progress_path):
         stale.unlink(missing_ok=True)
@@ -385,7 +400,7 @@ def run_workload(
         proc = subprocess.Popen(
             argv,
             env=env,
-            cwd=s.workdir,
+            cwd=cwd,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             stdout=subprocess.PIPE,

@@ -92,6 +92,7 @@ def _module_inputs(spec: ClusterSpec, node_ips: list[str]) -> dict[str, Any]:
         "join_timeout_s": spec.join_timeout,
         "run": spec.run,
         "workdir": str(spec.workdir),
+        "workdir_digest": spec.workdir_digest,
         "not_before": spec.not_before,
         "image_digest": spec.image_digest,
         "node_ips": node_ips,
@@ -321,7 +322,8 @@ def _grouped_spec() -> ClusterSpec:
         memory_mb=1024,
         container=None,
     )
-    return _spec().model_copy(update={"nodes": 4, "layout": layout, "dashboard": True})
+    update = {"nodes": 4, "layout": layout, "dashboard": True, "workdir_digest": "ab" * 32}
+    return _spec().model_copy(update=update)
 
 
 def test_groups_render_what_python_would_set(tmp_path: Path) -> None:
@@ -343,6 +345,8 @@ def test_groups_render_what_python_would_set(tmp_path: Path) -> None:
     assert [e.get("SYNDEO_MEMORY_MB") for e in out["env"]] == ["1024", "2048", "2048", "1024"]
     assert {e["SYNDEO_GROUPS"] for e in out["env"]} == {"head:1:1,cpu:2:2,later:0:0,gpu:1:0"}
     assert [e.get("SYNDEO_DASHBOARD") for e in out["env"]] == ["True"] * 4
+    # The packed work dir's digest: the head's alone (it runs the workload).
+    assert [e.get("SYNDEO_WORKDIR_DIGEST") for e in out["env"]] == ["ab" * 32, None, None, None]
 
 
 def test_without_groups_nothing_changes(tmp_path: Path) -> None:

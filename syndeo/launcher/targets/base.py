@@ -46,6 +46,11 @@ class Target(ABC):
     # True if the head's own output reaches the launcher through the target (a local
     # pipe, Slurm's output file): the workload's output is then not shown twice.
     shows_head_output: ClassVar[bool] = False
+    # True if every machine sees the launcher's files at the same path (a local run; Slurm
+    # on a shared filesystem): ``deploy --run`` then runs the workload in its work dir as
+    # it is.  False: the work dir is packed into the rendezvous and the head runs the
+    # workload in its copy (syndeo/node/workdir.py), which Ray ships to every node.
+    shares_workdir: ClassVar[bool] = True
 
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         self.cfg = cfg

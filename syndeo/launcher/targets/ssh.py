@@ -210,7 +210,11 @@ class SshTarget(TerraformTarget):
             "host_dir": s.host_dir,
             "python": s.python,
             "scratch_dir": s.scratch_dir,
-            "workdir": str(spec.workdir) if spec.workdir and self.cfg.workdir else None,
+            # A packed work dir (deploy --run) is the head's own copy; else a --workdir
+            # the hosts share.
+            "workdir": str(spec.workdir)
+            if spec.workdir and self.cfg.workdir and not spec.workdir_digest
+            else None,
         }
 
     @staticmethod

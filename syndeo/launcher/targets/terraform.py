@@ -79,6 +79,8 @@ def signals_ignored() -> Iterator[None]:
 class TerraformTarget(Target):
     """Machines from ``terraform/<module>``; subclasses add their machine variables."""
 
+    shares_workdir = False  # VMs, ssh hosts: the launcher's files are not there
+
     module: ClassVar[str]
     # Whether nodes may receive the launcher's credentials for the rendezvous
     # (hosts without an instance identity) or only endpoints (clouds).
@@ -153,6 +155,7 @@ class TerraformTarget(Target):
             "object_store_mb_per_node": spec.object_store_mb,
             "join_timeout_s": spec.join_timeout,
             "run": spec.run,
+            "workdir_digest": spec.workdir_digest,
             "not_before": spec.not_before,
             "extra_env": {**self._forwarded(spec), **spec.extra_env()},
             "groups": group_vars(spec.layout),

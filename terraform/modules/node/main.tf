@@ -93,6 +93,7 @@ locals {
         # Only the head runs the workload.
         SYNDEO_RUN = n.rank == 0 ? var.node.run : ""
       },
+      var.node.workdir_digest != null && n.rank == 0 ? { SYNDEO_WORKDIR_DIGEST = var.node.workdir_digest } : {},
       n.node_ip == null ? {} : { SYNDEO_NODE_IP = n.node_ip },
       { SYNDEO_CPUS = local.rank_shape[i].SYNDEO_CPUS, SYNDEO_GPUS = local.rank_shape[i].SYNDEO_GPUS },
       local.rank_shape[i].memory == null ? {} : { SYNDEO_MEMORY_MB = tostring(local.rank_shape[i].memory) },

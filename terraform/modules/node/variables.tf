@@ -47,6 +47,8 @@ variable "node" {
     run = optional(string, "")
     # Working directory of the workload on the head (null: the node's default).
     workdir = optional(string)
+    # sha256 of the workload's work dir, packed by the launcher into the rendezvous (null: none): the head runs the workload in its unpacked copy, which Ray ships to every node as the job's working dir.
+    workdir_digest = optional(string)
     # Launch time, epoch seconds: workers ignore head records older than this (a reused prefix cannot mislead the nodes).
     not_before = optional(number)
     # Per-node scratch base (Ray's temp dir, the token); a node uses <scratch_dir>/<rank>. Null: /var/tmp/sy-<hash of cluster>. Kept short: Ray's Unix socket paths must fit in 107 bytes.
@@ -158,6 +160,10 @@ variable "node" {
     error_message = "workdir: null or an absolute path on one line."
   }
   validation {
+    condition     = var.node.workdir_digest == null || can(regex("^[0-9a-f]{64}$", var.node.workdir_digest))
+    error_message = "workdir_digest: null or a sha256: 64 lower-case hex digits."
+  }
+  validation {
     condition     = var.node.not_before == null || try(var.node.not_before >= 0, false)
     error_message = "not_before: null or epoch seconds >= 0."
   }
@@ -200,7 +206,7 @@ variable "node" {
     condition = length(setintersection(keys(var.node.extra_env), concat([
       "SYNDEO_CLUSTER_ID", "SYNDEO_RANK", "SYNDEO_NODES", "SYNDEO_RENDEZVOUS", "SYNDEO_SCRATCH", "SYNDEO_SCRATCH_BASE",
       "SYNDEO_CPUS", "SYNDEO_GPUS", "SYNDEO_MEMORY_MB", "SYNDEO_OBJECT_STORE_MB", "SYNDEO_NODE_IP",
-      "SYNDEO_ATTEMPT", "SYNDEO_JOIN_TIMEOUT", "SYNDEO_RUN", "SYNDEO_WORKDIR", "SYNDEO_TARGET",
+      "SYNDEO_ATTEMPT", "SYNDEO_JOIN_TIMEOUT", "SYNDEO_RUN", "SYNDEO_WORKDIR", "SYNDEO_WORKDIR_DIGEST", "SYNDEO_TARGET",
       "SYNDEO_NOT_BEFORE", "SYNDEO_IMAGE_DIGEST", "SYNDEO_GROUP", "SYNDEO_GROUPS",
       "SYNDEO_SPOT_NOTICES", "SYNDEO_METADATA_URL", "SYNDEO_LAUNCH_KEY",
       "SYNDEO_IMAGE", "SYNDEO_PYTHON", "SYNDEO_FORWARD_ENV",
