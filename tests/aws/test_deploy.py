@@ -17,6 +17,7 @@ from syndeo.core import timeline
 from testbeds.users import give_to_ci_user
 from tests.aws.conftest import AwsUser, failed
 from tests.aws.leaks import assert_nothing_left
+from tests.support.programs import check_packed_run, write_project
 
 pytestmark = [pytest.mark.aws, pytest.mark.slow]
 
@@ -117,3 +118,32 @@ def test_deploy_runs_whole(aws_user: AwsUser) -> None:
         f"apply, teardown (destroy) {t['teardown_done_s'] - t['launch_s'] - t['head_exit_s']:.1f}"
         f" s, whole deploy {wall:.1f} s"
     )
+
+
+def test_your_program_and_its_files_run_on_the_vms(aws_user: AwsUser) -> None:
+    """docs/getting-started.md, Your own program, on the emulated AWS: the work dir packed
+    into the bucket the apply created (stored only once it exists: the head waits for
+    it), run in the head's unpacked copy, its module imported by tasks on both VMs."""
+    proj = write_project(aws_user.root / "proj")
+    give_to_ci_user(proj)
+    res = aws_user.invoke(
+        "deploy",
+        *aws_user.machine(
+            "--nodes",
+            "2",
+            "--cpus-per-node",
+            "1",
+            "--join-timeout",
+            "240",
+            "--workdir",
+            str(proj),
+            "--run",
+            "python prog.py",
+            "--results-dir",
+            str(aws_user.root / "results-prog"),
+        ),
+    )
+    assert res.returncode == 0, failed(res)
+    assert "packed for the head" in res.stdout + res.stderr
+    check_packed_run(res.stdout, proj, nodes=2)
+    assert_nothing_left(aws_user.state)

@@ -28,6 +28,7 @@ from testbeds.objectstores import Server, make_bucket, running
 from testbeds.users import CI_PYTHON, CI_USER, UserRun, as_user, give_to_ci_user
 from tests.support.helpers import launcher_of
 from tests.support.listeners import assert_ray_ports
+from tests.support.programs import check_packed_run, write_project
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 
@@ -409,38 +410,11 @@ def test_deploy_run_output_is_shown_live_and_kept(ssh_hosts: sshhosts.Bed, run: 
     _assert_clean(ssh_hosts, run)
 
 
-# A Ray program nobody baked into anything: its own module, imported by the driver and
-# by tasks spread over the nodes; where each side found it, and the cwd.
-PROGRAM = """\
-import os, ray, mylib
-ray.init()
-
-@ray.remote(num_cpus=1, scheduling_strategy="SPREAD")
-def where():
-    import time, mylib
-    time.sleep(1)
-    return ray.get_runtime_context().get_node_id(), mylib.__file__, os.getcwd()
-
-found = ray.get([where.remote() for _ in range(6)])
-print("NODES", len({node for node, _, _ in found}))
-print("DRIVER", os.getcwd(), mylib.__file__)
-print("FILES", *sorted(os.listdir(".")))
-for _, path, cwd in found:
-    print("TASK", path, cwd)
-print(mylib.GREETING)
-"""
-
-
 def test_your_program_and_its_files_run_on_the_hosts(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
     """deploy --run with a work dir of the user's own: packed into the rendezvous (the
     ignore rules kept out what they name), run by the head in its unpacked copy, shipped
     by Ray to the other nodes as the job's working dir (issue 36)."""
-    proj = run.root / "proj"
-    (proj / "mylib").mkdir(parents=True)
-    (proj / "mylib" / "__init__.py").write_text("GREETING = 'hello from mylib'\n")
-    (proj / "prog.py").write_text(PROGRAM)
-    (proj / "big.dat").write_bytes(b"\0" * 4096)
-    (proj / ".syndeoignore").write_text("*.dat\n")
+    proj = write_project(run.root / "proj")
     give_to_ci_user(proj)
     cfg = run.config(_body(run, ssh_hosts))
     out = subprocess.run(
@@ -466,17 +440,7 @@ def test_your_program_and_its_files_run_on_the_hosts(ssh_hosts: sshhosts.Bed, ru
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "packed for the head" in out.stderr + out.stdout
-    lines = out.stdout.splitlines()
-    assert "hello from mylib" in lines
-    assert int(next(ln for ln in lines if ln.startswith("NODES")).split()[1]) >= 2
-    driver = next(ln for ln in lines if ln.startswith("DRIVER")).split()
-    tasks = [ln.split() for ln in lines if ln.startswith("TASK")]
-    # The head's unpacked copy, and Ray's copies of it: never the launcher's directory.
-    assert driver[1].endswith("/work") and driver[2] == driver[1] + "/mylib/__init__.py"
-    assert len(tasks) == 6 and all(t[1].startswith(t[2] + "/") for t in tasks)
-    assert not any(str(proj) in ln for ln in lines), lines
-    files = next(ln for ln in lines if ln.startswith("FILES")).split()[1:]
-    assert files == [".syndeoignore", "mylib", "prog.py"]  # *.dat stayed behind
+    check_packed_run(out.stdout, proj, nodes=2)
     _assert_clean(ssh_hosts, run)
 
 
