@@ -71,6 +71,26 @@ def test_image_is_lean(sif: Path, run_user: str | None) -> None:
     assert facts["ray_pyc"] > 10
 
 
+def test_every_clouds_node_sign_in_imports_in_the_image(sif: Path, run_user: str | None) -> None:
+    """What a node on each cloud signs in with, present in the image it runs: boto3's
+    instance-profile provider (AWS), google-auth's metadata-server credentials (GCP),
+    azure-identity's managed identity (Azure), and the rendezvous backends that use them
+    (constructed offline: no credential here asks the network until it is used)."""
+    probe = (
+        "import botocore.credentials, google.auth.compute_engine, json;"
+        "from azure.identity import DefaultAzureCredential, ManagedIdentityCredential;"
+        "import syndeo.rendezvous.s3, syndeo.rendezvous.gs, syndeo.rendezvous.az;"
+        "ManagedIdentityCredential(); google.auth.compute_engine.Credentials();"
+        "print(json.dumps([botocore.credentials.InstanceMetadataProvider.METHOD]))"
+    )
+    argv = ["apptainer", "exec", "--containall", "--cleanenv", str(sif), "python", "-c", probe]
+    if run_user:
+        argv = ["runuser", "-u", run_user, "--", *argv]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == ["iam-role"]
+
+
 def test_invoke_build_again_is_a_noop_and_image_verify_passes(
     built_image: manifest.ImageManifest, sif: Path
 ) -> None:
