@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.metadata
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -124,6 +126,7 @@ def build(
     current = None if force else _up_to_date(output, wanted)
     if current is not None:
         return current
+    _check_wheel_backend(repo)  # before anything is downloaded or built
     req = _Request(base, definition, repo, extra_ca, args, compression, wanted, use_packer)
     _build_to(req, output)
     return _manifest_of_built(output)
@@ -174,6 +177,27 @@ def _build_to(req: _Request, output: Path) -> None:
         _install(staged_sif, output, user)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def _check_wheel_backend(repo: Path) -> None:
+    """The syndeo wheel is built with this venv's setuptools (no build isolation: the
+    build may have no package index), so it must be what pyproject.toml's [build-system]
+    asks for; else one line saying what to upgrade, not setuptools' own traceback."""
+    requires = tomllib.loads((repo / "pyproject.toml").read_text())["build-system"]["requires"]
+    need = next((r for r in requires if r.replace(" ", "").startswith("setuptools>=")), None)
+    if need is None:
+        return
+    minimum = int(need.split(">=", 1)[1].split(".")[0])
+    try:
+        have = importlib.metadata.version("setuptools")
+    except importlib.metadata.PackageNotFoundError:
+        have = "none"
+    if have == "none" or int(have.split(".")[0]) < minimum:
+        raise ImageError(
+            f"building the syndeo wheel needs {need} in this Python ({sys.executable}), "
+            f"which has setuptools {have}: run `{sys.executable} -m pip install "
+            f"'{need}'` (scripts/setup does)"
+        )
 
 
 def _build_context(step: Step, req: _Request, lock: Path, wheels: Path, stage: Path) -> Path:
