@@ -33,10 +33,10 @@ SLURM = {"job_dir": "/shared/u/syndeo", "python": "/shared/u/venv/bin/python", "
 
 
 def _target_and_spec(**over: object) -> tuple[SlurmTarget, ClusterSpec]:
+    over.setdefault("slurm", SLURM)
     cfg = load_config(
         target="slurm",
         groups=GROUPS,
-        slurm=SLURM,
         workdir="/shared/u/work",
         run="python train.py --epochs 3",
         **over,
@@ -106,3 +106,35 @@ def test_container_gpu_group_keeps_slurms_devices() -> None:
     for part in (head, cpu):
         assert "apptainer exec --containall --cleanenv" in part
         assert "--nv" not in part and "APPTAINERENV_CUDA" not in part
+
+
+def test_the_other_groups_wait_for_the_heads_job_to_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker group started before the head's job would wait join_timeout for a head
+    still in the queue and give up: each other group depends on the head's job having
+    started (--dependency=after), the head's on nothing (issue 34)."""
+    from syndeo.launcher.targets.slurm import commands
+
+    calls: list[list[str]] = []
+
+    def submit(script: str, env: object = None, unset: object = (), options: object = ()) -> str:
+        calls.append(list(options))  # type: ignore[call-overload]
+        return str(100 + len(calls))
+
+    monkeypatch.setattr(commands, "submit", submit)
+    monkeypatch.setenv("SYNDEO_HOME", str(tmp_path / "home"))
+    target, spec = _target_and_spec(slurm={**SLURM, "job_dir": str(tmp_path / "jobs")})
+    launched = target.launch(spec)
+    assert calls == [[], ["--dependency=after:101"], ["--dependency=after:101"]]
+    assert [g["job_id"] for g in launched.data["groups"]] == ["101", "102", "103"]
+
+
+def test_gres_of_a_type_are_counted_by_type() -> None:
+    from syndeo.launcher.targets.slurm.commands import _gres_count
+
+    field = "gpu:a100:4(S:0-1),gpu:v100:2,shard:8"
+    assert _gres_count(field, "gpu") == 6
+    assert _gres_count(field, "gpu", "a100") == 4
+    assert _gres_count(field, "gpu", "h100") == 0
+    assert _gres_count("gpu:2", "gpu", "a100") == 0  # untyped GPUs are not of the type

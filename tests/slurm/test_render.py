@@ -72,6 +72,17 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
             "scratch_dir": "/scratch",
         },
     ),
+    # Sites that route by GPU type, and Slurm's --gpus-per-node (issue 34).
+    "gpu-typed-per-node-srun": (
+        {"gpus": 4, "nodes": 2, "cpus": 16},
+        {
+            "partition": "gpu",
+            "gpu_request": "gpus-per-node",
+            "gpu_type": "a100",
+            "extra_srun": ["--cpu-bind=cores", "--mpi=none"],
+        },
+    ),
+    "gpu-typed-gres": ({"gpus": 2}, {"gpu_type": "h100", "time": "0"}),
 }
 
 
@@ -96,6 +107,30 @@ def test_gpu_settings_pass_through() -> None:
     assert "export SYNDEO_GPUS=2" in gres  # -> ray start --num-gpus=2
     per_task = _script(_spec(gpus=1), gpu_request="gpus-per-task")
     assert "#SBATCH --gpus-per-task=1" in per_task and "--gres" not in per_task
+    typed = _script(_spec(gpus=2), gpu_type="a100")
+    assert "#SBATCH --gres=gpu:a100:2" in typed and "--gres=gpu:a100:2 --no-kill" in typed
+    per_node = _script(_spec(gpus=2), gpu_request="gpus-per-node", gpu_type="a100")
+    assert "#SBATCH --gpus-per-node=a100:2" in per_node and "--gres" not in per_node
+    srun = _script(_spec(), extra_srun=["--cpu-bind=cores", "--export=ALL,X=a b"])
+    assert "--no-kill --cpu-bind=cores '--export=ALL,X=a b' \\\n  bash -c syndeo_task" in srun
+
+
+@pytest.mark.parametrize(
+    ("time", "seconds"),
+    [
+        ("0", None),
+        ("0:00", None),
+        ("0-0", None),
+        ("UNLIMITED", None),
+        ("30", 1800.0),
+        ("1-0", 86400.0),
+        ("00:00:30", 30.0),
+    ],
+)
+def test_time_limits_as_sbatch_reads_them(time: str, seconds: float | None) -> None:
+    """--time=0 is no limit for sbatch (not zero seconds: node credentials made for
+    the job's life would last 15 minutes)."""
+    assert SlurmSettings(time=time).time_limit_s() == seconds
 
 
 @pytest.mark.root  # the container command names a user to run as, which needs root
@@ -135,6 +170,9 @@ def test_runtime_values_come_from_slurm() -> None:
         ({"scratch_dir": "/a/very/long/scratch/directory/path"}, "slurm.scratch_dir"),
         ({"no_such_key": 1}, "slurm.no_such_key: is not a known setting"),
         ({"extra_sbatch": ["-N 4"]}, "slurm.extra_sbatch"),
+        ({"extra_srun": ["-c 2"]}, "slurm.extra_srun"),
+        ({"gpu_type": "a100:2"}, "slurm.gpu_type"),
+        ({"gpu_request": "gpus"}, "slurm.gpu_request"),
     ],
 )
 def test_invalid_slurm_settings(slurm: dict[str, Any], needle: str) -> None:

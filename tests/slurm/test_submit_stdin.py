@@ -38,7 +38,11 @@ def fake_sbatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_submit_hands_the_text_to_sbatch_on_stdin(fake_sbatch: Path) -> None:
     text = "#!/bin/bash\n#SBATCH --nodes=1\necho hi\n"
     assert commands.submit(text) == "4242"
-    assert fake_sbatch.with_suffix(".argv").read_text().splitlines() == ["--parsable"]
+    # --export=ALL: a user's SBATCH_EXPORT=NONE would leave the job without its secrets.
+    assert fake_sbatch.with_suffix(".argv").read_text().splitlines() == [
+        "--parsable",
+        "--export=ALL",
+    ]
     assert fake_sbatch.with_suffix(".stdin").read_text() == text
 
 
@@ -71,7 +75,11 @@ def test_the_target_submits_what_it_rendered_whatever_is_in_the_job_dir(
     (job.job_dir / "job.sbatch").symlink_to(victim)
     entry = target._submit(job)
     assert entry["job_id"] == "4242"
-    assert fake_sbatch.with_suffix(".argv").read_text().splitlines() == ["--parsable"]
+    # --export=ALL: a user's SBATCH_EXPORT=NONE would leave the job without its secrets.
+    assert fake_sbatch.with_suffix(".argv").read_text().splitlines() == [
+        "--parsable",
+        "--export=ALL",
+    ]
     assert fake_sbatch.with_suffix(".stdin").read_text() == render(job)
     assert victim.read_text() == "untouched\n"
     copy = job.job_dir / "job.sbatch"

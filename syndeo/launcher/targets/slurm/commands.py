@@ -133,8 +133,11 @@ def check_partition(name: str | None, nodes: int) -> None:
         )
 
 
-def check_partition_gpus(name: str | None, gres: str, gpus: int, nodes: int, what: str) -> None:
-    """ConfigError unless ``nodes`` nodes of the partition each offer ``gpus`` of ``gres``."""
+def check_partition_gpus(
+    name: str | None, gres: str, gpus: int, nodes: int, what: str, kind: str | None = None
+) -> None:
+    """ConfigError unless ``nodes`` nodes of the partition each offer ``gpus`` of ``gres``
+    (of type ``kind``, e.g. a100, when given)."""
     part = name or default_partition()
     proc = _slurm(["sinfo", "-h", "-N", "-o", "%N %G"] + (["-p", part] if part else []))
     if proc.returncode != 0:
@@ -142,11 +145,12 @@ def check_partition_gpus(name: str | None, gres: str, gpus: int, nodes: int, wha
     counts = {}
     for line in proc.stdout.splitlines():
         node, _, field = line.strip().partition(" ")
-        counts[node] = _gres_count(field, gres)
+        counts[node] = _gres_count(field, gres, kind)
     if not any(counts.values()):
+        named = f"{gres}:{kind}" if kind else gres
         raise ConfigError(
-            f"{what} asks for {gpus} GPU(s) per node but partition {part!r} has no {gres!r} "
-            "resources (pick a GPU partition with slurm.partition)"
+            f"{what} asks for {gpus} GPU(s) per node but partition {part!r} has no {named!r} "
+            "resources (pick a GPU partition with slurm.partition, or another slurm.gpu_type)"
         )
     fit = sum(1 for c in counts.values() if c >= gpus)
     if fit < nodes:
@@ -156,25 +160,39 @@ def check_partition_gpus(name: str | None, gres: str, gpus: int, nodes: int, wha
         )
 
 
-def _gres_count(field: str, gres: str) -> int:
-    """GPUs of kind ``gres`` in sinfo's %G (``gpu:2``, ``gpu:a100:4(S:0-1)``, ``(null)``)."""
+def _gres_count(field: str, gres: str, kind: str | None = None) -> int:
+    """GPUs of kind ``gres`` (and type ``kind``, if given) in sinfo's %G (``gpu:2``,
+    ``gpu:a100:4(S:0-1)``, ``(null)``)."""
     total = 0
     for item in field.split(","):
         parts = item.split("(")[0].split(":")
-        if parts[0] == gres and len(parts) >= 2 and parts[-1].isdigit():
+        if parts[0] != gres or len(parts) < 2 or not parts[-1].isdigit():
+            continue
+        if kind is None or (len(parts) == 3 and parts[1] == kind):
             total += int(parts[-1])
     return total
 
 
-def submit(script: str, env: Mapping[str, str] | None = None, unset: Sequence[str] = ()) -> str:
+def submit(
+    script: str,
+    env: Mapping[str, str] | None = None,
+    unset: Sequence[str] = (),
+    options: Sequence[str] = (),
+) -> str:
     """Submit the batch script ``script`` (its text); the job id.
 
     The text goes to sbatch on its standard input, never as a file sbatch reads back:
     a job dir on a shared filesystem may be writable by others, and a file written
     there could be swapped between our write and sbatch's read.  ``env``: variables
     added to sbatch's environment, which the job inherits (secrets the script only
-    names); ``unset``: variables of ours sbatch must not pass on."""
-    proc = _slurm(["sbatch", "--parsable"], timeout=60, stdin=script, env=env, unset=unset)
+    names); ``unset``: variables of ours sbatch must not pass on; ``options``: sbatch
+    options known only at submission (a dependency on another job).
+
+    ``--export=ALL`` whatever the user's ``SBATCH_EXPORT`` says (NONE on some sites'
+    login nodes): the script exports every setting itself, but the secrets it only
+    names reach the job through sbatch's environment."""
+    argv = ["sbatch", "--parsable", "--export=ALL", *options]
+    proc = _slurm(argv, timeout=60, stdin=script, env=env, unset=unset)
     if proc.returncode != 0:
         raise TargetError(f"sbatch refused the job: {_last_line(proc).removeprefix('sbatch: ')}")
     # --parsable prints "<id>" or "<id>;<cluster>".

@@ -102,9 +102,11 @@ def _gpu_args(job: SlurmJob) -> list[str]:
     g = job.shape.gpus_per_node
     if not g:
         return []
-    if job.settings.gpu_request == "gres":
-        return [f"--gres={job.settings.gres_name}:{g}"]
-    return [f"--gpus-per-task={g}"]
+    s = job.settings
+    count = f"{s.gpu_type}:{g}" if s.gpu_type else str(g)  # typed: gpu:a100:2
+    if s.gpu_request == "gres":
+        return [f"--gres={s.gres_name}:{count}"]
+    return [f"--{s.gpu_request}={count}"]  # one task per node: per node = per task
 
 
 def templates() -> Environment:
@@ -128,6 +130,7 @@ def render(job: SlurmJob) -> str:
     srun_extra = "".join(f" {a}" for a in gpu)
     if job.settings.tolerate_node_loss:
         srun_extra += " --no-kill"
+    srun_extra += "".join(f" {shlex.quote(a)}" for a in job.settings.extra_srun)
     static_env = [(k, shell_word(v)) for k, v in sorted(job.node_env.items())]
     return (
         templates()

@@ -49,9 +49,18 @@ class SlurmSettings(BaseModel):
     time: str = "00:30:00"
     account: str | None = None
     qos: str | None = None
-    # How GPUs are requested: a generic resource per node, or Slurm's --gpus-per-task.
-    gpu_request: Literal["gres", "gpus-per-task"] = "gres"
+    # How GPUs are requested: a generic resource per node (--gres), or Slurm's
+    # --gpus-per-node / --gpus-per-task.
+    gpu_request: Literal["gres", "gpus-per-node", "gpus-per-task"] = "gres"
     gres_name: str = "gpu"
+    # A typed GPU (sites that route by it): a100 makes --gres=gpu:a100:N (or
+    # --gpus-per-node=a100:N); None: any GPU.
+    gpu_type: str | None = None
+    # Look at the partition (sinfo: size, GPUs) before submitting; off for sites that
+    # route jobs by QOS or constraint without a partition of their own.
+    preflight: bool = True
+    # More options for the srun that starts one node per task (long options).
+    extra_srun: list[str] = []
     # Node-local base dir for Ray's temp files (short: Unix socket path limit).
     scratch_dir: Path = Path("/tmp")
     # Shared filesystem dir for job scripts, logs, rank-0 exit status.
@@ -68,7 +77,7 @@ class SlurmSettings(BaseModel):
     extra_sbatch: list[str] = []
     job_name: str | None = None  # None = the cluster id (what `invoke slurm.cancel` matches)
 
-    @field_validator("partition", "account", "qos", "gres_name", "job_name")
+    @field_validator("partition", "account", "qos", "gres_name", "gpu_type", "job_name")
     @classmethod
     def _name(cls, v: str | None) -> str | None:
         if v is not None and not _NAME_RE.match(v):
@@ -87,6 +96,8 @@ class SlurmSettings(BaseModel):
         M, M:S, H:M:S, D-H, D-H:M, D-H:M:S."""
         if self.time in ("UNLIMITED", "INFINITE"):
             return None
+        if not any(c not in "0:-" for c in self.time):
+            return None  # sbatch: "a time limit of zero requests that no time limit be imposed"
         days, _, rest = self.time.rpartition("-")
         parts = [int(x) for x in rest.split(":")]
         if days:  # D-H, D-H:M, D-H:M:S: hours first
@@ -131,7 +142,7 @@ class SlurmSettings(BaseModel):
             raise ValueError(f"{v!r} is not a network interface name")
         return v
 
-    @field_validator("extra_sbatch")
+    @field_validator("extra_sbatch", "extra_srun")
     @classmethod
     def _extra(cls, v: list[str]) -> list[str]:
         for arg in v:

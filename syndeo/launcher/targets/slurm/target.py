@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +152,8 @@ class SlurmTarget(Target):
         the rendezvous is touched or anything is submitted."""
         if spec.layout is None:
             _check_image(spec.image)
-            commands.check_partition(self.settings.partition, spec.nodes)
+            if self.settings.preflight:
+                commands.check_partition(self.settings.partition, spec.nodes)
             return
         for g in spec.layout.groups:
             if g.nodes > 0:
@@ -161,13 +162,20 @@ class SlurmTarget(Target):
     def _check_group(self, g: Group, nodes: int) -> None:
         _check_image(g.container)
         settings = self._settings_of(g.name)
+        if not settings.preflight:
+            return
         try:
             commands.check_partition(settings.partition, nodes)
         except ConfigError as exc:
             raise ConfigError(f"group {g.name!r}: {exc}") from None
         if g.gpus:
             commands.check_partition_gpus(
-                settings.partition, settings.gres_name, g.gpus, nodes, f"group {g.name!r}"
+                settings.partition,
+                settings.gres_name,
+                g.gpus,
+                nodes,
+                f"group {g.name!r}",
+                settings.gpu_type,
             )
 
     # ------------------------------------------------------------------ the Target verbs
@@ -186,7 +194,10 @@ class SlurmTarget(Target):
         submitted: list[dict[str, Any]] = []
         try:
             for j in batch:
-                submitted.append(self._submit(j))
+                # The other groups start once the head's job has: started before it,
+                # their nodes would wait for a head that is still queued, and give up.
+                after = [f"--dependency=after:{submitted[0]['job_id']}"] if submitted else []
+                submitted.append(self._submit(j, after))
         except BaseException:
             for entry in submitted:  # all groups or none
                 with contextlib.suppress(TargetError):
@@ -219,13 +230,13 @@ class SlurmTarget(Target):
             data=data,
         )
 
-    def _submit(self, job: SlurmJob) -> dict[str, Any]:
+    def _submit(self, job: SlurmJob, options: Sequence[str] = ()) -> dict[str, Any]:
         job = self._with_node_credentials(job)
         text = render(job)
         # A copy for the user (what ran), owner-only: it holds --run.  sbatch gets the
         # text itself on stdin (commands.submit), so nothing done to this file reaches the job.
         _write_private(job.job_dir / _script_name(job), text)
-        job_id = commands.submit(text, env=job.secret_env, unset=job.unset_env)
+        job_id = commands.submit(text, env=job.secret_env, unset=job.unset_env, options=options)
         if self.echo is not None:
             what = f" (group {job.group}, {job.shape.nodes} node(s))" if job.group else ""
             self.echo(
