@@ -31,7 +31,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
 def test_three_node_job(slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun) -> None:
-    outcome = user_run.deploy(job_config())
+    # From a login shell with SBATCH_EXPORT=NONE (some sites set it): the job still gets
+    # the secrets sbatch passes it (the launch key), since the launcher says --export=ALL.
+    outcome = user_run.deploy(job_config(), env={"SBATCH_EXPORT": "NONE"})
     assert outcome["exit_code"] == 0, outcome
     result = collected_result(outcome)
     assert result["ray_nodes"] == 3
