@@ -116,7 +116,7 @@ CLUSTER = [
     *from_settings(DeployConfig, *ClusterOptions.model_fields, "tls"),
 ]
 RUN = [
-    *from_settings(DeployConfig, "run", "results_dir", "exclude"),
+    *from_settings(DeployConfig, "run", "results_dir", "exclude", "requirements"),
     *from_settings(BenchSettings, "envs", "mode", "repeats", "samples_per_cpu", prefix="bench_"),
 ]
 GROUP = Option("group", "the node group ([[groups]] name)", required=True)

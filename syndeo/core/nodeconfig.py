@@ -90,6 +90,9 @@ class NodeSettings(ClusterOptions):
     # for the workload (a target whose machines do not share its files); the head runs
     # the workload in its unpacked copy, which Ray ships to every node (syndeo/node/workdir.py).
     workdir_digest: str | None = None
+    # Every node: the sha256 of the wheels the launcher resolved for the workload
+    # (--requirements) and put in the rendezvous; installed before Ray starts.
+    wheelhouse_digest: str | None = None
     target: str = "manual"
     not_before: float | None = None
     image_digest: str | None = None  # recorded in results manifests when nodes run in an image
@@ -115,9 +118,9 @@ class NodeSettings(ClusterOptions):
             raise ValueError("must be 64 lower-case hex digits")  # never echo the value
         return v
 
-    @field_validator("workdir_digest")
+    @field_validator("workdir_digest", "wheelhouse_digest")
     @classmethod
-    def _workdir_digest(cls, v: str | None) -> str | None:
+    def _digest(cls, v: str | None) -> str | None:
         if v is not None and not re.fullmatch(r"[0-9a-f]{64}", v):
             raise ValueError("must be a sha256: 64 lower-case hex digits")
         return v

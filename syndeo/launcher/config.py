@@ -127,6 +127,13 @@ class DeployConfig(_Strict, ClusterOptions):
         "comma-separated)",
     )
     container: Path | None = option(None, "run every node in this Apptainer image (.sif)")
+    # Python packages the workload needs beyond the image's, installed on every node
+    # from wheels the launcher resolves (syndeo/launcher/wheelhouse.py).
+    requirements: Path | None = option(
+        None,
+        "packages your program needs beyond the image's, installed on every node without a "
+        "package index (default: requirements.txt in the work dir, if any)",
+    )
     results_dir: Path = option(Path("results"), "where results are written (default ./results)")
     bench: BenchSettings = BenchSettings()
     cost: CostSettings = CostSettings()  # [cost.onprem], read by `invoke compare`

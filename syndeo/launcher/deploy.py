@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ from syndeo.core.errors import (
 )
 from syndeo.launcher import tls as launcher_tls
 from syndeo.launcher import watch as watcher
+from syndeo.launcher import wheelhouse
 from syndeo.launcher.config import DeployConfig, RecoverySettings
 from syndeo.launcher.job_client import pack_workdir
 from syndeo.launcher.nodecreds import gcs_tokens
@@ -90,6 +92,21 @@ def _signals_interrupt() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
+@dataclass(frozen=True)
+class Payload:
+    """What a deploy stores in the rendezvous for its nodes, by digest: the work dir for
+    the head (:func:`_packed`), the workload's wheels for every node (:func:`_wheels`)."""
+
+    workdir: bytes | None
+    wheels: bytes | None
+
+    def store(self, rdv: Rendezvous, spec: ClusterSpec) -> None:
+        if self.workdir is not None and spec.workdir_digest is not None:
+            rdv.put_workdir(spec.workdir_digest, self.workdir)
+        if self.wheels is not None and spec.wheelhouse_digest is not None:
+            rdv.put_wheelhouse(spec.wheelhouse_digest, self.wheels)
+
+
 def _packed(
     cfg: DeployConfig, target: Target, spec: ClusterSpec
 ) -> tuple[ClusterSpec, bytes | None]:
@@ -104,7 +121,33 @@ def _packed(
     return spec.model_copy(update={"workdir_digest": digest}), archive
 
 
-def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous, bytes | None]:
+def _wheels(cfg: DeployConfig, spec: ClusterSpec) -> tuple[ClusterSpec, bytes | None]:
+    """``spec`` with the digest of the workload's wheels, and their archive, when it names
+    packages beyond the image's (--requirements, or requirements.txt in the work dir)."""
+    if cfg.run is None:
+        return spec, None
+    req = cfg.requirements
+    if req is None and spec.workdir is not None and (spec.workdir / "requirements.txt").is_file():
+        req = spec.workdir / "requirements.txt"
+    if req is None:
+        return spec, None
+    archive = wheelhouse.resolve(req, _node_python(spec))
+    if archive is None:
+        return spec, None  # the image has all of it
+    digest = hashlib.sha256(archive).hexdigest()
+    return spec.model_copy(update={"wheelhouse_digest": digest}), archive
+
+
+def _node_python(spec: ClusterSpec) -> str:
+    """The nodes' Python, major.minor: the image's, or (bare nodes) this one's."""
+    from syndeo.image.manifest import load_manifest
+
+    found = load_manifest(spec.image) if spec.image is not None else None
+    version = found.versions.get("python", "") if found is not None else ""
+    return ".".join(version.split(".")[:2]) or f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous, Payload]:
     target = get_target(cfg, echo=ui.echo)
     if cfg.recovery.replace_lost and not target.replaces_lost:
         raise ConfigError(
@@ -116,12 +159,16 @@ def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous
     spec, archive = _packed(cfg, target, ClusterSpec.from_config(cfg, uri, cluster_id))
     if archive is not None:
         ui.info(f"syndeo: work dir {spec.workdir} packed for the head ({len(archive):,} bytes)")
+    spec, wheels = _wheels(cfg, spec)
+    if wheels is not None:
+        ui.info(f"syndeo: wheels for every node resolved ({len(wheels):,} bytes)")
+    payload = Payload(archive, wheels)
     target.check(spec)
     launcher_tls.check(spec)
     rdv = open_rendezvous(uri, cluster_id)
     if target.creates_rendezvous(uri):
         # A bucket the launch creates, fresh and private: nothing to check or claim yet.
-        return target, spec, rdv, archive
+        return target, spec, rdv, payload
     rdv.check()
     # Atomic: of two launchers given the same id, exactly one gets past this line
     # (a check-then-publish let both launch and the loser's workers join the winner).
@@ -140,7 +187,7 @@ def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous
             f"cluster id {cluster_id!r} is in use at {uri} (a head is published): pick another id "
             "or run `invoke down` for it"
         )
-    return target, spec, rdv, archive
+    return target, spec, rdv, payload
 
 
 def plan(cfg: DeployConfig) -> str:
@@ -149,7 +196,7 @@ def plan(cfg: DeployConfig) -> str:
     cluster_id = cfg.cluster_id or new_cluster_id(cfg.target)
     uri = cfg.rendezvous or target.default_rendezvous()
     spec, _ = _packed(cfg, target, ClusterSpec.from_config(cfg, uri, cluster_id))
-    return target.script(spec)
+    return target.script(_wheels(cfg, spec)[0])
 
 
 def _follow(
@@ -329,8 +376,8 @@ def deploy(cfg: DeployConfig, ui: Ui | None = None, keep: bool = False) -> Outco
 
 def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
     check_workload(cfg)  # a bad setting costs no start-up (or queue wait) to find
-    target, spec, rdv, archive = _prepare(cfg, ui)
-    return _DeployRun(cfg, ui, keep, target, spec, rdv, archive).run()
+    target, spec, rdv, payload = _prepare(cfg, ui)
+    return _DeployRun(cfg, ui, keep, target, spec, rdv, payload).run()
 
 
 class _DeployRun:
@@ -353,7 +400,7 @@ class _DeployRun:
         target: Target,
         spec: ClusterSpec,
         rdv: Rendezvous,
-        archive: bytes | None = None,
+        payload: Payload | None = None,
     ) -> None:
         self.cfg, self.ui, self.keep, self.target, self.spec, self.rdv = (
             cfg,
@@ -363,7 +410,7 @@ class _DeployRun:
             spec,
             rdv,
         )
-        self.archive = archive  # the packed work dir (_packed), stored for each attempt's head
+        self.payload = payload or Payload(None, None)  # stored for each attempt's nodes
         # A bucket the launch creates is destroyed with the cluster: nothing to clean after.
         self.owned = target.creates_rendezvous(spec.rendezvous)
         self.t0, self.wall0 = time.monotonic(), time.time()
@@ -430,9 +477,8 @@ class _DeployRun:
                 self.rdv.check()  # it exists only now
                 if authority is not None:
                     launcher_tls.deliver(self.rdv, spec, authority)  # the nodes wait for it
-            if self.archive is not None and self.spec.workdir_digest is not None:
-                # Per attempt (the head reads its own attempt's records); it waits for it.
-                self.rdv.put_workdir(self.spec.workdir_digest, self.archive)
+            # Per attempt (nodes read their own attempt's records); they wait for it.
+            self.payload.store(self.rdv, self.spec)
             launch_s = round(time.monotonic() - t_attempt, 3)
             assert self.launched is not None
             self.rc, self.done, self.timings, self.rdv = _follow(

@@ -50,6 +50,9 @@ class ClusterSpec(ClusterOptions):
     # The work dir packed into the rendezvous for the workload, by sha256 (deploy --run on
     # a target whose machines do not share the launcher's files); None: run in ``workdir``.
     workdir_digest: str | None = None
+    # The workload's extra packages (--requirements), resolved into wheels in the
+    # rendezvous by sha256: every node installs them before it starts Ray.
+    wheelhouse_digest: str | None = None
     image: Path | None
     image_digest: str | None = None
     not_before: float
@@ -152,6 +155,7 @@ class ClusterSpec(ClusterOptions):
             run=self.run if rank == 0 else "",
             workdir=self.workdir,
             workdir_digest=self.workdir_digest if rank == 0 else None,
+            wheelhouse_digest=self.wheelhouse_digest,
             target=self.target,
             not_before=self.not_before,
             image_digest=digest,

@@ -28,6 +28,7 @@ from syndeo.core.poll import Poller
 from syndeo.core.securedir import secure_dir, write_private
 from syndeo.core.timeline import Timeline
 from syndeo.node import tls as node_tls
+from syndeo.node import wheelhouse
 from syndeo.node.leaving import gcs_reachable, wait_until_done
 from syndeo.node.preemption import Notice, Watcher, drain
 from syndeo.node.raynode import RayProcess, client_server_port
@@ -337,6 +338,10 @@ def main(env: dict[str, str] | None = None) -> int:
             # read it too.
             os.environ.update(node_tls.prepare(settings, rdv, lambda msg: log(settings, msg)))
             tl.mark("tls_ready")
+        if settings.wheelhouse_digest is not None:
+            # Before Ray starts: its workers and the workload inherit the path.
+            os.environ.update(wheelhouse.install(rdv, settings))
+            tl.mark("packages_ready")
         if settings.is_head:
             return run_head(settings, rdv, tl)
         return run_worker(settings, rdv, tl)

@@ -33,6 +33,7 @@ and per attempt below ``a<attempt>/``::
     jobs/<id>/log/<seq>  the job's output, in chunks
     jobs/<id>/outputs.tar.gz  the files the job left in its outputs/ directory
     workdirs/<sha256>    a submitted working directory (.tar.gz), by content
+    wheelhouses/<sha256> the workload's extra packages as wheels (.tar.gz), by content
 
 The head reads the whole ``ctl/`` prefix with one list request per poll: the stop flag,
 new jobs and cancellations cost no more than the stop flag alone did.
@@ -149,6 +150,7 @@ class DoneRecord(_Record):
 JOB_ID_RE = re.compile(r"^j[0-9]{5}-[0-9a-f]{6}$")
 TERMINAL = ("succeeded", "failed", "cancelled", "rejected")
 MAX_JOB_ARCHIVE = 100 * 1024 * 1024  # a submitted work dir, packed (the launcher refuses more)
+MAX_WHEELHOUSE = 256 * 1024 * 1024  # the workload's wheels, packed (the launcher refuses more)
 MAX_OUTPUTS = 256 * 1024 * 1024  # what a job leaves in outputs/ (the agent uploads no more)
 # What a launch key signs for the head besides its record (syndeo/core/launchkey.py).
 JOB_PURPOSE, CANCEL_PURPOSE = "job", "cancel"
@@ -560,6 +562,16 @@ class Rendezvous(ABC):
     def get_workdir(self, digest: str) -> bytes | None:
         """The work dir of that digest (:class:`BlobTooLarge` past ``MAX_JOB_ARCHIVE``)."""
         return self._read(self._key(f"workdirs/{digest}.tar.gz"), MAX_JOB_ARCHIVE)
+
+    def put_wheelhouse(self, digest: str, archive: bytes) -> None:
+        """The workload's wheels (a .tar.gz, syndeo/launcher/wheelhouse.py) by their sha256."""
+        key = self._key(f"wheelhouses/{digest}.tar.gz")
+        if not self._list(key):
+            self._create(key, archive)
+
+    def get_wheelhouse(self, digest: str) -> bytes | None:
+        """The wheelhouse of that digest (:class:`BlobTooLarge` past ``MAX_WHEELHOUSE``)."""
+        return self._read(self._key(f"wheelhouses/{digest}.tar.gz"), MAX_WHEELHOUSE)
 
     def submit_job(self, spec: JobSpec) -> None:
         if spec.cluster_id != self.cluster_id or spec.attempt != self.attempt:

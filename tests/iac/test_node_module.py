@@ -93,6 +93,7 @@ def _module_inputs(spec: ClusterSpec, node_ips: list[str]) -> dict[str, Any]:
         "run": spec.run,
         "workdir": str(spec.workdir),
         "workdir_digest": spec.workdir_digest,
+        "wheelhouse_digest": spec.wheelhouse_digest,
         "not_before": spec.not_before,
         "image_digest": spec.image_digest,
         "node_ips": node_ips,
@@ -323,6 +324,7 @@ def _grouped_spec() -> ClusterSpec:
         container=None,
     )
     update = {"nodes": 4, "layout": layout, "dashboard": True, "workdir_digest": "ab" * 32}
+    update["wheelhouse_digest"] = "cd" * 32
     return _spec().model_copy(update=update)
 
 
@@ -347,6 +349,8 @@ def test_groups_render_what_python_would_set(tmp_path: Path) -> None:
     assert [e.get("SYNDEO_DASHBOARD") for e in out["env"]] == ["True"] * 4
     # The packed work dir's digest: the head's alone (it runs the workload).
     assert [e.get("SYNDEO_WORKDIR_DIGEST") for e in out["env"]] == ["ab" * 32, None, None, None]
+    # The workload's wheels: every node installs them.
+    assert [e.get("SYNDEO_WHEELHOUSE_DIGEST") for e in out["env"]] == ["cd" * 32] * 4
 
 
 def test_without_groups_nothing_changes(tmp_path: Path) -> None:

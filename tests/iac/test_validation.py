@@ -138,6 +138,8 @@ NODE_CASES: list[tuple[Any, ...]] = [
     ("workdir_digest", "ab" * 32, True),
     ("workdir_digest", "AB" * 32, False),
     ("workdir_digest", "ab" * 31, False),
+    ("wheelhouse_digest", "cd" * 32, True),
+    ("wheelhouse_digest", "sha256:" + "cd" * 32, False),
     ("run", "echo a\necho b", False),
     ("image_digest", "sha256:" + "a" * 64, True),
     ("image_digest", "md5:abc", False),

@@ -148,3 +148,24 @@ def test_the_launchers_own_state_is_never_packed(
     for inside in (proj / "state", proj / "state" / "clusters"):
         with pytest.raises(ConfigError, match="Syndeo's own state"):
             pack_workdir(inside, [])
+
+
+def test_wheels_that_never_come_or_were_changed_are_never_installed(
+    tmp_path: Path, scratch: Path
+) -> None:
+    """The workload's wheels (syndeo/node/wheelhouse.py) follow the work dir's rules: by
+    digest, waited for up to the join timeout, never installed unless they match."""
+    from syndeo.core.errors import NodeError
+    from syndeo.node import wheelhouse
+
+    digest = "ef" * 32
+    s = _settings(tmp_path, scratch, "ab" * 32, timeout=0.3).model_copy(
+        update={"wheelhouse_digest": digest}
+    )
+    rdv = open_rendezvous(s.rendezvous, "wd")
+    with pytest.raises(RendezvousTimeout, match=r"wheels .* did not reach"):
+        wheelhouse.install(rdv, s)
+    rdv.put_wheelhouse(digest, b"planted")
+    with pytest.raises(NodeError, match="do not match their digest"):
+        wheelhouse.install(rdv, s)
+    assert not (scratch / "pylib").exists()

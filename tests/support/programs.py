@@ -1,6 +1,7 @@
 """A Ray program of the user's own, for the targets' end-to-end tests of ``deploy --run``
-with a work dir (issue 36): its own module, imported by the driver and by tasks spread
-over the nodes, and what each side saw."""
+with a work dir (issue 36): its own module and a package from its requirements.txt that
+the image lacks (typer), imported by the driver and by tasks spread over the nodes, and
+what each side saw."""
 
 from __future__ import annotations
 
@@ -12,16 +13,17 @@ ray.init()
 
 @ray.remote(num_cpus=1, scheduling_strategy="SPREAD")
 def where():
-    import time, mylib
+    import time, mylib, typer
     time.sleep(1)
-    return ray.get_runtime_context().get_node_id(), mylib.__file__, os.getcwd()
+    node = ray.get_runtime_context().get_node_id()
+    return node, mylib.__file__, os.getcwd(), typer.__file__
 
 found = ray.get([where.remote() for _ in range(6)])
-print("NODES", len({node for node, _, _ in found}))
+print("NODES", len({node for node, _, _, _ in found}))
 print("DRIVER", os.getcwd(), mylib.__file__)
 print("FILES", *sorted(os.listdir(".")))
-for _, path, cwd in found:
-    print("TASK", path, cwd)
+for _, path, cwd, typer_file in found:
+    print("TASK", path, cwd, typer_file)
 print(mylib.GREETING)
 """
 
@@ -33,6 +35,7 @@ def write_project(proj: Path) -> Path:
     (proj / "prog.py").write_text(PROGRAM)
     (proj / "big.dat").write_bytes(b"\0" * 4096)
     (proj / ".syndeoignore").write_text("*.dat\n")
+    (proj / "requirements.txt").write_text("typer\n")  # not in the image
     return proj
 
 
@@ -47,6 +50,8 @@ def check_packed_run(stdout: str, proj: Path, nodes: int) -> None:
     # The head's unpacked copy, and Ray's copies of it: never the launcher's directory.
     assert driver[1].endswith("/work") and driver[2] == driver[1] + "/mylib/__init__.py"
     assert len(tasks) == 6 and all(t[1].startswith(t[2] + "/") for t in tasks)
+    # typer from the wheels each node installed before its Ray started.
+    assert all("/pylib/typer/" in t[3] for t in tasks), tasks
     assert not any(str(proj) in ln for ln in lines), lines
     files = next(ln for ln in lines if ln.startswith("FILES")).split()[1:]
-    assert files == [".syndeoignore", "mylib", "prog.py"]  # *.dat stayed behind
+    assert files == [".syndeoignore", "mylib", "prog.py", "requirements.txt"]  # no *.dat

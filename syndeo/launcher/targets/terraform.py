@@ -156,6 +156,7 @@ class TerraformTarget(Target):
             "join_timeout_s": spec.join_timeout,
             "run": spec.run,
             "workdir_digest": spec.workdir_digest,
+            "wheelhouse_digest": spec.wheelhouse_digest,
             "not_before": spec.not_before,
             "extra_env": {**self._forwarded(spec), **spec.extra_env()},
             "groups": group_vars(spec.layout),

@@ -68,6 +68,7 @@ locals {
     var.node.workdir == null ? {} : { SYNDEO_WORKDIR = var.node.workdir },
     var.node.not_before == null ? {} : { SYNDEO_NOT_BEFORE = tostring(var.node.not_before) },
     var.node.image_digest == null ? {} : { SYNDEO_IMAGE_DIGEST = var.node.image_digest },
+    var.node.wheelhouse_digest == null ? {} : { SYNDEO_WHEELHOUSE_DIGEST = var.node.wheelhouse_digest },
     # The settings every node shares (ClusterOptions), written as NodeSettings writes
     # them: null and false left out, true as "True".
     { for k, v in var.node.settings : "SYNDEO_${upper(k)}" => v == true ? "True" : tostring(v) if v != null && v != false },

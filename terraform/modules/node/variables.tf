@@ -49,6 +49,8 @@ variable "node" {
     workdir = optional(string)
     # sha256 of the workload's work dir, packed by the launcher into the rendezvous (null: none): the head runs the workload in its unpacked copy, which Ray ships to every node as the job's working dir.
     workdir_digest = optional(string)
+    # sha256 of the wheels the launcher resolved for the workload (--requirements) and put in the rendezvous (null: none): every node installs them before it starts Ray.
+    wheelhouse_digest = optional(string)
     # Launch time, epoch seconds: workers ignore head records older than this (a reused prefix cannot mislead the nodes).
     not_before = optional(number)
     # Per-node scratch base (Ray's temp dir, the token); a node uses <scratch_dir>/<rank>. Null: /var/tmp/sy-<hash of cluster>. Kept short: Ray's Unix socket paths must fit in 107 bytes.
@@ -164,6 +166,10 @@ variable "node" {
     error_message = "workdir_digest: null or a sha256: 64 lower-case hex digits."
   }
   validation {
+    condition     = var.node.wheelhouse_digest == null || can(regex("^[0-9a-f]{64}$", var.node.wheelhouse_digest))
+    error_message = "wheelhouse_digest: null or a sha256: 64 lower-case hex digits."
+  }
+  validation {
     condition     = var.node.not_before == null || try(var.node.not_before >= 0, false)
     error_message = "not_before: null or epoch seconds >= 0."
   }
@@ -206,7 +212,7 @@ variable "node" {
     condition = length(setintersection(keys(var.node.extra_env), concat([
       "SYNDEO_CLUSTER_ID", "SYNDEO_RANK", "SYNDEO_NODES", "SYNDEO_RENDEZVOUS", "SYNDEO_SCRATCH", "SYNDEO_SCRATCH_BASE",
       "SYNDEO_CPUS", "SYNDEO_GPUS", "SYNDEO_MEMORY_MB", "SYNDEO_OBJECT_STORE_MB", "SYNDEO_NODE_IP",
-      "SYNDEO_ATTEMPT", "SYNDEO_JOIN_TIMEOUT", "SYNDEO_RUN", "SYNDEO_WORKDIR", "SYNDEO_WORKDIR_DIGEST", "SYNDEO_TARGET",
+      "SYNDEO_ATTEMPT", "SYNDEO_JOIN_TIMEOUT", "SYNDEO_RUN", "SYNDEO_WORKDIR", "SYNDEO_WORKDIR_DIGEST", "SYNDEO_WHEELHOUSE_DIGEST", "SYNDEO_TARGET",
       "SYNDEO_NOT_BEFORE", "SYNDEO_IMAGE_DIGEST", "SYNDEO_GROUP", "SYNDEO_GROUPS",
       "SYNDEO_SPOT_NOTICES", "SYNDEO_METADATA_URL", "SYNDEO_LAUNCH_KEY",
       "SYNDEO_IMAGE", "SYNDEO_PYTHON", "SYNDEO_FORWARD_ENV",

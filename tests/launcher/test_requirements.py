@@ -1,0 +1,120 @@
+"""Your program's packages without a new image (issue 36, point 2): ``--requirements``
+(or requirements.txt in the work dir) resolved by the launcher into wheels for the nodes,
+stored in the rendezvous by digest, installed on every node before Ray starts, with no
+package index on the nodes."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from syndeo.core.errors import ConfigError
+from syndeo.launcher import wheelhouse
+from syndeo.launcher.config import load_config
+from syndeo.launcher.deploy import _wheels
+from syndeo.launcher.spec import ClusterSpec
+from tests.support.helpers import read_json, syndeo
+
+PROGRAM = """\
+import ray, typer
+ray.init()
+
+@ray.remote(num_cpus=1, scheduling_strategy="SPREAD")
+def where():
+    import time, typer, shellingham
+    time.sleep(0.5)
+    return ray.get_runtime_context().get_node_id(), typer.__file__
+
+found = ray.get([where.remote() for _ in range(4)])
+print("NODES", len({node for node, _ in found}))
+print("DRIVER", typer.__file__)
+for _, path in found:
+    print("TASK", path)
+"""
+
+
+def _names(archive: bytes) -> list[str]:
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        return tar.getnames()
+
+
+def test_wheels_for_the_nodes_without_what_the_image_has(tmp_path: Path) -> None:
+    req = tmp_path / "requirements.txt"
+    req.write_text("typer\n")
+    archive = wheelhouse.resolve(req, "3.11")
+    assert archive is not None
+    names = [n.split("-")[0] for n in _names(archive)]
+    assert "typer" in names and "shellingham" in names
+    assert "click" not in names and "rich" not in names  # the image pins them
+    assert wheelhouse.resolve(req, "3.11") == archive  # same wheels, same bytes
+    (tmp_path / "only-image.txt").write_text("click\n")
+    assert wheelhouse.resolve(tmp_path / "only-image.txt", "3.11") is None
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("ray==2.9.0", "conflicts with the image's own packages"),
+        ("nosuch-package-syndeo-test", "no wheel of nosuch-package-syndeo-test for the nodes"),
+    ],
+)
+def test_bad_requirements_are_one_line_before_anything_starts(
+    tmp_path: Path, syndeo_home: Path, line: str, says: str
+) -> None:
+    req = tmp_path / "requirements.txt"
+    req.write_text(line + "\n")
+    proc = syndeo(
+        "deploy", "--run", "python prog.py", "--requirements", str(req), cwd=tmp_path, timeout=120
+    )
+    assert proc.returncode == 2, proc.stderr
+    [err] = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert says in err and "Traceback" not in proc.stderr
+    assert not (syndeo_home / "rendezvous").exists()  # nothing claimed, nothing started
+
+
+def test_a_requirements_file_that_does_not_exist(tmp_path: Path) -> None:
+    cfg = load_config(run="python prog.py", requirements=tmp_path / "nope.txt")
+    spec = ClusterSpec.from_config(cfg, (tmp_path / "r").as_uri(), "req")
+    with pytest.raises(ConfigError, match=r"nope\.txt: no such file"):
+        _wheels(cfg, spec)
+    # The benchmark needs nothing of yours; no file, no wheels.
+    assert _wheels(load_config(requirements=tmp_path / "nope.txt"), spec) == (spec, None)
+
+
+@pytest.mark.cluster
+def test_a_package_from_requirements_txt_imports_on_every_node(
+    syndeo_home: Path, tmp_path: Path
+) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "prog.py").write_text(PROGRAM)
+    (proj / "requirements.txt").write_text("typer\n")
+    with pytest.raises(ImportError):
+        __import__("typer")  # not in this venv: the nodes get it from the wheels
+    proc = syndeo(
+        "deploy",
+        "--nodes",
+        "2",
+        "--cluster-id",
+        "reqs",
+        "--workdir",
+        str(proj),
+        "--run",
+        "python prog.py",
+        "--results-dir",
+        str(tmp_path / "res"),
+        "--join-timeout",
+        "240",
+        cwd=tmp_path,
+        timeout=400,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "wheels for every node resolved" in proc.stderr + proc.stdout
+    lines = proc.stdout.splitlines()
+    assert int(next(ln for ln in lines if ln.startswith("NODES")).split()[1]) == 2
+    paths = [ln.split()[1] for ln in lines if ln.startswith(("DRIVER", "TASK"))]
+    assert len(paths) == 5 and all("/pylib/typer/" in p for p in paths), paths
+    assert read_json(tmp_path / "res" / "reqs" / "deploy.json")["exit_code"] == 0
