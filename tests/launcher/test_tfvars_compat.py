@@ -53,11 +53,13 @@ def _flat_shape(today: dict[str, Any]) -> dict[str, Any]:
 
 
 def _set(tfvars: dict[str, Any]) -> dict[str, Any]:
-    """``tfvars`` without the settings left unset (null: the module's default), which a
-    setting added later leaves in today's tfvars and not in an older launcher's."""
+    """``tfvars`` without what is left unset (null: the module's default), which an
+    attribute or setting added later leaves in today's tfvars and not in an older
+    launcher's."""
     out = copy.deepcopy(tfvars)
-    settings = out["node"]["settings"]
-    out["node"]["settings"] = {k: v for k, v in settings.items() if v is not None}
+    node = {k: v for k, v in out["node"].items() if v is not None}
+    node["settings"] = {k: v for k, v in node["settings"].items() if v is not None}
+    out["node"] = node
     return out
 
 
