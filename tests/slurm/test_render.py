@@ -115,6 +115,19 @@ def test_gpu_settings_pass_through() -> None:
     assert "--no-kill --cpu-bind=cores '--export=ALL,X=a b' \\\n  bash -c syndeo_task" in srun
 
 
+def test_job_dir_on_the_sites_scratch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sites want job files on $SCRATCH, not $HOME: the login shell's variables are
+    expanded once, here; one that is not set is one line naming it."""
+    monkeypatch.setenv("SCRATCH", "/scratch/u42")
+    s = SlurmSettings(job_dir="$SCRATCH/syndeo")  # type: ignore[arg-type]
+    assert s.job_dir == Path("/scratch/u42/syndeo")
+    s = SlurmSettings(job_dir="${SCRATCH}/x")  # type: ignore[arg-type]
+    assert s.job_dir == Path("/scratch/u42/x")
+    monkeypatch.delenv("SCRATCH")
+    with pytest.raises(ConfigError, match=r"slurm\.job_dir: .*names \$SCRATCH, not set here"):
+        SlurmTarget(load_config(target="slurm", slurm={"job_dir": "$SCRATCH/syndeo"}))
+
+
 @pytest.mark.parametrize(
     ("time", "seconds"),
     [

@@ -6,6 +6,7 @@ clear line instead of a job that fails in the queue minutes later.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Literal
@@ -63,8 +64,10 @@ class SlurmSettings(BaseModel):
     extra_srun: list[str] = []
     # Node-local base dir for Ray's temp files (short: Unix socket path limit).
     scratch_dir: Path = Path("/tmp")
-    # Shared filesystem dir for job scripts, logs, rank-0 exit status.
-    job_dir: Path | None = None  # None = $SYNDEO_HOME/slurm
+    # Shared filesystem dir for job scripts, logs, rank-0 exit status and the default
+    # file rendezvous; $VARIABLES of the login shell are expanded ("$SCRATCH/syndeo",
+    # where sites want job files).  None = $SYNDEO_HOME/slurm.
+    job_dir: Path | None = None
     requeue: bool = False
     # Keep the job running when a worker node fails (Ray recreates lost work).
     tolerate_node_loss: bool = True
@@ -122,6 +125,19 @@ class SlurmSettings(BaseModel):
                 "(Ray's Unix socket paths below it must fit in 107 bytes)"
             )
         return v
+
+    @field_validator("job_dir", mode="before")
+    @classmethod
+    def _site_variables(cls, v: object) -> object:
+        """``$SCRATCH/syndeo``: the site's variables of this (login) shell, expanded here;
+        one that is not set is named rather than left in the path."""
+        if not isinstance(v, str | Path) or "$" not in str(v):
+            return v
+        expanded = os.path.expandvars(str(v))
+        if "$" in expanded:
+            unset = re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", expanded)
+            raise ValueError(f"{str(v)!r} names ${unset[0] if unset else '?'}, not set here")
+        return expanded
 
     @field_validator("job_dir")
     @classmethod
