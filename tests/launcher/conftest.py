@@ -17,6 +17,7 @@ class StandInSbatch:
     log: Path
     jobs: Path
     env: dict[str, str] = field(default_factory=dict)
+    sbatch_env: dict[str, str] = field(default_factory=dict)
     script: str = ""
     said: list[str] = field(default_factory=list)
     job_dir: Path | None = None
@@ -42,7 +43,11 @@ class StandInSbatch:
         target._submit(job)
         self.job_dir = job.job_dir
         lines = self.log.with_suffix(".env").read_text().splitlines()
-        self.env = dict(ln.split("=", 1) for ln in lines if "=" in ln)
+        self.sbatch_env = dict(ln.split("=", 1) for ln in lines if "=" in ln)
+        # What the job gets: sbatch's environment, then what the script reads from its
+        # secrets file (never sbatch's environment: Slurm may keep that for good).
+        secrets = [ln for f in job.job_dir.glob("*.secrets") for ln in f.read_text().splitlines()]
+        self.env = {**self.sbatch_env, **dict(ln.split("=", 1) for ln in secrets)}
         self.script = self.log.with_suffix(".stdin").read_text()
         return self
 

@@ -24,7 +24,6 @@ from syndeo.launcher.config import load_config
 from syndeo.launcher.deploy import deploy
 from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.state import save_launched
-from syndeo.launcher.targets.slurm import render as slurm_render
 from syndeo.launcher.targets.slurm.target import SlurmTarget
 from syndeo.launcher.targets.terraform import TerraformTarget
 
@@ -117,9 +116,12 @@ def fake_sbatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return log
 
 
-def test_slurm_passes_the_key_in_sbatch_environment_never_in_the_script(
+def test_slurm_passes_the_key_in_a_private_file_never_in_the_script_or_sbatchs_env(
     fake_sbatch: Path, tmp_path: Path
 ) -> None:
+    """Not in the script, and not in sbatch's environment either: a site may keep a
+    job's environment in slurmdbd for good (AccountingStoreFlags=job_env).  The script
+    reads it from a 0600 file beside it, removed once the cluster is stopped."""
     cfg = load_config(
         target="slurm", slurm={"job_dir": str(tmp_path / "jobs"), "python": "python3"}
     )
@@ -129,17 +131,34 @@ def test_slurm_passes_the_key_in_sbatch_environment_never_in_the_script(
     job.job_dir.mkdir(parents=True)
     target._submit(job)
     assert spec.launch_key is not None
-    assert fake_sbatch.with_suffix(".key").read_text() == spec.launch_key
+    assert fake_sbatch.with_suffix(".key").read_text() == "unset"
+    secrets = job.job_dir / "job.sbatch.secrets"
+    assert secrets.read_text() == f"SYNDEO_LAUNCH_KEY={spec.launch_key}\n"
+    assert stat.S_IMODE(secrets.stat().st_mode) == 0o600
     script = fake_sbatch.with_suffix(".stdin").read_text()
     assert spec.launch_key not in script
     assert 'export SYNDEO_LAUNCH_KEY="${SYNDEO_LAUNCH_KEY}"' in script
     assert spec.launch_key not in (job.job_dir / "job.sbatch").read_text()
     assert spec.launch_key not in repr(job)
-    # The job's shell turns the reference into the value each node gets.
-    env = {"SYNDEO_LAUNCH_KEY": spec.launch_key, "PATH": "/usr/bin:/bin"}
-    line = slurm_render.shell_word(job.node_env["SYNDEO_LAUNCH_KEY"])
-    out = subprocess.run(["sh", "-c", f"printf %s {line}"], env=env, capture_output=True, text=True)
-    assert out.stdout == spec.launch_key
+    # The job's shell reads the file, then turns the reference into the value each node
+    # gets (the script's own lines, run by bash).
+    head = script[: script.index("# ---- per node")]
+    probe = head + 'printf %s "$SYNDEO_LAUNCH_KEY"\n'
+    out = subprocess.run(
+        ["bash", "-c", probe], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True
+    )
+    assert out.stdout == spec.launch_key, out.stderr
+    launched = Launched(
+        target="slurm",
+        cluster_id=spec.cluster_id,
+        rendezvous=spec.rendezvous,
+        started_at=0.0,
+        data={"job_id": "4243", "job_dir": str(job.job_dir), "log": "x"},
+    )
+    (tmp_path / "bin" / "scontrol").write_text("#!/bin/sh\necho 'JobId=4243 JobState=COMPLETED'\n")
+    (tmp_path / "bin" / "scontrol").chmod(0o755)
+    target.stop(launched)
+    assert not secrets.exists()
 
 
 def test_terraform_targets_pass_the_key_as_a_variable(tmp_path: Path) -> None:

@@ -37,8 +37,9 @@ class SlurmJob(BaseModel):
     settings: SlurmSettings
     shape: JobShape
     node_env: dict[str, str]  # static SYNDEO_* variables (same on every node)
-    # Secrets sbatch passes to the job in its environment (the launch key): node_env
-    # names them as @@NAME@@ references, so the script never holds their values.
+    # Secrets the job reads from a 0600 file beside its script (secrets_path: the launch
+    # key, credentials made for it): node_env names them as @@NAME@@ references, so the
+    # script never holds their values, nor sbatch's environment (Slurm may store it).
     secret_env: dict[str, str] = Field(default={}, repr=False)
     # The launcher's own variables sbatch must not pass on (--export=ALL passes all):
     # its credentials, when the job gets credentials made for it in secret_env.
@@ -121,6 +122,28 @@ def templates() -> Environment:
     )
 
 
+def script_name(job: SlurmJob) -> str:
+    """The file name of the job's script in its job dir (a copy for the user)."""
+    if job.group is None:
+        return "job.sbatch" if job.head_job else f"job-r{job.rank_base}.sbatch"
+    return f"job-{job.group}-r{job.rank_base}.sbatch"
+
+
+def secrets_path(job: SlurmJob) -> Path:
+    """Where the job reads its secrets (``secret_env``): a 0600 file beside its script,
+    not sbatch's environment, which a site may store with the job for good
+    (``AccountingStoreFlags=job_env``)."""
+    return job.job_dir / (script_name(job) + ".secrets")
+
+
+def secrets_text(job: SlurmJob) -> str:
+    """``secret_env`` as the script reads it: NAME=value lines."""
+    for k, v in job.secret_env.items():
+        if not k.isidentifier() or "\n" in v or "\r" in v:
+            raise ValueError(f"secret {k!r} cannot be passed in a file of lines")
+    return "".join(f"{k}={v}\n" for k, v in sorted(job.secret_env.items()))
+
+
 def render(job: SlurmJob) -> str:
     # The configured job dir was checked with the settings; this one may come from
     # SYNDEO_HOME.  Checked here too, so no job dir reaches an #SBATCH line unchecked.
@@ -156,6 +179,7 @@ def render(job: SlurmJob) -> str:
             head_job=job.head_job,
             attempt_base=job.attempt_base,
             pass_cuda=job.image is not None and job.shape.gpus_per_node > 0,
+            secrets=shell_word(str(secrets_path(job))) if job.secret_env else "",
         )
     )
 

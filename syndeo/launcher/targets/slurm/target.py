@@ -26,7 +26,14 @@ from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
 from syndeo.launcher.state import home
 from syndeo.launcher.targets.base import Target
 from syndeo.launcher.targets.slurm import commands
-from syndeo.launcher.targets.slurm.render import RUNTIME_VARS, SlurmJob, render
+from syndeo.launcher.targets.slurm.render import (
+    RUNTIME_VARS,
+    SlurmJob,
+    render,
+    script_name,
+    secrets_path,
+    secrets_text,
+)
 from syndeo.launcher.targets.slurm.settings import JobShape, SlurmSettings
 from syndeo.rendezvous import gstoken, passthrough_env
 from syndeo.rendezvous.file import parse_file_uri
@@ -236,7 +243,9 @@ class SlurmTarget(Target):
         # A copy for the user (what ran), owner-only: it holds --run.  sbatch gets the
         # text itself on stdin (commands.submit), so nothing done to this file reaches the job.
         _write_private(job.job_dir / _script_name(job), text)
-        job_id = commands.submit(text, env=job.secret_env, unset=job.unset_env, options=options)
+        if job.secret_env:
+            _write_private(secrets_path(job), secrets_text(job))
+        job_id = commands.submit(text, unset=job.unset_env, options=options)
         if self.echo is not None:
             what = f" (group {job.group}, {job.shape.nodes} node(s))" if job.group else ""
             self.echo(
@@ -413,6 +422,9 @@ class SlurmTarget(Target):
 
         if running:
             Poller(start_s=0.1, max_s=1.0).until(all_ended, time.monotonic() + CANCEL_WAIT_S)
+        # Nothing of the cluster runs any more: its secrets go (a requeue needed them).
+        for path in Path(launched.data["job_dir"]).glob("*.secrets"):
+            path.unlink(missing_ok=True)
 
     def describe(self, launched: Launched) -> str:
         try:
@@ -481,10 +493,7 @@ def _write_private(path: Path, text: str) -> None:
         fh.write(text)
 
 
-def _script_name(job: SlurmJob) -> str:
-    if job.group is None:
-        return "job.sbatch" if job.head_job else f"job-r{job.rank_base}.sbatch"
-    return f"job-{job.group}-r{job.rank_base}.sbatch"
+_script_name = script_name
 
 
 def _host_of(launched: Launched, rank: int) -> str:
