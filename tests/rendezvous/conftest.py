@@ -1,4 +1,4 @@
-"""Fixtures: one contract suite, four backends (file, s3, gs, az).
+"""Fixtures: one contract suite, five backends (file, s3, gs, az, oss).
 
 Cloud backends run against real wire-protocol servers (``testbeds/objectstores.py``),
 one per kind for the whole session, started on first use.  Every test gets a
@@ -17,8 +17,11 @@ import pytest
 
 from syndeo.rendezvous import Rendezvous, open_rendezvous
 from testbeds.objectstores import Server, make_bucket, start_server
+from testbeds.osshost import VirtualHosts, virtual_hosted
 
-CLOUD = ("s3", "gs", "az")
+# oss: OSS's S3-compatible API as the OSS backend uses it (virtual-hosted addressing,
+# Alibaba credentials), against moto_server behind testbeds/osshost.py.
+CLOUD = ("s3", "gs", "az", "oss")
 
 
 @dataclass
@@ -57,6 +60,27 @@ def shared_server(server_log_dir: Path) -> Iterator[Callable[[str], Server]]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def oss_hosts(shared_server: Callable[[str], Server]) -> Iterator[VirtualHosts]:
+    with virtual_hosted(shared_server("s3").port) as hosts:
+        yield hosts
+
+
+def oss_backend(server: Server, hosts: VirtualHosts, monkeypatch: pytest.MonkeyPatch) -> Backend:
+    """An oss:// backend: the bucket made on the S3 server, the client told only the
+    Alibaba names (no AWS_* variable reaches it)."""
+    bucket = fresh_name("b")
+    make_bucket(server, bucket)
+    for name in server.env:
+        monkeypatch.delenv(name, raising=False)
+    for name in ("NO_PROXY", "no_proxy", "AWS_PROFILE", "AWS_ACCESS_KEY_ID"):
+        monkeypatch.delenv(name, raising=False)
+    env = hosts.env()
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return Backend("oss", f"oss://{bucket}/syndeo/rv", env, server)
+
+
 def cloud_backend(
     kind: str, server: Server, monkeypatch: pytest.MonkeyPatch, create: bool = True
 ) -> Backend:
@@ -79,4 +103,7 @@ def backend(
     kind: str = request.param
     if kind == "file":
         return Backend(kind, f"file://{tmp_path}/rendezvous")
+    if kind == "oss":
+        hosts: VirtualHosts = request.getfixturevalue("oss_hosts")
+        return oss_backend(shared_server("s3"), hosts, monkeypatch)
     return cloud_backend(kind, shared_server(kind), monkeypatch)

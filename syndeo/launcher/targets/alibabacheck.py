@@ -1,0 +1,110 @@
+"""``check --target alibaba`` (and deploy/up before anything exists): the region is one
+the account can use, every instance type of the cluster is offered for creation in one
+zone (spot or pay-as-you-go, as asked), and the image exists and carries the SIF digest
+packer/cloud tags it with.
+
+ECS API 2014-05-26 (RPC), the reply shapes read here:
+- DescribeRegions: ``Regions.Region[].RegionId``.
+- DescribeAvailableResource (DestinationResource=InstanceType): ``AvailableZones.
+  AvailableZone[]`` with ``ZoneId``, ``StatusCategory`` (WithStock, ClosedWithStock,
+  WithoutStock, ClosedWithoutStock) and ``AvailableResources.AvailableResource[].
+  SupportedResources.SupportedResource[]`` (``Value`` the type, ``StatusCategory``).
+- DescribeImages (ImageId): ``Images.Image[]`` with ``Tags.Tag[]`` (``TagKey``,
+  ``TagValue``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from syndeo.core.errors import ConfigError
+from syndeo.launcher.alibaba_api import ApiError, Credentials, call
+
+# The tag packer/cloud gives the image: the sha256 of the SIF baked into it.
+DIGEST_TAG = "syndeo-image-digest"
+_SHA256 = re.compile(r"^(sha256:)?([0-9a-f]{64})$")
+
+
+def _items(reply: Any, *path: str) -> list[dict[str, Any]]:
+    for key in path:
+        reply = reply.get(key, {}) if isinstance(reply, dict) else {}
+    return [x for x in reply if isinstance(x, dict)] if isinstance(reply, list) else []
+
+
+def region_known(region: str, creds: Credentials) -> None:
+    try:
+        reply = call("DescribeRegions", {}, creds)
+    except ApiError as exc:
+        raise ConfigError(f"alibaba: cannot list regions ({exc}): check the credentials") from None
+    known = sorted(str(r.get("RegionId")) for r in _items(reply, "Regions", "Region"))
+    if region not in known:
+        raise ConfigError(
+            f"alibaba: unknown region {region!r} (this account has {', '.join(known)})"
+        )
+
+
+def zones_offering(
+    region: str, types: list[str], spot: bool, creds: Credentials, zone: str | None
+) -> str:
+    """The zones that offer every type; one line naming the type none offers."""
+    common: set[str] | None = None
+    for itype in types:
+        params = {
+            "RegionId": region,
+            "DestinationResource": "InstanceType",
+            "InstanceType": itype,
+            "InstanceChargeType": "PostPaid",
+            "SpotStrategy": "SpotAsPriceGo" if spot else "NoSpot",
+            "ResourceType": "instance",
+        }
+        try:
+            reply = call("DescribeAvailableResource", params, creds)
+        except ApiError as exc:
+            return f"instance types not checked ({exc})"
+        zones = {
+            str(z.get("ZoneId"))
+            for z in _items(reply, "AvailableZones", "AvailableZone")
+            if z.get("StatusCategory") == "WithStock" and _offers(z, itype)
+        }
+        if zone is not None:
+            zones &= {zone}
+        if not zones:
+            where = f"zone {zone}" if zone else f"any zone of {region}"
+            kind = "spot" if spot else "pay-as-you-go"
+            raise ConfigError(f"alibaba: {itype} is not offered ({kind}, in stock) in {where}")
+        common = zones if common is None else common & zones
+    if not common:
+        raise ConfigError(f"alibaba: no zone of {region} offers all of {', '.join(types)}")
+    return f"{', '.join(types)} offered in {', '.join(sorted(common))}"
+
+
+def _offers(zone: dict[str, Any], itype: str) -> bool:
+    for res in _items(zone, "AvailableResources", "AvailableResource"):
+        for sup in _items(res, "SupportedResources", "SupportedResource"):
+            if sup.get("Value") == itype and sup.get("StatusCategory") == "WithStock":
+                return True
+    return False
+
+
+def image_digest(region: str, image: str, creds: Credentials) -> str:
+    """The SIF digest the image is tagged with; one line if the image or tag is missing."""
+    params = {"RegionId": region, "ImageId": image, "ImageOwnerAlias": "self"}
+    try:
+        reply = call("DescribeImages", params, creds)
+    except ApiError as exc:
+        raise ConfigError(f"alibaba: cannot look up image {image} ({exc})") from None
+    images = _items(reply, "Images", "Image")
+    if not images:
+        raise ConfigError(
+            f"alibaba: image {image} does not exist in {region} (or is not yours): build it "
+            "with packer/cloud (packer/README.md) or copy it to this region"
+        )
+    tags = {str(t.get("TagKey")): str(t.get("TagValue")) for t in _items(images[0], "Tags", "Tag")}
+    found = _SHA256.match(tags.get(DIGEST_TAG, ""))
+    if found is None:
+        raise ConfigError(
+            f"alibaba: image {image} has no {DIGEST_TAG} tag (the SIF's sha256): build it "
+            "with packer/cloud, which tags it"
+        )
+    return found.group(2)
