@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
+from syndeo.launcher.spec import ClusterSpec
 from syndeo.launcher.targets.cloud import CloudTarget
+
+# The oss:// backend reaches the bucket at its region's endpoint (syndeo/rendezvous/oss.py).
+REGION_ENV = "ALIBABA_CLOUD_REGION"
 
 
 class AlibabaTarget(CloudTarget):
@@ -12,6 +18,26 @@ class AlibabaTarget(CloudTarget):
     node_resource = "alicloud_instance.node"
     scheme = "oss"
     own = ("disk_category",)
+
+    def _region_env(self) -> dict[str, str]:
+        """The launcher meets the nodes at the bucket's public endpoint in its region
+        (the nodes use the internal one, from terraform/alibaba); the shell's own
+        ALIBABA_CLOUD_REGION or SYNDEO_OSS_ENDPOINT wins."""
+        region = self.settings.region
+        if region:
+            os.environ.setdefault(REGION_ENV, region)
+        return {REGION_ENV: region} if region else {}
+
+    def default_rendezvous(self) -> str:
+        self._region_env()
+        return super().default_rendezvous()
+
+    def rendezvous_env(self, spec: ClusterSpec) -> dict[str, str]:
+        return self._region_env()
+
+    def prepare(self, spec: ClusterSpec) -> None:
+        self._region_env()
+        super().prepare(spec)
 
     def check_credentials(self) -> str:
         """Credentials (the standard chain), region, the types offered in a zone, the

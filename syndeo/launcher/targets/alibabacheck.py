@@ -19,7 +19,8 @@ import re
 from typing import Any
 
 from syndeo.core.errors import ConfigError
-from syndeo.launcher.alibaba_api import ApiError, Credentials, call
+from syndeo.launcher.alibaba_api import ApiError, call
+from syndeo.rendezvous.alicreds import Credentials
 
 # The tag packer/cloud gives the image: the sha256 of the SIF baked into it.
 DIGEST_TAG = "syndeo-image-digest"
