@@ -2,7 +2,11 @@
 # from the metadata service), which may list, read, write and delete objects under
 # <prefix>/<cluster_id>/ of the rendezvous bucket, and nothing else.
 
+# One per cluster, unless node_role names an existing one: a deployer with
+# deployer-policy.json may pass (ram:PassRole) that one role only and create none, so a
+# deployer cannot make a role with more rights and run code as it.
 resource "alicloud_ram_role" "nodes" {
+  count = var.node_role == null ? 1 : 0
   # 1-64 of letters, digits, '.' and '-': the cluster id fits (syndeo/core/nodeconfig.py).
   role_name   = local.node_role
   description = "Syndeo ${local.cluster_id} nodes: rendezvous prefix only"
@@ -39,6 +43,7 @@ locals {
 }
 
 resource "alicloud_ram_policy" "rendezvous" {
+  count           = var.node_role == null ? 1 : 0
   policy_name     = "syndeo-${local.cluster_id}-rendezvous"
   description     = "Syndeo ${local.cluster_id}: the cluster's rendezvous prefix only"
   policy_document = jsonencode(local.rendezvous_policy)
@@ -46,7 +51,8 @@ resource "alicloud_ram_policy" "rendezvous" {
 }
 
 resource "alicloud_ram_role_policy_attachment" "rendezvous" {
-  role_name   = alicloud_ram_role.nodes.role_name
-  policy_name = alicloud_ram_policy.rendezvous.policy_name
+  count       = var.node_role == null ? 1 : 0
+  role_name   = alicloud_ram_role.nodes[0].role_name
+  policy_name = alicloud_ram_policy.rendezvous[0].policy_name
   policy_type = "Custom"
 }

@@ -40,7 +40,7 @@ resource "alicloud_instance" "node" {
   # at creation (RunInstances RamRoleName) so that it is there at first boot; the
   # provider marks the argument deprecated from 1.275.0 in favour of a separate
   # alicloud_ecs_ram_role_attachment, which attaches only after the instance runs.
-  role_name = alicloud_ram_role.nodes.role_name
+  role_name = var.node_role != null ? var.node_role : alicloud_ram_role.nodes[0].role_name
   # Metadata in hardened mode only: every read needs a token from a PUT.
   http_endpoint       = "enabled"
   http_tokens         = "required"

@@ -15,8 +15,9 @@ locals {
   # The bucket's S3-compatible endpoint inside the region's network: reached from a
   # VPC with no NAT and no public address (virtual-hosted addressing only).
   oss_endpoint = "https://oss-${var.region}-internal.aliyuncs.com"
-  # The nodes' RAM role (iam.tf), named here so the node environment needs no provider.
-  node_role = "syndeo-${local.cluster_id}-nodes"
+  # The nodes' RAM role (iam.tf: made per cluster unless var.node_role names one),
+  # named here so that the node environment needs no provider.
+  node_role = var.node_role != null ? var.node_role : "syndeo-${local.cluster_id}-nodes"
   tags = merge(var.labels, {
     syndeo-cluster = local.cluster_id
   })

@@ -194,3 +194,13 @@ variable "disk_category" {
   }
   nullable = false
 }
+
+variable "node_role" {
+  type        = string
+  default     = null
+  description = "Name of an existing RAM role for the nodes (trusted by ecs.aliyuncs.com, granted OSS access to the rendezvous prefix by an admin: deployer-policy.json lets a deployer pass that one role and create none). null: create a role and its prefix-scoped policy per cluster (needs ram:CreateRole, CreatePolicy and AttachPolicyToRole beyond the deployer policy)."
+  validation {
+    condition     = var.node_role == null || can(regex("^[A-Za-z0-9][A-Za-z0-9.-]{0,63}$", coalesce(var.node_role, "-")))
+    error_message = "node_role: a RAM role name (1-64 of letters, digits, '.' and '-')."
+  }
+}

@@ -117,7 +117,8 @@ def test_instances_are_private_hardened_and_keyed_by_rank() -> None:
     assert hcl.unquote(vm["http_endpoint"]) == "enabled"
     assert vm["system_disk_encrypted"] is True
     assert vm["spot_strategy"] == '${var.spot ? "SpotAsPriceGo" : "NoSpot"}'
-    assert vm["role_name"] == "${alicloud_ram_role.nodes.role_name}"
+    role = "${var.node_role != null ? var.node_role : alicloud_ram_role.nodes[0].role_name}"
+    assert vm["role_name"] == role
     assert vm["security_groups"] == ["${alicloud_security_group.nodes.id}"]
     assert "syndeo-rank" in str(vm["tags"]) and vm["volume_tags"] == "${local.tags}"
 

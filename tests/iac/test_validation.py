@@ -78,6 +78,8 @@ CLOUD_CASES: dict[str, list[tuple[Any, ...]]] = {
         ("group_instance_types", {"g1": "g5.xlarge"}, False, TWO_GROUPS),
         ("disk_category", "cloud_auto", True),
         ("disk_category", "local_disk", False),
+        ("node_role", "syndeo-nodes", True),
+        ("node_role", "acs:ram::123:role/syndeo-nodes", False),
     ],
     "aws": [
         ("permissions_boundary", "arn:aws:iam::123456789012:policy/syndeo-node-boundary", True),

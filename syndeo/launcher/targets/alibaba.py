@@ -17,7 +17,7 @@ class AlibabaTarget(CloudTarget):
     replaces_lost = True
     node_resource = "alicloud_instance.node"
     scheme = "oss"
-    own = ("disk_category",)
+    own = ("disk_category", "node_role")
 
     def _region_env(self) -> dict[str, str]:
         """The launcher meets the nodes at the bucket's public endpoint in its region

@@ -54,6 +54,7 @@ class CloudSettings(BaseModel):
     node_service_account: str | None = None  # gcp only: an existing SA for the nodes
     resource_group: str | None = None  # azure only: an existing group to deploy into
     disk_category: str | None = None  # alibaba only: the system disk category (None: ESSD)
+    node_role: str | None = None  # alibaba only: an existing RAM role for the nodes
 
 
 class CloudTarget(TerraformTarget):
@@ -117,6 +118,7 @@ class CloudTarget(TerraformTarget):
             "resource_group",
             "api_max_retries",
             "disk_category",
+            "node_role",
         ):
             if foreign not in self.own and getattr(s, foreign) is not None:
                 raise ConfigError(f"{self.name}.{foreign} is not a {self.name} setting")

@@ -27,6 +27,7 @@ variable "labels" { default = null }
 variable "admin_cidrs" { default = null }
 variable "image_path" { default = null }
 variable "disk_category" { default = null }
+variable "node_role" { default = null }
 
 module "cluster" {
   source = "../"
@@ -50,6 +51,7 @@ module "cluster" {
   admin_cidrs          = var.admin_cidrs
   image_path           = var.image_path
   disk_category        = var.disk_category
+  node_role            = var.node_role
 }
 
 output "head_ip" { value = module.cluster.head_ip }
