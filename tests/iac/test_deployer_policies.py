@@ -615,7 +615,9 @@ def test_alibaba_deployer_touches_only_syndeo_buckets() -> None:
 def test_alibaba_deployer_may_do_what_the_module_and_check_do() -> None:
     actions = {a for st in _alibaba() for a in _actions(st)}
     # syndeo/launcher/targets/alibabacheck.py's calls, and the module's creates.
-    assert {"ecs:DescribeRegions", "ecs:DescribeAvailableResource", "ecs:DescribeImages"} <= actions
+    check = {"ecs:DescribeRegions", "ecs:DescribeAvailableResource", "ecs:DescribeImages"}
+    check |= {"ecs:DescribeInstanceTypes", "ecs:DescribeAccountAttributes"}
+    assert check <= actions
     needed = {"vpc:CreateVpc", "vpc:CreateVSwitch", "ecs:CreateSecurityGroup"}
     needed |= {"ecs:AuthorizeSecurityGroup", "ecs:RunInstances", "ecs:DeleteInstance"}
     needed |= {"oss:PutBucket", "oss:PutBucketLifecycle", "oss:PutObject"}

@@ -41,6 +41,10 @@ def ecs(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeEcs]:
         ]
         fake.state.stock[("cn-hangzhou", "ecs.gn7i-c8g1.2xlarge", True)] = ["cn-hangzhou-h"]
         fake.state.images[IMAGE] = {"syndeo-image-digest": f"sha256:{DIGEST}"}
+        fake.state.vcpus.update({"ecs.g7.2xlarge": 8, "ecs.gn7i-c8g1.2xlarge": 8})
+        fake.state.attributes.update(
+            {"max-spot-instance-vcpu-count": "100", "used-spot-instance-vcpu-count": "60"}
+        )
         yield fake
 
 
@@ -57,7 +61,14 @@ def test_check_passes_and_records_the_image_digest(ecs: FakeEcs) -> None:
     assert "credentials from environment; region cn-hangzhou" in line
     assert "ecs.g7.2xlarge offered in cn-hangzhou-h, cn-hangzhou-k" in line
     assert "SIF sha256 dddddddddddd" in line
-    assert ecs.state.actions == ["DescribeRegions", "DescribeAvailableResource", "DescribeImages"]
+    assert "16 vCPUs of 40 left in the spot quota" in line
+    assert ecs.state.actions == [
+        "DescribeRegions",
+        "DescribeAvailableResource",
+        "DescribeInstanceTypes",
+        "DescribeAccountAttributes",
+        "DescribeImages",
+    ]
     target = cast(CloudTarget, get_target(_cfg()))
     target.check_credentials()
     assert target.baked_digest == DIGEST
@@ -139,3 +150,16 @@ def test_deploy_stops_before_anything_on_bad_input(ecs: FakeEcs, tmp_path: Path)
     assert out.stderr.startswith("syndeo: error: alibaba: unknown region 'xx-nowhere-1'")
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
     assert not list(tmp_path.rglob("terraform.tfstate")) and not list(tmp_path.rglob(".terraform"))
+
+
+def test_vcpus_beyond_the_quota_are_one_line(ecs: FakeEcs) -> None:
+    ecs.state.attributes["used-spot-instance-vcpu-count"] = "90"
+    with pytest.raises(ConfigError) as err:
+        check_deployment(_cfg())
+    assert str(err.value) == (
+        "alibaba: the cluster needs 16 vCPUs (spot) but cn-hangzhou has 10 of its quota of "
+        "100 left: ask for more (Quota Center) or use fewer"
+    )
+    # A quota the API does not give is named, not guessed.
+    ecs.state.attributes.clear()
+    assert any("vCPU quota not checked" in line for line in check_deployment(_cfg()))

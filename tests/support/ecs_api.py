@@ -28,6 +28,8 @@ class EcsState:
     # (region, instance type, spot) -> zones that have it in stock
     stock: dict[tuple[str, str, bool], list[str]] = field(default_factory=dict)
     images: dict[str, dict[str, str]] = field(default_factory=dict)  # id -> tags
+    vcpus: dict[str, int] = field(default_factory=dict)  # instance type -> vCPUs
+    attributes: dict[str, str] = field(default_factory=dict)  # account attribute -> value
     actions: list[str] = field(default_factory=list)
 
 
@@ -96,6 +98,24 @@ class _Handler(BaseHTTPRequestHandler):
         ]
         self._reply(200, {"AvailableZones": {"AvailableZone": found}})
 
+    def _DescribeInstanceTypes(self, params: dict[str, str]) -> None:
+        known = self.server.state.vcpus
+        found = [
+            {"InstanceTypeId": t, "CpuCoreCount": known[t]}
+            for t in _numbered(params, "InstanceTypes")
+            if t in known
+        ]
+        self._reply(200, {"InstanceTypes": {"InstanceType": found}})
+
+    def _DescribeAccountAttributes(self, params: dict[str, str]) -> None:
+        attrs = self.server.state.attributes
+        items = [
+            {"AttributeName": n, "AttributeValues": {"ValueItem": [{"Value": attrs[n]}]}}
+            for n in _numbered(params, "AttributeName")
+            if n in attrs
+        ]
+        self._reply(200, {"AccountAttributeItems": {"AccountAttributeItem": items}})
+
     def _DescribeImages(self, params: dict[str, str]) -> None:
         tags = self.server.state.images.get(params["ImageId"])
         images = (
@@ -109,6 +129,12 @@ class _Handler(BaseHTTPRequestHandler):
             ]
         )
         self._reply(200, {"Images": {"Image": images}, "TotalCount": len(images)})
+
+
+def _numbered(params: dict[str, str], name: str) -> list[str]:
+    """``Name.1``, ``Name.2``, ... in order (the RPC API's repeated parameters)."""
+    found = [(int(k.rsplit(".", 1)[1]), v) for k, v in params.items() if k.startswith(f"{name}.")]
+    return [v for _, v in sorted(found)]
 
 
 class FakeEcs:

@@ -50,11 +50,11 @@ class AlibabaTarget(CloudTarget):
         creds = alibaba_api.credentials()
         region, image = str(s.region), str(s.image)
         alibabacheck.region_known(region, creds)
-        offered = alibabacheck.zones_offering(
-            region, sorted(type_counts(self)), s.spot, creds, s.zone
-        )
+        counts = type_counts(self)
+        offered = alibabacheck.zones_offering(region, sorted(counts), s.spot, creds, s.zone)
+        quota = alibabacheck.vcpu_headroom(region, counts, s.spot, creds)
         self.baked_digest = alibabacheck.image_digest(region, image, creds)
         return (
-            f"credentials from {creds.source}; region {region}; {offered}; image {image} "
-            f"(SIF sha256 {self.baked_digest[:12]}); vCPU quota not checked"
+            f"credentials from {creds.source}; region {region}; {offered}; {quota}; "
+            f"image {image} (SIF sha256 {self.baked_digest[:12]})"
         )

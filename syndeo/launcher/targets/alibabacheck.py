@@ -11,6 +11,13 @@ ECS API 2014-05-26 (RPC), the reply shapes read here:
   SupportedResources.SupportedResource[]`` (``Value`` the type, ``StatusCategory``).
 - DescribeImages (ImageId): ``Images.Image[]`` with ``Tags.Tag[]`` (``TagKey``,
   ``TagValue``).
+- DescribeInstanceTypes (InstanceTypes.N): ``InstanceTypes.InstanceType[]`` with
+  ``InstanceTypeId`` and ``CpuCoreCount`` (its vCPUs).
+- DescribeAccountAttributes (AttributeName.N): ``AccountAttributeItems.
+  AccountAttributeItem[]`` with ``AttributeName`` and ``AttributeValues.ValueItem[].
+  Value``; the region's vCPU quota is ``max-postpaid-instance-vcpu-count`` (spot:
+  ``max-spot-instance-vcpu-count``), what runs ``used-postpaid-instance-vcpu-count``
+  (``used-spot-instance-vcpu-count``).
 """
 
 from __future__ import annotations
@@ -109,3 +116,37 @@ def image_digest(region: str, image: str, creds: Credentials) -> str:
             "with packer/cloud, which tags it"
         )
     return found.group(2)
+
+
+def vcpu_headroom(region: str, counts: dict[str, int], spot: bool, creds: Credentials) -> str:
+    """The cluster's vCPUs fit the region's vCPU quota less what runs; one line if not.
+    A quota that cannot be read is "not checked" (the apply meets the real answer)."""
+    kind = "spot" if spot else "postpaid"
+    types = sorted(counts)
+    params = {"RegionId": region, **{f"InstanceTypes.{i + 1}": t for i, t in enumerate(types)}}
+    names = (f"max-{kind}-instance-vcpu-count", f"used-{kind}-instance-vcpu-count")
+    attrs = {"RegionId": region, "AttributeName.1": names[0], "AttributeName.2": names[1]}
+    try:
+        shapes = call("DescribeInstanceTypes", params, creds)
+        account = call("DescribeAccountAttributes", attrs, creds)
+    except ApiError as exc:
+        return f"vCPU quota not checked ({exc})"
+    vcpus = {
+        str(t.get("InstanceTypeId")): int(t.get("CpuCoreCount") or 0)
+        for t in _items(shapes, "InstanceTypes", "InstanceType")
+    }
+    values: dict[str, int] = {}
+    for item in _items(account, "AccountAttributeItems", "AccountAttributeItem"):
+        found = _items(item, "AttributeValues", "ValueItem")
+        if found and str(found[0].get("Value", "")).isdigit():
+            values[str(item.get("AttributeName"))] = int(found[0]["Value"])
+    if any(t not in vcpus for t in types) or names[0] not in values:
+        return "vCPU quota not checked (no answer for every type)"
+    needed = sum(vcpus[t] * n for t, n in counts.items())
+    free = values[names[0]] - values.get(names[1], 0)
+    if needed > free:
+        raise ConfigError(
+            f"alibaba: the cluster needs {needed} vCPUs ({kind}) but {region} has {free} of "
+            f"its quota of {values[names[0]]} left: ask for more (Quota Center) or use fewer"
+        )
+    return f"{needed} vCPUs of {free} left in the {kind} quota"
