@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import boto3
 import botocore.session
 from botocore.config import Config
-from botocore.credentials import CredentialProvider, RefreshableCredentials
+from botocore.credentials import CredentialProvider, CredentialResolver, RefreshableCredentials
 from botocore.credentials import Credentials as BotoCredentials
 from botocore.exceptions import ClientError
 
@@ -37,7 +37,8 @@ _EXISTS = ("PreconditionFailed", "FileAlreadyExists")
 
 
 class _AlibabaChain(CredentialProvider):  # type: ignore[misc]
-    """botocore's credentials from Alibaba Cloud's chain (tried before boto's own)."""
+    """botocore's credentials from Alibaba Cloud's chain, and from nothing else (an AWS
+    key in the environment would only be refused by OSS)."""
 
     METHOD = "alibaba-cloud"
 
@@ -86,6 +87,7 @@ class OSSRendezvous(S3Rendezvous):
     )
 
     def __init__(self, uri: str, cluster_id: str, attempt: int = 0) -> None:
+        # The S3 backend's primitives, not its client: this one is OSS's.
         _cloud.CloudRendezvous.__init__(self, uri, cluster_id, attempt)
         region = os.environ.get(REGION_ENV)
         endpoint = os.environ.get(ENDPOINT_ENV) or (
@@ -107,7 +109,7 @@ class OSSRendezvous(S3Rendezvous):
             response_checksum_validation="when_required",
         )
         core = botocore.session.Session()
-        core.get_component("credential_provider").insert_before("env", _AlibabaChain())
+        core.register_component("credential_provider", CredentialResolver([_AlibabaChain()]))
         with self._op("connect to"):
             self.client: Any = boto3.session.Session(botocore_session=core).client(
                 "s3", endpoint_url=endpoint, region_name=region or "oss", config=config

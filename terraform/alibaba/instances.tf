@@ -55,7 +55,11 @@ resource "alicloud_instance" "node" {
   }
 
   depends_on = [
-    # Nodes read and write the bucket from their first boot.
+    # Nodes read and write the bucket from their first boot (with a role of its own or
+    # the given node_role).
+    alicloud_oss_bucket.rendezvous,
+    alicloud_oss_bucket_acl.rendezvous,
+    alicloud_oss_bucket_public_access_block.rendezvous,
     alicloud_ram_role_policy_attachment.rendezvous,
     alicloud_security_group_rule.ray,
   ]

@@ -161,3 +161,53 @@ def test_everything_that_takes_tags_is_tagged() -> None:
     for (t, n), body in _resources().items():
         if t not in untagged:
             assert "local.tags" in str(body.get("tags")), f"{t}.{n} has no tags"
+
+
+def test_zone_is_the_first_offering_every_type(tmp_path: Path) -> None:
+    """network.tf's own locals, evaluated by terraform with the zones data source's
+    answer (its ``ids``) stood in for: the first zone by id offering every type, the
+    given zone as is, null (the vSwitch's precondition then names the types) if none."""
+    locals_ = _locals("network.tf")
+    fake = "local.offering"
+    body = {k: str(v).replace("data.alicloud_zones.offering", fake) for k, v in locals_.items()}
+    assert fake in body["zones_offering_all"]
+    shutil.copy2(TF / "variables.tf", tmp_path / "variables.tf")
+    doc = {
+        "locals": {**body, "offering": "${var.offering}"},
+        "variable": {"offering": {"type": "map(object({ids = list(string)}))"}},
+        "output": {"zone": {"value": "${local.zone}"}},
+    }
+    (tmp_path / "main.tf.json").write_text(json.dumps(doc))
+    env = {**hcl.TF_ENV, "TF_DATA_DIR": str(tmp_path / ".terraform")}
+    assert hcl.run_tf("init", "-backend=false", cwd=tmp_path, env=env).returncode == 0
+
+    def zone(offering: dict[str, list[str]], **tfvars: Any) -> Any:
+        values = {
+            **BASE["alibaba"],
+            "node": {"cluster_id": "z1", "node_count": 2, **tfvars.pop("node", {})},
+            "bucket_name": "syndeo-z1",
+            "offering": {t: {"ids": ids} for t, ids in offering.items()},
+            **tfvars,
+        }
+        (tmp_path / "t.tfvars.json").write_text(json.dumps(values))
+        out = hcl.run_tf(
+            "apply", "-auto-approve", "-no-color", "-var-file=t.tfvars.json", cwd=tmp_path, env=env
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        out = hcl.run_tf("output", "-json", cwd=tmp_path, env=env)
+        # A null output is not kept in the state: absent from the JSON.
+        return json.loads(out.stdout).get("zone", {}).get("value")
+
+    top = BASE["alibaba"]["instance_type"]
+    assert zone({top: ["cn-hangzhou-k", "cn-hangzhou-h"]}) == "cn-hangzhou-h"
+    groups = [
+        {"name": "head", "nodes": 1, "cpus": 2, "gpus": 0},
+        {"name": "gpu", "nodes": 1, "cpus": 8, "gpus": 1},
+    ]
+    gpu = "ecs.gn7i-c8g1.2xlarge"
+    both = {top: ["cn-hangzhou-h", "cn-hangzhou-k"], gpu: ["cn-hangzhou-k"]}
+    node = {"node_count": 2, "groups": groups}
+    assert zone(both, node=node, group_instance_types={"gpu": gpu}) == "cn-hangzhou-k"
+    none = {top: ["cn-hangzhou-h"], gpu: ["cn-hangzhou-k"]}
+    assert zone(none, node=node, group_instance_types={"gpu": gpu}) is None
+    assert zone({}, zone="cn-hangzhou-j") == "cn-hangzhou-j"
