@@ -29,13 +29,14 @@ resource "alicloud_instance" "node" {
   internet_max_bandwidth_out = 0
   instance_charge_type       = "PostPaid"
   # Spot: pay the market price up to the on-demand one; released (not stopped) when
-  # reclaimed, after the ECS metadata service's termination-time notice.
-  spot_strategy              = var.spot ? "SpotAsPriceGo" : "NoSpot"
-  spot_interruption_behavior = var.spot ? "Terminate" : null
-  system_disk_category       = var.disk_category
-  system_disk_size           = var.disk_size_gb
-  system_disk_encrypted      = true
-  user_data                  = base64encode(each.value.user_data)
+  # reclaimed, after the ECS metadata service's termination-time notice.  Release is
+  # the API's default interruption behaviour (spot_interruption_behavior, "Terminate",
+  # exists only from provider 1.275.0 on, so it is left unset here).
+  spot_strategy         = var.spot ? "SpotAsPriceGo" : "NoSpot"
+  system_disk_category  = var.disk_category
+  system_disk_size      = var.disk_size_gb
+  system_disk_encrypted = true
+  user_data             = base64encode(each.value.user_data)
   # The RAM role whose STS credentials the metadata service hands the node, attached
   # at creation (RunInstances RamRoleName) so that it is there at first boot; the
   # provider marks the argument deprecated from 1.275.0 in favour of a separate
