@@ -2,9 +2,14 @@
 its S3-compatible API, with the S3 backend's client (boto3).
 
 - Endpoint: ``SYNDEO_OSS_ENDPOINT`` (terraform/alibaba gives the nodes the region's
-  internal one), else the public ``https://oss-<ALIBABA_CLOUD_REGION>.aliyuncs.com``.
-- Addressing: virtual-hosted only (``https://<bucket>.oss-<region>.aliyuncs.com/<key>``):
-  OSS refuses path-style requests.  Signed with AWS Signature Version 4.
+  internal one), else the public ``https://s3.oss-<ALIBABA_CLOUD_REGION>.aliyuncs.com``
+  (the S3-compatible endpoints of OSS's "Use AWS SDKs to access OSS").
+- Addressing: virtual-hosted only (``https://<bucket>.s3.oss-<region>.aliyuncs.com/<key>``):
+  OSS refuses path-style requests.  Signed with AWS Signature Version 4 over the region
+  id (cn-hangzhou), without aws-chunked uploads: that guide says boto3's V4 uploads fail
+  on OSS (InvalidArgument) because they are chunked, which they are only when botocore
+  adds a trailing checksum: ``request_checksum_calculation="when_required"`` keeps
+  PutObject a plain body (tests/rendezvous/test_oss.py checks the headers sent).
 - Credentials: Alibaba Cloud's chain (:mod:`syndeo.rendezvous.alicreds`): environment,
   CLI profile, else the ECS instance's RAM role (STS, refreshed before it expires).
 - Atomic create: one ``PutObject`` carrying both ``If-None-Match: *`` (S3's conditional
@@ -91,11 +96,11 @@ class OSSRendezvous(S3Rendezvous):
         _cloud.CloudRendezvous.__init__(self, uri, cluster_id, attempt)
         region = os.environ.get(REGION_ENV)
         endpoint = os.environ.get(ENDPOINT_ENV) or (
-            f"https://oss-{region}.aliyuncs.com" if region else None
+            f"https://s3.oss-{region}.aliyuncs.com" if region else None
         )
         if endpoint is None:
             raise RendezvousError(
-                f"OSS rendezvous: set {ENDPOINT_ENV} (https://oss-<region>.aliyuncs.com) "
+                f"OSS rendezvous: set {ENDPOINT_ENV} (https://s3.oss-<region>.aliyuncs.com) "
                 f"or {REGION_ENV}"
             )
         config = Config(

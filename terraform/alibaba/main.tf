@@ -12,9 +12,10 @@ locals {
   # Everything this cluster may touch in the bucket (the node appends <cluster_id>/
   # to the URI's prefix; the trailing "/" keeps cluster "a" out of "ab").
   cluster_prefix = local.prefix == "" ? "${local.cluster_id}/" : "${local.prefix}/${local.cluster_id}/"
-  # The bucket's S3-compatible endpoint inside the region's network: reached from a
-  # VPC with no NAT and no public address (virtual-hosted addressing only).
-  oss_endpoint = "https://oss-${var.region}-internal.aliyuncs.com"
+  # The bucket's S3-compatible endpoint inside the region's network (OSS docs, "Use
+  # AWS SDKs to access OSS": s3.oss-<region>-internal.aliyuncs.com): reached from a VPC
+  # with no NAT and no public address (virtual-hosted addressing only).
+  oss_endpoint = "https://s3.oss-${var.region}-internal.aliyuncs.com"
   # The nodes' RAM role (iam.tf: made per cluster unless var.node_role names one),
   # named here so that the node environment needs no provider.
   node_role = var.node_role != null ? var.node_role : "syndeo-${local.cluster_id}-nodes"

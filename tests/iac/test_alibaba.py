@@ -92,7 +92,7 @@ def test_nodes_are_told_the_oss_endpoint_role_and_spot_notices(rendered: dict[st
         assert env["SYNDEO_RENDEZVOUS"] == "oss://syndeo-ali-test/syndeo"
         assert env["SYNDEO_SPOT_NOTICES"] == "alibaba"
         # The region's internal endpoint: reachable without NAT or a public IP.
-        assert env["SYNDEO_OSS_ENDPOINT"] == "https://oss-cn-hangzhou-internal.aliyuncs.com"
+        assert env["SYNDEO_OSS_ENDPOINT"] == "https://s3.oss-cn-hangzhou-internal.aliyuncs.com"
         assert env["ALIBABA_CLOUD_REGION"] == "cn-hangzhou"
         assert env["ALIBABA_CLOUD_ECS_METADATA"] == "syndeo-ali-1-nodes"
 

@@ -92,6 +92,11 @@ def test_a_create_carries_both_conditional_headers(oss: Backend) -> None:
     creates, plain = sent[:2], sent[2]
     for h in creates:
         assert h["if-none-match"] == "*" and h["x-oss-forbid-overwrite"] == "true"
+    for h in sent:
+        # A plain body: OSS refuses aws-chunked uploads (its AWS SDK guide).
+        assert "content-encoding" not in h and "x-amz-decoded-content-length" not in h
+        assert not h.get("x-amz-content-sha256", "").startswith("STREAMING-")
+        assert "x-amz-trailer" not in h
     assert "if-none-match" not in plain and "x-oss-forbid-overwrite" not in plain
     assert rdv._read("claim.json") == b"x"
 
