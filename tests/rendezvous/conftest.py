@@ -19,9 +19,12 @@ from syndeo.rendezvous import Rendezvous, open_rendezvous
 from testbeds.objectstores import Server, make_bucket, start_server
 from testbeds.osshost import VirtualHosts, virtual_hosted
 
-# oss: OSS's S3-compatible API as the OSS backend uses it (virtual-hosted addressing,
-# Alibaba credentials), against moto_server behind testbeds/osshost.py.
-CLOUD = ("s3", "gs", "az", "oss")
+# The wire-protocol servers' kinds (testbeds/objectstores.py).
+CLOUD = ("s3", "gs", "az")
+# The contract suite's cloud backends: those, and oss, OSS's S3-compatible API as the OSS
+# backend uses it (virtual-hosted addressing, Alibaba credentials) against moto_server
+# behind testbeds/osshost.py.
+CLOUD_BACKENDS = (*CLOUD, "oss")
 
 
 @dataclass
@@ -66,11 +69,14 @@ def oss_hosts(shared_server: Callable[[str], Server]) -> Iterator[VirtualHosts]:
         yield hosts
 
 
-def oss_backend(server: Server, hosts: VirtualHosts, monkeypatch: pytest.MonkeyPatch) -> Backend:
+def oss_backend(
+    server: Server, hosts: VirtualHosts, monkeypatch: pytest.MonkeyPatch, create: bool = True
+) -> Backend:
     """An oss:// backend: the bucket made on the S3 server, the client told only the
     Alibaba names (no AWS_* variable reaches it)."""
     bucket = fresh_name("b")
-    make_bucket(server, bucket)
+    if create:
+        make_bucket(server, bucket)
     for name in server.env:
         monkeypatch.delenv(name, raising=False)
     for name in ("NO_PROXY", "no_proxy", "AWS_PROFILE", "AWS_ACCESS_KEY_ID"):
@@ -93,7 +99,9 @@ def cloud_backend(
 
 
 # The cloud kinds need their servers: not in the quick tier (tests/support/quick.py).
-@pytest.fixture(params=["file", *(pytest.param(k, marks=pytest.mark.objectstore) for k in CLOUD)])
+@pytest.fixture(
+    params=["file", *(pytest.param(k, marks=pytest.mark.objectstore) for k in CLOUD_BACKENDS)]
+)
 def backend(
     request: pytest.FixtureRequest,
     tmp_path: Path,

@@ -154,3 +154,16 @@ def test_no_credentials_is_one_clear_line(oss: Backend, monkeypatch: pytest.Monk
         open_rendezvous(oss.uri, "nc1").check()
     message = str(caught.value)
     assert "no Alibaba Cloud credentials" in message and "\n" not in message
+
+
+def test_missing_bucket_is_one_line(
+    shared_server: Callable[[str], Server],
+    oss_hosts: VirtualHosts,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    backend = oss_backend(shared_server("s3"), oss_hosts, monkeypatch, create=False)
+    with pytest.raises(RendezvousError) as caught:
+        open_rendezvous(backend.uri, "mb1").check()
+    message = str(caught.value)
+    assert "the bucket does not exist" in message and "\n" not in message
+    assert message.startswith(f"OSS rendezvous: cannot list {backend.uri.split('/rv')[0]}")
