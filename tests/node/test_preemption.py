@@ -197,6 +197,39 @@ def test_the_watcher_drains_once_and_records_the_notice(tmp_path: Path) -> None:
         assert any("spot notice from gcp" in line for line in logged)
 
 
+def test_the_watcher_records_an_alibaba_notice_with_its_termination_time(
+    tmp_path: Path,
+) -> None:
+    with FakeMetadata("alibaba") as fake:
+        s = _settings(
+            tmp_path, SYNDEO_SPOT_NOTICES="alibaba", SYNDEO_METADATA_URL=fake.url + "/r{rank}"
+        )
+        rdv = open_rendezvous(s.rendezvous, s.cluster_id)
+        drained: list[Notice] = []
+        watcher = Watcher(s, rdv, drained.append, lambda _line: None, poll_s=0.05).start()
+        try:
+            deadline = time.monotonic() + 10
+            fake.preempt(ALIBABA_TIME, instance="r3")
+            while rdv.read_interrupted(3) is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            watcher.stop()
+        rec = rdv.read_interrupted(3)
+        assert rec is not None and [n.cloud for n in drained] == ["alibaba"]
+        assert (rec.rank, rec.cloud, rec.action, rec.deadline) == (
+            3,
+            "alibaba",
+            "terminate",
+            ALIBABA_EPOCH,
+        )
+        # Every read of this node's metadata carried the token its PUT got.
+        reads = [h for p, h in fake.requests() if p.startswith("/r3/latest/meta-data/")]
+        assert reads and all(
+            {k.lower(): v for k, v in h.items()}["x-aliyun-ecs-metadata-token"] == fake.state.token
+            for h in reads
+        )
+
+
 def test_spot_notices_setting_is_checked(tmp_path: Path) -> None:
     assert _settings(tmp_path).spot_notices is None
     assert _settings(tmp_path, SYNDEO_SPOT_NOTICES="azure").spot_notices == "azure"
