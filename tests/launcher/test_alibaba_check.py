@@ -31,6 +31,11 @@ DIGEST = "d" * 64
 def ecs(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeEcs]:
     for name in [k for k in os.environ if k.startswith(("ALIBABA_", "ALICLOUD_"))]:
         monkeypatch.delenv(name)
+    # The target sets the region for the launcher's OSS client (setdefault): recorded
+    # here so that it is gone after the test.
+    for name in ("ALIBABA_CLOUD_REGION", "SYNDEO_OSS_ENDPOINT"):
+        monkeypatch.setenv(name, "-")
+        monkeypatch.delenv(name)
     with FakeEcs() as fake:
         monkeypatch.setenv("SYNDEO_ALIBABA_ECS_URL", fake.url)
         monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", KEY_ID)
@@ -50,9 +55,8 @@ def ecs(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeEcs]:
 
 def _cfg(**settings: Any) -> Any:
     over = {"vm_instance_type": "ecs.g7.2xlarge", "vm_region": "cn-hangzhou", **settings}
-    return load_config(
-        None, target="alibaba", nodes=2, vm_image=IMAGE, vm_spot=True, rendezvous=None, **over
-    )
+    over.setdefault("rendezvous", None)
+    return load_config(None, target="alibaba", nodes=2, vm_image=IMAGE, vm_spot=True, **over)
 
 
 def test_check_passes_and_records_the_image_digest(ecs: FakeEcs) -> None:
@@ -163,3 +167,22 @@ def test_vcpus_beyond_the_quota_are_one_line(ecs: FakeEcs) -> None:
     # A quota the API does not give is named, not guessed.
     ecs.state.attributes.clear()
     assert any("vCPU quota not checked" in line for line in check_deployment(_cfg()))
+
+
+def test_check_reaches_a_named_bucket_in_the_clusters_region(
+    ecs: FakeEcs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bucket given with --rendezvous is reached at the region's OSS endpoint (the
+    launcher's; the nodes get the internal one from terraform/alibaba)."""
+    reached: list[str] = []
+
+    class Probe:
+        def __init__(self, uri: str, cluster_id: str, attempt: int = 0) -> None:
+            reached.append(os.environ.get("ALIBABA_CLOUD_REGION", ""))
+
+        def check(self) -> None:
+            return None
+
+    monkeypatch.setattr("syndeo.rendezvous.open_rendezvous", lambda uri, cid: Probe(uri, cid))
+    lines = check_deployment(_cfg(rendezvous="oss://syndeo-mine/p"))
+    assert reached == ["cn-hangzhou"] and lines[-1] == "rendezvous: oss://syndeo-mine/p reachable"

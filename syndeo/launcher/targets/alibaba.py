@@ -47,6 +47,7 @@ class AlibabaTarget(CloudTarget):
         from syndeo.launcher.targets.cloudcheck import type_counts
 
         s = self.settings
+        self._region_env()  # `check` then reaches a bucket named with --rendezvous
         creds = alibaba_api.credentials()
         region, image = str(s.region), str(s.image)
         alibabacheck.region_known(region, creds)
