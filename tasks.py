@@ -73,7 +73,7 @@ shrink = verb_task(
         "steps": "plan: environment steps to collect (default 1e9)",
         "env": "plan: the env id, e.g. Humanoid-v5",
         "mode": "plan: count | collect (default: count if measured)",
-        "target": "plan: targets, comma-separated (default: measured ones + aws,gcp,azure)",
+        "target": "plan: targets, comma-separated (default: measured ones + aws,gcp,azure,alibaba)",
         "basis": "plan: the measured target unmeasured instance types are scaled from",
         "sizes": "plan: node/instance counts, comma-separated",
     },

@@ -24,6 +24,7 @@ MODULES = (
     "terraform/aws",
     "terraform/gcp",
     "terraform/azure",
+    "terraform/alibaba",
     "terraform/ssh",
     "terraform/modules/node",
 )

@@ -200,6 +200,11 @@ CLOUD_MACHINE = {
         "region": "westeurope",
         "image": "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/images/x",
     },
+    "alibaba": {
+        "instance_type": "ecs.g7.2xlarge",
+        "region": "cn-hangzhou",
+        "image": "m-bp1g7004ksh0oeuc1234",
+    },
 }
 
 

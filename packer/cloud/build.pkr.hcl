@@ -6,6 +6,7 @@ build {
     "source.amazon-ebs.syndeo",
     "source.googlecompute.syndeo",
     "source.azure-arm.syndeo",
+    "source.alicloud-ecs.syndeo",
   ]
 
   provisioner "shell" {

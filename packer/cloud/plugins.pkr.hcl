@@ -17,5 +17,9 @@ packer {
       source  = "github.com/hashicorp/azure"
       version = "~> 2"
     }
+    alicloud = {
+      source  = "github.com/hashicorp/alicloud"
+      version = "~> 1"
+    }
   }
 }

@@ -1,4 +1,4 @@
-# The three cloud VM images start from Debian 12 (the OS the Syndeo recipes are
+# The four cloud VM images start from Debian 12 (the OS the Syndeo recipes are
 # verified on) and get the same provisioning (build.pkr.hcl).
 
 locals {
@@ -84,4 +84,27 @@ source "azure-arm" "syndeo" {
   managed_image_name                = local.name
   managed_image_resource_group_name = var.azure_resource_group
   azure_tags                        = merge(local.labels, { "syndeo-image-digest" = local.sif_digest })
+}
+
+source "alicloud-ecs" "syndeo" {
+  access_key    = var.alibaba_access_key
+  secret_key    = var.alibaba_secret_key
+  region        = var.alibaba_region
+  instance_type = var.alibaba_instance_type
+  source_image  = var.alibaba_source_image
+  image_name    = local.name
+  # The tag the alibaba target reads (DescribeImages): the SIF this image carries.
+  image_description = "syndeo SIF sha256:${local.sif_digest}"
+  tags              = merge(local.labels, { "syndeo-image-digest" = local.sif_digest })
+  image_encrypted   = true
+  ssh_username      = "root"
+  # The build instance is reached over SSH from where Packer runs (the cluster's
+  # nodes have no public IP; this temporary one does, and is deleted after).
+  associate_public_ip_address = true
+  internet_charge_type        = "PayByTraffic"
+
+  system_disk_mapping {
+    disk_size     = var.disk_size_gb
+    disk_category = "cloud_essd"
+  }
 }

@@ -118,3 +118,35 @@ variable "azure_client_secret" {
   sensitive   = true
   description = "Service principal secret (pass via PKR_VAR_azure_client_secret, never a file)."
 }
+
+# --- Alibaba Cloud (alicloud-ecs) ---
+variable "alibaba_region" {
+  type        = string
+  default     = "cn-hangzhou"
+  description = "Region of the build instance and of the custom image (images are regional: copy it to others)."
+}
+
+variable "alibaba_instance_type" {
+  type        = string
+  default     = "ecs.g7.large"
+  description = "Instance type of the temporary build instance."
+}
+
+variable "alibaba_source_image" {
+  type        = string
+  default     = ""
+  description = "Id of the Debian 12 public image to start from (aliyun ecs DescribeImages --ImageOwnerAlias system --OSType linux; ids carry a date and change)."
+}
+
+variable "alibaba_access_key" {
+  type        = string
+  default     = env("ALIBABA_CLOUD_ACCESS_KEY_ID")
+  description = "AccessKey id; default: ALIBABA_CLOUD_ACCESS_KEY_ID (Packer 1.6.6's builder itself reads only ALICLOUD_ACCESS_KEY)."
+}
+
+variable "alibaba_secret_key" {
+  type        = string
+  default     = env("ALIBABA_CLOUD_ACCESS_KEY_SECRET")
+  sensitive   = true
+  description = "AccessKey secret; default: ALIBABA_CLOUD_ACCESS_KEY_SECRET (never a file)."
+}

@@ -105,14 +105,16 @@ CLUSTER = [
     ),
     Option("ssh_user", "ssh: login on every host (default: you)"),
     Option("ssh_key", "ssh: private key file (default: the ssh agent)"),
-    Option("vm_instance_type", "aws/gcp/azure: VM type, e.g. c7i.2xlarge", name="instance_type"),
-    Option("vm_region", "aws/gcp/azure: region (azure: location)", name="region"),
+    Option(
+        "vm_instance_type", "aws/gcp/azure/alibaba: VM type, e.g. c7i.2xlarge", name="instance_type"
+    ),
+    Option("vm_region", "aws/gcp/azure/alibaba: region (azure: location)", name="region"),
     Option(
         "vm_image",
-        "aws/gcp/azure: the Packer-baked VM image (AMI id, GCP image, Azure id)",
+        "aws/gcp/azure/alibaba: the Packer-baked VM image (AMI, GCP, Azure or ECS image id)",
         name="image",
     ),
-    Option("vm_spot", "aws/gcp/azure: spot/preemptible VMs", switch=True, name="spot"),
+    Option("vm_spot", "aws/gcp/azure/alibaba: spot/preemptible VMs", switch=True, name="spot"),
     *from_settings(DeployConfig, *ClusterOptions.model_fields, "tls"),
 ]
 RUN = [

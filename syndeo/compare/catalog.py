@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from syndeo.compare.errors import CompareError
 
-CLOUDS = ("aws", "gcp", "azure")
+CLOUDS = ("aws", "gcp", "azure", "alibaba")
 # Bumped whenever the shipped CSVs change; printed in every report.
 CATALOG_VERSION = "2026-11-22"
 COLUMNS = (

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from syndeo.bench.models import BenchResult
 from syndeo.compare.errors import CompareError
 
-CLOUD_TARGETS = ("aws", "gcp", "azure")
+CLOUD_TARGETS = ("aws", "gcp", "azure", "alibaba")
 ONPREM_TARGETS = ("local", "slurm", "ssh")
 TARGETS = ONPREM_TARGETS + CLOUD_TARGETS
 
@@ -47,7 +47,7 @@ class Machines(BaseModel):
 
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
-    provider: Literal["aws", "gcp", "azure", "ssh"]
+    provider: Literal["aws", "gcp", "azure", "alibaba", "ssh"]
     region: str | None = None
     instance_type: str | None = None  # with groups: the top-level (default) type
     count: int = Field(ge=1)

@@ -42,11 +42,12 @@ class GroupConfig(BaseModel):
     # time, extra_sbatch); checked by the Slurm target together with the [slurm] section.
     slurm: dict[str, Any] = {}
     # Per-group VM settings, checked by those targets: [groups.ssh] hosts = [...] (the
-    # group's machines), [groups.aws|gcp|azure] instance_type = "..." (its VM size).
+    # group's machines), [groups.aws|gcp|azure|alibaba] instance_type = "..." (its VM size).
     ssh: dict[str, Any] = {}
     aws: dict[str, Any] = {}
     gcp: dict[str, Any] = {}
     azure: dict[str, Any] = {}
+    alibaba: dict[str, Any] = {}
 
     @field_validator("name")
     @classmethod
@@ -74,6 +75,7 @@ class Group(BaseModel):
     aws: dict[str, Any] = {}
     gcp: dict[str, Any] = {}
     azure: dict[str, Any] = {}
+    alibaba: dict[str, Any] = {}
 
     @property
     def ranks(self) -> range:
@@ -163,6 +165,7 @@ def build_layout(
                 aws=dict(g.aws),
                 gcp=dict(g.gcp),
                 azure=dict(g.azure),
+                alibaba=dict(g.alibaba),
             )
         )
         rank += g.nodes

@@ -101,7 +101,7 @@ class NodeSettings(ClusterOptions):
     groups: str | None = None  # every group's name:nodes:min_nodes (the head's readiness rule)
     # A spot/preemptible VM: the cloud whose interruption notice this node watches
     # (syndeo/node/preemption.py); None = not watched.
-    spot_notices: Literal["aws", "gcp", "azure"] | None = None
+    spot_notices: Literal["aws", "gcp", "azure", "alibaba"] | None = None
     # Where that cloud's metadata service is (default: its real address).  Tests point
     # it at a fake; "{rank}" in it becomes this node's rank (one fake, many nodes).
     metadata_url: str | None = None

@@ -30,9 +30,9 @@ from syndeo.core.groups import GroupConfig, Layout, build_layout
 from syndeo.core.nodeconfig import CLUSTER_ID_RE, ClusterOptions
 from syndeo.core.option import option
 
-TargetName = Literal["local", "slurm", "ssh", "aws", "gcp", "azure"]
-CLOUDS = ("aws", "gcp", "azure")
-RENDEZVOUS_RE = re.compile(r"^(file|s3|gs|az)://[^\r\n]+$")
+TargetName = Literal["local", "slurm", "ssh", "aws", "gcp", "azure", "alibaba"]
+CLOUDS = ("aws", "gcp", "azure", "alibaba")
+RENDEZVOUS_RE = re.compile(r"^(file|s3|gs|az|oss)://[^\r\n]+$")
 
 
 class _Strict(BaseModel):
@@ -82,7 +82,8 @@ class DeployConfig(_Strict, ClusterOptions):
     cluster's nodes share come from :class:`ClusterOptions` (declared there, once)."""
 
     target: TargetName = option(
-        "local", "local | slurm | ssh | aws | gcp | azure (default: local, or the config's)"
+        "local",
+        "local | slurm | ssh | aws | gcp | azure | alibaba (default: local, or the config's)",
     )
     nodes: int = option(2, "number of nodes (default 2)", ge=1, le=4096)
     cpus_per_node: int = option(1, "CPUs each node offers to Ray (default 1)", ge=1, le=1024)
@@ -144,6 +145,7 @@ class DeployConfig(_Strict, ClusterOptions):
     aws: dict[str, Any] = {}
     gcp: dict[str, Any] = {}
     azure: dict[str, Any] = {}
+    alibaba: dict[str, Any] = {}
     # Node groups (see syndeo/core/groups.py for the head rule); none = one group of `nodes`.
     head: Literal["own", "first"] = "own"  # own: a 1-node group `head`; first: rank 0 of groups[0]
     groups: list[GroupConfig] = []

@@ -10,7 +10,11 @@ the VM back:
 * GCP (about 30 s): ``instance/preempted`` says ``TRUE`` once preempted (no time is
   given: the deadline is Compute Engine's 30 s); header ``Metadata-Flavor: Google``;
 * Azure (at least 30 s): Scheduled Events, an event of type ``Preempt`` naming this VM
-  with its ``NotBefore`` time; header ``Metadata: true``.
+  with its ``NotBefore`` time; header ``Metadata: true``;
+* Alibaba Cloud (about 5 minutes ahead): ECS metadata ``instance/spot/termination-time``,
+  404 until a notice, then the UTC ISO time the instance is released; in hardened mode
+  every read needs a session token (``PUT /latest/api/token``,
+  :class:`syndeo.rendezvous.alicreds.EcsMetadata`).
 
 The drain (reason preemption, with the deadline) makes Ray's scheduler place no new
 work there; the record (``interrupted/<rank>.json``) tells the head -- which sees the
@@ -36,6 +40,8 @@ from typing import Any
 from syndeo.core.errors import NodeError
 from syndeo.core.nodeconfig import NodeSettings
 from syndeo.rendezvous import InterruptRecord, Rendezvous
+from syndeo.rendezvous.alicreds import EcsMetadata
+from syndeo.rendezvous.alicreds import MetadataError as EcsMetadataError
 from syndeo.rendezvous.tolerant import retry_until
 
 # Each cloud's metadata service, as a VM reaches it.
@@ -43,6 +49,7 @@ METADATA_URL = {
     "aws": "http://169.254.169.254",
     "gcp": "http://metadata.google.internal",
     "azure": "http://169.254.169.254",
+    "alibaba": "http://100.100.100.200",
 }
 # AWS asks for a check every 5 s; GCP and Azure give 30 s: a few seconds of that is
 # what a poll may cost.  A local metadata request costs nothing else.
@@ -85,16 +92,19 @@ class Probe:
 
     def __init__(self, cloud: str, base_url: str | None = None) -> None:
         if cloud not in METADATA_URL:
-            raise NodeError(f"no spot notices for cloud {cloud!r} (aws, gcp or azure)")
+            raise NodeError(f"no spot notices for cloud {cloud!r} (aws, gcp, azure or alibaba)")
         self.cloud = cloud
         self.base = (base_url or METADATA_URL[cloud]).rstrip("/")
         self._token: str | None = None
         self._token_until = 0.0
         self._vm_name: str | None = None
+        self._ecs = EcsMetadata(self.base) if cloud == "alibaba" else None
 
     def check(self) -> Notice | None:
         if self.cloud == "aws":
             return self._aws()
+        if self._ecs is not None:
+            return self._alibaba(self._ecs)
         return self._gcp() if self.cloud == "gcp" else self._azure()
 
     # ------------------------------------------------------------------ AWS
@@ -125,6 +135,23 @@ class Probe:
         data = _json(body)
         when = datetime.fromisoformat(str(data["time"]).replace("Z", "+00:00"))
         return Notice("aws", str(data.get("action", "")), time.time(), when.timestamp())
+
+    # ------------------------------------------------------------------ Alibaba Cloud
+    def _alibaba(self, ecs: EcsMetadata) -> Notice | None:
+        try:
+            code, body = ecs.get("instance/spot/termination-time")
+        except EcsMetadataError as exc:
+            raise MetadataError(str(exc)) from None
+        if code == 404:
+            return None
+        if code != 200:
+            raise MetadataError(f"instance/spot/termination-time: HTTP {code}")
+        text = body.decode(errors="replace").strip()
+        try:
+            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise MetadataError(f"termination-time: not a time: {text[:64]!r}") from None
+        return Notice("alibaba", "terminate", time.time(), when.timestamp())
 
     # ------------------------------------------------------------------ GCP
     def _gcp(self) -> Notice | None:

@@ -34,6 +34,7 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "s3": ("syndeo.rendezvous.s3", "S3Rendezvous"),
     "gs": ("syndeo.rendezvous.gs", "GCSRendezvous"),
     "az": ("syndeo.rendezvous.az", "AzureRendezvous"),
+    "oss": ("syndeo.rendezvous.oss", "OSSRendezvous"),
 }
 
 

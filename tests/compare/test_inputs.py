@@ -368,3 +368,15 @@ def test_partial_results_are_flagged(tmp_path: Path) -> None:
     plan = make_plan(rows, load_catalog(catalog), fixture_onprem(), "CartPole-v1", 1e9)
     [fit] = [s.describe() for s in plan.series if s.partial]
     assert fit.startswith("fit local Fixture CPU (PARTIAL runs): steps/s = ")
+
+
+def test_alibaba_prices_come_from_the_users_catalog(tmp_path: Path) -> None:
+    """No Alibaba Cloud price list with a source and a date could be obtained here, so
+    alibaba.csv ships without rows (never a guessed number): a price not given is one
+    line naming the type and region, and a user catalog supplies it."""
+    with pytest.raises(CompareError, match=r"ecs\.g7\.2xlarge.*cn-hangzhou"):
+        load_catalog().price("alibaba", "ecs.g7.2xlarge", "cn-hangzhou")
+    mine = tmp_path / "alibaba.csv"
+    mine.write_text(HEADER + "alibaba,ecs.g7.2xlarge,8,cn-hangzhou,0.4,0.1\n")
+    cat = load_catalog(mine)
+    assert cat.hourly("alibaba", "ecs.g7.2xlarge", "cn-hangzhou", spot=True) == 0.1

@@ -556,3 +556,69 @@ def test_egress_to_the_object_store_reaches_the_clusters_bucket_only_where_it_ca
     gcp = (TF / "gcp" / "README.md").read_text()
     assert "**Gap:** Private Google Access reaches every Google API and every bucket" in gcp
     assert "VPC Service Controls" in gcp
+
+
+# ---------------------------------------------------------------- Alibaba Cloud
+def _alibaba() -> list[dict[str, Any]]:
+    policy = json.loads((TF / "alibaba" / "deployer-policy.json").read_text())
+    assert policy["Version"] == "1"
+    return list(policy["Statement"])
+
+
+def _actions(st: dict[str, Any]) -> list[str]:
+    return st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+
+
+def _resources(st: dict[str, Any]) -> list[str]:
+    return st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
+
+
+def test_alibaba_deployer_policy_cannot_escalate() -> None:
+    """RAM has no permissions boundary: the deployer creates no role, policy or user and
+    attaches nothing; it may pass one role an admin made (terraform/alibaba's node_role)
+    and nothing else; it cannot run commands on, or rewrite the user-data of, instances
+    (Cloud Assistant, ModifyInstanceAttribute), which would run code as their roles."""
+    statements = _alibaba()
+    assert all(st["Effect"] == "Allow" for st in statements)
+    actions = [a for st in statements for a in _actions(st)]
+    assert all(a.count(":") == 1 and "*" not in a for a in actions), actions
+    ram = sorted(a for a in actions if a.startswith("ram:"))
+    assert ram == ["ram:GetRole", "ram:PassRole"]
+    [passing] = [st for st in statements if "ram:PassRole" in _actions(st)]
+    assert _resources(passing) == ["acs:ram:*:*:role/syndeo-nodes"]
+    forbidden = ("sts:", "ims:", "resourcemanager:", "actiontrail:")
+    assert not [a for a in actions if a.startswith(forbidden)]
+    code_on_instances = {
+        "ecs:RunCommand",
+        "ecs:InvokeCommand",
+        "ecs:CreateCommand",
+        "ecs:SendFile",
+        "ecs:ModifyInstanceAttribute",
+        "ecs:AttachInstanceRamRole",
+        "ecs:ReActivateInstances",
+        "ecs:ImportKeyPair",
+        "ecs:AttachKeyPair",
+        "ecs:ResetDisk",
+        "ecs:ReplaceSystemDisk",
+    }
+    assert not code_on_instances & set(actions)
+
+
+def test_alibaba_deployer_touches_only_syndeo_buckets() -> None:
+    for st in _alibaba():
+        if any(a.startswith("oss:") for a in _actions(st)):
+            assert all(a.startswith("oss:") for a in _actions(st))
+            assert _resources(st) == ["acs:oss:*:*:syndeo-*", "acs:oss:*:*:syndeo-*/*"]
+            assert "oss:PutBucketPolicy" not in _actions(st)  # no public policy
+
+
+def test_alibaba_deployer_may_do_what_the_module_and_check_do() -> None:
+    actions = {a for st in _alibaba() for a in _actions(st)}
+    # syndeo/launcher/targets/alibabacheck.py's calls, and the module's creates.
+    check = {"ecs:DescribeRegions", "ecs:DescribeAvailableResource", "ecs:DescribeImages"}
+    check |= {"ecs:DescribeInstanceTypes", "ecs:DescribeAccountAttributes"}
+    assert check <= actions
+    needed = {"vpc:CreateVpc", "vpc:CreateVSwitch", "ecs:CreateSecurityGroup"}
+    needed |= {"ecs:AuthorizeSecurityGroup", "ecs:RunInstances", "ecs:DeleteInstance"}
+    needed |= {"oss:PutBucket", "oss:PutBucketLifecycle", "oss:PutObject"}
+    assert needed <= actions

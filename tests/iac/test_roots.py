@@ -20,7 +20,7 @@ from syndeo.launcher.targets.terraform import TerraformTarget, terraform_root
 from tests.support import hcl
 
 # What each deploy/ root declares besides the module's variables: the provider's own.
-PROVIDER_ONLY = {"aws": {"api_max_retries"}, "gcp": set(), "azure": set()}
+PROVIDER_ONLY = {"aws": {"api_max_retries"}, "gcp": set(), "azure": set(), "alibaba": set()}
 
 
 def _providers(folder: Path) -> list[str]:

@@ -60,6 +60,27 @@ SHARED_CASES: list[tuple[Any, ...]] = [
 ]
 TWO_GROUPS = {"node": {**COMMON["node"], "groups": _groups((1, 0), (2, 1))}}
 CLOUD_CASES: dict[str, list[tuple[Any, ...]]] = {
+    "alibaba": [
+        ("image", "m-bp1g7004ksh0oeuc1234", True),
+        ("image", "ami-0123456789abcdef0", False),
+        ("image", "m-short", False),
+        ("region", "eu-central-1", True),
+        ("region", "ap-southeast-1", True),
+        ("region", "cn-hangzhou-h", False),
+        ("region", "westeurope", False),
+        ("zone", "cn-hangzhou-h", True),
+        ("zone", "ap-southeast-1a", True),
+        ("zone", "cn-hangzhou", False),
+        ("instance_type", "ecs.gn7i-c8g1.2xlarge", True),
+        ("instance_type", "c7i.2xlarge", False),
+        ("instance_type", "ecs.g7", False),
+        ("group_instance_types", {"g1": "ecs.gn7i-c8g1.2xlarge"}, True, TWO_GROUPS),
+        ("group_instance_types", {"g1": "g5.xlarge"}, False, TWO_GROUPS),
+        ("disk_category", "cloud_auto", True),
+        ("disk_category", "local_disk", False),
+        ("node_role", "syndeo-nodes", True),
+        ("node_role", "acs:ram::123:role/syndeo-nodes", False),
+    ],
     "aws": [
         ("permissions_boundary", "arn:aws:iam::123456789012:policy/syndeo-node-boundary", True),
         ("permissions_boundary", "syndeo-node-boundary", False),

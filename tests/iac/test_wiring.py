@@ -21,18 +21,25 @@ VM = {
     "aws": ("aws_instance", "user_data_base64"),
     "gcp": ("google_compute_instance", "metadata.user-data"),
     "azure": ("azurerm_linux_virtual_machine", "custom_data"),
+    "alibaba": ("alicloud_instance", "user_data"),
 }
 # The API takes base64 (AWS attribute that keeps the bytes in state, Azure custom data).
 EXPECTED = {
     "aws": "${base64encode(each.value.user_data)}",
     "gcp": "${each.value.user_data}",
     "azure": "${base64encode(each.value.user_data)}",
+    "alibaba": "${base64encode(each.value.user_data)}",
 }
 # The node module's arguments: the caller's node object with what the cloud module knows,
 # the cloud's own variables for every node, this launch's key.
 CALL_ARGS = {"node", "target_env", "launch_key"}
 # Where each VM takes its type from (per rank: its group's, else var.instance_type).
-TYPE_ATTR = {"aws": "instance_type", "gcp": "machine_type", "azure": "size"}
+TYPE_ATTR = {
+    "aws": "instance_type",
+    "gcp": "machine_type",
+    "azure": "size",
+    "alibaba": "instance_type",
+}
 
 
 def _module_block(cloud: str) -> dict[str, Any]:
@@ -145,11 +152,17 @@ REQUIRED: dict[str, dict[str, Any]] = {
         "instance_type": "Standard_D2s_v5",
         "admin_ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDqz",
     },
+    "alibaba": {
+        "image": "m-bp1g7004ksh0oeuc1234",
+        "region": "cn-hangzhou",
+        "instance_type": "ecs.g7.large",
+    },
 }
 GROUP_TYPES = {
     "aws": ("c7i.2xlarge", "g5.xlarge"),
     "gcp": ("c3-standard-8", "g2-standard-4"),
     "azure": ("Standard_D8s_v5", "Standard_NC4as_T4_v3"),
+    "alibaba": ("ecs.c7.2xlarge", "ecs.gn7i-c8g1.2xlarge"),
 }
 
 
@@ -274,7 +287,7 @@ def test_gcp_host_maintenance_by_rank(tmp_path: Path) -> None:
 
 
 def test_rendezvous_uri_schemes() -> None:
-    for cloud, scheme in (("aws", "s3"), ("gcp", "gs"), ("azure", "az")):
+    for cloud, scheme in (("aws", "s3"), ("gcp", "gs"), ("azure", "az"), ("alibaba", "oss")):
         locals_ = [
             body
             for f in hcl.tf_files(hcl.TERRAFORM / cloud)
@@ -299,6 +312,12 @@ PUBLIC_PATHS = {
     "azurerm_public_ip",
     "azurerm_public_ip_prefix",
     "azurerm_nat_gateway",
+    "alicloud_eip",
+    "alicloud_eip_address",
+    "alicloud_eip_association",
+    "alicloud_nat_gateway",
+    "alicloud_snat_entry",
+    "alicloud_common_bandwidth_package",
 }
 
 
@@ -322,3 +341,7 @@ def test_no_public_address_or_internet_path(cloud: str) -> None:
             assert body["map_public_ip_on_launch"] is False, n
         if t == "azurerm_subnet":
             assert body["default_outbound_access_enabled"] is False, n
+        if t == "alicloud_instance":
+            # 0 Mbit/s of public bandwidth: ECS allocates no public IP.
+            assert body["internet_max_bandwidth_out"] == 0, n
+            assert "allocate_public_ip" not in body, n

@@ -2,7 +2,7 @@
 
 checkov misses some of this (it passes CKV_AWS_24 for a security group whose first
 inline rule is ``self = true`` even when a later one opens 22 to the world), so every
-ingress form of the three clouds is read here with python-hcl2.  The negative fixture
+ingress form of the four clouds is read here with python-hcl2.  The negative fixture
 proves each form is caught.
 """
 
@@ -79,6 +79,11 @@ def findings(root: Path) -> list[str]:
                 direction = str(hcl.unquote(body.get("direction", "INGRESS"))).upper()
                 if direction == "INGRESS" and "allow" in body:
                     bad += _open(body.get("source_ranges"), defaults)
+            elif rtype == "alicloud_security_group_rule":
+                accept = str(hcl.unquote(body.get("policy", "accept"))).lower() == "accept"
+                if hcl.unquote(body.get("type")) == "ingress" and accept:
+                    bad += _open(body.get("cidr_ip"), defaults)
+                    bad += _open(body.get("ipv6_cidr_ip"), defaults)
             elif rtype == "azurerm_network_security_rule":
                 bad += _azure_rule(body, defaults)
             elif rtype == "azurerm_network_security_group":
@@ -99,6 +104,7 @@ def test_every_cloud_module_has_ingress_rules_this_test_reads() -> None:
         "aws": "aws_vpc_security_group_ingress_rule",
         "gcp": "google_compute_firewall",
         "azure": "azurerm_network_security_rule",
+        "alibaba": "alicloud_security_group_rule",
     }
     for cloud, rtype in kinds.items():
         seen = [
@@ -119,6 +125,7 @@ def test_every_cloud_module_has_ingress_rules_this_test_reads() -> None:
         "google_compute_firewall.default_direction: 0.0.0.0/0",
         "azurerm_network_security_rule.internet_tag: Internet",
         "azurerm_network_security_group.inline_star: *",
+        "alicloud_security_group_rule.ali_world: 0.0.0.0/0",
     ],
 )
 def test_fixture_is_caught(expected: str) -> None:
@@ -127,6 +134,6 @@ def test_fixture_is_caught(expected: str) -> None:
 
 def test_fixture_non_findings_stay_quiet() -> None:
     found = findings(FIXTURE)
-    assert len(found) == 6, found
+    assert len(found) == 7, found
     for quiet in ("deny_all", "egress", "members"):
         assert not [f for f in found if f".{quiet}:" in f]

@@ -17,7 +17,7 @@ from tests.support.helpers import ROOT, one_line_error, syndeo
     [
         (
             ["--target", "moon"],
-            "target: Input should be 'local', 'slurm', 'ssh', 'aws', 'gcp' or 'azure'",
+            "target: Input should be 'local', 'slurm', 'ssh', 'aws', 'gcp', 'azure' or 'alibaba'",
         ),
         (["--target", "aws"], "aws: --instance-type or [aws] instance_type in the config"),
         (["--nodes", "-1"], "nodes: Input should be greater than or equal to 1"),

@@ -35,13 +35,22 @@ MACHINE = {
         "--image",
         "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/images/syndeo",
     ],
+    "alibaba": [
+        "--instance-type",
+        "ecs.g7.2xlarge",
+        "--region",
+        "cn-hangzhou",
+        "--image",
+        "m-bp1g7004ksh0oeuc1234",
+    ],
 }
-SCHEME = {"aws": "s3", "gcp": "gs", "azure": "az"}
+SCHEME = {"aws": "s3", "gcp": "gs", "azure": "az", "alibaba": "oss"}
 
 
 def _env(home: Path) -> dict[str, str]:
     """A machine with no cloud login at all."""
     drop = ("AWS_", "GOOGLE_", "AZURE_", "ARM_", "CLOUDSDK_", "STORAGE_EMULATOR")
+    drop += ("ALIBABA_", "ALICLOUD_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env.update(
         HOME=str(home),
@@ -107,7 +116,7 @@ def _gcp_project(tmp_path: Path) -> Path:
         ),
         (
             ["--target", "local", "--instance-type", "c7i.large"],
-            "--instance-type applies to --target aws|gcp|azure, not local",
+            "--instance-type applies to --target aws|gcp|azure|alibaba, not local",
         ),
         (["--target", "gcp", *MACHINE["gcp"]], "gcp: name the project"),
         (["--target", "aws", *MACHINE["aws"], "--nodes", "0"], "nodes:"),
@@ -123,7 +132,7 @@ def test_bad_settings_one_line_before_anything(
     assert not (tmp_path / ".syndeo" / "clusters").exists()
 
 
-@pytest.mark.parametrize("cloud", ["aws", "azure"])
+@pytest.mark.parametrize("cloud", ["aws", "azure", "alibaba"])
 def test_missing_credentials_one_line_before_anything(cloud: str, tmp_path: Path) -> None:
     out = _syndeo(tmp_path, "--target", cloud, *MACHINE[cloud])
     assert out.returncode == 2, out
@@ -174,6 +183,7 @@ GROUP_TYPES = {
     "aws": ("m7i.large", "c7i.2xlarge", "g5.xlarge", "gcp"),
     "gcp": ("c3-standard-4", "c3-standard-8", "g2-standard-4", "azure"),
     "azure": ("Standard_D2s_v5", "Standard_D8s_v5", "Standard_NC4as_T4_v3", "aws"),
+    "alibaba": ("ecs.g7.large", "ecs.c7.2xlarge", "ecs.gn7i-c8g1.2xlarge", "aws"),
 }
 
 

@@ -1,6 +1,7 @@
 """Each cloud's spot notice, read by the node's watcher from a real HTTP server on
 127.0.0.1 that acts as that cloud's metadata service: EC2's IMDSv2 (the emulator's own
-handler, ``testbeds/imds.py``), GCP's and Azure's (``tests/support/metadata.py``).
+handler, ``testbeds/imds.py``), GCP's, Azure's and Alibaba Cloud ECS's
+(``tests/support/metadata.py``).
 The fakes refuse a request without the cloud's header or token, as the real ones do;
 the notice parsed is checked field by field, and the watcher's record read back from
 a real rendezvous."""
@@ -27,6 +28,8 @@ AWS_TIME = "2026-11-24T10:02:00Z"
 AWS_EPOCH = 1795514520.0  # AWS_TIME
 AZURE_NOT_BEFORE = "Tue, 24 Nov 2026 10:00:30 GMT"
 AZURE_EPOCH = 1795514430.0  # AZURE_NOT_BEFORE
+ALIBABA_TIME = "2026-11-24T10:05:00Z"
+ALIBABA_EPOCH = 1795514700.0  # ALIBABA_TIME
 
 
 def _status(url: str, headers: dict[str, str] | None = None, method: str = "GET") -> int:
@@ -126,6 +129,29 @@ def test_azure_notice_is_a_preempt_event_naming_this_vm() -> None:
         assert all(h.get("Metadata") == "true" for _p, h in fake.requests()[2:])
 
 
+def test_alibaba_notice_is_the_termination_time_read_with_a_session_token() -> None:
+    with FakeMetadata("alibaba") as fake:
+        notice_url = f"{fake.url}/latest/meta-data/instance/spot/termination-time"
+        assert _status(notice_url) == 401  # hardened mode: no token, no answer
+        probe = Probe("alibaba", fake.url)
+        assert probe.check() is None  # 404: no notice
+        fake.preempt(ALIBABA_TIME)
+        notice = probe.check()
+        assert notice is not None
+        assert (notice.cloud, notice.action, notice.deadline) == (
+            "alibaba",
+            "terminate",
+            ALIBABA_EPOCH,
+        )
+        sent = [(p, {k.lower(): v for k, v in h.items()}) for p, h in fake.requests()[1:]]
+        # One token (PUT, with its TTL), then every read carries it.
+        assert [p for p, _h in sent].count("/latest/api/token") == 1
+        assert sent[0][1]["x-aliyun-ecs-metadata-token-ttl-seconds"] == "21600"
+        reads = [h for p, h in sent if p != "/latest/api/token"]
+        assert len(reads) == 2
+        assert all(h["x-aliyun-ecs-metadata-token"] == fake.state.token for h in reads)
+
+
 def _settings(tmp_path: Path, **env: str) -> NodeSettings:
     return NodeSettings.from_env(
         {
@@ -171,9 +197,43 @@ def test_the_watcher_drains_once_and_records_the_notice(tmp_path: Path) -> None:
         assert any("spot notice from gcp" in line for line in logged)
 
 
+def test_the_watcher_records_an_alibaba_notice_with_its_termination_time(
+    tmp_path: Path,
+) -> None:
+    with FakeMetadata("alibaba") as fake:
+        s = _settings(
+            tmp_path, SYNDEO_SPOT_NOTICES="alibaba", SYNDEO_METADATA_URL=fake.url + "/r{rank}"
+        )
+        rdv = open_rendezvous(s.rendezvous, s.cluster_id)
+        drained: list[Notice] = []
+        watcher = Watcher(s, rdv, drained.append, lambda _line: None, poll_s=0.05).start()
+        try:
+            deadline = time.monotonic() + 10
+            fake.preempt(ALIBABA_TIME, instance="r3")
+            while rdv.read_interrupted(3) is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            watcher.stop()
+        rec = rdv.read_interrupted(3)
+        assert rec is not None and [n.cloud for n in drained] == ["alibaba"]
+        assert (rec.rank, rec.cloud, rec.action, rec.deadline) == (
+            3,
+            "alibaba",
+            "terminate",
+            ALIBABA_EPOCH,
+        )
+        # Every read of this node's metadata carried the token its PUT got.
+        reads = [h for p, h in fake.requests() if p.startswith("/r3/latest/meta-data/")]
+        assert reads and all(
+            {k.lower(): v for k, v in h.items()}["x-aliyun-ecs-metadata-token"] == fake.state.token
+            for h in reads
+        )
+
+
 def test_spot_notices_setting_is_checked(tmp_path: Path) -> None:
     assert _settings(tmp_path).spot_notices is None
     assert _settings(tmp_path, SYNDEO_SPOT_NOTICES="azure").spot_notices == "azure"
+    assert _settings(tmp_path, SYNDEO_SPOT_NOTICES="alibaba").spot_notices == "alibaba"
     with pytest.raises(ConfigError, match="SYNDEO_SPOT_NOTICES"):
         _settings(tmp_path, SYNDEO_SPOT_NOTICES="oci")
     env = _settings(tmp_path, SYNDEO_SPOT_NOTICES="aws").to_env()

@@ -1,4 +1,4 @@
-"""Fixtures: one contract suite, four backends (file, s3, gs, az).
+"""Fixtures: one contract suite, five backends (file, s3, gs, az, oss).
 
 Cloud backends run against real wire-protocol servers (``testbeds/objectstores.py``),
 one per kind for the whole session, started on first use.  Every test gets a
@@ -17,8 +17,14 @@ import pytest
 
 from syndeo.rendezvous import Rendezvous, open_rendezvous
 from testbeds.objectstores import Server, make_bucket, start_server
+from testbeds.osshost import VirtualHosts, virtual_hosted
 
+# The wire-protocol servers' kinds (testbeds/objectstores.py).
 CLOUD = ("s3", "gs", "az")
+# The contract suite's cloud backends: those, and oss, OSS's S3-compatible API as the OSS
+# backend uses it (virtual-hosted addressing, Alibaba credentials) against moto_server
+# behind testbeds/osshost.py.
+CLOUD_BACKENDS = (*CLOUD, "oss")
 
 
 @dataclass
@@ -57,6 +63,30 @@ def shared_server(server_log_dir: Path) -> Iterator[Callable[[str], Server]]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def oss_hosts(shared_server: Callable[[str], Server]) -> Iterator[VirtualHosts]:
+    with virtual_hosted(shared_server("s3").port) as hosts:
+        yield hosts
+
+
+def oss_backend(
+    server: Server, hosts: VirtualHosts, monkeypatch: pytest.MonkeyPatch, create: bool = True
+) -> Backend:
+    """An oss:// backend: the bucket made on the S3 server, the client told only the
+    Alibaba names (no AWS_* variable reaches it)."""
+    bucket = fresh_name("b")
+    if create:
+        make_bucket(server, bucket)
+    for name in server.env:
+        monkeypatch.delenv(name, raising=False)
+    for name in ("NO_PROXY", "no_proxy", "AWS_PROFILE", "AWS_ACCESS_KEY_ID"):
+        monkeypatch.delenv(name, raising=False)
+    env = hosts.env()
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return Backend("oss", f"oss://{bucket}/syndeo/rv", env, server)
+
+
 def cloud_backend(
     kind: str, server: Server, monkeypatch: pytest.MonkeyPatch, create: bool = True
 ) -> Backend:
@@ -69,7 +99,9 @@ def cloud_backend(
 
 
 # The cloud kinds need their servers: not in the quick tier (tests/support/quick.py).
-@pytest.fixture(params=["file", *(pytest.param(k, marks=pytest.mark.objectstore) for k in CLOUD)])
+@pytest.fixture(
+    params=["file", *(pytest.param(k, marks=pytest.mark.objectstore) for k in CLOUD_BACKENDS)]
+)
 def backend(
     request: pytest.FixtureRequest,
     tmp_path: Path,
@@ -79,4 +111,7 @@ def backend(
     kind: str = request.param
     if kind == "file":
         return Backend(kind, f"file://{tmp_path}/rendezvous")
+    if kind == "oss":
+        hosts: VirtualHosts = request.getfixturevalue("oss_hosts")
+        return oss_backend(shared_server("s3"), hosts, monkeypatch)
     return cloud_backend(kind, shared_server(kind), monkeypatch)

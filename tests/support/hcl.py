@@ -20,7 +20,7 @@ import hcl2
 from syndeo.image.inputs import REPO
 
 TERRAFORM = REPO / "terraform"
-CLOUDS = ("aws", "gcp", "azure")
+CLOUDS = ("aws", "gcp", "azure", "alibaba")
 TF_ENV = {
     **os.environ,
     "CHECKPOINT_DISABLE": "1",

@@ -1,10 +1,12 @@
-"""Fakes of GCP's and Azure's metadata services on 127.0.0.1, for spot notices.
+"""Fakes of GCP's, Azure's and Alibaba Cloud ECS's metadata services on 127.0.0.1, for
+spot notices (and, on ECS, the RAM role's STS credentials).
 
 They refuse what the real ones refuse -- a request without ``Metadata-Flavor: Google``
 (GCP: 403) or ``Metadata: true`` (Azure: 400), an Azure request without an
-``api-version`` (400) -- and log every request's path and headers, so a test can
-assert what the client sent.  A leading ``/r<N>`` path segment names an instance:
-one fake serves a whole local cluster (``SYNDEO_METADATA_URL=http://…/r{rank}``),
+``api-version`` (400), an ECS read without the session token of hardened mode
+(``X-aliyun-ecs-metadata-token``, from ``PUT /latest/api/token``: 401) -- and log
+every request's path and headers, so a test can assert what the client sent.  A
+leading ``/r<N>`` path segment names an instance: one fake serves a whole local cluster (``SYNDEO_METADATA_URL=http://…/r{rank}``),
 and a notice can be given to one node.
 
 (EC2's IMDSv2 is ``testbeds/imds.py``, served on a 127.0.0.1 socket.)
@@ -37,6 +39,9 @@ class State:
     requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     incarnation: int = 1
     lock: threading.Lock = field(default_factory=threading.Lock)
+    token: str = "ecs-token-0123456789"  # ECS: the session token PUT /latest/api/token gives
+    role: str = "syndeo-c1-nodes"  # ECS: the instance's RAM role
+    sts: dict[str, str] = field(default_factory=dict)  # ECS: that role's credentials
 
 
 class _Server(ThreadingHTTPServer):
@@ -70,8 +75,42 @@ class _Handler(BaseHTTPRequestHandler):
             st.requests.append((self.path, dict(self.headers.items())))
         if st.cloud == "gcp":
             self._gcp(instance, path)
+        elif st.cloud == "alibaba":
+            self._alibaba(instance, path)
         else:
             self._azure(instance, path, parse_qs(url.query))
+
+    def do_PUT(self) -> None:
+        st = self.server.state
+        path = urlsplit(self.path).path
+        m = _INSTANCE.match(path)
+        path = m.group(2) if m else path
+        with st.lock:
+            st.requests.append((self.path, dict(self.headers.items())))
+        ttl = self.headers.get("X-aliyun-ecs-metadata-token-ttl-seconds", "")
+        if st.cloud != "alibaba" or path != "/latest/api/token":
+            self._reply(404, "Not Found")
+        elif not ttl.isdigit() or not 1 <= int(ttl) <= 21600:
+            self._reply(400, "X-aliyun-ecs-metadata-token-ttl-seconds: 1 to 21600")
+        else:
+            self._reply(200, st.token)
+
+    def _alibaba(self, instance: str, path: str) -> None:
+        st = self.server.state
+        if self.headers.get("X-aliyun-ecs-metadata-token") != st.token:
+            self._reply(401, "Unauthorized: hardened mode needs X-aliyun-ecs-metadata-token")
+            return
+        if path == f"/latest/meta-data/ram/security-credentials/{st.role}" and st.sts:
+            self._reply(200, json.dumps(st.sts), "application/json")
+            return
+        if path != "/latest/meta-data/instance/spot/termination-time":
+            self._reply(404, "Not Found")
+            return
+        notice = self._take(instance)
+        if notice is None:
+            self._reply(404, "Not Found")
+        else:
+            self._reply(200, str(notice.body))
 
     def _take(self, instance: str) -> Notice | None:
         st = self.server.state
@@ -114,7 +153,7 @@ class FakeMetadata:
     """``with FakeMetadata("gcp") as fake:`` -- ``fake.url`` is its base URL."""
 
     def __init__(self, cloud: str) -> None:
-        assert cloud in ("gcp", "azure")
+        assert cloud in ("gcp", "azure", "alibaba")
         self.state = State(cloud)
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.state = self.state
@@ -129,7 +168,8 @@ class FakeMetadata:
         self._server.server_close()
 
     def preempt(self, body: Any = "TRUE", instance: str = "", once: bool = False) -> None:
-        """Serve a notice from now on (GCP: ``TRUE``; Azure: ``body`` is the events)."""
+        """Serve a notice from now on (GCP: ``TRUE``; Azure: ``body`` is the events;
+        Alibaba: the termination time, UTC ISO)."""
         with self.state.lock:
             self.state.notices[instance] = Notice(body, once)
             self.state.incarnation += 1

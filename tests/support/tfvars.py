@@ -24,4 +24,9 @@ BASE: dict[str, dict[str, Any]] = {
         "admin_ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDqz",
     },
 }
+BASE["alibaba"] = {
+    "image": "m-bp1g7004ksh0oeuc1234",
+    "region": "cn-hangzhou",
+    "instance_type": "ecs.g7.2xlarge",
+}
 COMMON = {"node": {"cluster_id": "c1", "node_count": 3}, "bucket_name": "syndeo-c1-test"}

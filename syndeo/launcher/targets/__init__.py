@@ -17,6 +17,7 @@ TARGETS: dict[str, tuple[str, str]] = {
     "aws": ("syndeo.launcher.targets.aws", "AwsTarget"),
     "gcp": ("syndeo.launcher.targets.gcp", "GcpTarget"),
     "azure": ("syndeo.launcher.targets.azure", "AzureTarget"),
+    "alibaba": ("syndeo.launcher.targets.alibaba", "AlibabaTarget"),
 }
 
 

@@ -53,6 +53,8 @@ class CloudSettings(BaseModel):
     api_max_retries: int | None = Field(default=None, ge=0, le=100)
     node_service_account: str | None = None  # gcp only: an existing SA for the nodes
     resource_group: str | None = None  # azure only: an existing group to deploy into
+    disk_category: str | None = None  # alibaba only: the system disk category (None: ESSD)
+    node_role: str | None = None  # alibaba only: an existing RAM role for the nodes
 
 
 class CloudTarget(TerraformTarget):
@@ -115,6 +117,8 @@ class CloudTarget(TerraformTarget):
             "node_service_account",
             "resource_group",
             "api_max_retries",
+            "disk_category",
+            "node_role",
         ):
             if foreign not in self.own and getattr(s, foreign) is not None:
                 raise ConfigError(f"{self.name}.{foreign} is not a {self.name} setting")

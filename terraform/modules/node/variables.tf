@@ -61,7 +61,7 @@ variable "node" {
     image_path = optional(string)
     # sha256 of the image (recorded in every result manifest); null if unknown. The ssh module uploads the image when the host's copy has another.
     image_digest = optional(string)
-    # The cloud (aws, gcp, azure) whose spot/preemption notice each node watches (it drains itself in Ray and records the interruption); null: not spot VMs. The cloud modules set it from spot.
+    # The cloud (aws, gcp, azure, alibaba) whose spot/preemption notice each node watches (it drains itself in Ray and records the interruption); null: not spot VMs. The cloud modules set it from spot.
     spot_notices = optional(string)
     # Interpreter with syndeo installed, used when image_path is null (bare nodes).
     python = optional(string, "python3")
@@ -94,12 +94,12 @@ variable "node" {
     error_message = "node_count: a whole number from 1 to 4096."
   }
   validation {
-    condition     = can(regex("^(file|s3|gs|az)://[^\\r\\n]+$", var.node.rendezvous))
-    error_message = "rendezvous: use file:///dir, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix (one line)."
+    condition     = can(regex("^(file|s3|gs|az|oss)://[^\\r\\n]+$", var.node.rendezvous))
+    error_message = "rendezvous: use file:///dir, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix or oss://bucket/prefix (one line)."
   }
   validation {
-    condition     = contains(["local", "slurm", "ssh", "aws", "gcp", "azure"], var.node.target)
-    error_message = "target: one of local, slurm, ssh, aws, gcp, azure."
+    condition     = contains(["local", "slurm", "ssh", "aws", "gcp", "azure", "alibaba"], var.node.target)
+    error_message = "target: one of local, slurm, ssh, aws, gcp, azure, alibaba."
   }
   validation {
     condition     = var.node.cpus_per_node >= 1 && var.node.cpus_per_node <= 1024 && floor(var.node.cpus_per_node) == var.node.cpus_per_node
@@ -194,8 +194,8 @@ variable "node" {
     error_message = "image_digest: null or a sha256: 64 lowercase hex digits, optionally prefixed sha256:."
   }
   validation {
-    condition     = var.node.spot_notices == null || contains(["aws", "gcp", "azure"], coalesce(var.node.spot_notices, "-"))
-    error_message = "spot_notices: null, aws, gcp or azure."
+    condition     = var.node.spot_notices == null || contains(["aws", "gcp", "azure", "alibaba"], coalesce(var.node.spot_notices, "-"))
+    error_message = "spot_notices: null, aws, gcp, azure or alibaba."
   }
   validation {
     condition     = can(regex("^[A-Za-z0-9._/+-]+$", var.node.python))
