@@ -37,16 +37,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(workers.Controller(config), "syndeo-workers")
 
 
-def pytest_make_parametrize_id(config: pytest.Config, val: object, argname: str) -> str | None:
-    """A test's id is the same in every process: the parallel workers must collect the
-    same tests (tests/support/workers.py).  A parameter that names this process's own
-    scratch path (tests/node/test_node.py) gets its pid written as ``<pid>``."""
-    own = f"/tmp/syndeo-test-{os.getpid()}"
-    if isinstance(val, str) and own in val:
-        return val.replace(own, "/tmp/syndeo-test-<pid>")
-    return None
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The GPU tests are a job of their own: without --gpu they are left out, and the
     summary says so (never a silent skip); with --gpu only they run."""

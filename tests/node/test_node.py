@@ -93,8 +93,10 @@ def test_head_record_of_another_cluster_is_not_read(tmp_path: Path) -> None:
         (
             None,
             {"SYNDEO_SCRATCH_BASE": "/var/tmp"},
-            f"SYNDEO_SCRATCH_BASE '/var/tmp' is not a parent directory of SYNDEO_SCRATCH "
-            f"'/tmp/syndeo-test-{os.getpid()}'",
+            # {scratch}: this process's own (a parameter naming it would differ between
+            # the parallel workers, which must collect the same tests).
+            "SYNDEO_SCRATCH_BASE '/var/tmp' is not a parent directory of SYNDEO_SCRATCH "
+            "'{scratch}'",
         ),
         (None, {"SYNDEO_CLUSTER_ID": "Bad_Id"}, "SYNDEO_CLUSTER_ID Value error"),
         (None, {"SYNDEO_RENDEZVOUS": "ftp://x/y"}, "unsupported rendezvous URI 'ftp://x/y'"),
@@ -118,7 +120,7 @@ def test_bad_node_environment_is_one_line(
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith("syndeo: error:"), proc.stderr
-    assert message in proc.stderr
+    assert message.replace("{scratch}", env["SYNDEO_SCRATCH"]) in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
