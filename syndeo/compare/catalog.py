@@ -15,8 +15,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from syndeo.compare.errors import CompareError
+from syndeo.core.clouds import CLOUDS
 
-CLOUDS = ("aws", "gcp", "azure", "alibaba")
 # Bumped whenever the shipped CSVs change; printed in every report.
 CATALOG_VERSION = "2026-11-22"
 COLUMNS = (

@@ -23,13 +23,14 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from syndeo.compare.catalog import CLOUDS, Catalog, Price
+from syndeo.compare.catalog import Catalog, Price
 from syndeo.compare.errors import CompareError
 from syndeo.compare.fit import Fit, fit_power_law
 from syndeo.compare.report import UNIT, usd
 from syndeo.compare.rows import Row
 from syndeo.compare.runs import CLOUD_TARGETS, ONPREM_TARGETS, TARGETS
 from syndeo.compare.settings import OnPremCost
+from syndeo.core.clouds import CLOUDS
 
 DEFAULT_SIZES = (1, 2, 4, 8, 16)
 

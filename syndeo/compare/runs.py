@@ -26,10 +26,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from syndeo.bench.models import BenchResult
 from syndeo.compare.errors import CompareError
+from syndeo.core.clouds import CLOUDS, ONPREM, Cloud
+from syndeo.core.clouds import TARGETS as ALL_TARGETS
 
-CLOUD_TARGETS = ("aws", "gcp", "azure", "alibaba")
-ONPREM_TARGETS = ("local", "slurm", "ssh")
-TARGETS = ONPREM_TARGETS + CLOUD_TARGETS
+CLOUD_TARGETS = CLOUDS
+ONPREM_TARGETS = ONPREM
+TARGETS = ALL_TARGETS
 
 
 class MachineGroup(BaseModel):
@@ -47,7 +49,7 @@ class Machines(BaseModel):
 
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
-    provider: Literal["aws", "gcp", "azure", "alibaba", "ssh"]
+    provider: Cloud | Literal["ssh"]
     region: str | None = None
     instance_type: str | None = None  # with groups: the top-level (default) type
     count: int = Field(ge=1)

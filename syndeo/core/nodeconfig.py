@@ -11,10 +11,11 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from syndeo.core.clouds import Cloud
 from syndeo.core.errors import ConfigError
 from syndeo.core.groups import GROUP_NAME_RE, parse_expected
 from syndeo.core.launchkey import KEY_RE
@@ -101,7 +102,7 @@ class NodeSettings(ClusterOptions):
     groups: str | None = None  # every group's name:nodes:min_nodes (the head's readiness rule)
     # A spot/preemptible VM: the cloud whose interruption notice this node watches
     # (syndeo/node/preemption.py); None = not watched.
-    spot_notices: Literal["aws", "gcp", "azure", "alibaba"] | None = None
+    spot_notices: Cloud | None = None
     # Where that cloud's metadata service is (default: its real address).  Tests point
     # it at a fake; "{rank}" in it becomes this node's rank (one fake, many nodes).
     metadata_url: str | None = None

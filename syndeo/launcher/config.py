@@ -25,13 +25,12 @@ from pydantic import (
 )
 
 from syndeo.compare.settings import CostSettings
+from syndeo.core.clouds import CLOUDS, TARGETS, TargetName
 from syndeo.core.errors import ConfigError
 from syndeo.core.groups import GroupConfig, Layout, build_layout
 from syndeo.core.nodeconfig import CLUSTER_ID_RE, ClusterOptions
 from syndeo.core.option import option
 
-TargetName = Literal["local", "slurm", "ssh", "aws", "gcp", "azure", "alibaba"]
-CLOUDS = ("aws", "gcp", "azure", "alibaba")
 RENDEZVOUS_RE = re.compile(r"^(file|s3|gs|az|oss)://[^\r\n]+$")
 
 
@@ -83,7 +82,7 @@ class DeployConfig(_Strict, ClusterOptions):
 
     target: TargetName = option(
         "local",
-        "local | slurm | ssh | aws | gcp | azure | alibaba (default: local, or the config's)",
+        f"{' | '.join(TARGETS)} (default: local, or the config's)",
     )
     nodes: int = option(2, "number of nodes (default 2)", ge=1, le=4096)
     cpus_per_node: int = option(1, "CPUs each node offers to Ray (default 1)", ge=1, le=1024)

@@ -201,7 +201,7 @@ def test_spot_notices_reach_every_node_and_only_known_clouds_pass(tmp_path: Path
     plain = _render(tmp_path / "p", _module_inputs(_spec(), []))
     assert all("SYNDEO_SPOT_NOTICES" not in env for env in plain["env"])
     base = {"cluster_id": "ok", "node_count": 1, "rendezvous": "file:///x", "target": "ssh"}
-    assert "spot_notices: null, aws, gcp, azure or alibaba" in (
+    assert "spot_notices: null or one of aws, gcp, azure, alibaba" in (
         _plan_error(tmp_path / "bad", {**base, "spot_notices": "oci"}) or ""
     )
 

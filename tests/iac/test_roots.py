@@ -11,6 +11,7 @@ parsed HCL, so it runs for all three clouds offline.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -146,3 +147,15 @@ def test_recovery_replaces_a_resource_the_root_has(name: str) -> None:
     rtype, rname = address.split(".")
     found = {(t, n) for f in sorted(module_dir.glob("*.tf")) for t, n, _ in hcl.resources(f)}
     assert (rtype, rname) in found, f"{target.resource_prefix}{target.node_resource}"
+
+
+def test_the_node_modules_names_come_from_the_one_list() -> None:
+    """The targets and clouds the node module accepts are syndeo/core/clouds.py's, written
+    by scripts/tf_generate.py: a new cloud is a name there, not an edit here."""
+    from syndeo.core.clouds import CLOUDS, TARGETS
+
+    text = (hcl.TERRAFORM / "modules" / "node" / "variables.tf").read_text()
+    rules = text[text.index("# BEGIN rules:") : text.index("# END rules")]
+    assert f"contains({json.dumps(list(TARGETS))}, var.node.target)" in rules
+    assert f"contains({json.dumps(list(CLOUDS))}, coalesce(var.node.spot_notices" in rules
+    assert "alibaba" not in text.replace(rules, "")  # no cloud named by hand

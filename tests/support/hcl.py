@@ -17,10 +17,11 @@ from typing import Any
 
 import hcl2
 
+from syndeo.core import clouds
 from syndeo.image.inputs import REPO
 
 TERRAFORM = REPO / "terraform"
-CLOUDS = ("aws", "gcp", "azure", "alibaba")
+CLOUDS = clouds.CLOUDS
 TF_ENV = {
     **os.environ,
     "CHECKPOINT_DISABLE": "1",
