@@ -284,7 +284,7 @@ def test_cloud_user_data_forms_the_cluster(
             }
         )
         # deploy's own first step: target, spec, and the claimed rendezvous.
-        target, spec, rdv = _prepare(cfg, Ui(quiet=True))
+        target, spec, rdv, _ = _prepare(cfg, Ui(quiet=True))  # the benchmark: no payload
         assert isinstance(target, TerraformTarget)
         try:
             _run_cluster(cloud, server, cfg, target, spec, rdv, vms, emulator, origin, tmp_path)
