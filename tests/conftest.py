@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +32,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Ctrl-C as a terminal sends it: a suite started in the background of a script (`cmd &`
+    # without job control) inherits SIGINT ignored, and so would every launcher the tests
+    # start and then interrupt.  A handler of ours becomes the default again in children.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if config.getoption("--quick"):
         config.pluginmanager.register(quick.QuickGuard(), "syndeo-quick-guard")
     if config.pluginmanager.hasplugin("xdist") and not workers.in_worker():

@@ -37,3 +37,15 @@ def test_container_runs_are_launched_with_this_checkouts_code() -> None:
     python = Path(launcher_python("syndeo-ci"))
     # The interpreter itself is this checkout's (.venv/ci-user), not a machine-wide one.
     assert python.is_relative_to(ROOT), python
+
+
+def test_launchers_the_tests_start_take_ctrl_c_even_from_a_background_suite() -> None:
+    """Tests interrupt launchers with SIGINT, as a terminal would; a suite started in the
+    background of a script inherits SIGINT ignored and would pass that on to every child
+    (tests/conftest.py sets it back)."""
+    import subprocess
+    import sys
+
+    probe = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
