@@ -8,51 +8,31 @@ left out every package the image pins.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
 
 from syndeo.core.archive import safe_extract
-from syndeo.core.errors import BlobTooLarge, NodeError
+from syndeo.core.errors import NodeError
 from syndeo.core.nodeconfig import NodeSettings
+from syndeo.node.workdir import await_blob
 from syndeo.rendezvous import Rendezvous
 from syndeo.rendezvous.base import MAX_WHEELHOUSE
 
 PIP_TIMEOUT_S = 900.0
 
 
-def _fetch(rdv: Rendezvous, digest: str) -> bytes | None:
-    try:
-        return rdv.get_wheelhouse(digest)
-    except BlobTooLarge as exc:  # never usable: waiting would not help
-        raise NodeError(f"the workload's wheels are too large: {exc}") from None
-
-
-def _archive(rdv: Rendezvous, s: NodeSettings, digest: str) -> bytes:
-    """The wheels, once the launcher stored them (on a cloud: after the apply), checked."""
-
-    def why() -> str:
-        return (
-            f"the workload's wheels (sha256 {digest[:12]}…) did not reach {s.rendezvous} "
-            f"within {s.join_timeout:.0f} s"
-        )
-
-    data = rdv.poller.wait(lambda: _fetch(rdv, digest), time.monotonic() + s.join_timeout, why)
-    if hashlib.sha256(data).hexdigest() != digest:
-        raise NodeError("the workload's wheels in the rendezvous do not match their digest")
-    return data
-
-
 def install(rdv: Rendezvous, s: NodeSettings) -> dict[str, str]:
     """Install the wheels of ``SYNDEO_WHEELHOUSE_DIGEST``; the variables that make Ray's
     processes and the workload import them."""
     assert s.wheelhouse_digest is not None
-    data = _archive(rdv, s, s.wheelhouse_digest)
+    what = "the workload's wheels"
+    data = await_blob(rdv.get_wheelhouse, s.wheelhouse_digest, s, what, rdv.poller)
+    if data is None:
+        raise NodeError("the workload's wheels in the rendezvous do not match their digest")
     target = s.scratch / "pylib"
     with tempfile.TemporaryDirectory(dir=s.scratch, prefix="wheels-") as tmp:
         try:

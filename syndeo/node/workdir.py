@@ -9,11 +9,13 @@ from __future__ import annotations
 import hashlib
 import tarfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from syndeo.core.archive import safe_extract
 from syndeo.core.errors import BlobTooLarge, WorkloadError
 from syndeo.core.nodeconfig import NodeSettings
+from syndeo.core.poll import Poller
 from syndeo.rendezvous import Rendezvous
 from syndeo.rendezvous.base import MAX_JOB_ARCHIVE
 
@@ -32,11 +34,27 @@ def unpack(archive: bytes | None, digest: str, dest: Path) -> str | None:
     return None
 
 
-def _fetch(rdv: Rendezvous, digest: str) -> bytes | None:
-    try:
-        return rdv.get_workdir(digest)
-    except BlobTooLarge as exc:  # never usable: waiting would not help
-        raise WorkloadError(f"the workload's work dir is too large: {exc}", exit_code=2) from None
+def await_blob(
+    get: Callable[[str], bytes | None], digest: str, s: NodeSettings, what: str, poller: Poller
+) -> bytes | None:
+    """The blob ``get(digest)`` returns once the launcher stored it (on a cloud: after the
+    apply that made the bucket), waited for up to the join timeout; None if it is there
+    but is not the one of ``digest`` (never used).  ``what`` names it in errors."""
+
+    def fetch() -> bytes | None:
+        try:
+            return get(digest)
+        except BlobTooLarge as exc:  # never usable: waiting would not help
+            raise WorkloadError(f"{what} is too large: {exc}", exit_code=2) from None
+
+    def why() -> str:
+        return (
+            f"{what} (sha256 {digest[:12]}…) did not reach {s.rendezvous} "
+            f"within {s.join_timeout:.0f} s"
+        )
+
+    data = poller.wait(fetch, time.monotonic() + s.join_timeout, why)
+    return data if hashlib.sha256(data).hexdigest() == digest else None
 
 
 def for_run(rdv: Rendezvous, s: NodeSettings) -> Path:
@@ -45,14 +63,7 @@ def for_run(rdv: Rendezvous, s: NodeSettings) -> Path:
     that made the bucket), so it is waited for, up to the join timeout."""
     assert s.workdir_digest is not None
     digest = s.workdir_digest
-
-    def why() -> str:
-        return (
-            f"the workload's work dir (sha256 {digest[:12]}…) did not reach {s.rendezvous} "
-            f"within {s.join_timeout:.0f} s"
-        )
-
-    archive = rdv.poller.wait(lambda: _fetch(rdv, digest), time.monotonic() + s.join_timeout, why)
+    archive = await_blob(rdv.get_workdir, digest, s, "the workload's work dir", rdv.poller)
     dest = s.scratch / "work"
     dest.mkdir(mode=0o700, exist_ok=True)
     failed = unpack(archive, digest, dest)

@@ -150,7 +150,7 @@ class SlurmTarget(Target):
         for i, job in enumerate(batch, 1):
             parts.append(
                 f"# ==== job {i} of {len(batch)}: group {job.group}, submitted as "
-                f"{job.job_dir / _script_name(job)}\n" + render(job)
+                f"{job.job_dir / script_name(job)}\n" + render(job)
             )
         return "\n".join(parts)
 
@@ -242,7 +242,7 @@ class SlurmTarget(Target):
         text = render(job)
         # A copy for the user (what ran), owner-only: it holds --run.  sbatch gets the
         # text itself on stdin (commands.submit), so nothing done to this file reaches the job.
-        _write_private(job.job_dir / _script_name(job), text)
+        _write_private(job.job_dir / script_name(job), text)
         if job.secret_env:
             _write_private(secrets_path(job), secrets_text(job))
         job_id = commands.submit(text, unset=job.unset_env, options=options)
@@ -491,9 +491,6 @@ def _write_private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(text)
-
-
-_script_name = script_name
 
 
 def _host_of(launched: Launched, rank: int) -> str:
