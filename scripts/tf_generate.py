@@ -138,9 +138,10 @@ class _Setting:
             field.description or "",
         )
 
-    def attribute(self) -> str:
+    def attribute(self, width: int) -> str:
+        """The attribute's line, its ``=`` at ``width`` as ``terraform fmt`` aligns them."""
         default = "" if self.default is None else f", {_hcl(self.default)}"
-        return f"      {self.name} = optional({self.kind}{default})"
+        return f"      {self.name:<{width}} = optional({self.kind}{default})"
 
     def doc(self) -> str:
         default = "null" if self.default is None else _hcl(self.default)
@@ -210,7 +211,7 @@ def render_node_variables(text: str, model: type[BaseModel] | None = None) -> st
         "    # and false: left out). Attributes:",
         *(s.doc() for s in settings),
         "    settings = optional(object({",
-        *(s.attribute() for s in settings),
+        *(s.attribute(max(len(t.name) for t in settings)) for s in settings),
         "    }), {})",
     ]
     rules = _name_rules()

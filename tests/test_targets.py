@@ -78,6 +78,7 @@ def test_target_has_the_common_verbs_and_no_node_logic(name: str) -> None:
         "creates_rendezvous",
         "grow",
         "shrink",
+        "added",
         "wait",
         "check",
         "replace",
@@ -134,7 +135,7 @@ def test_vm_hooks_are_the_ones_vm_target_defines() -> None:
     assert (
         defined
         - set(VERBS)
-        - {"describe", "summary", "tfvars", "check", "grow", "shrink", "replace"}
+        - {"describe", "summary", "tfvars", "check", "grow", "shrink", "added", "replace"}
         == VM_HOOKS
     )
     cloud = {n for n, v in vars(CloudTarget).items() if callable(v) and not n.startswith("_")}

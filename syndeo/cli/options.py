@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from syndeo.core.nodeconfig import ClusterOptions
+from syndeo.core.option import parse_duration
 from syndeo.launcher.config import BenchSettings, DeployConfig
 
 
@@ -63,7 +64,9 @@ def from_settings(model: type[BaseModel], *names: str, prefix: str = "") -> list
         extra = field.json_schema_extra
         assert isinstance(extra, dict) and field.description, f"{name}: not declared an option"
         kinds = _types(field.annotation) - {type(None)}
-        kind = next((t for t in (int, float, Path) if t in kinds), None)
+        kind: Any = next((t for t in (int, float, Path) if t in kinds), None)
+        if extra.get("duration"):
+            kind = parse_duration  # 300, 30s, 5m, 2h
         flag = str(extra["flag"])
         made.append(
             Option(
@@ -121,6 +124,8 @@ RUN = [
     *from_settings(DeployConfig, "run", "results_dir", "exclude", "requirements"),
     *from_settings(BenchSettings, "envs", "mode", "repeats", "samples_per_cpu", prefix="bench_"),
 ]
+# A cluster that follows demand and stops itself (syndeo/launcher/autoscale.py).
+UP = from_settings(DeployConfig, "min_nodes", "max_nodes", "autostop_s")
 GROUP = Option("group", "the node group ([[groups]] name)", required=True)
 
 VERBS: dict[str, list[Option]] = {
@@ -141,9 +146,9 @@ VERBS: dict[str, list[Option]] = {
             default=False,
         ),
     ],
-    "up": [CONFIG, *CLUSTER],
+    "up": [CONFIG, *CLUSTER, *UP],
     # What deploy/up would get: checked before anything is created (syndeo.launcher.preflight).
-    "check": [CONFIG, *CLUSTER],
+    "check": [CONFIG, *CLUSTER, *UP],
     "down": [CLUSTER_ID],
     "grow": [
         CLUSTER_ID,

@@ -37,6 +37,9 @@ class GroupConfig(BaseModel):
     # The head may start the workload once every group has this many nodes (default:
     # all of them); the rest may join later.  Waited for until join_timeout_s.
     min_nodes: int | None = Field(default=None, ge=0)
+    # Set: the group follows demand (syndeo/node/autoscaler.py) between min_nodes
+    # (default 0) and this many nodes; it starts at min_nodes, added by the watcher.
+    max_nodes: int | None = Field(default=None, ge=1, le=4096)
     container: Path | None = None  # None = the top-level container
     # Per-group [slurm] overrides (partition, gres_name, gpu_request, account, qos,
     # time, extra_sbatch); checked by the Slurm target together with the [slurm] section.
@@ -69,6 +72,10 @@ class Group(BaseModel):
     gpus: int = Field(ge=0)
     memory_mb: int | None = None
     min_nodes: int = Field(ge=0)
+    # (least, most) nodes when the group follows demand; None: a fixed size.  Such a
+    # group has no nodes of its own at launch (nodes = 0): every one of its nodes is
+    # added and removed like a `grow`n one, so any of them can be the one let go.
+    autoscale: tuple[int, int] | None = None
     container: Path | None = None
     slurm: dict[str, Any] = {}
     ssh: dict[str, Any] = {}
@@ -110,6 +117,15 @@ class Layout(BaseModel):
                 return g
         raise KeyError(f"rank {rank} is in no group")
 
+    def autoscaled(self) -> str:
+        """``SYNDEO_AUTOSCALE``: ``name:least:most:cpus:gpus:memory_mb`` per group that
+        follows demand (memory empty: Ray's), comma-separated; "" if none does."""
+        return ",".join(
+            f"{g.name}:{g.autoscale[0]}:{g.autoscale[1]}:{g.cpus}:{g.gpus}:{g.memory_mb or ''}"
+            for g in self.groups
+            if g.autoscale is not None
+        )
+
     def expected(self) -> str:
         """``SYNDEO_GROUPS``: ``name:nodes:min_nodes`` per group, comma-separated."""
         return ",".join(f"{g.name}:{g.nodes}:{g.min_nodes}" for g in self.groups)
@@ -134,10 +150,7 @@ def build_layout(
         if g.name in seen:
             raise ValueError(f"group {g.name!r} is defined twice")
         seen.add(g.name)
-        if g.min_nodes is not None and g.min_nodes > g.nodes:
-            raise ValueError(
-                f"group {g.name!r}: min_nodes {g.min_nodes} is more than its {g.nodes} nodes"
-            )
+        _check_bounds(g)
     entries = list(groups)
     if head == "own" and (not entries or entries[0].name != HEAD_GROUP):
         if HEAD_GROUP in seen:
@@ -146,19 +159,26 @@ def build_layout(
                 '(or set head = "first" to put the head in the first group)'
             )
         entries.insert(0, GroupConfig(name=HEAD_GROUP, nodes=1))
+    if entries[0].max_nodes is not None:
+        raise ValueError(
+            f"group {entries[0].name!r} holds the head and cannot follow demand; give the "
+            "nodes that come and go a group of their own"
+        )
     if entries[0].nodes < 1:
         raise ValueError(f"group {entries[0].name!r} holds the head (rank 0): it needs nodes >= 1")
     out, rank = [], 0
     for g in entries:
+        scale = None if g.max_nodes is None else (g.min_nodes or 0, g.max_nodes)
         out.append(
             Group(
                 name=g.name,
                 first_rank=rank,
-                nodes=g.nodes,
+                nodes=0 if scale else g.nodes,
                 cpus=g.cpus_per_node if g.cpus_per_node is not None else cpus,
                 gpus=g.gpus_per_node if g.gpus_per_node is not None else gpus,
                 memory_mb=g.memory_mb_per_node if g.memory_mb_per_node is not None else memory_mb,
-                min_nodes=g.min_nodes if g.min_nodes is not None else g.nodes,
+                min_nodes=0 if scale else (g.min_nodes if g.min_nodes is not None else g.nodes),
+                autoscale=scale,
                 container=g.container if g.container is not None else container,
                 slurm=dict(g.slurm),
                 ssh=dict(g.ssh),
@@ -168,8 +188,41 @@ def build_layout(
                 alibaba=dict(g.alibaba),
             )
         )
-        rank += g.nodes
+        rank += out[-1].nodes
     return Layout(groups=out)
+
+
+def _check_bounds(g: GroupConfig) -> None:
+    """One group's counts: min_nodes within nodes, or within max_nodes for a group that
+    follows demand (which starts at min_nodes, so it takes no ``nodes``)."""
+    if g.max_nodes is None:
+        if g.min_nodes is not None and g.min_nodes > g.nodes:
+            raise ValueError(
+                f"group {g.name!r}: min_nodes {g.min_nodes} is more than its {g.nodes} nodes"
+            )
+        return
+    if "nodes" in g.model_fields_set:
+        raise ValueError(
+            f"group {g.name!r} follows demand (max_nodes) and starts at min_nodes: leave nodes out"
+        )
+    if (g.min_nodes or 0) > g.max_nodes:
+        raise ValueError(
+            f"group {g.name!r}: min_nodes {g.min_nodes} is more than max_nodes {g.max_nodes}"
+        )
+
+
+def parse_autoscaled(text: str) -> dict[str, tuple[int, int, int, int, int | None]]:
+    """``SYNDEO_AUTOSCALE`` back into {name: (least, most, cpus, gpus, memory_mb)}."""
+    out: dict[str, tuple[int, int, int, int, int | None]] = {}
+    for part in filter(None, text.split(",")):
+        f = part.split(":")
+        if len(f) != 6 or not GROUP_NAME_RE.match(f[0]):
+            raise ValueError(f"{part!r} is not name:min:max:cpus:gpus:memory_mb")
+        least, most, cpus, gpus = (int(x) for x in f[1:5])
+        if not 0 <= least <= most or cpus < 1 or gpus < 0:
+            raise ValueError(f"{part!r}: need 0 <= min <= max, cpus >= 1, gpus >= 0")
+        out[f[0]] = (least, most, cpus, gpus, int(f[5]) if f[5] else None)
+    return out
 
 
 def parse_expected(text: str) -> dict[str, tuple[int, int]]:

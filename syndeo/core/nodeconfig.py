@@ -17,9 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from syndeo.core.clouds import Cloud
 from syndeo.core.errors import ConfigError
-from syndeo.core.groups import GROUP_NAME_RE, parse_expected
+from syndeo.core.groups import GROUP_NAME_RE, parse_autoscaled, parse_expected
 from syndeo.core.launchkey import KEY_RE
-from syndeo.core.option import option
+from syndeo.core.option import duration_field, option
 
 PREFIX = "SYNDEO_"
 # The one secret among the settings: never shown in a script, log or record.
@@ -56,6 +56,21 @@ class ClusterOptions(BaseModel):
         "Ray's dashboard on the head's 127.0.0.1 (default: off for deploy, on for up)",
         flag="negatable",
     )
+    # How long a node above its group's min_nodes stays idle before Ray's autoscaler on
+    # the head lets it go (groups with max_nodes only; syndeo/node/autoscaler.py).
+    idle_timeout_s: float = option(
+        300.0,
+        "a node above its group's min_nodes idle this long is released (default 5m)",
+        name="idle_timeout",
+        duration=True,
+        gt=0,
+        le=7 * 86400,
+    )
+
+    @field_validator("idle_timeout_s", mode="before")
+    @classmethod
+    def _duration(cls, v: object) -> object:
+        return duration_field(v)
 
 
 def cluster_options(settings: ClusterOptions) -> dict[str, Any]:
@@ -100,6 +115,9 @@ class NodeSettings(ClusterOptions):
     # Node groups (syndeo/core/groups.py); None = a cluster without groups, as before.
     group: str | None = None  # this node's group: its Ray label syndeo-group
     groups: str | None = None  # every group's name:nodes:min_nodes (the head's readiness rule)
+    # The groups that follow demand, name:min:max:cpus:gpus:memory_mb each (the head runs
+    # Ray's autoscaler for them: syndeo/node/autoscaler.py); None: a fixed-size cluster.
+    autoscale: str | None = None
     # A spot/preemptible VM: the cloud whose interruption notice this node watches
     # (syndeo/node/preemption.py); None = not watched.
     spot_notices: Cloud | None = None
@@ -138,6 +156,13 @@ class NodeSettings(ClusterOptions):
     def _groups(cls, v: str | None) -> str | None:
         if v is not None:
             parse_expected(v)  # ValueError names the bad part
+        return v
+
+    @field_validator("autoscale")
+    @classmethod
+    def _autoscale(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_autoscaled(v)  # ValueError names the bad part
         return v
 
     def expected_groups(self) -> dict[str, tuple[int, int]]:

@@ -29,7 +29,7 @@ from syndeo.core.clouds import CLOUDS, TARGETS, TargetName
 from syndeo.core.errors import ConfigError
 from syndeo.core.groups import GroupConfig, Layout, build_layout
 from syndeo.core.nodeconfig import CLUSTER_ID_RE, ClusterOptions
-from syndeo.core.option import option
+from syndeo.core.option import duration_field, option
 
 RENDEZVOUS_RE = re.compile(r"^(file|s3|gs|az|oss)://[^\r\n]+$")
 
@@ -93,6 +93,27 @@ class DeployConfig(_Strict, ClusterOptions):
     object_store_mb_per_node: int | None = option(
         None, "object store per node, MiB (default: Ray's)", ge=80
     )
+    # A cluster without [[groups]] that follows demand: its workers become a group of
+    # their own ("worker") between min_nodes - 1 and max_nodes - 1 (see _follow_demand).
+    min_nodes: int | None = option(
+        None, "the fewest nodes, head included, of a cluster with --max-nodes (default 1)", ge=1
+    )
+    max_nodes: int | None = option(
+        None,
+        "up: follow demand with Ray's autoscaler, up to this many nodes (head included)",
+        ge=2,
+        le=4096,
+    )
+    # The watcher of an `up` cluster takes it down once it has had no job and no Ray task
+    # for this long (syndeo/launcher/autoscale.py).
+    autostop_s: float | None = option(
+        None,
+        "up: take the cluster down after it has been idle this long, e.g. 30m (default: never)",
+        name="autostop",
+        duration=True,
+        gt=0,
+        le=30 * 86400,
+    )
     cluster_id: str | None = option(None, "the new cluster's id (default: generated)")
     rendezvous: str | None = option(
         None, "file:///dir, s3://bucket/prefix, gs://…, az://… (default per target)"
@@ -149,6 +170,37 @@ class DeployConfig(_Strict, ClusterOptions):
     head: Literal["own", "first"] = "own"  # own: a 1-node group `head`; first: rank 0 of groups[0]
     groups: list[GroupConfig] = []
     _layout: Layout | None = PrivateAttr(default=None)
+
+    @field_validator("autostop_s", mode="before")
+    @classmethod
+    def _durations(cls, v: object) -> object:
+        return duration_field(v)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _follow_demand(cls, data: Any) -> Any:
+        """Top-level ``max_nodes`` (``up --max-nodes``): the workers become one group that
+        follows demand, beside the head's own group."""
+        if not isinstance(data, dict) or data.get("max_nodes") is None:
+            if isinstance(data, dict) and data.get("min_nodes") is not None:
+                raise ValueError("min_nodes on its own means nothing: add max_nodes")
+            return data
+        if data.get("groups"):
+            raise ValueError(
+                "min_nodes/max_nodes on the top level are for a cluster without [[groups]]; "
+                "with groups, set them in each group that follows demand"
+            )
+        if data.get("head", "own") != "own":
+            raise ValueError('max_nodes on the top level needs head = "own" (the default)')
+        least, most = data.get("min_nodes") or 1, data["max_nodes"]
+        if not isinstance(least, int) or not isinstance(most, int):
+            return data  # the fields' own rules say what is wrong
+        if least > most:
+            raise ValueError(f"min_nodes {least} is more than max_nodes {most}")
+        if "nodes" in data:
+            raise ValueError("with max_nodes the cluster starts at min_nodes: leave nodes out")
+        worker = {"name": "worker", "min_nodes": least - 1, "max_nodes": most - 1}
+        return {**data, "groups": [worker]}
 
     @field_validator("groups")
     @classmethod

@@ -31,9 +31,9 @@ from syndeo.core.errors import (
     WorkloadError,
     tear_down_after,
 )
+from syndeo.launcher import autoscale, wheelhouse
 from syndeo.launcher import tls as launcher_tls
 from syndeo.launcher import watch as watcher
-from syndeo.launcher import wheelhouse
 from syndeo.launcher.config import DeployConfig, RecoverySettings
 from syndeo.launcher.job_client import pack_workdir
 from syndeo.launcher.nodecreds import gcs_tokens
@@ -41,7 +41,7 @@ from syndeo.launcher.preflight import check_workload
 from syndeo.launcher.recovery import Recovery
 from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.state import cluster_dir, forget, load_launched, save_launched, write_atomic
-from syndeo.launcher.targets import Target, get_target
+from syndeo.launcher.targets import Target, get_target, target_class
 from syndeo.launcher.targets.base import new_cluster_id
 from syndeo.launcher.ui import Ui
 from syndeo.launcher.workload_log import WorkloadLog
@@ -376,6 +376,7 @@ def deploy(cfg: DeployConfig, ui: Ui | None = None, keep: bool = False) -> Outco
 
 def _deploy(cfg: DeployConfig, ui: Ui, keep: bool) -> Outcome:
     check_workload(cfg)  # a bad setting costs no start-up (or queue wait) to find
+    autoscale.check(cfg, "deploy", target_class(cfg.target))
     target, spec, rdv, payload = _prepare(cfg, ui)
     return _DeployRun(cfg, ui, keep, target, spec, rdv, payload).run()
 
@@ -692,6 +693,7 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
     # A long-lived cluster is where the dashboard earns its start-up cost.
     dashboard = cfg.dashboard if "dashboard" in cfg.model_fields_set else True
     cfg = cfg.model_copy(update={"run": None, "dashboard": dashboard})
+    autoscale.check(cfg, "up", target_class(cfg.target))
     target, spec, rdv, _ = _prepare(cfg, ui)  # run None: nothing packed (submit packs)
     spec = spec.model_copy(update={"run": ""})
     # A cluster that serves for days is where lost workers must come back: replacing
@@ -700,7 +702,7 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
     recovery = cfg.recovery.model_copy(
         update={"replace_lost": cfg.recovery.replace_lost if explicit else target.replaces_lost}
     )
-    return _UpRun(ui, target, spec, rdv).run(recovery)
+    return _UpRun(ui, target, spec, rdv).run(recovery, cfg.autostop_s)
 
 
 class _UpRun:
@@ -714,14 +716,18 @@ class _UpRun:
         self.authority: tls.Authority | None = None
         self.teardown_failure: str | None = None
 
-    def run(self, recovery: RecoverySettings) -> UpInfo:
+    def run(self, recovery: RecoverySettings, autostop_s: float | None) -> UpInfo:
         with contextlib.ExitStack() as cluster:
             cluster.push(self._forget_records)  # the claim, taken by _prepare
             cluster.callback(self._forget)
             launched = self._launch(cluster)
             renew = gcs_tokens.issued(self.spec.rendezvous, self.spec.cluster_id)
-            if recovery.replace_lost or renew:
+            scales = self.spec.layout is not None and any(
+                g.autoscale for g in self.spec.layout.groups
+            )
+            if recovery.replace_lost or renew or scales or autostop_s is not None:
                 launched.data["renew_gcs_token"] = renew
+                launched.data["autostop_s"] = autostop_s
                 watcher.start(launched, self.spec, recovery)
             info = self._info()
             cluster.pop_all()  # it serves: `down` releases it now

@@ -161,6 +161,7 @@ class ClusterSpec(ClusterOptions):
             image_digest=digest,
             group=group.name if group is not None else None,
             groups=self.layout.expected() if self.layout is not None else None,
+            autoscale=(self.layout.autoscaled() or None) if self.layout is not None else None,
             attempt=self.attempt,
             launch_key=self.launch_key,
             **cluster_options(self),

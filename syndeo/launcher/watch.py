@@ -31,6 +31,7 @@ import psutil
 from rich.text import Text
 
 from syndeo.core.errors import SyndeoError, TargetError
+from syndeo.launcher.autoscale import Scaler
 from syndeo.launcher.config import RecoverySettings, load_config
 from syndeo.launcher.nodecreds import gcs_tokens
 from syndeo.launcher.recovery import Recovery
@@ -117,6 +118,7 @@ def watch(cluster_id: str, ui: Ui) -> int:
     settings = RecoverySettings.model_validate(launched.data.get("recovery", {}))
     target = get_target(load_config(target=launched.target), echo=ui.echo)
     recovery = Recovery(target, spec, settings, ui)
+    scaler = Scaler(target, spec, launched.data.get("autostop_s"), ui)
     rdv = open_rendezvous(launched.rendezvous, launched.cluster_id)
     events = cluster_dir(cluster_id) / "recovery.json"
     # The nodes' GCS token (Slurm/ssh nodes of a gs:// rendezvous), renewed until `down`.
@@ -158,13 +160,30 @@ def watch(cluster_id: str, ui: Ui) -> int:
                 return 0
             events_before = json.dumps(recovery.events)
             recovery.observe(launched, st)
+            idle = scaler.observe(launched, st)
             if launched.model_dump_json() != before:
                 save_launched(launched)
             if json.dumps(recovery.events) != events_before:
                 write_atomic(events, json.dumps(recovery.events, indent=2).encode())
+        if idle:
+            return _autostop(cluster_id, scaler, ui)
         if renewer is not None:
             renewer.tick()  # outside the lock: an STS call must not hold up a grow
         time.sleep(WATCH_EVERY_S)
+
+
+def _autostop(cluster_id: str, scaler: Scaler, ui: Ui) -> int:
+    """Take the idle cluster down with ``syndeo down``, as a user would (its own process:
+    ``down`` ends the cluster's watcher first, and this is the watcher)."""
+    ui.info(f"cluster {cluster_id} has been idle for {scaler.autostop_s:.0f} s: autostop")
+    with cluster_lock(cluster_id):
+        launched = load_launched(cluster_id)
+        launched.data.pop("watcher", None)  # so that `down` does not wait for this one
+        save_launched(launched)
+    argv = [sys.executable, "-m", "syndeo", "down", "--cluster-id", cluster_id]
+    rc = subprocess.run(argv, stdin=subprocess.DEVNULL, check=False).returncode
+    ui.info(f"cluster {cluster_id} is down (autostop)" if rc == 0 else f"`down` exited {rc}")
+    return rc
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,6 +29,7 @@ from syndeo.core.nodeconfig import LAUNCH_KEY_VAR, NodeSettings
 from syndeo.core.poll import Poller
 from syndeo.core.processes import wait_gone
 from syndeo.core.timeline import RAY_STARTED_LINE, ray_phases
+from syndeo.node import autoscale
 from syndeo.rendezvous import without_secrets
 
 # Every port is chosen by the OS (0) except Ray's client server, whose CLI insists
@@ -188,6 +189,9 @@ class RayProcess:
                 f"--include-dashboard={'true' if s.dashboard else 'false'}",
                 f"--ray-client-server-port={client_server_port(s.cluster_id)}",
             ]
+            scaling = autoscale.write_config(s, self.temp_dir)
+            if scaling is not None:  # groups that follow demand: Ray's autoscaler runs here
+                args.append(f"--autoscaling-config={scaling}")
         else:
             args.append(f"--address={self.head_address}")
         return args

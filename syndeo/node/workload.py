@@ -28,7 +28,7 @@ from typing import Any
 from syndeo.core.errors import JoinTimeout, NodeError, RendezvousError, WorkloadError
 from syndeo.core.nodeconfig import NodeSettings
 from syndeo.core.poll import Poller
-from syndeo.node import workdir
+from syndeo.node import autoscale, workdir
 from syndeo.node.groupwatch import GroupWatch
 from syndeo.node.job_agent import JobAgent
 from syndeo.node.output_stream import OutputStream
@@ -103,6 +103,9 @@ class Monitor:
         self._unread: dict[int, float] = {}  # rank -> until when its record is looked for
         self._next_read = 0.0
         self._last_notice: dict[int, float] = {}  # rank -> noticed_at of its last notice
+        self.idle_drained: set[int] = set()  # ranks Ray's autoscaler drained as idle
+        # An `up` cluster: since when no job and no Ray task has run (for --autostop).
+        self.idle_since: float | None = None
 
     # ------------------------------------------------------------------ Ray's GCS
     def connect(self) -> None:
@@ -135,8 +138,12 @@ class Monitor:
             # died is caught by check_health through its process).
             log(self.s, f"asking Ray's GCS for its nodes failed, will retry: {_why(exc)}")
             return self.ever_joined - self.lost
+        idle_drained: set[int] = set()
         for info in nodes:
             labels = dict(info.labels)
+            if labels.get("syndeo-cluster") == self.s.cluster_id and _let_go_idle(info):
+                with contextlib.suppress(KeyError, ValueError):
+                    idle_drained.add(int(labels["syndeo-rank"]))
             if info.state == alive and labels.get("syndeo-cluster") == self.s.cluster_id:
                 with contextlib.suppress(KeyError, ValueError):
                     rank = int(labels["syndeo-rank"])
@@ -145,8 +152,25 @@ class Monitor:
                     (draining if is_draining else active).add(rank)
         # A rank with a replacement that joined is served, whatever its old node does.
         self.draining = draining - active
+        self.idle_drained = idle_drained - set(ranks)
         self.groups.observe(ranks, lambda msg: log(self.s, msg))
         return set(ranks)
+
+    def observe_idle(self, jobs_running: bool) -> None:
+        """Since when nothing has run: no submitted job, and every node idle in Ray."""
+        idle_s = 0.0
+        if not jobs_running:
+            try:
+                idle_s = autoscale.cluster_idle_s(self._gcs)
+            except Exception as exc:  # a busy GCS: not idle, for now
+                log(
+                    self.s,
+                    f"asking Ray's GCS how long its nodes have been idle failed: {_why(exc)}",
+                )
+        if idle_s <= 0:
+            self.idle_since = None
+        elif self.idle_since is None:
+            self.idle_since = time.time() - idle_s
 
     # ------------------------------------------------------------------ status
     def publish(self, phase: str, message: str = "", force: bool = False) -> None:
@@ -165,6 +189,7 @@ class Monitor:
             groups=self.groups.counts(),
             nodes_lost=sorted(self.lost),
             interrupted=[self.interrupted[r] for r in sorted(self.interrupted)],
+            demand=autoscale.demand(self.s, self.idle_since) if phase == "serving" else None,
         )
         self.store.call(lambda: self.rdv.publish_status(record), None)
 
@@ -180,6 +205,10 @@ class Monitor:
         if not self.ray_proc.alive():
             raise NodeError(f"the Ray head exited unexpectedly: {self.ray_proc.log_tail()}")
         now = self.joined()
+        # Nodes the autoscaler let go left on purpose: neither lost nor replaced.  Ray
+        # drains them before the autoscaler's request names them: both count.
+        let_go = autoscale.released(self.s) | self.idle_drained if self.s.autoscale else set()
+        self.ever_joined -= let_go - now
         for rank in self.ever_joined - now - self.lost - set(self.interrupted):
             # Lost without being seen draining: Ray lets a drained node with nothing to
             # do go at once.  Its notice record, if it wrote one, says why (at most 1 read/s).
@@ -287,6 +316,12 @@ class Monitor:
             log(self.s, f"could not record the end of the run ({message}): {_why(exc)}")
 
 
+def _let_go_idle(info: Any) -> bool:
+    """True for a node Ray's autoscaler drained because it was idle (its death reason)."""
+    death = info.death_info
+    return bool(death.reason == type(death).Reason.Value("AUTOSCALER_DRAIN_IDLE"))
+
+
 def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".strip()
 
@@ -361,6 +396,7 @@ def _serve(monitor: Monitor) -> tuple[int, str]:
             if health.due():
                 monitor.check_health()
                 agent.tick()
+                monitor.observe_idle(bool(agent.running))
             monitor.publish("serving")
             time.sleep(TICK_S)
     finally:

@@ -118,6 +118,28 @@ class InterruptRecord(_Record):
     deadline: float | None = None  # epoch seconds the VM is gone by (None: not said)
 
 
+class DemandRecord(_Record):
+    """What the head's autoscaler wants and since when the cluster is idle, signed by the
+    head with a key derived from the launch key (``SCALE_PURPOSE``): the watcher acts on
+    nothing else (syndeo/launcher/autoscale.py), so a record planted in the store can
+    neither add machines nor take the cluster down."""
+
+    cluster_id: str
+    attempt: int
+    seq: int = 0  # one more with every request of the autoscaler
+    want: dict[str, int] = {}  # group -> nodes it should have
+    release: list[int] = []  # ranks let go (every one so far: a missed read loses none)
+    idle_since: float | None = None  # epoch; None: a job or a Ray task runs
+    at: float
+    signature: str | None = None
+
+    def verified(self, key: str | None, cluster_id: str, attempt: int) -> bool:
+        """True if ``key`` signed this record for that cluster and attempt."""
+        if key is None or (self.cluster_id, self.attempt) != (cluster_id, attempt):
+            return False
+        return launchkey.verify_record(key, SCALE_PURPOSE, self.model_dump(mode="json"))
+
+
 class StatusRecord(_Record):
     phase: str  # starting | waiting | running | done | failed | serving
     nodes_expected: int
@@ -130,6 +152,7 @@ class StatusRecord(_Record):
     nodes_lost: list[int] = []  # ranks that joined and are gone
     # Ranks whose node got a spot notice and has no replacement joined yet.
     interrupted: list[InterruptRecord] = []
+    demand: DemandRecord | None = None  # an `up` cluster's (syndeo/node/autoscale.py)
 
 
 class ClaimRecord(_Record):
@@ -153,7 +176,7 @@ MAX_JOB_ARCHIVE = 100 * 1024 * 1024  # a submitted work dir, packed (the launche
 MAX_WHEELHOUSE = 256 * 1024 * 1024  # the workload's wheels, packed (the launcher refuses more)
 MAX_OUTPUTS = 256 * 1024 * 1024  # what a job leaves in outputs/ (the agent uploads no more)
 # What a launch key signs for the head besides its record (syndeo/core/launchkey.py).
-JOB_PURPOSE, CANCEL_PURPOSE = "job", "cancel"
+JOB_PURPOSE, CANCEL_PURPOSE, SCALE_PURPOSE = "job", "cancel", "scale"
 TOKEN_PURPOSE = b"syndeo ray token v1"
 
 

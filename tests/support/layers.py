@@ -53,7 +53,8 @@ def layer_of(module: str) -> str | None:
     if top == "launcher":
         if parts[2:3] == ["targets"]:
             return "targets"
-        if parts[2:3] and parts[2] in ("deploy", "grow", "preflight", "recovery", "watch"):
+        verbs = ("autoscale", "deploy", "grow", "preflight", "recovery", "watch")
+        if parts[2:3] and parts[2] in verbs:
             return "verbs"
         return "launcher"
     return top if top in ALLOWED else f"unknown:{top}"

@@ -21,18 +21,23 @@ TARGETS: dict[str, tuple[str, str]] = {
 }
 
 
-def get_target(cfg: DeployConfig, **kwargs: Any) -> Target:
-    if cfg.target not in TARGETS:
-        raise TargetError(f"unknown target {cfg.target!r}; available: {', '.join(TARGETS)}")
-    module_name, class_name = TARGETS[cfg.target]
+def target_class(name: str) -> type[Target]:
+    """The class of target ``name`` (its module imported now, not before)."""
+    if name not in TARGETS:
+        raise TargetError(f"unknown target {name!r}; available: {', '.join(TARGETS)}")
+    module_name, class_name = TARGETS[name]
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name == module_name:
-            raise TargetError(f"target {cfg.target!r} is not installed in this build") from None
+            raise TargetError(f"target {name!r} is not installed in this build") from None
         raise
     cls: type[Target] = getattr(module, class_name)
-    return cls(cfg, **kwargs)
+    return cls
 
 
-__all__ = ["TARGETS", "Target", "get_target"]
+def get_target(cfg: DeployConfig, **kwargs: Any) -> Target:
+    return target_class(cfg.target)(cfg, **kwargs)
+
+
+__all__ = ["TARGETS", "Target", "get_target", "target_class"]

@@ -104,11 +104,27 @@ class Target(ABC):
             f"the {self.name} target cannot grow a running cluster (local, slurm and ssh can)"
         )
 
-    def shrink(self, launched: Launched, group: str, nodes: int | None = None) -> list[str]:
-        """Remove nodes of ``group`` (not the head) from the running cluster; what was stopped."""
+    def shrink(
+        self,
+        launched: Launched,
+        group: str,
+        nodes: int | None = None,
+        ranks: set[int] | None = None,
+    ) -> list[str]:
+        """Remove nodes of ``group`` (not the head) from the running cluster, newest first
+        (``ranks``: exactly those of them that ``grow`` added); what was stopped."""
         raise TargetError(
             f"the {self.name} target cannot shrink a running cluster (local, slurm and ssh can)"
         )
+
+    # The most nodes one ``grow`` should add for the autoscaler (syndeo/launcher/
+    # autoscale.py) where more would be held together (a Slurm job); None: no limit.
+    grow_unit: ClassVar[int | None] = None
+
+    def added(self, launched: Launched, group: str) -> list[int]:
+        """The ranks of ``group`` that ``grow`` added and no ``shrink`` removed yet,
+        oldest first (read from the saved state: no request to any machine)."""
+        raise TargetError(f"the {self.name} target cannot grow a running cluster")
 
     # True if :meth:`replace` can start a lost worker's node again.
     replaces_lost: ClassVar[bool] = False

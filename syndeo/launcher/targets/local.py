@@ -279,10 +279,22 @@ class LocalTarget(Target):
             launched.data["next_rank"] = rank + 1
         return f"ranks {base}-{base + nodes - 1}"
 
-    def shrink(self, launched: Launched, group: str, nodes: int | None = None) -> list[str]:
+    def added(self, launched: Launched, group: str) -> list[int]:
+        grown = launched.data.get("grown", [])
+        return [int(e["rank"]) for e in grown if e["group"] == group and "gone" not in e]
+
+    def shrink(
+        self,
+        launched: Launched,
+        group: str,
+        nodes: int | None = None,
+        ranks: set[int] | None = None,
+    ) -> list[str]:
         saved_group(launched, group)
         grown = [
-            e for e in reversed(launched.data["grown"]) if e["group"] == group and "gone" not in e
+            e
+            for e in reversed(launched.data["grown"])
+            if e["group"] == group and "gone" not in e and (ranks is None or e["rank"] in ranks)
         ]
         if nodes is not None:
             grown = grown[:nodes]

@@ -392,13 +392,29 @@ class TerraformTarget(Target):
         launched.data["last_rank"] = first + nodes - 1
         return ", ".join(_where(e) for e in added)
 
-    def shrink(self, launched: Launched, group: str, nodes: int | None = None) -> list[str]:
+    def added(self, launched: Launched, group: str) -> list[int]:
         if not self.grows:
-            return super().shrink(launched, group, nodes)
+            return super().added(launched, group)
+        _, tfvars = self._saved_vars(launched)
+        return [int(e["rank"]) for e in tfvars["node"].get("grown", []) if e["group"] == group]
+
+    def shrink(
+        self,
+        launched: Launched,
+        group: str,
+        nodes: int | None = None,
+        ranks: set[int] | None = None,
+    ) -> list[str]:
+        if not self.grows:
+            return super().shrink(launched, group, nodes, ranks)
         saved_group(launched, group)
         tf, tfvars = self._saved_vars(launched)
         grown = list(tfvars["node"].get("grown", []))
-        going = [e for e in reversed(grown) if e["group"] == group]
+        going = [
+            e
+            for e in reversed(grown)
+            if e["group"] == group and (ranks is None or int(e["rank"]) in ranks)
+        ]
         if nodes is not None:
             going = going[:nodes]
         if not going:

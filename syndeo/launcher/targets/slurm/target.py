@@ -305,15 +305,33 @@ class SlurmTarget(Target):
         launched.data["next_rank"] = base + nodes
         return str(entry["job_id"])
 
-    def shrink(self, launched: Launched, group: str, nodes: int | None = None) -> list[str]:
+    grow_unit = 1  # a job holds its nodes together: one node each, to let each go alone
+
+    def added(self, launched: Launched, group: str) -> list[int]:
+        return sorted(
+            r
+            for e in launched.data["groups"]
+            if e["group"] == group and e["rank_base"] != 0 and not e.get("gone")
+            for r in _job_ranks(e)
+        )
+
+    def shrink(
+        self,
+        launched: Launched,
+        group: str,
+        nodes: int | None = None,
+        ranks: set[int] | None = None,
+    ) -> list[str]:
         """Cancel whole jobs of ``group`` (newest first, never the head's) until ``nodes``
-        nodes are gone (default: every job of the group); the cancelled job ids."""
+        nodes are gone (default: every job of the group); ``ranks``: the jobs that hold
+        exactly those ranks; the cancelled job ids."""
         self._saved_group(launched, group)
         entries = [
             e
             for e in launched.data["groups"]
             if e["group"] == group
             and e["rank_base"] != 0
+            and (ranks is None or _job_ranks(e) <= ranks)
             and not commands.job_info(e["job_id"]).finished
         ]
         if not entries:
@@ -323,6 +341,7 @@ class SlurmTarget(Target):
             if nodes is not None and removed >= nodes:
                 break
             commands.cancel(e["job_id"])
+            e["gone"] = True  # `added` reads the state, not the queue
             cancelled.append(str(e["job_id"]))
             removed += int(e["nodes"])
         return cancelled
@@ -551,3 +570,9 @@ def _exit_code(info: commands.JobInfo, job_dir: Path, attempt: int) -> int:
             return int((job_dir / f"rank0.a{attempt}.rc").read_text().strip())
         return 1
     return info.exit_code or _EXIT_BY_STATE.get(info.state, 1)
+
+
+def _job_ranks(entry: dict[str, Any]) -> set[int]:
+    """The ranks a group job holds."""
+    base = int(entry["rank_base"])
+    return set(range(base, base + int(entry["nodes"])))

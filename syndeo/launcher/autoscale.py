@@ -1,0 +1,108 @@
+"""The launcher's side of clusters that follow demand, run by the watcher of an ``up``
+cluster: it applies what Ray's autoscaler on the head asks for, and stops an idle cluster.
+
+The head's status carries the autoscaler's request (syndeo/node/autoscale.py), signed
+with a key derived from the launch key.  The watcher acts on a request only if the
+signature holds, and never beyond the bounds of the user's own configuration (the
+``min_nodes``/``max_nodes`` of each group, saved by ``up``), whatever the request says:
+a planted or forged record cannot make anyone pay for more machines.  Machines come and
+go through the target's ``grow``/``shrink``, the path a user's own ``grow`` takes, and a
+node is let go only if ``grow`` added it (a group that follows demand starts empty, so
+every node of it is such a node).
+"""
+
+from __future__ import annotations
+
+import time
+
+from syndeo.core.errors import ConfigError, SyndeoError
+from syndeo.launcher.config import DeployConfig
+from syndeo.launcher.spec import ClusterSpec, Launched
+from syndeo.launcher.targets.base import Target
+from syndeo.launcher.ui import Ui
+from syndeo.rendezvous import StatusRecord
+from syndeo.rendezvous.base import DemandRecord
+
+
+def follows_demand(cfg: DeployConfig) -> bool:
+    return cfg.layout is not None and any(g.autoscale for g in cfg.layout.groups)
+
+
+def check(cfg: DeployConfig, verb: str, target: type[Target]) -> None:
+    """Autoscaling and autostop settings against the verb and target, in one line each,
+    before anything starts."""
+    if verb != "up" and (follows_demand(cfg) or cfg.autostop_s is not None):
+        raise ConfigError(
+            "max_nodes and autostop are for clusters started with `up` (a deploy's cluster "
+            "ends with its workload)"
+        )
+    if follows_demand(cfg) and target.added is Target.added:
+        raise ConfigError(f"the {cfg.target} target cannot add nodes by itself: no max_nodes")
+    if follows_demand(cfg) and cfg.target == "ssh":
+        raise ConfigError(
+            "the ssh target cannot follow demand: it adds only the hosts you name "
+            "(grow --hosts); leave max_nodes out"
+        )
+
+
+class Scaler:
+    def __init__(self, target: Target, spec: ClusterSpec, autostop_s: float | None, ui: Ui) -> None:
+        self.target, self.spec, self.ui = target, spec, ui
+        self.autostop_s = autostop_s
+        groups = spec.layout.groups if spec.layout is not None else []
+        self.bounds = {g.name: g.autoscale for g in groups if g.autoscale is not None}
+        self._refused = -1  # an unsigned record's seq, said once
+        self._held: tuple[str, int] | None = None  # a request beyond bounds, said once
+
+    def observe(self, launched: Launched, st: StatusRecord | None) -> bool:
+        """Bring each group to what the head's latest request asks (within its bounds);
+        True once the cluster has been idle for ``autostop`` (the watcher then takes it
+        down).  Each call compares the request with what exists, so a failed start is
+        tried again at the next status and nothing is done twice."""
+        demand = st.demand if st is not None else None
+        if st is None or demand is None:
+            return False
+        if not demand.verified(self.spec.launch_key, self.spec.cluster_id, self.spec.attempt):
+            if demand.seq != self._refused:
+                self._refused = demand.seq
+                self.ui.info("a demand record not signed by this cluster's head: ignored")
+            return False
+        for group in self.bounds:
+            self._apply(launched, group, demand, set(st.nodes_joined))
+        return self._idle_for_long(demand)
+
+    def _idle_for_long(self, demand: DemandRecord) -> bool:
+        if self.autostop_s is None or demand.idle_since is None:
+            return False
+        return time.time() - demand.idle_since >= self.autostop_s
+
+    def _apply(self, launched: Launched, group: str, d: DemandRecord, joined: set[int]) -> None:
+        least, most = self.bounds[group]
+        asked = d.want.get(group, least)
+        want = min(max(asked, least), most)
+        if asked != want and self._held != (group, asked):
+            self._held = (group, asked)
+            self.ui.info(f"group {group}: {asked} node(s) asked, held to {least}..{most}")
+        live = self.target.added(launched, group)
+        named = {r for r in d.release if r in live}
+        staying = [r for r in live if r not in named]
+        # More than wanted without naming which (asked for, no longer needed): the
+        # newest not joined yet go; a joined node goes only when the autoscaler names it.
+        unjoined = [r for r in sorted(staying, reverse=True) if r not in joined]
+        surplus = unjoined[: max(0, len(staying) - want)]
+        try:
+            if named or surplus:
+                stopped = self.target.shrink(launched, group, ranks=named | set(surplus))
+                self.ui.info(f"group {group}: let go {', '.join(stopped)} (Ray's autoscaler)")
+            self._add(launched, group, want - (len(staying) - len(surplus)))
+        except SyndeoError as exc:  # tried again at the next status
+            self.ui.info(f"group {group}: could not follow demand: {exc}")
+
+    def _add(self, launched: Launched, group: str, count: int) -> None:
+        # One node per call where a target's unit would hold several nodes together
+        # (a Slurm job): each must be free to go on its own.
+        unit = self.target.grow_unit or count
+        while count > 0:
+            started = self.target.grow(launched, group, min(unit, count))
+            self.ui.info(f"group {group}: started {started} (Ray's autoscaler)")
+            count -= min(unit, count)

@@ -1,0 +1,157 @@
+"""The head's side of clusters that follow demand: Ray's own autoscaler, told by Syndeo.
+
+The head starts Ray with ``--autoscaling-config`` (:func:`write_config`), so Ray's
+monitor runs its autoscaler there with a provider of ours
+(:mod:`syndeo.node.autoscale_provider`), one node type per group with ``max_nodes``.
+That provider starts no machine and holds no credential: it writes what the autoscaler
+wants -- nodes per group, and which ranks to let go -- to a file in the head's private
+scratch (:func:`want_path`).  The head's node runtime, which holds the launch key, signs
+it into its status record (:func:`demand`), and the launcher's watcher, which holds the
+credentials to make machines, applies it within the bounds the user configured
+(syndeo/launcher/autoscale.py).
+
+Idleness (for ``--autostop``) comes from Ray as well: every node's idle time, as its
+raylet reports it to the GCS (the figure Ray's autoscaler itself uses).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from syndeo.core import launchkey
+from syndeo.core.groups import parse_autoscaled
+from syndeo.core.nodeconfig import NodeSettings
+from syndeo.rendezvous.base import SCALE_PURPOSE, DemandRecord
+
+# The autoscaler's name for the head's node type (no group name has a dot).
+HEAD_TYPE = "head.syndeo"
+PROVIDER = "syndeo.node.autoscale_provider.SyndeoProvider"
+# What Ray's cluster config schema requires for its own launcher (ssh, file sync, setup
+# commands): nothing of it applies, since the provider starts no machine itself.
+UNUSED: dict[str, Any] = {
+    "auth": {},
+    "file_mounts": {},
+    "cluster_synced_files": [],
+    "file_mounts_sync_continuously": False,
+    "rsync_exclude": [],
+    "rsync_filter": [],
+    "initialization_commands": [],
+    "setup_commands": [],
+    "head_setup_commands": [],
+    "worker_setup_commands": [],
+    "head_start_ray_commands": [],
+    "worker_start_ray_commands": [],
+}
+
+
+def want_path(scratch: Path) -> Path:
+    return scratch / "autoscale" / "want.json"
+
+
+def write_config(s: NodeSettings, temp_dir: Path) -> Path | None:
+    """The autoscaling config for ``ray start --head``; None for a fixed-size cluster."""
+    if not s.is_head or not s.autoscale:
+        return None
+    groups = parse_autoscaled(s.autoscale)
+    types: dict[str, Any] = {
+        HEAD_TYPE: {
+            "resources": {"CPU": s.cpus, "GPU": s.gpus},
+            "node_config": {},
+            "max_workers": 0,
+        }
+    }
+    for name, (least, most, cpus, gpus, memory_mb) in groups.items():
+        resources: dict[str, int] = {"CPU": cpus, "GPU": gpus}
+        if memory_mb:
+            resources["memory"] = memory_mb * 2**20
+        types[name] = {
+            "resources": resources,
+            "node_config": {},
+            "min_workers": least,
+            "max_workers": most,
+        }
+    where = want_path(s.scratch).parent
+    where.mkdir(mode=0o700, exist_ok=True)
+    config = {
+        "cluster_name": s.cluster_id,
+        "max_workers": sum(most for _, most, *_ in groups.values()),
+        "upscaling_speed": 1.0,
+        "idle_timeout_minutes": s.idle_timeout_s / 60,
+        "provider": {
+            "type": "external",
+            "module": PROVIDER,
+            # Ray's nodes share an IP where several run on one machine (local target):
+            # the autoscaler then tells them apart by node id (Ray's own switch for it).
+            "use_node_id_as_ip": True,
+            # BatchingNodeProvider asserts all three (see its __init__).
+            "disable_node_updaters": True,
+            "disable_launch_config_check": True,
+            "foreground_node_launch": True,
+            "syndeo_cluster": s.cluster_id,
+            "syndeo_want": str(want_path(s.scratch)),
+            "syndeo_temp_dir": str(temp_dir),
+            "syndeo_groups": sorted(groups),
+        },
+        "available_node_types": types,
+        "head_node_type": HEAD_TYPE,
+        **UNUSED,
+    }
+    path = where / "config.json"
+    path.write_text(json.dumps(config, indent=1))
+    return path
+
+
+def write_want(path: Path, seq: int, want: dict[str, int], release: list[int]) -> None:
+    """What the provider asks for, replaced whole (a reader never sees half of it)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"seq": seq, "want": want, "release": release}))
+    os.replace(tmp, path)
+
+
+def read_want(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def demand(s: NodeSettings, idle_since: float | None) -> DemandRecord | None:
+    """The head's signed word on what its autoscaler wants and since when it is idle;
+    None without a launch key (nothing unsigned is ever acted on)."""
+    if s.launch_key is None:
+        return None
+    want = read_want(want_path(s.scratch)) or {}
+    record = DemandRecord(
+        cluster_id=s.cluster_id,
+        attempt=s.attempt,
+        seq=int(want.get("seq", 0)),
+        want={str(k): int(v) for k, v in dict(want.get("want", {})).items()},
+        release=sorted(int(r) for r in want.get("release", [])),
+        idle_since=idle_since,
+        at=time.time(),
+    )
+    fields = record.model_dump(mode="json", exclude={"signature"})
+    signature = launchkey.sign_record(s.launch_key, SCALE_PURPOSE, fields)
+    return record.model_copy(update={"signature": signature})
+
+
+def released(s: NodeSettings) -> set[int]:
+    """The ranks the autoscaler let go: gone on purpose, not lost."""
+    want = read_want(want_path(s.scratch)) or {}
+    return {int(r) for r in want.get("release", [])}
+
+
+def cluster_idle_s(gcs: Any) -> float:
+    """How long every node of the cluster has been idle (0: something runs), from the
+    idle times the raylets report to Ray's GCS."""
+    from ray.autoscaler.v2.sdk import get_cluster_resource_state
+    from ray.core.generated.autoscaler_pb2 import NodeStatus  # type: ignore[attr-defined]
+
+    state = get_cluster_resource_state(gcs)
+    idle = [n.idle_duration_ms / 1000 for n in state.node_states if n.status != NodeStatus.DEAD]
+    return min(idle) if idle else 0.0

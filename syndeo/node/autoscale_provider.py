@@ -1,0 +1,102 @@
+"""Ray's autoscaler's node provider for a Syndeo cluster; runs inside Ray's monitor on
+the head (``provider.type: external`` in the config :mod:`syndeo.node.autoscale` writes).
+
+A :class:`BatchingNodeProvider` (Ray's interface for outside cluster managers): once per
+autoscaler update :meth:`get_node_data` says which nodes exist, and
+:meth:`submit_scale_request` takes how many each group should have and which nodes to
+let go.  The nodes are Ray's own (the GCS, by the ``syndeo-rank``/``syndeo-group`` labels
+each node starts with) plus, per group, placeholders for the nodes asked for and not yet
+joined.  A request goes to a file in the head's scratch, nowhere else: the node runtime
+signs it into the status, and the launcher's watcher starts or stops the machines.
+
+Ray's rules for this interface (its docstrings): a node named in ``workers_to_delete``
+is absent from :meth:`get_node_data` as soon as :meth:`submit_scale_request` returns
+(kept in ``_releasing`` until Ray sees it gone); ``status`` is "up-to-date" exactly for
+running nodes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from ray.autoscaler.batching_node_provider import (
+    BatchingNodeProvider,
+    NodeData,
+    ScaleRequest,
+)
+from ray.autoscaler.tags import NODE_KIND_HEAD, NODE_KIND_WORKER
+
+from syndeo.node.autoscale import HEAD_TYPE, read_want, write_want
+
+logger = logging.getLogger(__name__)
+GCS_TIMEOUT_S = 10
+WAITING = "waiting-for-syndeo"  # a placeholder's status: asked for, not joined yet
+
+
+class SyndeoProvider(BatchingNodeProvider):
+    def __init__(self, provider_config: dict[str, Any], cluster_name: str) -> None:
+        super().__init__(provider_config, cluster_name)
+        self.cluster_id = str(provider_config["syndeo_cluster"])
+        self.want_file = Path(provider_config["syndeo_want"])
+        self.temp_dir = str(provider_config["syndeo_temp_dir"])
+        self.groups = set(provider_config["syndeo_groups"])
+        saved = read_want(self.want_file) or {}  # a restarted monitor goes on from there
+        self.seq = int(saved.get("seq", 0))
+        self.want: dict[str, int] = {g: int(n) for g, n in saved.get("want", {}).items()}
+        self.release: list[int] = [int(r) for r in saved.get("release", [])]
+        self._releasing: set[str] = set()  # node ids let go that Ray still lists
+        self._ranks: dict[str, int] = {}
+        self._gcs: Any = None
+
+    def _alive(self) -> dict[str, tuple[int, str | None]]:
+        """{node id: (rank, group)} of this cluster's alive Ray nodes."""
+        from ray.core.generated.gcs_pb2 import GcsNodeInfo  # type: ignore[attr-defined]
+
+        if self._gcs is None:
+            from ray._private.utils import read_ray_address
+            from ray._raylet import GcsClient  # type: ignore[attr-defined]
+
+            self._gcs = GcsClient(address=read_ray_address(self.temp_dir))
+        out: dict[str, tuple[int, str | None]] = {}
+        for node_id, info in self._gcs.get_all_node_info(timeout=GCS_TIMEOUT_S).items():
+            labels = dict(info.labels)
+            if info.state != GcsNodeInfo.GcsNodeState.ALIVE:
+                continue
+            if labels.get("syndeo-cluster") != self.cluster_id or "syndeo-rank" not in labels:
+                continue
+            out[node_id.hex()] = (int(labels["syndeo-rank"]), labels.get("syndeo-group"))
+        return out
+
+    def get_node_data(self) -> dict[str, NodeData]:
+        alive = self._alive()
+        self._releasing &= set(alive)  # gone from Ray: let go for good
+        self._ranks = {nid: rank for nid, (rank, _) in alive.items()}
+        data: dict[str, NodeData] = {}
+        running: Counter[str] = Counter()
+        for nid, (rank, group) in alive.items():
+            if nid in self._releasing:
+                continue
+            if rank == 0:
+                data[nid] = NodeData(NODE_KIND_HEAD, HEAD_TYPE, nid, "up-to-date")
+            elif group is not None and group in self.groups:
+                data[nid] = NodeData(NODE_KIND_WORKER, group, nid, "up-to-date")
+                running[group] += 1
+            # Nodes of fixed-size groups are no business of the autoscaler's.
+        for group in sorted(self.groups):
+            for i in range(self.want.get(group, 0) - running[group]):
+                data[f"pending-{group}-{i}"] = NodeData(NODE_KIND_WORKER, group, None, WAITING)
+        return data
+
+    def submit_scale_request(self, scale_request: ScaleRequest) -> None:
+        let_go = [n for n in scale_request.workers_to_delete if n in self._ranks]
+        self._releasing |= set(let_go)
+        self.release = sorted({*self.release, *(self._ranks[n] for n in let_go)})
+        self.want = {
+            g: int(scale_request.desired_num_workers.get(g, 0)) for g in sorted(self.groups)
+        }
+        self.seq += 1
+        write_want(self.want_file, self.seq, self.want, self.release)
+        logger.info(f"syndeo: request {self.seq}: want {self.want}, let go ranks {let_go}")

@@ -1,0 +1,96 @@
+"""A local ``up`` cluster that follows demand through Ray's own autoscaler, then stops
+itself once idle: one real cluster, driven through the ``syndeo`` CLI as a user would."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from syndeo.launcher.state import load_launched
+from syndeo.rendezvous import open_rendezvous
+from tests.support.helpers import assert_nothing_left, syndeo
+
+# Three one-CPU tasks, one per node, on a cluster of one one-CPU node: Ray's autoscaler
+# asks for two more nodes (a placement group spread over three nodes waits for them).
+WIDE = """\
+import ray
+from ray.util.placement_group import placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy as In
+
+ray.init()
+pg = placement_group([{"CPU": 1}] * 3, strategy="STRICT_SPREAD")
+ray.get(pg.ready(), timeout=240)
+
+@ray.remote(num_cpus=1)
+def task():
+    return ray.get_runtime_context().get_node_id()
+
+where = [task.options(scheduling_strategy=In(pg, placement_group_bundle_index=i)).remote()
+         for i in range(3)]
+print("nodes used", len(set(ray.get(where))), flush=True)
+ray.util.remove_placement_group(pg)
+"""
+# A job that holds the cluster busy (no autostop) while using no Ray resource.
+HOLD = "import time\ntime.sleep(600)\n"
+
+
+def _wait_for(what: str, check: object, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s: {what}"
+        time.sleep(1)
+
+
+@pytest.mark.cluster
+def test_a_cluster_grows_with_demand_shrinks_when_idle_and_stops_itself(
+    syndeo_home: Path, tmp_path: Path
+) -> None:
+    cid = "tscale"
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "wide.py").write_text(WIDE)
+    (work / "hold.py").write_text(HOLD)
+    up = syndeo(
+        "up",
+        *("--cluster-id", cid, "--max-nodes", "3", "--idle-timeout", "10s"),
+        *("--autostop", "20s"),
+        cwd=work,
+    )
+    assert up.returncode == 0, up.stderr[-3000:]
+    try:
+        _follow_demand_then_stop(syndeo_home, cid, work)
+    finally:  # whatever failed, nothing of the cluster outlives the test
+        if (syndeo_home / "clusters" / cid / "launched.json").exists():
+            syndeo("down", "--cluster-id", cid, cwd=work)
+    assert_nothing_left(cid)
+
+
+def _follow_demand_then_stop(syndeo_home: Path, cid: str, work: Path) -> None:
+    log = syndeo_home / "clusters" / cid / "watch.log"
+    launched = load_launched(cid)
+    rdv = open_rendezvous(launched.rendezvous, cid)
+
+    def workers() -> list[int]:
+        st = rdv.read_status()
+        return st.groups.get("worker", [0, 0]) if st else [-1, -1]
+
+    assert workers() == [0, 0]  # it starts at its minimum: the head alone
+    hold = syndeo("submit", "--cluster-id", cid, "--", "python", "hold.py", cwd=work)
+    assert hold.returncode == 0, hold.stderr[-3000:]
+    wide = syndeo("submit", "--cluster-id", cid, "--follow", "--", "python", "wide.py", cwd=work)
+    assert wide.returncode == 0, wide.stderr[-3000:]
+    assert "nodes used 3" in wide.stdout
+    assert "group worker: started" in log.read_text()
+    # Idle for 10 s: Ray's autoscaler lets both workers go, the watcher stops them.
+    _wait_for("the workers let go", lambda: "let go rank" in log.read_text(), 120)
+    assert workers() == [0, 0]
+    assert rdv.read_status().nodes_lost == []  # type: ignore[union-attr]  # not losses
+    # The running job (it uses no Ray resource) has held off autostop until now.
+    assert "autostop" not in log.read_text()
+    job = hold.stdout.split()[0]
+    assert syndeo("cancel", "--job", job, "--cluster-id", cid, cwd=work).returncode == 0
+    # Nothing runs now: 20 s later the watcher takes the cluster down as `down` would.
+    _wait_for("autostop", lambda: "is down (autostop)" in log.read_text(), 120)
+    assert not (syndeo_home / "clusters" / cid / "launched.json").exists()
