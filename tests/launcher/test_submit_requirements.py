@@ -10,12 +10,15 @@ A real 2-node local cluster, driven only through the ``syndeo`` CLI; the package
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from syndeo.launcher.state import load_launched
-from tests.support.helpers import assert_nothing_left, one_line_error, reap, syndeo
+from tests.support.helpers import ROOT, assert_nothing_left, one_line_error, reap, syndeo
 
 PROGRAM = """\
 import importlib, ray
@@ -40,6 +43,15 @@ print("NODES", len({node for node, _ in found}), flush=True)
 for _, paths in found:
     print("TASK", *paths, flush=True)
 """
+
+
+def invoke(*args: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``invoke ARGS`` from this checkout's tasks.py, as the docs show it."""
+    argv = [sys.executable, "-m", "invoke", "-r", str(ROOT), *args]
+    return subprocess.run(
+        argv, cwd=cwd, env=dict(os.environ), capture_output=True, text=True, timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
 
 
 def _project(root: Path, requirements: str | None) -> Path:
@@ -108,11 +120,17 @@ def test_each_job_gets_its_own_packages_on_every_node(tmp_path: Path, syndeo_hom
         out, _ = _submit(tmp_path, plain)
         assert _imports(out) == [["missing", "missing"]] * 3, out
 
-        # Other requirements (--requirements): its packages only.
-        (tmp_path / "shell.txt").write_text("shellingham\n")
-        out, _ = _submit(tmp_path, plain, "--requirements", str(tmp_path / "shell.txt"))
-        found = _imports(out)
-        assert all(t == "missing" and "/shellingham/" in s for t, s in found), out
+        # Other requirements (--requirements), as docs/jobs.md shows it (invoke, the work
+        # dir here): its packages only.
+        (plain / "job-reqs.txt").write_text("shellingham\n")
+        shown = invoke(
+            "submit", "--cluster-id", cid, "--requirements", "job-reqs.txt", "--follow",
+            "--", "python", "prog.py", cwd=plain, timeout=300,
+        )  # fmt: skip
+        assert shown.returncode == 0, shown.stdout[-2000:] + shown.stderr[-3000:]
+        found = _imports(shown.stdout)
+        assert len(found) == 3, shown.stdout
+        assert all(t == "missing" and "/shellingham/" in s for t, s in found), shown.stdout
 
         # The first again: resolved from the launcher's cache, stored and installed once.
         out, _ = _submit(tmp_path, with_typer)
