@@ -1,6 +1,7 @@
 """invoke tasks for jobs on an ``up`` cluster; the project's tasks.py adds them.
 
-invoke submit [--cluster-id ID] [--workdir DIR] [--env K=V …] [--follow] -- python train.py
+invoke submit [--cluster-id ID] [--workdir DIR] [--env K=V …] [--requirements FILE] [--follow]
+    -- python train.py
 invoke jobs | invoke logs JOB [--follow] | invoke cancel JOB | invoke fetch JOB
 """
 
@@ -38,6 +39,7 @@ def submit(
     workdir: str | None = None,
     env: list[str] | None = None,
     exclude: list[str] | None = None,
+    requirements: str | None = None,
     follow: bool = False,
 ) -> None:
     """Run a program on an `up` cluster, through its rendezvous: `invoke submit -- CMD …`."""
@@ -50,6 +52,7 @@ def submit(
         env=env or [],
         exclude=exclude or [],
         follow=follow,
+        requirements=Path(requirements) if requirements else None,
     )
 
 

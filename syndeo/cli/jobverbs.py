@@ -55,11 +55,19 @@ def run_submit(
     exclude: list[str] | None = None,
     follow: bool = False,
     ui: Ui | None = None,
+    requirements: Path | None = None,
 ) -> int:
     ui = ui or Ui()
     cluster, spec = job_client.submit(
-        command, cluster_id=cluster_id, workdir=workdir, env=env, excludes=exclude
+        command,
+        cluster_id=cluster_id,
+        workdir=workdir,
+        env=env,
+        excludes=exclude,
+        requirements=requirements,
     )
+    if spec.wheelhouse_digest is not None:
+        ui.info(f"wheels for the job resolved (sha256 {spec.wheelhouse_digest[:12]})")
     print(spec.job_id, flush=True)
     if not follow:
         ui.info(f"submitted to {spec.cluster_id}: `invoke logs {spec.job_id} --follow`")
@@ -154,4 +162,5 @@ def _submit_from_args(args: argparse.Namespace) -> int:
         env=args.env,
         exclude=args.exclude,
         follow=bool(args.follow),
+        requirements=args.requirements,
     )

@@ -175,6 +175,7 @@ VERBS.update(
             Option("workdir", "directory to upload and run in (default: here)", Path),
             Option("env", "NAME=VALUE for the job (repeatable)", repeat=True),
             Option("exclude", ".gitignore-style pattern not to upload (repeatable)", repeat=True),
+            *from_settings(DeployConfig, "requirements"),
             FOLLOW,
         ],
         "jobs": [CLUSTER_ID],

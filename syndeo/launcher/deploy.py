@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -126,25 +125,14 @@ def _wheels(cfg: DeployConfig, spec: ClusterSpec) -> tuple[ClusterSpec, bytes | 
     packages beyond the image's (--requirements, or requirements.txt in the work dir)."""
     if cfg.run is None:
         return spec, None
-    req = cfg.requirements
-    if req is None and spec.workdir is not None and (spec.workdir / "requirements.txt").is_file():
-        req = spec.workdir / "requirements.txt"
+    req = wheelhouse.requirements_file(cfg.requirements, spec.workdir)
     if req is None:
         return spec, None
-    archive = wheelhouse.resolve(req, _node_python(spec))
+    archive = wheelhouse.resolve(req, wheelhouse.node_python(spec.image))
     if archive is None:
         return spec, None  # the image has all of it
     digest = hashlib.sha256(archive).hexdigest()
     return spec.model_copy(update={"wheelhouse_digest": digest}), archive
-
-
-def _node_python(spec: ClusterSpec) -> str:
-    """The nodes' Python, major.minor: the image's, or (bare nodes) this one's."""
-    from syndeo.image.manifest import load_manifest
-
-    found = load_manifest(spec.image) if spec.image is not None else None
-    version = found.versions.get("python", "") if found is not None else ""
-    return ".".join(version.split(".")[:2]) or f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
 def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous, Payload]:

@@ -31,6 +31,7 @@ import pathspec
 
 from syndeo.core.archive import MAX_MEMBERS, UnsafeArchive, safe_extract
 from syndeo.core.errors import BlobTooLarge, ConfigError, TargetError
+from syndeo.launcher import wheelhouse
 from syndeo.launcher.spec import launched_key
 from syndeo.launcher.state import home, load_launched, private_dirs
 from syndeo.rendezvous import JobSpec, JobState, Rendezvous, open_rendezvous
@@ -47,6 +48,8 @@ class Cluster(NamedTuple):
 
     rdv: Rendezvous
     key: str
+    # The image its nodes run (None: bare nodes), for the Python its wheels are for.
+    image: Path | None = None
 
 
 def open_cluster(cluster_id: str | None) -> Cluster:
@@ -59,7 +62,9 @@ def open_cluster(cluster_id: str | None) -> Cluster:
             f"cluster {launched.cluster_id} was started without a launch key (an older "
             "syndeo), so its head runs no job: `invoke down` it and `invoke up` again"
         )
-    return Cluster(open_rendezvous(launched.rendezvous, launched.cluster_id, attempt), key)
+    image = launched.data.get("spec", {}).get("image")
+    rdv = open_rendezvous(launched.rendezvous, launched.cluster_id, attempt)
+    return Cluster(rdv, key, Path(image) if image else None)
 
 
 # ---------------------------------------------------------------------- the work dir
@@ -153,18 +158,26 @@ def submit(
     workdir: Path | None = None,
     env: list[str] | None = None,
     excludes: list[str] | None = None,
+    requirements: Path | None = None,
 ) -> tuple[Cluster, JobSpec]:
     """Record a job for the cluster's head and ring its doorbell; the job's spec."""
     if not command or not "".join(command).strip():
         raise ConfigError("nothing to run: give the command after `--`, e.g. -- python train.py")
     variables = _env(env or [])
     cluster = open_cluster(cluster_id)
-    rdv, key = cluster
-    archive = pack_workdir((workdir or Path.cwd()).resolve(), excludes or [])
+    rdv, key, image = cluster
+    root = (workdir or Path.cwd()).resolve()
+    archive = pack_workdir(root, excludes or [])
+    # Resolved here, before anything is sent: a bad file is one line and no job.
+    req = wheelhouse.requirements_file(requirements, root)
+    wheels = wheelhouse.resolve(req, wheelhouse.node_python(image)) if req else None
     if rdv.read_head() is None:
         raise TargetError(f"cluster {rdv.cluster_id} has no head at {rdv.uri} (is it up?)")
     digest = hashlib.sha256(archive).hexdigest()
     rdv.put_workdir(digest, archive)  # a no-op when this exact directory is there already
+    wheels_digest = hashlib.sha256(wheels).hexdigest() if wheels is not None else None
+    if wheels is not None and wheels_digest is not None:
+        rdv.put_wheelhouse(wheels_digest, wheels)  # also stored once, by content
     spec = JobSpec(
         job_id=f"j{int(time.time()) % 100000:05d}-{secrets.token_hex(3)}",
         cluster_id=rdv.cluster_id,
@@ -172,6 +185,7 @@ def submit(
         command=command,
         env=variables,
         workdir_digest=digest,
+        wheelhouse_digest=wheels_digest,
         submitted_at=time.time(),
         submitted_by=f"{getpass.getuser()}@{socket.gethostname()}",
     ).signed(key)
@@ -190,7 +204,7 @@ def _job(cluster: Cluster, job_id: str) -> JobSpec:
 
 
 def list_jobs(cluster_id: str | None = None) -> tuple[Rendezvous, list[tuple[JobSpec, JobState]]]:
-    rdv, key = open_cluster(cluster_id)
+    rdv, key, _image = open_cluster(cluster_id)
     out = []
     for spec in rdv.list_jobs(key):
         state = rdv.read_job_state(spec.job_id) or JobState(job_id=spec.job_id, state="pending")

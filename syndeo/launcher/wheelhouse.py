@@ -5,14 +5,23 @@ index (HPC compute nodes and private subnets usually cannot).
 ``--requirements FILE`` (default: ``requirements.txt`` in the work dir, when there is
 one): binary wheels only, resolved with the image's own pins as constraints (a pin that
 conflicts with them, Ray's above all, is refused), then stripped of what the image has
-already.  The archive goes into the rendezvous by its sha256; every node installs it
-(syndeo/node/wheelhouse.py) before it starts Ray, so the workload and every task import
-it.  Errors are one line, before anything starts.
+already.  The archive goes into the rendezvous by its sha256.  ``deploy``: every node
+installs it (syndeo/node/wheelhouse.py) before it starts Ray, so the workload and every
+task import it.  ``submit``: the head's job agent installs it and hands it to Ray as the
+job's own ``py_modules`` (syndeo/node/job_agent.py).  Errors are one line, before
+anything starts.
+
+Resolved once: the archive is cached under $SYNDEO_HOME/wheelhouses by the digest of
+what decides it (the file's text, the nodes' Python and platform, the image's pins), so
+the same requirements file is not downloaded again on the next run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
+import os
 import re
 import subprocess
 import sys
@@ -22,6 +31,7 @@ from pathlib import Path
 
 import syndeo
 from syndeo.core.errors import ConfigError
+from syndeo.launcher.state import home, private_dirs
 from syndeo.rendezvous.base import MAX_WHEELHOUSE
 
 # The nodes' platform: the image (Debian bookworm, x86-64) and the hosts bare nodes run on.
@@ -89,11 +99,61 @@ def _tar(wheels: list[Path]) -> bytes:
     return data[:4] + b"\0\0\0\0" + data[8:]  # gzip's own timestamp (bytes 4..8)
 
 
+def requirements_file(requirements: Path | None, workdir: Path | None) -> Path | None:
+    """The file ``--requirements`` names, else ``requirements.txt`` in the work dir if
+    there is one (as for ``deploy --run`` so for ``submit``); None: no packages."""
+    if requirements is None and workdir is not None and (workdir / "requirements.txt").is_file():
+        return workdir / "requirements.txt"
+    return requirements
+
+
+def node_python(image: Path | None) -> str:
+    """The nodes' Python, major.minor: the image's, or (bare nodes) this one's."""
+    from syndeo.image.manifest import load_manifest
+
+    found = load_manifest(image) if image is not None else None
+    version = found.versions.get("python", "") if found is not None else ""
+    return ".".join(version.split(".")[:2]) or f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def cache_key(requirements: Path, python: str) -> str:
+    """What decides the wheelhouse: the file's text, the nodes' Python and platform, the
+    image's pins.  (A file it includes with ``-r`` is not read: change the top one, or
+    remove $SYNDEO_HOME/wheelhouses, to resolve again.)"""
+    decided = {
+        "requirements": requirements.read_text(),
+        "python": python,
+        "platforms": PLATFORMS,
+        "pins": sorted(image_pins().values()),
+    }
+    return hashlib.sha256(json.dumps(decided, sort_keys=True).encode()).hexdigest()
+
+
 def resolve(requirements: Path, python: str) -> bytes | None:
     """The wheelhouse of ``requirements`` for CPython ``python`` (``3.11``) nodes, without
-    what they have already; None if nothing is left to install."""
+    what they have already; None if nothing is left to install.  From the launcher's
+    cache when this file was resolved before for the same nodes and image."""
     if not requirements.is_file():
         raise ConfigError(f"--requirements {requirements}: no such file")
+    cached = home() / "wheelhouses" / cache_key(requirements, python)
+    if cached.with_suffix(".none").exists():
+        return None
+    if cached.with_suffix(".tar.gz").is_file():
+        return cached.with_suffix(".tar.gz").read_bytes()
+    data = _resolve(requirements, python)
+    _remember(cached.with_suffix(".none" if data is None else ".tar.gz"), data or b"")
+    return data
+
+
+def _remember(path: Path, data: bytes) -> None:
+    """Into the cache whole or not at all (a second launcher may be reading it)."""
+    private_dirs(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def _resolve(requirements: Path, python: str) -> bytes | None:
     pins = image_pins()
     with tempfile.TemporaryDirectory(prefix="syndeo-wheels-") as tmp:
         constraints = Path(tmp) / "image-pins.txt"

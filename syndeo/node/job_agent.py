@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from syndeo.core.archive import MAX_MEMBERS
-from syndeo.core.errors import BlobTooLarge, RendezvousError
-from syndeo.node import workdir
+from syndeo.core.errors import BlobTooLarge, NodeError, RendezvousError
+from syndeo.node import wheelhouse, workdir
 from syndeo.node.output_stream import OutputStream
 from syndeo.rendezvous import Control, JobSpec, JobState, Rendezvous
 from syndeo.rendezvous.base import MAX_OUTPUTS
@@ -85,6 +85,9 @@ class JobAgent:
         # Ray's dashboard on the head's own 127.0.0.1 ("" = started without it).
         self.dashboard = dashboard.split("//")[-1]
         self.ray_temp_dir, self.jobs_dir = ray_temp_dir, scratch / "jobs"
+        # The jobs' packages (submit --requirements), one directory per digest, kept for
+        # the cluster's life: a second job with the same ones installs nothing.
+        self.pylibs = scratch / "pylibs"
         self.running: dict[str, _Job] = {}
         self.seen: set[str] = set()
         # Cancel requests refused, by job and reason: each is said once, however often
@@ -168,7 +171,14 @@ class JobAgent:
             if why:
                 self._reject(spec, why, work)
                 return
-        self._submit(job_id, spec, work)
+        modules: list[str] = []
+        if spec.wheelhouse_digest is not None:
+            try:
+                modules.append(self._py_module(spec.wheelhouse_digest))
+            except (NodeError, BlobTooLarge) as exc:
+                self._reject(spec, f"its packages: {exc}", work)
+                return
+        self._submit(job_id, spec, work, modules)
 
     def _claim(self, job_id: str) -> JobSpec | None:
         """The job's spec if this agent is to run it: signed by this launch's launcher for
@@ -208,7 +218,22 @@ class JobAgent:
             return f"its work dir is too large: {exc}"
         return workdir.unpack(archive, digest, work)
 
-    def _submit(self, job_id: str, spec: JobSpec, work: Path) -> None:
+    def _py_module(self, digest: str) -> str:
+        """The job's packages, installed here once per digest, as the URI of one Ray
+        ``py_modules`` entry: Ray gives it to the job's driver and to its workers on every
+        node, and to no other job.  Uploaded as Ray's SDK uploads a ``working_dir`` (the
+        packages at the top of the archive, which goes on sys.path); a ``py_modules``
+        directory would be uploaded under its own name, one level too deep.  Stored by
+        content: a job with the same packages uploads nothing, and each node keeps them
+        unpacked in Ray's runtime_env cache."""
+        began = time.monotonic()
+        pylib, installed = wheelhouse.install_digest(self.rdv, digest, self.pylibs)
+        if installed:
+            self.log(f"packages {digest[:12]} installed in {time.monotonic() - began:.1f} s")
+        upload = self.client()._upload_package_if_needed
+        return str(upload(str(pylib), include_gitignore=False, include_parent_dir=False))
+
+    def _submit(self, job_id: str, spec: JobSpec, work: Path, modules: list[str]) -> None:
         """Hand the job to Ray's Job API, say it runs, and tail its driver log."""
         submission_id = f"syndeo-{job_id}"
         stream = OutputStream(
@@ -225,7 +250,9 @@ class JobAgent:
             f'cd {shlex.quote(str(work))} && export PATH={bindir}:"$PATH" '
             f"&& exec {shlex.join(spec.command)}"
         )
-        runtime_env = {"working_dir": str(work), "env_vars": dict(spec.env)}
+        runtime_env: dict[str, Any] = {"working_dir": str(work), "env_vars": dict(spec.env)}
+        if modules:
+            runtime_env["py_modules"] = modules
         self.client().submit_job(
             entrypoint=entrypoint, submission_id=submission_id, runtime_env=runtime_env
         )

@@ -1,14 +1,19 @@
 """The workload's extra packages on this node: the wheels the launcher resolved
 (syndeo/launcher/wheelhouse.py) fetched from the rendezvous by their sha256, checked,
 and installed with pip from those files alone (no index: compute nodes seldom reach
-one) into a directory below the node's scratch, before Ray starts.  Ray's processes and
-the workload find them through PYTHONPATH, ahead of nothing the image has: the launcher
-left out every package the image pins.
+one).  Ray's processes and the workload find them through PYTHONPATH, ahead of nothing
+the image has: the launcher left out every package the image pins.
+
+Two users: ``deploy`` (every node, before Ray starts: :func:`install`) and the head's job
+agent for ``submit`` (:func:`install_digest`: one directory per digest below the head's
+scratch, installed once however many jobs use it; Ray takes it to the other nodes).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -23,6 +28,9 @@ from syndeo.rendezvous import Rendezvous
 from syndeo.rendezvous.base import MAX_WHEELHOUSE
 
 PIP_TIMEOUT_S = 900.0
+# Written last into a digest's directory: a half-done install (a node that died in pip)
+# is never taken for a finished one.
+COMPLETE = ".syndeo-installed"
 
 
 def install(rdv: Rendezvous, s: NodeSettings) -> dict[str, str]:
@@ -34,7 +42,34 @@ def install(rdv: Rendezvous, s: NodeSettings) -> dict[str, str]:
     if data is None:
         raise NodeError("the workload's wheels in the rendezvous do not match their digest")
     target = s.scratch / "pylib"
-    with tempfile.TemporaryDirectory(dir=s.scratch, prefix="wheels-") as tmp:
+    install_archive(data, target, s.scratch)
+    path = [str(target), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {"PYTHONPATH": os.pathsep.join(path)}
+
+
+def install_digest(rdv: Rendezvous, digest: str, root: Path) -> tuple[Path, bool]:
+    """The directory below ``root`` where the wheels of ``digest`` are installed, and
+    whether that was done now (False: an earlier job installed them already).  The
+    launcher stored them before it submitted the job, so they are read, not waited for."""
+    target = root / digest
+    if (target / COMPLETE).is_file():
+        return target, False
+    data = rdv.get_wheelhouse(digest)
+    if data is None or hashlib.sha256(data).hexdigest() != digest:
+        raise NodeError("the job's wheels are missing from the rendezvous or do not match")
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root, prefix=".part-") as tmp:
+        install_archive(data, Path(tmp) / "lib", root)
+        (Path(tmp) / "lib" / COMPLETE).write_text(digest + "\n")
+        shutil.rmtree(target, ignore_errors=True)  # a half-done one, never finished
+        (Path(tmp) / "lib").rename(target)
+    return target, True
+
+
+def install_archive(data: bytes, target: Path, scratch: Path) -> None:
+    """pip installs the wheels in the archive ``data`` into ``target``, from those files
+    alone (unpacked below ``scratch``)."""
+    with tempfile.TemporaryDirectory(dir=scratch, prefix="wheels-") as tmp:
         try:
             safe_extract(data, Path(tmp), 2 * MAX_WHEELHOUSE)
         except (ValueError, tarfile.TarError) as exc:
@@ -52,5 +87,3 @@ def install(rdv: Rendezvous, s: NodeSettings) -> dict[str, str]:
     if proc.returncode != 0:
         last = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1:] or ["pip failed"]
         raise NodeError(f"cannot install the workload's wheels on this node: {last[0]}")
-    path = [str(target), *filter(None, [os.environ.get("PYTHONPATH")])]
-    return {"PYTHONPATH": os.pathsep.join(path)}

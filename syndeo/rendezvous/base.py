@@ -187,6 +187,9 @@ class JobSpec(_Record):
     command: list[str]
     env: dict[str, str] = {}
     workdir_digest: str | None = None
+    # The job's extra packages (``submit --requirements``): wheels stored by digest
+    # below ``wheelhouses/``, installed by the head's agent and handed to Ray for the job.
+    wheelhouse_digest: str | None = None
     submitted_at: float
     submitted_by: str = ""
     # launchkey.sign_record(key, JOB_PURPOSE, the other fields) by the launcher that

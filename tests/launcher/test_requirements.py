@@ -41,7 +41,7 @@ def _names(archive: bytes) -> list[str]:
         return tar.getnames()
 
 
-def test_wheels_for_the_nodes_without_what_the_image_has(tmp_path: Path) -> None:
+def test_wheels_for_the_nodes_without_what_the_image_has(tmp_path: Path, syndeo_home: Path) -> None:
     req = tmp_path / "requirements.txt"
     req.write_text("typer\n")
     archive = wheelhouse.resolve(req, "3.11")
@@ -49,9 +49,17 @@ def test_wheels_for_the_nodes_without_what_the_image_has(tmp_path: Path) -> None
     names = [n.split("-")[0] for n in _names(archive)]
     assert "typer" in names and "shellingham" in names
     assert "click" not in names and "rich" not in names  # the image pins them
-    assert wheelhouse.resolve(req, "3.11") == archive  # same wheels, same bytes
+    # Resolved once: the launcher's cache, by what decides the wheels.
+    [cached] = (syndeo_home / "wheelhouses").glob("*.tar.gz")
+    assert cached.name == wheelhouse.cache_key(req, "3.11") + ".tar.gz"
+    assert cached.read_bytes() == archive and wheelhouse.resolve(req, "3.11") == archive
+    cached.unlink()
+    assert wheelhouse.resolve(req, "3.11") == archive  # resolved again: the same bytes
+    # Another Python or another file is another key: resolved, not taken from the cache.
+    assert wheelhouse.cache_key(req, "3.12") != wheelhouse.cache_key(req, "3.11")
     (tmp_path / "only-image.txt").write_text("click\n")
     assert wheelhouse.resolve(tmp_path / "only-image.txt", "3.11") is None
+    assert len(list((syndeo_home / "wheelhouses").glob("*.none"))) == 1
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,148 @@
+"""Packages for one job on an ``up`` cluster (issue 36): ``submit --requirements`` (or
+requirements.txt in the work dir).  The launcher resolves the wheels (cached by what
+decides them), stores them by digest; the head's job agent installs them once per digest
+and hands them to Ray as the job's own ``py_modules``, so its driver and its tasks on
+every node import them, and a job with other requirements does not see them.
+
+A real 2-node local cluster, driven only through the ``syndeo`` CLI; the package
+(typer) is in neither this venv nor the image's lock.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from syndeo.launcher.state import load_launched
+from tests.support.helpers import ROOT, assert_nothing_left, one_line_error, reap, syndeo
+
+PROGRAM = """\
+import importlib, ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as On
+
+def where(name):
+    try:
+        return importlib.import_module(name).__file__
+    except ImportError:
+        return "missing"
+
+@ray.remote(num_cpus=0.1)
+def probe(names):
+    return ray.get_runtime_context().get_node_id(), [where(n) for n in names]
+
+ray.init()
+names = ["typer", "shellingham"]
+print("DRIVER", *[where(n) for n in names], flush=True)
+ids = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+found = ray.get([probe.options(scheduling_strategy=On(i, soft=False)).remote(names) for i in ids])
+print("NODES", len({node for node, _ in found}), flush=True)
+for _, paths in found:
+    print("TASK", *paths, flush=True)
+"""
+
+
+def invoke(*args: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``invoke ARGS`` from this checkout's tasks.py, as the docs show it."""
+    argv = [sys.executable, "-m", "invoke", "-r", str(ROOT), *args]
+    return subprocess.run(
+        argv, cwd=cwd, env=dict(os.environ), capture_output=True, text=True, timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _project(root: Path, requirements: str | None) -> Path:
+    root.mkdir()
+    (root / "prog.py").write_text(PROGRAM)
+    if requirements is not None:
+        (root / "requirements.txt").write_text(requirements)
+    return root
+
+
+def _imports(stdout: str) -> list[list[str]]:
+    """What the driver and each task found, per line: [typer, shellingham]."""
+    return [ln.split()[1:] for ln in stdout.splitlines() if ln.startswith(("DRIVER", "TASK"))]
+
+
+def _submit(tmp_path: Path, work: Path, *extra: str) -> tuple[str, str]:
+    done = syndeo(
+        "submit", "--workdir", str(work), *extra, "--follow", "--", "python", "prog.py",
+        cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "NODES 2" in done.stdout, done.stdout
+    return done.stdout, done.stderr
+
+
+def _bad_requirements_are_refused(tmp_path: Path, work: Path, syndeo_home: Path, cid: str) -> None:
+    """One line each, before anything reaches the cluster."""
+    bad = {
+        "nope.txt": "nope.txt: no such file",
+        "ray.txt": "conflicts with the image's own packages",
+        "none.txt": "no wheel of nosuch-package-syndeo-test for the nodes",
+    }
+    (tmp_path / "ray.txt").write_text("ray==2.9.0\n")
+    (tmp_path / "none.txt").write_text("nosuch-package-syndeo-test\n")
+    for name, says in bad.items():
+        proc = syndeo(
+            "submit", "--workdir", str(work), "--requirements", str(tmp_path / name),
+            "--", "python", "prog.py", cwd=tmp_path, timeout=180,
+        )  # fmt: skip
+        assert says in one_line_error(proc)
+    assert not list(syndeo_home.rglob(f"{cid}/a0/jobs/*")), "a refused job reached the cluster"
+
+
+@pytest.mark.slow
+def test_each_job_gets_its_own_packages_on_every_node(tmp_path: Path, syndeo_home: Path) -> None:
+    cid = "jobs-reqs"
+    with_typer = _project(tmp_path / "a", "typer\n")
+    plain = _project(tmp_path / "b", None)
+    with pytest.raises(ImportError):
+        __import__("typer")  # not in this venv: the job gets it from its wheels
+    try:
+        up = syndeo(
+            "up", "--nodes", "2", "--cluster-id", cid, "--join-timeout", "240",
+            cwd=tmp_path, timeout=400,
+        )  # fmt: skip
+        assert up.returncode == 0, up.stderr[-3000:]
+        _bad_requirements_are_refused(tmp_path, with_typer, syndeo_home, cid)
+
+        # requirements.txt in the work dir, by default: driver and tasks on both nodes.
+        out, err = _submit(tmp_path, with_typer)
+        assert "wheels for the job resolved" in err
+        found = _imports(out)
+        assert len(found) == 3 and all("/typer/" in t and "/shellingham/" in s for t, s in found)
+
+        # Another job, without requirements, on the same cluster: none of the first's.
+        out, _ = _submit(tmp_path, plain)
+        assert _imports(out) == [["missing", "missing"]] * 3, out
+
+        # Other requirements (--requirements), as docs/jobs.md shows it (invoke, the work
+        # dir here): its packages only.
+        (plain / "job-reqs.txt").write_text("shellingham\n")
+        shown = invoke(
+            "submit", "--cluster-id", cid, "--requirements", "job-reqs.txt", "--follow",
+            "--", "python", "prog.py", cwd=plain, timeout=300,
+        )  # fmt: skip
+        assert shown.returncode == 0, shown.stdout[-2000:] + shown.stderr[-3000:]
+        found = _imports(shown.stdout)
+        assert len(found) == 3, shown.stdout
+        assert all(t == "missing" and "/shellingham/" in s for t, s in found), shown.stdout
+
+        # The first again: resolved from the launcher's cache, stored and installed once.
+        out, _ = _submit(tmp_path, with_typer)
+        assert all("/typer/" in t for t, _s in _imports(out))
+        assert len(list((syndeo_home / "wheelhouses").glob("*.tar.gz"))) == 2
+        assert len(list(syndeo_home.rglob(f"{cid}/a0/wheelhouses/*.tar.gz"))) == 2
+        head_log = Path(load_launched(cid).data["logs"][0]).read_text()
+        assert head_log.count("installed in") == 2, head_log  # once per digest, not per job
+
+        down = syndeo("down", "--cluster-id", cid, cwd=tmp_path)
+        assert down.returncode == 0, down.stderr
+        assert_nothing_left(cid)
+    finally:
+        syndeo("down", "--cluster-id", cid, cwd=tmp_path)
+        reap(cid)
