@@ -91,8 +91,12 @@ class Scaler:
         unjoined = [r for r in sorted(staying, reverse=True) if r not in joined]
         surplus = unjoined[: max(0, len(staying) - want)]
         try:
-            if named or surplus:
-                stopped = self.target.shrink(launched, group, ranks=named | set(surplus))
+            stopped = (
+                self.target.shrink(launched, group, ranks=named | set(surplus))
+                if named or surplus
+                else []
+            )
+            if stopped:
                 self.ui.info(f"group {group}: let go {', '.join(stopped)} (Ray's autoscaler)")
             self._add(launched, group, want - (len(staying) - len(surplus)))
         except SyndeoError as exc:  # tried again at the next status

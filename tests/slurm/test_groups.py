@@ -283,3 +283,57 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
     assert down.returncode == 0, down.stderr[-2000:]
     assert _ci_jobs() == []
     _wait(lambda: not user_procs_on_nodes(gpu_cluster), 30, "nothing left on the nodes")
+
+
+# Two one-CPU tasks on two nodes at once: Ray's autoscaler on the head asks for a node
+# of the `cpu` group, which the watcher submits as a one-node job.
+SPREAD = """\
+import ray
+from ray.util.placement_group import placement_group
+ray.init()
+pg = placement_group([{"CPU": 1}] * 2, strategy="STRICT_SPREAD")
+ray.get(pg.ready(), timeout=240)
+print("nodes", len([n for n in ray.nodes() if n["Alive"]]), flush=True)
+"""
+
+
+def test_a_group_follows_demand_through_one_node_jobs(
+    gpu_cluster: slurmcluster.LocalCluster, run: UserRun
+) -> None:
+    groups = (
+        '[[groups]]\nname = "head"\nslurm = { extra_sbatch = ["--exclusive"] }\n'
+        '[[groups]]\nname = "cpu"\nmax_nodes = 1\nslurm = { extra_sbatch = ["--exclusive"] }\n'
+    )
+    cid = f"scl-{uuid.uuid4().hex[:6]}"
+    cfg = _config(run, groups)
+    (run.root / "job").mkdir()
+    (run.root / "job" / "spread.py").write_text(SPREAD)
+    give_to_ci_user(run.root / "job")
+    give_to_ci_user(run.root / "job" / "spread.py")
+    up = _syndeo(
+        run, "up", "--config", str(cfg), "--cluster-id", cid, "--idle-timeout", "10s", timeout=400
+    )
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        assert len(_ci_jobs()) == 1  # the group starts at its min_nodes (0): no job
+        job = _syndeo(
+            run,
+            *("submit", "--cluster-id", cid, "--workdir", str(run.root / "job")),
+            *("--follow", "--", "python", "spread.py"),
+        )
+        assert job.returncode == 0, job.stdout[-2000:] + job.stderr[-2000:]
+        assert "nodes 2" in job.stdout
+        launched = json.loads((run.root / "home" / "clusters" / cid / "launched.json").read_text())
+        added = [e for e in launched["data"]["groups"] if e["group"] == "cpu"]
+        assert [(e["rank_base"], e["nodes"]) for e in added] == [(1, 1)]
+        # Idle for 10 s: Ray lets the node go and the watcher cancels its job.
+        _wait(lambda: commands.job_info(str(added[0]["job_id"])).finished, 180, "the release")
+        assert _ci_jobs() == [str(launched["data"]["job_id"])]
+        st = _status(run, cid)
+        assert st["phase"] == "serving" and st["nodes_lost"] == [], st
+        watch_log = (run.root / "home" / "clusters" / cid / "watch.log").read_text()
+        assert "group cpu: started" in watch_log, watch_log
+    finally:
+        down = _syndeo(run, "down", "--cluster-id", cid)
+    assert down.returncode == 0, down.stderr[-2000:]
+    assert _ci_jobs() == []

@@ -326,14 +326,18 @@ class SlurmTarget(Target):
         nodes are gone (default: every job of the group); ``ranks``: the jobs that hold
         exactly those ranks; the cancelled job ids."""
         self._saved_group(launched, group)
-        entries = [
-            e
-            for e in launched.data["groups"]
-            if e["group"] == group
-            and e["rank_base"] != 0
-            and (ranks is None or _job_ranks(e) <= ranks)
-            and not commands.job_info(e["job_id"]).finished
-        ]
+        entries = []
+        for e in launched.data["groups"]:
+            if e["group"] != group or e["rank_base"] == 0 or e.get("gone"):
+                continue
+            if ranks is not None and not _job_ranks(e) <= ranks:
+                continue
+            if commands.job_info(e["job_id"]).finished:
+                e["gone"] = True  # ended by itself (its node let go, or lost)
+                continue
+            entries.append(e)
+        if not entries and ranks is not None:
+            return []  # those nodes are gone already
         if not entries:
             raise ConfigError(f"group {group!r} has no running job to remove (the head stays)")
         cancelled, removed = [], 0
