@@ -55,6 +55,14 @@ def _types(annotation: Any) -> set[Any]:
     return {annotation}
 
 
+def _duration(text: str) -> float:
+    """A duration option's seconds; argparse says a bad one in our words, in one line."""
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def from_settings(model: type[BaseModel], *names: str, prefix: str = "") -> list[Option]:
     """The options of ``model``'s fields ``names``, as :func:`config.option` declared them
     (``prefix``: the keyword a section's field goes by, e.g. ``bench_`` for ``[bench]``)."""
@@ -66,7 +74,7 @@ def from_settings(model: type[BaseModel], *names: str, prefix: str = "") -> list
         kinds = _types(field.annotation) - {type(None)}
         kind: Any = next((t for t in (int, float, Path) if t in kinds), None)
         if extra.get("duration"):
-            kind = parse_duration  # 300, 30s, 5m, 2h
+            kind = _duration  # 300, 30s, 5m, 2h
         flag = str(extra["flag"])
         made.append(
             Option(

@@ -340,5 +340,11 @@ def _apply_override(data: dict[str, Any], key: str, value: Any, overrides: dict[
 def _nodes_from_ssh_hosts(data: dict[str, Any]) -> None:
     """An ssh run without ``nodes`` (or groups) gets one node per host."""
     ssh_hosts = data.get("ssh", {}).get("hosts") if isinstance(data.get("ssh"), dict) else None
-    if data.get("target") == "ssh" and "nodes" not in data and ssh_hosts and not data.get("groups"):
+    if (
+        data.get("target") == "ssh"
+        and "nodes" not in data
+        and ssh_hosts
+        and not data.get("groups")
+        and data.get("max_nodes") is None  # refused for ssh with its own reason
+    ):
         data["nodes"] = len(ssh_hosts.split(",") if isinstance(ssh_hosts, str) else ssh_hosts)

@@ -503,3 +503,57 @@ def test_nothing_is_left_between_tests(admin: awsemu.State) -> None:
     # The session's emulator is shared: every test above must have cleaned up.
     assert everything(admin) == []
     assert_nothing_left(admin)
+
+
+# Two one-CPU bundles on two machines: the head alone cannot hold them, so Ray's
+# autoscaler asks for a VM of group `cpu`, which the watcher adds through Terraform.
+SPREAD = """\
+import ray
+from ray.util.placement_group import placement_group
+ray.init()
+pg = placement_group([{"CPU": 1}] * 2, strategy="STRICT_SPREAD")
+ray.get(pg.ready(), timeout=400)
+print("nodes", len([n for n in ray.nodes() if n["Alive"]]), flush=True)
+"""
+
+
+def _wait_log(log: Any, line: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while line not in log.read_text():
+        assert time.monotonic() < deadline, f"no {line!r} in the watcher's log: {log.read_text()}"
+        time.sleep(2)
+
+
+def test_a_group_follows_demand_and_an_idle_cluster_stops_itself(
+    aws_user: AwsUser, admin: awsemu.State, shared_bucket: str
+) -> None:
+    cfg = _config(aws_user, shared_bucket, '[[groups]]\nname = "cpu"\nmax_nodes = 1\n')
+    cid = f"aws-as-{uuid.uuid4().hex[:6]}"
+    with _taken_down(aws_user, cid):
+        res = aws_user.invoke(
+            *("up", "--config", cfg, "--cluster-id", cid),
+            *("--idle-timeout", "10s", "--autostop", "90s"),
+        )
+        assert res.returncode == 0, failed(res)
+        assert sorted(_instances(admin, cid)) == [0]  # it starts at its minimum
+        job_dir = aws_user.root / "spread"
+        job_dir.mkdir()
+        (job_dir / "spread.py").write_text(SPREAD)
+        give_to_ci_user(job_dir)
+        give_to_ci_user(job_dir / "spread.py")
+        res = aws_user.invoke(
+            *("submit", "--cluster-id", cid, "--workdir", str(job_dir), "--follow"),
+            *("--", "python", "spread.py"),
+        )
+        assert res.returncode == 0 and "nodes 2" in res.stdout, failed(res)
+        log = aws_user.root / "home" / "clusters" / cid / "watch.log"
+        # (The node may join before the watcher's apply has returned.)
+        _wait_log(log, "group cpu: started", 120)
+        # Idle: Ray lets the VM go, the watcher's apply removes it (1 -> 2 -> 1) ...
+        _wait_log(log, "let go", 300)
+        assert sorted(_instances(admin, cid)) == [0], log.read_text()
+        # ... and after 90 s with nothing running, the watcher takes it down (`down`).
+        _wait_log(log, "is down (autostop)", 400)
+        assert not (aws_user.root / "home" / "clusters" / cid / "launched.json").exists()
+    # The leak scan: nothing of the cluster is left in the emulated AWS.
+    assert [e for e in everything(admin) if e != f"bucket {shared_bucket}"] == []

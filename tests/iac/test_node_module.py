@@ -316,6 +316,8 @@ def _grouped_spec() -> ClusterSpec:
             GroupConfig(name="cpu", nodes=2, cpus_per_node=4, memory_mb_per_node=2048),
             GroupConfig(name="later", nodes=0),  # declared for grow: owns no rank
             GroupConfig(name="gpu", nodes=1, gpus_per_node=2, min_nodes=0),
+            # Follows demand: no rank of its own at launch, every node added by grow.
+            GroupConfig(name="burst", min_nodes=1, max_nodes=3, cpus_per_node=8),
         ],
         head="own",
         cpus=2,
@@ -345,7 +347,11 @@ def test_groups_render_what_python_would_set(tmp_path: Path) -> None:
     assert [e["SYNDEO_CPUS"] for e in out["env"]] == ["2", "4", "4", "2"]
     assert [e["SYNDEO_GPUS"] for e in out["env"]] == ["0", "0", "0", "2"]
     assert [e.get("SYNDEO_MEMORY_MB") for e in out["env"]] == ["1024", "2048", "2048", "1024"]
-    assert {e["SYNDEO_GROUPS"] for e in out["env"]} == {"head:1:1,cpu:2:2,later:0:0,gpu:1:0"}
+    assert {e["SYNDEO_GROUPS"] for e in out["env"]} == {
+        "head:1:1,cpu:2:2,later:0:0,gpu:1:0,burst:0:0"
+    }
+    # Ray's autoscaler on the head: the group's bounds and shape (memory inherited).
+    assert {e["SYNDEO_AUTOSCALE"] for e in out["env"]} == {"burst:1:3:8:0:1024"}
     assert [e.get("SYNDEO_DASHBOARD") for e in out["env"]] == ["True"] * 4
     # The packed work dir's digest: the head's alone (it runs the workload).
     assert [e.get("SYNDEO_WORKDIR_DIGEST") for e in out["env"]] == ["ab" * 32, None, None, None]
@@ -355,7 +361,9 @@ def test_groups_render_what_python_would_set(tmp_path: Path) -> None:
 
 def test_without_groups_nothing_changes(tmp_path: Path) -> None:
     out = _render(tmp_path, _module_inputs(_spec(), []))
-    assert not any(k in e for e in out["env"] for k in ("SYNDEO_GROUP", "SYNDEO_GROUPS"))
+    assert not any(
+        k in e for e in out["env"] for k in ("SYNDEO_GROUP", "SYNDEO_GROUPS", "SYNDEO_AUTOSCALE")
+    )
     assert not any("SYNDEO_DASHBOARD" in e for e in out["env"])
 
 

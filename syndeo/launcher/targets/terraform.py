@@ -487,6 +487,9 @@ def group_vars(layout: Layout | None) -> list[dict[str, Any]]:
             "gpus": g.gpus,
             "memory_mb": g.memory_mb,
             "min_nodes": g.min_nodes,
+            "autoscale": (
+                None if g.autoscale is None else {"min": g.autoscale[0], "max": g.autoscale[1]}
+            ),
         }
         for g in layout.groups
     ]

@@ -46,6 +46,12 @@ locals {
   ]
   # What the head waits for (syndeo.core.groups.Layout.expected): name:nodes:min_nodes.
   groups_expected = join(",", [for g in var.node.groups : "${g.name}:${g.nodes}:${g.min_nodes != null ? g.min_nodes : g.nodes}"])
+  # The groups that follow demand (syndeo.core.groups.Layout.autoscaled): the head runs
+  # Ray's autoscaler for them. name:min:max:cpus:gpus:memory_mb ("" memory: Ray's).
+  autoscaled = join(",", [for g in var.node.groups : join(":", [
+    g.name, g.autoscale.min, g.autoscale.max, g.cpus, g.gpus,
+    try(tostring(coalesce(g.memory_mb, var.node.memory_mb_per_node)), ""),
+  ]) if g.autoscale != null])
 
   # Short, per cluster: Ray nests ~60 bytes of socket names below the scratch dir.
   scratch_base = coalesce(var.node.scratch_dir, "/var/tmp/sy-${substr(sha1("${var.node.rendezvous}|${var.node.cluster_id}"), 0, 8)}")
@@ -64,6 +70,7 @@ locals {
       SYNDEO_SCRATCH_BASE = local.scratch_trusted
     },
     length(var.node.groups) == 0 ? {} : { SYNDEO_GROUPS = local.groups_expected },
+    local.autoscaled == "" ? {} : { SYNDEO_AUTOSCALE = local.autoscaled },
     var.node.object_store_mb_per_node == null ? {} : { SYNDEO_OBJECT_STORE_MB = tostring(var.node.object_store_mb_per_node) },
     var.node.workdir == null ? {} : { SYNDEO_WORKDIR = var.node.workdir },
     var.node.not_before == null ? {} : { SYNDEO_NOT_BEFORE = tostring(var.node.not_before) },

@@ -32,6 +32,9 @@ variable "node" {
       gpus      = number
       memory_mb = optional(number)
       min_nodes = optional(number)
+      # A group that follows demand (max_nodes): its least and most nodes (it has
+      # nodes = 0 of its own; every node of it is added by `grow`). Null: a fixed size.
+      autoscale = optional(object({ min = number, max = number }))
     })), [])
     # Nodes added to the running cluster by `grow`: each a rank past node_count (never reused), its group and optionally its --node-ip-address. Rendered like the cluster's own ranks (each gets a machine of its own, keyed by rank); the cluster's own renderings do not change. The ssh module also takes each one's host and host_key.
     grown = optional(list(object({
@@ -128,6 +131,11 @@ variable "node" {
     error_message = "groups: nodes >= 0, cpus 1-1024, gpus 0-64, memory_mb null or >= 256, min_nodes null or 0..nodes (whole numbers)."
   }
   validation {
+    condition = alltrue([for g in var.node.groups : g.autoscale == null || try(
+    g.autoscale.min >= 0 && g.autoscale.min <= g.autoscale.max && g.autoscale.max <= 4096 && g.nodes == 0, false)])
+    error_message = "groups: autoscale needs 0 <= min <= max <= 4096 and nodes = 0 (its nodes are all added by grow)."
+  }
+  validation {
     condition     = length(var.node.groups) == 0 || try(var.node.groups[0].nodes >= 1 && sum([for g in var.node.groups : g.nodes]) == var.node.node_count, false)
     error_message = "groups: the first group holds the head (nodes >= 1) and the groups' nodes add up to node_count."
   }
@@ -207,7 +215,7 @@ variable "node" {
       "SYNDEO_CLUSTER_ID", "SYNDEO_RANK", "SYNDEO_NODES", "SYNDEO_RENDEZVOUS", "SYNDEO_SCRATCH", "SYNDEO_SCRATCH_BASE",
       "SYNDEO_CPUS", "SYNDEO_GPUS", "SYNDEO_MEMORY_MB", "SYNDEO_OBJECT_STORE_MB", "SYNDEO_NODE_IP",
       "SYNDEO_ATTEMPT", "SYNDEO_JOIN_TIMEOUT", "SYNDEO_RUN", "SYNDEO_WORKDIR", "SYNDEO_WORKDIR_DIGEST", "SYNDEO_WHEELHOUSE_DIGEST", "SYNDEO_TARGET",
-      "SYNDEO_NOT_BEFORE", "SYNDEO_IMAGE_DIGEST", "SYNDEO_GROUP", "SYNDEO_GROUPS",
+      "SYNDEO_NOT_BEFORE", "SYNDEO_IMAGE_DIGEST", "SYNDEO_GROUP", "SYNDEO_GROUPS", "SYNDEO_AUTOSCALE",
       "SYNDEO_SPOT_NOTICES", "SYNDEO_METADATA_URL", "SYNDEO_LAUNCH_KEY",
       "SYNDEO_IMAGE", "SYNDEO_PYTHON", "SYNDEO_FORWARD_ENV",
     ], [for k, v in var.node.settings : "SYNDEO_${upper(k)}"]))) == 0
