@@ -66,6 +66,10 @@ LOST_NOTICE_READ_S = 10.0
 # The head passes it on, once, as SIGUSR1 to the workload's process group and to every
 # running `submit` job's driver: their checkpoint hook.
 WARNED = threading.Event()
+# A warning that came while the cluster was still starting reaches the workload only
+# after this long: a program installs its SIGUSR1 handler as it starts, and the signal
+# before that would end it (its default action), checkpoint unsaved.
+WARN_AFTER_START_S = 3.0
 
 
 def log(s: NodeSettings, msg: str) -> None:
@@ -447,9 +451,9 @@ def run_workload(
 def _watch(proc: subprocess.Popen[bytes], monitor: Monitor, progress_path: Path) -> None:
     """Until the workload exits (or the launcher asks to stop: then it is ended)."""
     health, stop = _Every(HEALTH_EVERY_S), _Every(STOP_EVERY_S)
-    warned = False
+    warned, started = False, time.monotonic()
     while proc.poll() is None:
-        if WARNED.is_set() and not warned:
+        if WARNED.is_set() and not warned and time.monotonic() - started >= WARN_AFTER_START_S:
             warned = monitor.warned = True
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGUSR1)
