@@ -171,7 +171,8 @@ def test_container_launch_line(tmp_path: Path) -> None:
     assert "export APPTAINERENV_SYNDEO_NODES=3" in text
     # --cleanenv drops what the program and the node need from Slurm: passed by name
     # (the checkpoint dir, the deadline, the allocation Ray's memory is sized from).
-    for name in ("SYNDEO_CHECKPOINT_DIR", "SLURM_JOB_END_TIME", "SLURM_MEM_PER_NODE"):
+    names = ("SYNDEO_CHECKPOINT_DIR", "SLURM_JOB_END_TIME", "SLURM_MEM_PER_NODE")
+    for name in (*names, "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"):
         assert f'export APPTAINERENV_{name}="${name}"' in text
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)
 
