@@ -120,6 +120,7 @@ def check_run_args(args: list[str]) -> BenchConfig:
 
 def _run(a: argparse.Namespace) -> None:
     from syndeo.bench import envs as envmod
+    from syndeo.bench import resume
     from syndeo.bench.progress import BenchProgress, write_atomic
     from syndeo.bench.runner import run_benchmark
 
@@ -132,21 +133,31 @@ def _run(a: argparse.Namespace) -> None:
     if out is None:
         raise BenchError("no output path: pass --out or set SYNDEO_RESULT_PATH")
     kept: list[BenchResult] = []
+    saved = resume.path()  # kept across a requeue, where the scheduler gives one
 
     def checkpoint(partial: BenchResult) -> None:
         # Atomic (temp file + rename): the file is always a whole, valid result.
         write_atomic(out, partial.model_dump_json(indent=2))
+        if saved is not None:
+            write_atomic(saved, partial.model_dump_json(indent=2))
         kept[:] = [partial]
 
+    prior = resume.load(cfg)
+    if prior is not None:
+        print(f"continuing from the checkpoint {saved}", file=sys.stderr)
+    resume.install()
     try:
         with BenchProgress() as progress:
-            result = run_benchmark(cfg, progress, num_cpus=a.num_cpus, checkpoint=checkpoint)
+            result = run_benchmark(
+                cfg, progress, num_cpus=a.num_cpus, checkpoint=checkpoint, prior=prior
+            )
     except BaseException:
         if kept:
             n = len(kept[0].results)
             print(f"partial result ({n} measurement(s), marked partial): {out}", file=sys.stderr)
         raise
     write_atomic(out, result.model_dump_json(indent=2))
+    resume.remove()  # finished: nothing to continue
     _print_summary(result)
     if a.out is not None:
         # Under a node (SYNDEO_RESULT_PATH) the file is in the node's scratch: the launcher

@@ -127,3 +127,8 @@ class BenchResult(BaseModel):
         description="written after every repeat while running: true until the run ends "
         "(an interrupted run keeps what it measured; its last entry may have fewer repeats)",
     )
+    repeats_from_checkpoint: int = Field(
+        default=0,
+        description="measured repeats carried over from the checkpoint of an earlier run "
+        "(a job requeued at its time limit): this run measured the rest",
+    )

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from syndeo.bench import envs as envmod
-from syndeo.bench import manifest
+from syndeo.bench import manifest, resume
 from syndeo.bench.errors import BenchError
 from syndeo.bench.local_limit import LocalPool, split
 from syndeo.bench.models import (
@@ -130,6 +130,7 @@ class ActorGroup:
         while inflight:
             # Woken at least once a second: a loss is seen while samples stall.
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=WATCH_EVERY_S)
+            resume.check()  # the time-limit warning: this repeat is measured again later
             watch.tick(counted)
             if ready:
                 last = time.perf_counter()
@@ -184,7 +185,9 @@ def _measure(
     rllib: RllibSampler | None,
     progress: BenchProgress,
     checkpoint: Callable[[EnvResult], None] | None = None,
+    prior: EnvResult | None = None,
 ) -> EnvResult:
+    """``prior``: this measurement's whole repeats from an earlier run's checkpoint."""
     collect = mode == "collect"
     # Warm-up (untimed): caches, first-call paths, and a rate estimate for sizing.
     warm = workers * max(cfg.envs_per_actor * 20, cfg.samples_per_cpu)
@@ -193,15 +196,10 @@ def _measure(
         pool.run(split(warm, workers), warm, collect)
     per_actor_rate = rep.steps_per_s / workers
     chunk = max(cfg.envs_per_actor, int(per_actor_rate * CHUNK_TARGET_S))
-    if cfg.protocol == "paper":
-        total = cfg.samples_per_cpu * workers
-    else:
-        total = max(cfg.samples_per_cpu * workers, int(rep.steps_per_s * cfg.steady_seconds))
+    total = _total(cfg, workers, rep, prior)
     progress.start(f"{envmod.env_name(env_id)} {mode} x{workers}", env_id, total * cfg.repeats)
-    ours: list[Repeat] = []
-    local: list[Repeat] = []
-    theirs: list[Repeat] = []
-    counted_all: list[int] = []
+    ours, local, theirs = _prior_repeats(prior)
+    counted_all: list[int] = [r.samples for r in ours]
 
     def run_ours() -> None:
         r, counted = group.run(total, chunk, collect, progress.add, repeat=len(ours))
@@ -215,7 +213,8 @@ def _measure(
                 raise BenchError(f"local limit counted {lcount} of {total} samples")
             local.append(lr)
 
-    for i in range(cfg.repeats):
+    for i in range(len(ours), cfg.repeats):
+        resume.check()
         # Interleaved, alternating order (ABBA): the two methods see the same background
         # load repeat by repeat, and a drift in load favours neither.
         for step in (run_ours, run_local) if i % 2 == 0 else (run_local, run_ours):
@@ -233,6 +232,84 @@ def _measure(
                 )
             )
     return _env_result(env_id, workers, mode, cfg, total, group, pool, rllib, ours, local, theirs)
+
+
+def _total(cfg: BenchConfig, workers: int, warm: Repeat, prior: EnvResult | None) -> int:
+    """Samples per repeat: a checkpoint's size (every repeat counts the same), or the
+    protocol's."""
+    if prior is not None:
+        return prior.samples_requested
+    if cfg.protocol == "paper":
+        return cfg.samples_per_cpu * workers
+    return max(cfg.samples_per_cpu * workers, int(warm.steps_per_s * cfg.steady_seconds))
+
+
+def _prior_repeats(prior: EnvResult | None) -> tuple[list[Repeat], list[Repeat], list[Repeat]]:
+    """(ours, local limit, RLlib) repeats of a checkpoint: the same number of each."""
+    if prior is None:
+        return [], [], []
+    ours = list(prior.syndeo.repeats)
+    local = list(prior.local_limit.repeats) if prior.local_limit else []
+    theirs = list(prior.rllib.repeats) if prior.rllib else []
+    return ours, local, theirs
+
+
+def carried_over(
+    prior: BenchResult | None, env_id: str, workers: int, mode: str
+) -> EnvResult | None:
+    """The checkpoint's measurement of (env, workers, mode), if it has one."""
+    for r in prior.results if prior is not None else []:
+        if (r.env_id, r.workers, r.mode) == (env_id, workers, mode):
+            return r
+    return None
+
+
+def _whole(
+    prior: BenchResult | None, env_id: str, workers: int, mode: str, repeats: int
+) -> EnvResult | None:
+    """The checkpoint's measurement of (env, workers, mode) if it has every repeat."""
+    old = carried_over(prior, env_id, workers, mode)
+    return old if old is not None and len(old.syndeo.repeats) >= repeats else None
+
+
+def _measure_size(
+    env_id: str,
+    w: int,
+    cfg: BenchConfig,
+    result: BenchResult,
+    progress: BenchProgress,
+    checkpoint: Callable[[BenchResult], None] | None,
+    use_rllib: bool,
+    prior: BenchResult | None,
+) -> None:
+    """Every mode of one (env, actor count), appended to ``result`` as measured."""
+    with contextlib.ExitStack() as stack:
+        group = ActorGroup(env_id, w, cfg)
+        stack.callback(group.close)
+        pool = rllib = None
+        if cfg.local_limit:
+            pool = stack.enter_context(
+                LocalPool(env_id, w, cfg.envs_per_actor, cfg.hidden, cfg.seed, group.nice)
+            )
+        if use_rllib:
+            rllib = RllibSampler(env_id, w, cfg.hidden, cfg.seed)
+            stack.callback(rllib.close)
+        for mode in cfg.modes:
+
+            def partial(res: EnvResult, done: list[EnvResult] = result.results) -> None:
+                if checkpoint is not None:
+                    checkpoint(result.model_copy(update={"results": [*done, res], "partial": True}))
+
+            whole = _whole(prior, env_id, w, mode, cfg.repeats)
+            if whole is not None:
+                result.results.append(whole)
+                continue
+            old = carried_over(prior, env_id, w, mode)
+            result.results.append(
+                _measure(env_id, w, mode, cfg, group, pool, rllib, progress, partial, old)
+            )
+            if checkpoint is not None:
+                checkpoint(result.model_copy(update={"partial": True}))
 
 
 def _env_result(
@@ -283,11 +360,13 @@ def run_benchmark(
     progress: BenchProgress | None = None,
     num_cpus: int | None = None,
     checkpoint: Callable[[BenchResult], None] | None = None,
+    prior: BenchResult | None = None,
 ) -> BenchResult:
     """Run every (env, size, mode) of ``cfg`` on the connected (or a local) Ray cluster.
 
     ``checkpoint`` gets the result so far (``partial=True``) after every repeat, so an
-    interrupted multi-hour run keeps what it measured.
+    interrupted multi-hour run keeps what it measured; ``prior`` (such a checkpoint,
+    of this configuration) is continued: its whole measurements and repeats are kept.
     """
     env_ids = envmod.resolve(cfg.envs, cfg.env_version)  # fail before starting anything
     started = manifest.now_iso()
@@ -302,32 +381,19 @@ def run_benchmark(
     if cfg.rllib and not use_rllib:
         result.notes.append(MISSING)
         print(MISSING, file=sys.stderr)
+    if prior is not None:
+        result.repeats_from_checkpoint = sum(len(r.syndeo.repeats) for r in prior.results)
+        result.notes.append(
+            f"continued from a checkpoint: {result.repeats_from_checkpoint} repeat(s) "
+            "measured by an earlier run"
+        )
     for env_id in env_ids:
         for w in sizes:
-            with contextlib.ExitStack() as stack:
-                group = ActorGroup(env_id, w, cfg)
-                stack.callback(group.close)
-                pool = rllib = None
-                if cfg.local_limit:
-                    pool = stack.enter_context(
-                        LocalPool(env_id, w, cfg.envs_per_actor, cfg.hidden, cfg.seed, group.nice)
-                    )
-                if use_rllib:
-                    rllib = RllibSampler(env_id, w, cfg.hidden, cfg.seed)
-                    stack.callback(rllib.close)
-                for mode in cfg.modes:
-
-                    def partial(res: EnvResult, done: list[EnvResult] = result.results) -> None:
-                        if checkpoint is not None:
-                            checkpoint(
-                                result.model_copy(update={"results": [*done, res], "partial": True})
-                            )
-
-                    result.results.append(
-                        _measure(env_id, w, mode, cfg, group, pool, rllib, progress, partial)
-                    )
-                    if checkpoint is not None:
-                        checkpoint(result.model_copy(update={"partial": True}))
+            whole = [_whole(prior, env_id, w, m, cfg.repeats) for m in cfg.modes]
+            if all(whole):
+                result.results.extend(r for r in whole if r is not None)
+                continue
+            _measure_size(env_id, w, cfg, result, progress, checkpoint, use_rllib, prior)
     result.manifest.finished_at = manifest.now_iso()
     result.manifest.load_avg_1m.append(manifest.load_avg())
     return result

@@ -88,7 +88,10 @@ class DeployConfig(_Strict, ClusterOptions):
     cpus_per_node: int = option(1, "CPUs each node offers to Ray (default 1)", ge=1, le=1024)
     gpus_per_node: int = option(0, "GPUs each node offers to Ray (default 0)", ge=0, le=64)
     memory_mb_per_node: int | None = option(
-        None, "memory each node offers to Ray, MiB (default: Ray's)", ge=256
+        None,
+        "memory each node offers to Ray, MiB, object store included (default: the "
+        "allocation's -- Slurm's --mem, a cgroup limit -- else Ray's)",
+        ge=256,
     )
     object_store_mb_per_node: int | None = option(
         None, "object store per node, MiB (default: Ray's)", ge=80

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import shlex
 import shutil
 import sys
@@ -131,6 +132,19 @@ class JobAgent:
         """Notice jobs that ended (called about once a second)."""
         for job_id, job in list(self.running.items()):
             self._safely(job_id, lambda j=job: self._check(j))  # type: ignore[misc]
+
+    def signal_all(self, signum: int) -> int:
+        """Send ``signum`` to every running job's driver (its process group: Ray starts
+        each driver in a session of its own); how many got it."""
+        sent = 0
+        for job in list(self.running.values()):
+            try:
+                pid = self.client().get_job_info(job.submission_id).driver_info.pid
+                os.killpg(int(pid), signum)
+                sent += 1
+            except Exception as exc:  # one job's trouble never ends the cluster
+                self.log(f"job {job.spec.job_id}: could not signal its driver: {exc}")
+        return sent
 
     def stop_all(self) -> None:
         """The cluster is stopping: its jobs end with it (and say so)."""

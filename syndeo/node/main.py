@@ -32,7 +32,7 @@ from syndeo.node import wheelhouse
 from syndeo.node.leaving import gcs_reachable, wait_until_done
 from syndeo.node.preemption import Notice, Watcher, drain
 from syndeo.node.raynode import RayProcess, client_server_port
-from syndeo.node.workload import Monitor, run_workload
+from syndeo.node.workload import WARNED, Monitor, run_workload
 from syndeo.rendezvous import HeadRecord, NodeRecord, Rendezvous, open_rendezvous
 
 RAY_START_TIMEOUT_S = 120.0
@@ -52,6 +52,13 @@ def _on_signal(signum: int, _frame: FrameType | None) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise Terminated(signum)
+
+
+def _on_warning(_signum: int, _frame: FrameType | None) -> None:
+    # SIGUSR1: the scheduler's warning before a time limit (or a preemption).  The head
+    # passes it on to the workload and `submit` jobs (see workload.WARNED); a node has
+    # nothing of its own to save, and the signal's default action would end it.
+    WARNED.set()
 
 
 def log(settings: NodeSettings, msg: str) -> None:
@@ -322,6 +329,7 @@ def main(env: dict[str, str] | None = None) -> int:
     node_tls.check(settings, use_tls)
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGUSR1, _on_warning)
     # Ours and private, or refused: the token and Ray's sockets go in here.  From the
     # base the launcher named: a start script's `mkdir -p` may have made the levels
     # above ours inside a directory another user planted, and only a check of every

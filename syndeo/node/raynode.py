@@ -29,7 +29,7 @@ from syndeo.core.nodeconfig import LAUNCH_KEY_VAR, NodeSettings
 from syndeo.core.poll import Poller
 from syndeo.core.processes import wait_gone
 from syndeo.core.timeline import RAY_STARTED_LINE, ray_phases
-from syndeo.node import autoscale
+from syndeo.node import autoscale, memory
 from syndeo.rendezvous import without_secrets
 
 # Every port is chosen by the OS (0) except Ray's client server, whose CLI insists
@@ -123,6 +123,27 @@ def child_env(settings: NodeSettings) -> dict[str, str]:
     return env
 
 
+def memory_args(s: NodeSettings, env: dict[str, str]) -> list[str]:
+    """``--memory`` and ``--object-store-memory``: the store inside the node's budget
+    (the allocation's, syndeo/node/memory.py), or Ray's own sizing where there is none."""
+    host_mb = psutil.virtual_memory().total // memory.MIB
+    b = memory.budget(s.memory_mb, s.object_store_mb, env, host_mb, memory.shm_free_mb())
+    if b is None:
+        return (
+            [f"--object-store-memory={s.object_store_mb * memory.MIB}"] if s.object_store_mb else []
+        )
+    print(
+        f"[syndeo {s.cluster_id} r{s.rank}] memory from {b.source}: Ray heap "
+        f"{b.memory_mb} MiB + object store {b.object_store_mb} MiB",
+        file=sys.stderr,
+        flush=True,
+    )
+    return [
+        f"--memory={b.memory_mb * memory.MIB}",
+        f"--object-store-memory={b.object_store_mb * memory.MIB}",
+    ]
+
+
 class RayProcess:
     """One ``ray start --block`` child and everything it spawns."""
 
@@ -174,10 +195,7 @@ class RayProcess:
             "--metrics-export-port=0",
             "--disable-usage-stats",
         ]
-        if s.memory_mb:
-            args.append(f"--memory={s.memory_mb * 2**20}")
-        if s.object_store_mb:
-            args.append(f"--object-store-memory={s.object_store_mb * 2**20}")
+        args += memory_args(s, self.env)
         if s.node_ip:
             args.append(f"--node-ip-address={s.node_ip}")
         if self.head_address is None:

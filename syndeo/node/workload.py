@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -61,6 +62,16 @@ INTERRUPT_READ_FOR_S = 30.0
 LOST_NOTICE_READ_S = 10.0
 
 
+# Set by SIGUSR1 to the node (syndeo.node.main): the scheduler warns of the time limit.
+# The head passes it on, once, as SIGUSR1 to the workload's process group and to every
+# running `submit` job's driver: their checkpoint hook.
+WARNED = threading.Event()
+# A warning that came while the cluster was still starting reaches the workload only
+# after this long: a program installs its SIGUSR1 handler as it starts, and the signal
+# before that would end it (its default action), checkpoint unsaved.
+WARN_AFTER_START_S = 3.0
+
+
 def log(s: NodeSettings, msg: str) -> None:
     print(f"[syndeo {s.cluster_id} r{s.rank}] {msg}", file=sys.stderr, flush=True)
 
@@ -94,6 +105,7 @@ class Monitor:
         self.store = Tolerant(lambda msg: log(s, msg))
         self.workload_started = False
         self.stopped = False  # the launcher asked the workload to stop
+        self.warned = False  # the time-limit warning was passed on
         # Node groups: what the head waits for and each rank's group (empty: no groups).
         self.groups = GroupWatch(s.expected_groups())
         # Spot notices: ranks whose every alive node Ray is draining (from the GCS), and
@@ -388,6 +400,10 @@ def _serve(monitor: Monitor) -> tuple[int, str]:
     health, control = _Every(HEALTH_EVERY_S), _Every(STOP_EVERY_S)
     try:
         while True:
+            if WARNED.is_set() and not monitor.warned:
+                monitor.warned = True
+                n = agent.signal_all(signal.SIGUSR1)
+                log(monitor.s, f"time-limit warning: SIGUSR1 sent to {n} running job(s)")
             if control.due():
                 asked = monitor.control()
                 if asked.stop:
@@ -462,13 +478,22 @@ def run_workload(
     if monitor.stopped:
         return 130, "stopped on request"
     rc = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
-    return _upload_result(monitor.rdv, result_path, rc, s)
+    rc, message = _upload_result(monitor.rdv, result_path, rc, s)
+    if monitor.warned:
+        message += " after the time-limit warning"
+    return rc, message
 
 
 def _watch(proc: subprocess.Popen[bytes], monitor: Monitor, progress_path: Path) -> None:
     """Until the workload exits (or the launcher asks to stop: then it is ended)."""
     health, stop = _Every(HEALTH_EVERY_S), _Every(STOP_EVERY_S)
+    warned, started = False, time.monotonic()
     while proc.poll() is None:
+        if WARNED.is_set() and not warned and time.monotonic() - started >= WARN_AFTER_START_S:
+            warned = monitor.warned = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGUSR1)
+            log(monitor.s, "time-limit warning: SIGUSR1 sent to the workload (its checkpoint hook)")
         if health.due():
             monitor.check_health()
             with contextlib.suppress(OSError, ValueError):

@@ -83,6 +83,11 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         },
     ),
     "gpu-typed-gres": ({"gpus": 2}, {"gpu_type": "h100", "time": "0"}),
+    # Walltime survives: a warning 2 min before the limit, then the job requeues itself
+    # (at most 3 times) to continue from its checkpoint (issue 34).
+    "walltime-requeue": ({}, {"time": "04:00:00", "signal_before": "2m", "max_requeues": 3}),
+    # The site's JobRequeue overridden only when the user says so.
+    "no-requeue-signal": ({}, {"requeue": False, "signal_before": 300}),
 }
 
 
@@ -164,6 +169,11 @@ def test_container_launch_line(tmp_path: Path) -> None:
     assert 'export APPTAINERENV_SYNDEO_RANK="${SYNDEO_RANK}"' in text
     assert 'export APPTAINERENV_SYNDEO_NODE_IP="${SYNDEO_NODE_IP}"' in text
     assert "export APPTAINERENV_SYNDEO_NODES=3" in text
+    # --cleanenv drops what the program and the node need from Slurm: passed by name
+    # (the checkpoint dir, the deadline, the allocation Ray's memory is sized from).
+    names = ("SYNDEO_CHECKPOINT_DIR", "SLURM_JOB_END_TIME", "SLURM_MEM_PER_NODE")
+    for name in (*names, "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"):
+        assert f'export APPTAINERENV_{name}="${name}"' in text
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)
 
 
@@ -186,12 +196,35 @@ def test_runtime_values_come_from_slurm() -> None:
         ({"extra_srun": ["-c 2"]}, "slurm.extra_srun"),
         ({"gpu_type": "a100:2"}, "slurm.gpu_type"),
         ({"gpu_request": "gpus"}, "slurm.gpu_request"),
+        ({"signal_before": "soon"}, "slurm.signal_before"),
+        ({"signal_before": 70000}, "slurm.signal_before"),
+        ({"time": "10", "signal_before": "10m"}, "shorter than the time limit"),
+        ({"max_requeues": 2}, "max_requeues needs signal_before"),
+        ({"max_requeues": 2, "signal_before": 60, "requeue": False}, "requeueable"),
+        ({"max_requeues": -1}, "slurm.max_requeues"),
     ],
 )
 def test_invalid_slurm_settings(slurm: dict[str, Any], needle: str) -> None:
     with pytest.raises(ConfigError, match=needle.replace(".", r"\.")) as exc:
         SlurmTarget(load_config(target="slurm", slurm=slurm))
     assert "\n" not in str(exc.value)
+
+
+def test_requeue_and_walltime_warning_lines() -> None:
+    """``--requeue``/``--no-requeue`` only when the user says so; the warning signal
+    reaches the batch shell (B:), whose trap passes it on; a shell that traps USR1
+    everywhere, so a user's own ``--signal=USR1`` never ends a task."""
+    plain = _script(_spec())
+    assert "--requeue" not in plain and "--no-requeue" not in plain
+    assert "#SBATCH --signal" not in plain and "scontrol requeue" not in plain
+    assert "trap 'kill -USR1 \"$child\" 2>/dev/null' USR1" in plain
+    assert "#SBATCH --requeue\n" in _script(_spec(), requeue=True)
+    assert "#SBATCH --no-requeue\n" in _script(_spec(), requeue=False)
+    warned = _script(_spec(), time="30", signal_before="90s", max_requeues=2)
+    assert "#SBATCH --signal=B:USR1@90\n" in warned and "#SBATCH --requeue\n" in warned
+    assert "-lt 2 ]; then" in warned and 'scontrol requeue "$SLURM_JOB_ID"' in warned
+    # No limit, no warning.
+    assert "#SBATCH --signal" not in _script(_spec(), time="UNLIMITED", signal_before=60)
 
 
 def test_zero_nodes_rejected() -> None:
@@ -207,7 +240,9 @@ def test_missing_container_rejected_before_submission(tmp_path: Path) -> None:
 
 def test_settings_defaults_are_safe() -> None:
     s = SlurmSettings()
-    assert s.requeue is False and s.tolerate_node_loss is True
+    # Requeue is the site's (JobRequeue); no warning signal a workload may not handle.
+    assert s.requeue is None and s.signal_before is None and s.max_requeues == 0
+    assert s.tolerate_node_loss is True
     assert len(str(s.scratch_dir)) <= 20
 
 

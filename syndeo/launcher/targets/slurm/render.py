@@ -179,6 +179,9 @@ def render(job: SlurmJob) -> str:
             head_job=job.head_job,
             attempt_base=job.attempt_base,
             pass_cuda=job.image is not None and job.shape.gpus_per_node > 0,
+            image=job.image is not None,
+            # No limit, no warning.
+            warn_s=job.settings.signal_before if job.settings.time_limit_s() else None,
             secrets=shell_word(str(secrets_path(job))) if job.secret_env else "",
         )
     )

@@ -11,7 +11,14 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from syndeo.core.errors import ConfigError
 from syndeo.launcher.config import one_line
@@ -20,6 +27,7 @@ from syndeo.launcher.config import one_line
 # characters (Ray's Unix sockets live below it), so the base must stay short.
 MAX_SCRATCH_DIR_LEN = 20
 _TIME_RE = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^\d+-\d+$|^(UNLIMITED|INFINITE)$")
+_SECONDS_RE = re.compile(r"^(\d+)\s*(s|m)?$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.+-]{1,64}$")
 # The scratch dir is part of a shell word in the script, of apptainer's --bind src:dst
 # and of Ray's socket paths: the same characters as terraform/modules/node's scratch_dir.
@@ -68,7 +76,16 @@ class SlurmSettings(BaseModel):
     # file rendezvous; $VARIABLES of the login shell are expanded ("$SCRATCH/syndeo",
     # where sites want job files).  None = $SYNDEO_HOME/slurm.
     job_dir: Path | None = None
-    requeue: bool = False
+    # None: the site's JobRequeue decides (no #SBATCH line); true/false: --requeue /
+    # --no-requeue.
+    requeue: bool | None = None
+    # Seconds (or "2m") before the time limit at which the job is warned (sbatch
+    # --signal=B:USR1@<s>): the workload and running `submit` jobs get SIGUSR1 as their
+    # checkpoint hook.  None: no warning (a workload without a handler would die of it).
+    signal_before: int | None = None
+    # How often a job warned of its time limit requeues itself to continue (0: never;
+    # needs signal_before, and a requeueable job).
+    max_requeues: int = Field(default=0, ge=0, le=1000)
     # Keep the job running when a worker node fails (Ray recreates lost work).
     tolerate_node_loss: bool = True
     # Interface whose IPv4 address Ray uses (e.g. ib0); None = the route to the batch node.
@@ -110,6 +127,33 @@ class SlurmSettings(BaseModel):
         else:  # M, M:S: minutes first
             h, (m, sec) = 0, [*parts, 0][:2]
         return float(((int(days or 0) * 24 + h) * 60 + m) * 60 + sec)
+
+    @field_validator("signal_before", mode="before")
+    @classmethod
+    def _seconds(cls, v: object) -> object:
+        """120, "120", "120s", "2m": seconds (sbatch's --signal takes 0..65535)."""
+        if isinstance(v, str):
+            m = _SECONDS_RE.match(v.strip())
+            if not m:
+                raise ValueError(f'{v!r} is not a duration (e.g. 120, "90s", "2m")')
+            v = int(m.group(1)) * (60 if m.group(2) == "m" else 1)
+        if isinstance(v, int) and not isinstance(v, bool) and not 1 <= v <= 65535:
+            raise ValueError(f"{v} s: give 1 to 65535 seconds (sbatch --signal's range)")
+        return v
+
+    @model_validator(mode="after")
+    def _continuation(self) -> SlurmSettings:
+        limit = self.time_limit_s()
+        if self.signal_before is not None and limit is not None and self.signal_before >= limit:
+            raise ValueError(
+                f"signal_before ({self.signal_before} s) must be shorter than the time limit "
+                f"({limit:.0f} s)"
+            )
+        if self.max_requeues and self.signal_before is None:
+            raise ValueError("max_requeues needs signal_before (the warning that starts a requeue)")
+        if self.max_requeues and self.requeue is False:
+            raise ValueError("max_requeues needs a requeueable job: drop requeue = false")
+        return self
 
     @field_validator("scratch_dir")
     @classmethod

@@ -42,7 +42,8 @@ CANCEL_WAIT_S = 90.0
 _EXIT_BY_STATE = {"CANCELLED": 143, "TIMEOUT": 124, "NODE_FAIL": 1, "PREEMPTED": 143}
 _WHY = {
     "CANCELLED": "was cancelled (scancel, or by an administrator)",
-    "TIMEOUT": "hit its time limit (raise slurm.time)",
+    "TIMEOUT": "hit its time limit (raise slurm.time, or let it continue: "
+    "slurm.signal_before and slurm.max_requeues)",
     "NODE_FAIL": "lost a node (the head's node failed)",
     "PREEMPTED": "was preempted by a higher-priority job",
     "BOOT_FAIL": "could not boot its nodes",
@@ -375,7 +376,9 @@ class SlurmTarget(Target):
             # place the job there, where it could never start.
             extra.append(f"--exclude={lost_host}")
         # A requeued replacement would count as the next attempt, which has no head.
-        settings = job.settings.model_copy(update={"extra_sbatch": extra, "requeue": False})
+        settings = job.settings.model_copy(
+            update={"extra_sbatch": extra, "requeue": False, "max_requeues": 0}
+        )
         entry = self._submit(job.model_copy(update={"settings": settings}))
         entry["replaces"] = rank
         launched.data.setdefault("replacements", []).append(entry)
@@ -387,7 +390,11 @@ class SlurmTarget(Target):
         # The group's Slurm settings as they were at `up` (this process has no config).
         self.settings = SlurmSettings.parse(launched.data["slurm"])
         self.group_settings[group] = SlurmSettings.parse(
-            {**launched.data["slurm"], **launched.data["group_slurm"].get(group, {})},
+            {
+                **launched.data["slurm"],
+                **launched.data["group_slurm"].get(group, {}),
+                "requeue": False,
+            },
             prefix=f"groups.{group}.slurm",
         )
         return spec, g
@@ -406,7 +413,10 @@ class SlurmTarget(Target):
                 f"in the rendezvous {launched.rendezvous}), cancel it with `scancel {job_id}`"
             ) from None
         # A requeued job is a new attempt with its own rendezvous scope: tell the follower.
-        launched.data["attempt"] = int(launched.data.get("attempt_base", 0)) + info.restarts
+        attempt = int(launched.data.get("attempt_base", 0)) + info.restarts
+        if attempt > int(launched.data.get("attempt", attempt)):
+            self._requeued(launched, info.job_id, attempt)
+        launched.data["attempt"] = attempt
         if info.state == "RUNNING" and info.nodes and not launched.data.get("hosts"):
             # Which node runs which rank, recorded while all are there: a lost node
             # leaves the job's node list (--no-kill), and its replacement must avoid it.
@@ -421,6 +431,30 @@ class SlurmTarget(Target):
         if not info.finished:
             return None
         return _exit_code(info, Path(launched.data["job_dir"]), int(launched.data["attempt"]))
+
+    def summary(self, launched: Launched) -> dict[str, Any]:
+        # Each requeue and why (deploy.json): a time limit told apart from a preemption.
+        return {"requeues": launched.data["requeues"]} if launched.data.get("requeues") else {}
+
+    def _requeued(self, launched: Launched, job_id: str, attempt: int) -> None:
+        """Say and record why the job runs again: its own requeue at the time-limit
+        warning (the batch script leaves walltime.a<N>), or Slurm's (a preemption or a
+        node failure)."""
+        before = int(launched.data.get("attempt", 0))
+        walltime = (Path(launched.data["job_dir"]) / f"walltime.a{before}").exists()
+        why = "time limit" if walltime else "preempted or a node failed"
+        launched.data.setdefault("requeues", []).append(
+            {"attempt": attempt, "why": why, "at": time.time()}
+        )
+        if walltime:
+            self._say(
+                f"job {job_id} requeued itself at its time-limit warning: continues as "
+                f"attempt {attempt} from its checkpoint"
+            )
+        else:
+            self._say(
+                f"job {job_id} was requeued by Slurm ({why}): runs again as attempt {attempt}"
+            )
 
     def stop(self, launched: Launched) -> None:
         # Node groups: every group's job (grown ones too), the head's first; then the
@@ -536,17 +570,20 @@ def _group_settings(cfg: DeployConfig, top: SlurmSettings) -> dict[str, SlurmSet
     """Each group's [slurm] settings: the section with the group's own keys on top."""
     if cfg.layout is None:
         return {}
-    if top.requeue:
+    if top.requeue or top.max_requeues:
         raise ConfigError(
-            "slurm.requeue cannot be used with [[groups]]: each group is its own job, and a "
-            "requeued head would start an attempt the other groups never join"
+            "slurm.requeue and slurm.max_requeues cannot be used with [[groups]]: each group "
+            "is its own job, and a requeued head would start an attempt the other groups never join"
         )
     out = {}
     for g in cfg.layout.groups:
-        for key in ("job_dir", "requeue"):
+        for key in ("job_dir", "requeue", "max_requeues"):
             if key in g.slurm:
                 raise ConfigError(f"groups.{g.name}.slurm.{key}: set it once, in [slurm]")
-        out[g.name] = SlurmSettings.parse({**cfg.slurm, **g.slurm}, prefix=f"groups.{g.name}.slurm")
+        # Never requeued (the site's JobRequeue included): see the refusal above.
+        out[g.name] = SlurmSettings.parse(
+            {**cfg.slurm, **g.slurm, "requeue": False}, prefix=f"groups.{g.name}.slurm"
+        )
     return out
 
 
