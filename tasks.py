@@ -18,6 +18,7 @@ from invoke.tasks import task
 from benchmarks.tasks import bench_bringup, bench_rendezvous
 from syndeo.cli import image_tasks, job_tasks, slurm_tasks, verbs
 from syndeo.cli.bench_tasks import bench, report
+from syndeo.cli.status import run_status
 from syndeo.cli.verb_tasks import exit_on_error, number, verb_task
 from testbeds import tasks as testbed_tasks
 
@@ -59,6 +60,12 @@ shrink = verb_task(
     "shrink",
     verbs.run_shrink,
     "Remove a node group's nodes (never the head's) from a cluster started with `invoke up`.",
+)
+status = verb_task(
+    "status",
+    run_status,
+    "Every cluster of yours on this machine: nodes per group (now, min..max), age, state, "
+    "jobs running, idle for, autostop in, and on clouds the cost so far and per hour.",
 )
 
 
@@ -143,6 +150,7 @@ ns = Collection(
     deploy, up, check, down, grow, shrink, bench, bench_bringup, report, compare, bench_rendezvous
 )
 ns.add_task(docs)
+ns.add_task(status)
 ns.add_task(image_tasks.build, name="build")
 for _job_task in (
     job_tasks.submit,

@@ -170,6 +170,17 @@ VERBS: dict[str, list[Option]] = {
         GROUP,
         Option("nodes", "at least this many nodes (default: all added ones)", int),
     ],
+    # Every cluster of this user on this machine (syndeo/launcher/status.py).
+    "status": [
+        Option("cluster_id", "only this cluster (default: all of them)"),
+        Option(
+            "as_json",
+            "a JSON list (stable keys) instead of the table",
+            switch=True,
+            name="json",
+            default=False,
+        ),
+    ],
 }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from rich.text import Text
 
 from syndeo.cli.options import add_arguments
+from syndeo.cli.status import run_status
 from syndeo.launcher.config import DeployConfig, load_config
 from syndeo.launcher.deploy import Outcome, UpInfo, deploy, down, plan, raise_for_outcome, up
 from syndeo.launcher.ui import Ui
@@ -152,6 +153,10 @@ def add_commands(sub: Any) -> None:
         "down": ("tear down a cluster started with `up`", run_down),
         "grow": ("add nodes of a node group to a cluster started with `up`", run_grow),
         "shrink": ("remove a node group's added nodes from an `up` cluster", run_shrink),
+        "status": (
+            "this user's clusters on this machine: nodes, state, jobs, idle, cost",
+            run_status,
+        ),
     }
     for verb, (help_text, fn) in described.items():
         p = sub.add_parser(verb, help=help_text, description=help_text)

@@ -3,6 +3,7 @@ itself once idle: one real cluster, driven through the ``syndeo`` CLI as a user 
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -83,6 +84,10 @@ def _follow_demand_then_stop(syndeo_home: Path, cid: str, work: Path) -> None:
     assert wide.returncode == 0, wide.stderr[-3000:]
     assert "nodes used 3" in wide.stdout
     assert "group worker: started" in log.read_text()
+    listed = json.loads(syndeo("status", "--json", cwd=work).stdout)  # while it serves
+    row = next(r for r in listed if r["cluster_id"] == cid)
+    assert (row["state"], row["groups"][1]["name"]) == ("serving", "worker")
+    assert (row["groups"][1]["min"], row["groups"][1]["max"]) == (0, 2)
     # Idle for 10 s: Ray's autoscaler lets both workers go, the watcher stops them.
     _wait_for("the workers let go", lambda: "let go rank" in log.read_text(), 120)
     assert workers() == [0, 0]

@@ -12,7 +12,7 @@ Layers, bottom to top; each may import only the layers its entry names (and itse
     compare         cost/throughput comparison of results
     launcher        spec, config, state, UI, the per-node command
     targets         how machines appear (launcher/targets)
-    verbs           deploy, grow, preflight, recovery, watch (launcher)
+    verbs           autoscale, deploy, grow, preflight, recovery, status, watch (launcher)
     cli             the two front ends' verbs and option table
 
 Nothing in the package imports a test bed, a benchmark of the project itself or a test.
@@ -53,7 +53,7 @@ def layer_of(module: str) -> str | None:
     if top == "launcher":
         if parts[2:3] == ["targets"]:
             return "targets"
-        verbs = ("autoscale", "deploy", "grow", "preflight", "recovery", "watch")
+        verbs = ("autoscale", "deploy", "grow", "preflight", "recovery", "status", "watch")
         if parts[2:3] and parts[2] in verbs:
             return "verbs"
         return "launcher"
