@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from syndeo.core.nodeconfig import ClusterOptions
 from syndeo.launcher.config import load_config
 from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.targets import get_target
@@ -34,10 +35,16 @@ def _today() -> tuple[TerraformTarget, dict[str, Any]]:
     return target, tfvars
 
 
+# The node settings of the older launchers (today's ClusterOptions has more).
+_THEN = ("dashboard",)
+
+
 def _node_object_shape(today: dict[str, Any]) -> dict[str, Any]:
     """What the launcher wrote between b367dd6 and ClusterOptions: node.dashboard."""
     old = copy.deepcopy(today)
-    old["node"].update(old["node"].pop("settings"))
+    settings = old["node"].pop("settings")
+    # Only what existed then; a setting added since is absent (the module's default).
+    old["node"].update({k: v for k, v in settings.items() if k in _THEN})
     return old
 
 
@@ -53,12 +60,16 @@ def _flat_shape(today: dict[str, Any]) -> dict[str, Any]:
 
 
 def _set(tfvars: dict[str, Any]) -> dict[str, Any]:
-    """``tfvars`` without what is left unset (null: the module's default), which an
-    attribute or setting added later leaves in today's tfvars and not in an older
-    launcher's."""
+    """``tfvars`` without what is left unset or at its default (the module then reads the
+    default), which an attribute or setting added later leaves in today's tfvars and not
+    in an older launcher's."""
     out = copy.deepcopy(tfvars)
     node = {k: v for k, v in out["node"].items() if v is not None}
-    node["settings"] = {k: v for k, v in node["settings"].items() if v is not None}
+    defaults = {n: f.default for n, f in ClusterOptions.model_fields.items()}
+    node["settings"] = {
+        k: v for k, v in node["settings"].items() if v is not None and v != defaults.get(k)
+    }
+    node["groups"] = [{k: v for k, v in g.items() if v is not None} for g in node["groups"]]
     out["node"] = node
     return out
 
