@@ -80,10 +80,21 @@ def _du(path: Path) -> int:
 def _deploy(tmp: Path, proj: Path, run: int) -> dict[str, Any]:
     cid = f"reqbench-d{run}"
     wall, out = _syndeo(
-        "deploy", "--nodes", "2", "--cluster-id", cid, "--workdir", str(proj),
-        "--run", "python prog.py", "--results-dir", str(tmp / "res"), "--join-timeout", "240",
+        "deploy",
+        "--nodes",
+        "2",
+        "--cluster-id",
+        cid,
+        "--workdir",
+        str(proj),
+        "--run",
+        "python prog.py",
+        "--results-dir",
+        str(tmp / "res"),
+        "--join-timeout",
+        "240",
         cwd=tmp,
-    )  # fmt: skip
+    )
     assert "NODES 2" in out, out[-2000:]
     nodes = json.loads((tmp / "res" / cid / "timeline.json").read_text())["nodes"]
     install = {
@@ -98,13 +109,17 @@ def _submit(tmp: Path, proj: Path, cid: str) -> dict[str, Any]:
 
     log = Path(load_launched(cid).data["logs"][0])
     before = log.read_text(errors="replace")
-    wall, out = _syndeo("submit", "--workdir", str(proj), "--follow", "--", "python", "prog.py",
-                        cwd=tmp)  # fmt: skip
+    wall, out = _syndeo(
+        "submit", "--workdir", str(proj), "--follow", "--", "python", "prog.py", cwd=tmp
+    )
     assert "NODES 2" in out, out[-2000:]
     said = re.findall(r"installed in ([0-9.]+) s", log.read_text(errors="replace")[len(before) :])
     scratch = Path(load_launched(cid).data["scratch"][0])
-    return {"submit_follow_wall_s": wall, "head_install_s": float(said[0]) if said else 0.0,
-            "head_installed_bytes": _du(scratch / "pylibs")}  # fmt: skip
+    return {
+        "submit_follow_wall_s": wall,
+        "head_install_s": float(said[0]) if said else 0.0,
+        "head_installed_bytes": _du(scratch / "pylibs"),
+    }
 
 
 def measure() -> dict[str, Any]:
@@ -120,8 +135,9 @@ def measure() -> dict[str, Any]:
         resolve = [_resolve(req, tmp / "cold-1"), _resolve(req, tmp / "home")]
         # submit: a new file (other text, so not in the launcher's cache yet), twice.
         req.write_text("typer  # for submit\n")
-        _syndeo("up", "--nodes", "2", "--cluster-id", "reqbench-up", "--join-timeout", "240",
-                cwd=tmp)  # fmt: skip
+        _syndeo(
+            "up", "--nodes", "2", "--cluster-id", "reqbench-up", "--join-timeout", "240", cwd=tmp
+        )
         try:
             submit = [_submit(tmp, proj, "reqbench-up"), _submit(tmp, proj, "reqbench-up")]
         finally:

@@ -22,8 +22,12 @@ def test_the_requirements_benchmark_compares_a_first_and_a_second_run(
     out = tmp_path / "req.json"
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.requirements", "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(out.read_text())
     assert json.loads(proc.stdout) == got

@@ -131,7 +131,7 @@ def test_a_request_beyond_max_nodes_is_held_to_it() -> None:
     ],
 )
 def test_an_unsigned_or_forged_request_changes_nothing(planted: DemandRecord) -> None:
-    scaler, target, spec, launched = _setup(autostop_s=1)
+    scaler, target, _spec, launched = _setup(autostop_s=1)
     planted = planted.model_copy(update={"idle_since": time.time() - 3600})
     assert scaler.observe(launched, _status(planted, [0])) is False  # no autostop either
     assert target.calls == []

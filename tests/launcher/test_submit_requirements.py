@@ -49,9 +49,14 @@ def invoke(*args: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess
     """``invoke ARGS`` from this checkout's tasks.py, as the docs show it."""
     argv = [sys.executable, "-m", "invoke", "-r", str(ROOT), *args]
     return subprocess.run(
-        argv, cwd=cwd, env=dict(os.environ), capture_output=True, text=True, timeout=timeout,
+        argv,
+        cwd=cwd,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
 
 
 def _project(root: Path, requirements: str | None) -> Path:
@@ -69,9 +74,17 @@ def _imports(stdout: str) -> list[list[str]]:
 
 def _submit(tmp_path: Path, work: Path, *extra: str) -> tuple[str, str]:
     done = syndeo(
-        "submit", "--workdir", str(work), *extra, "--follow", "--", "python", "prog.py",
-        cwd=tmp_path, timeout=300,
-    )  # fmt: skip
+        "submit",
+        "--workdir",
+        str(work),
+        *extra,
+        "--follow",
+        "--",
+        "python",
+        "prog.py",
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "NODES 2" in done.stdout, done.stdout
     return done.stdout, done.stderr
@@ -88,9 +101,17 @@ def _bad_requirements_are_refused(tmp_path: Path, work: Path, syndeo_home: Path,
     (tmp_path / "none.txt").write_text("nosuch-package-syndeo-test\n")
     for name, says in bad.items():
         proc = syndeo(
-            "submit", "--workdir", str(work), "--requirements", str(tmp_path / name),
-            "--", "python", "prog.py", cwd=tmp_path, timeout=180,
-        )  # fmt: skip
+            "submit",
+            "--workdir",
+            str(work),
+            "--requirements",
+            str(tmp_path / name),
+            "--",
+            "python",
+            "prog.py",
+            cwd=tmp_path,
+            timeout=180,
+        )
         assert says in one_line_error(proc)
     assert not list(syndeo_home.rglob(f"{cid}/a0/jobs/*")), "a refused job reached the cluster"
 
@@ -104,9 +125,16 @@ def test_each_job_gets_its_own_packages_on_every_node(tmp_path: Path, syndeo_hom
         __import__("typer")  # not in this venv: the job gets it from its wheels
     try:
         up = syndeo(
-            "up", "--nodes", "2", "--cluster-id", cid, "--join-timeout", "240",
-            cwd=tmp_path, timeout=400,
-        )  # fmt: skip
+            "up",
+            "--nodes",
+            "2",
+            "--cluster-id",
+            cid,
+            "--join-timeout",
+            "240",
+            cwd=tmp_path,
+            timeout=400,
+        )
         assert up.returncode == 0, up.stderr[-3000:]
         _bad_requirements_are_refused(tmp_path, with_typer, syndeo_home, cid)
 
@@ -124,9 +152,18 @@ def test_each_job_gets_its_own_packages_on_every_node(tmp_path: Path, syndeo_hom
         # dir here): its packages only.
         (plain / "job-reqs.txt").write_text("shellingham\n")
         shown = invoke(
-            "submit", "--cluster-id", cid, "--requirements", "job-reqs.txt", "--follow",
-            "--", "python", "prog.py", cwd=plain, timeout=300,
-        )  # fmt: skip
+            "submit",
+            "--cluster-id",
+            cid,
+            "--requirements",
+            "job-reqs.txt",
+            "--follow",
+            "--",
+            "python",
+            "prog.py",
+            cwd=plain,
+            timeout=300,
+        )
         assert shown.returncode == 0, shown.stdout[-2000:] + shown.stderr[-3000:]
         found = _imports(shown.stdout)
         assert len(found) == 3, shown.stdout

@@ -186,7 +186,7 @@ BAD = [
     ('[[groups]]\nname = "cpu"\nflavour = 1\n', "groups.0.flavour: is not a known setting"),
     (
         'target = "slurm"\n[slurm]\nrequeue = true\n[[groups]]\nname = "cpu"\n',
-        "slurm.requeue cannot be used with [[groups]]",
+        "slurm.requeue and slurm.max_requeues cannot be used with [[groups]]",
     ),
     (
         'target = "slurm"\n[[groups]]\nname = "cpu"\nslurm = { partition = "a b" }\n',

@@ -1,0 +1,146 @@
+"""Clusters that follow demand, on the local target: how fast a node Ray asks for joins,
+against a manual ``grow`` of one node on the same cluster, and how soon an idle node goes.
+
+    python -m benchmarks.autoscale [--out x.json]
+
+One ``up`` cluster (bare nodes, file rendezvous, a fresh $SYNDEO_HOME) with two groups
+beside the head: ``auto`` follows demand (max_nodes 1, idle timeout 10 s) and ``manual``
+is declared empty for ``grow``.  In the same run:
+
+- demand: a job's placement group that needs a second node; from the placement group's
+  creation to its being ready (the node asked for, started by the watcher, joined);
+- manual: ``syndeo grow --group manual --nodes 1 --wait-s``, its wall time (the
+  command, the start, the join);
+- release: from the job's end to the watcher's "let go" of the idle node, against the
+  idle timeout (goal: within it + 30 s);
+- the store: the status record with and without the signed demand in it (bytes).  The
+  scaler has no store handle at all (syndeo/launcher/autoscale.py: it is handed the
+  status the watcher reads anyway), so it adds no request; that is by construction and
+  not counted here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+IDLE_S = 10
+CONFIG = f"""\
+idle_timeout_s = {IDLE_S}
+[[groups]]
+name = "auto"
+max_nodes = 1
+[[groups]]
+name = "manual"
+nodes = 0
+"""
+JOB = """\
+import time, ray
+from ray.util.placement_group import placement_group
+ray.init()
+began = time.monotonic()
+pg = placement_group([{"CPU": 1}] * 2, strategy="STRICT_SPREAD")
+ray.get(pg.ready(), timeout=300)
+print("DEMAND_S", round(time.monotonic() - began, 2), flush=True)
+ray.util.remove_placement_group(pg)
+print("ENDED_AT", time.time(), flush=True)
+"""
+
+
+def _syndeo(*args: str, cwd: Path) -> tuple[float, str]:
+    began = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "syndeo", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"syndeo {args[0]} failed: {proc.stderr[-2000:]}")
+    return round(time.monotonic() - began, 2), proc.stdout + proc.stderr
+
+
+def _released_at(log: Path, timeout_s: float) -> float:
+    """The epoch of the watcher's first "let go" line (its log has local wall-clock times)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for line in log.read_text().splitlines():
+            if "let go" in line:
+                return time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S"))
+        time.sleep(0.5)
+    raise SystemExit(f"no node let go within {timeout_s:.0f} s: {log.read_text()[-2000:]}")
+
+
+def _status_bytes(cid: str) -> dict[str, int]:
+    from syndeo.launcher.state import load_launched
+    from syndeo.rendezvous import open_rendezvous
+
+    st = open_rendezvous(load_launched(cid).rendezvous, cid).read_status()
+    assert st is not None and st.demand is not None
+    return {
+        "with_demand": len(st.model_dump_json()),
+        "without_demand": len(st.model_copy(update={"demand": None}).model_dump_json()),
+    }
+
+
+def measure(work: Path) -> dict[str, Any]:
+    cid = "bscale"
+    (work / "scale.toml").write_text(CONFIG)
+    (work / "job.py").write_text(JOB)
+    up_s, _ = _syndeo("up", "--config", "scale.toml", "--cluster-id", cid, cwd=work)
+    try:
+        _, out = _syndeo(
+            "submit", "--cluster-id", cid, "--follow", "--", "python", "job.py", cwd=work
+        )
+        demand_s = float(re.search(r"DEMAND_S (\S+)", out).group(1))  # type: ignore[union-attr]
+        ended = float(re.search(r"ENDED_AT (\S+)", out).group(1))  # type: ignore[union-attr]
+        log = Path(os.environ["SYNDEO_HOME"]) / "clusters" / cid / "watch.log"
+        release_s = round(_released_at(log, 300) - ended, 1)
+        store = _status_bytes(cid)
+        manual_s, _ = _syndeo(
+            "grow", "--cluster-id", cid, "--group", "manual", "--wait-s", "300", cwd=work
+        )
+    finally:
+        _syndeo("down", "--cluster-id", cid, cwd=work)
+    return {
+        "target": "local",
+        "up_s": up_s,
+        "demand_to_joined_s": demand_s,
+        "manual_grow_s": manual_s,
+        "demand_vs_manual": round(demand_s / manual_s, 2),
+        "goal_demand_vs_manual": 1.2,
+        "idle_timeout_s": IDLE_S,
+        "release_after_idle_s": release_s,
+        "release_within_goal": release_s <= IDLE_S + 30,
+        "status_record_bytes": store,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, help="also write the JSON here")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bscale-") as tmp:
+        os.environ["SYNDEO_HOME"] = str(Path(tmp) / "home")
+        work = Path(tmp) / "work"
+        work.mkdir()
+        result = measure(work)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

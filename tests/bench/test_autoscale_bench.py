@@ -1,0 +1,40 @@
+"""``python -m benchmarks.autoscale`` (docs/autoscale.md, docs/measured.md) runs as shown
+and measures what it says, in one run on one local cluster: a node Ray asked for joins,
+a manual grow joins, the idle node goes; the figures are the benchmark's (no goal is
+asserted here: they are reported)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.helpers import ROOT
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_the_autoscale_benchmark_measures_demand_manual_grow_and_release(
+    tmp_path: Path, syndeo_home: Path
+) -> None:
+    out = tmp_path / "scale.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.autoscale", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(out.read_text())
+    assert json.loads(proc.stdout) == got
+    assert got["demand_to_joined_s"] > 0 and got["manual_grow_s"] > 0
+    assert got["demand_vs_manual"] == round(got["demand_to_joined_s"] / got["manual_grow_s"], 2)
+    # Released only after the idle timeout (Ray's rule), and then by the watcher.
+    assert got["release_after_idle_s"] >= got["idle_timeout_s"] - 1
+    sizes = got["status_record_bytes"]
+    assert sizes["with_demand"] > sizes["without_demand"] > 0
