@@ -168,6 +168,11 @@ class RayProcess:
             self.env.setdefault(name, value)
         for name, value in METRICS_OFF.items():
             self.env.setdefault(name, value)
+        if settings.autoscale:
+            # Ray's monitor updates every 5 s by default; its update is a GCS query on
+            # the head and a file write, so once a second costs little and a waiting
+            # task is seen sooner (benchmarks/autoscale.py).
+            self.env.setdefault("AUTOSCALER_UPDATE_INTERVAL_S", "1")
         visible = gpus.node_devices(settings.gpus, self.env)  # the one GPU rule (gpus.py)
         if visible is not None:
             self.env[gpus.VISIBLE] = visible

@@ -116,6 +116,7 @@ class Monitor:
         self._next_read = 0.0
         self._last_notice: dict[int, float] = {}  # rank -> noticed_at of its last notice
         self.idle_drained: set[int] = set()  # ranks Ray's autoscaler drained as idle
+        self._demand_seq: object = None  # the last autoscaler request published
         # An `up` cluster: since when no job and no Ray task has run (for --autostop).
         self.idle_since: float | None = None
 
@@ -167,6 +168,16 @@ class Monitor:
         self.idle_drained = idle_drained - set(ranks)
         self.groups.observe(ranks, lambda msg: log(self.s, msg))
         return set(ranks)
+
+    def demand_changed(self) -> bool:
+        """True once per new request of the head's autoscaler (its sequence number)."""
+        if not self.s.autoscale:
+            return False
+        seq = (autoscale.read_want(autoscale.want_path(self.s.scratch)) or {}).get("seq")
+        if seq == self._demand_seq:
+            return False
+        self._demand_seq = seq
+        return True
 
     def observe_idle(self, jobs_running: bool) -> None:
         """Since when nothing has run: no submitted job, and every node idle in Ray."""
@@ -413,7 +424,8 @@ def _serve(monitor: Monitor) -> tuple[int, str]:
                 monitor.check_health()
                 agent.tick()
                 monitor.observe_idle(bool(agent.running))
-            monitor.publish("serving")
+            # A new request of the autoscaler goes out at once, not at the next status.
+            monitor.publish("serving", force=monitor.demand_changed())
             time.sleep(TICK_S)
     finally:
         agent.stop_all()
