@@ -30,6 +30,8 @@ MAX_SCRATCH_LEN = 40
 
 # Cluster ids name buckets, prefixes, Slurm jobs and VMs: short, lower case, no dots.
 CLUSTER_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+# How long a node above its group's min_nodes may stay idle when idle_timeout is not set.
+IDLE_TIMEOUT_S = 300.0
 
 
 class ClusterOptions(BaseModel):
@@ -58,8 +60,9 @@ class ClusterOptions(BaseModel):
     )
     # How long a node above its group's min_nodes stays idle before Ray's autoscaler on
     # the head lets it go (groups with max_nodes only; syndeo/node/autoscaler.py).
-    idle_timeout_s: float = option(
-        300.0,
+    # None: IDLE_TIMEOUT_S (not rendered, so a fixed-size cluster's nodes never see it).
+    idle_timeout_s: float | None = option(
+        None,
         "a node above its group's min_nodes idle this long is released (default 5m)",
         name="idle_timeout",
         duration=True,

@@ -24,7 +24,7 @@ from typing import Any
 
 from syndeo.core import launchkey
 from syndeo.core.groups import parse_autoscaled
-from syndeo.core.nodeconfig import NodeSettings
+from syndeo.core.nodeconfig import IDLE_TIMEOUT_S, NodeSettings
 from syndeo.rendezvous.base import SCALE_PURPOSE, DemandRecord
 
 # The autoscaler's name for the head's node type (no group name has a dot).
@@ -80,7 +80,7 @@ def write_config(s: NodeSettings, temp_dir: Path) -> Path | None:
         "cluster_name": s.cluster_id,
         "max_workers": sum(most for _, most, *_ in groups.values()),
         "upscaling_speed": 1.0,
-        "idle_timeout_minutes": s.idle_timeout_s / 60,
+        "idle_timeout_minutes": (s.idle_timeout_s or IDLE_TIMEOUT_S) / 60,
         "provider": {
             "type": "external",
             "module": PROVIDER,

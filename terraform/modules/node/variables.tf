@@ -82,10 +82,10 @@ variable "node" {
     # The settings every node shares, each set on every node as SYNDEO_<NAME> (null
     # and false: left out). Attributes:
     # dashboard (bool, default false): Ray's dashboard on the head's 127.0.0.1 (default: off for deploy, on for up).
-    # idle_timeout_s (number, default 300.0): a node above its group's min_nodes idle this long is released (default 5m).
+    # idle_timeout_s (number, default null): a node above its group's min_nodes idle this long is released (default 5m).
     settings = optional(object({
       dashboard      = optional(bool, false)
-      idle_timeout_s = optional(number, 300.0)
+      idle_timeout_s = optional(number)
     }), {})
     # END settings
   })
@@ -251,8 +251,8 @@ variable "node" {
     error_message = "spot_notices: null or one of aws, gcp, azure, alibaba."
   }
   validation {
-    condition     = var.node.settings.idle_timeout_s > 0 && var.node.settings.idle_timeout_s <= 604800
-    error_message = "settings.idle_timeout_s: a number > 0, <= 604800."
+    condition     = var.node.settings.idle_timeout_s == null || try(var.node.settings.idle_timeout_s > 0 && var.node.settings.idle_timeout_s <= 604800, false)
+    error_message = "settings.idle_timeout_s: null or a number > 0, <= 604800."
   }
   # END rules
 }
