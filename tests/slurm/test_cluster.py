@@ -21,10 +21,11 @@ import pytest
 from syndeo.launcher.targets.slurm import commands
 from testbeds import slurmcluster
 from testbeds.machine import SLURM_TESTBED_LOCK
-from testbeds.users import CI_PYTHON, CI_USER, INVOKE, UserRun, as_user
+from testbeds.users import CI_PYTHON, CI_USER, INVOKE, UserRun, as_user, give_to_ci_user
 from tests.slurm.conftest import HERE, WORKLOAD
 from tests.support.helpers import launcher_of, lock_is_held
 from tests.support.listeners import assert_ray_ports
+from tests.support.programs import write_project
 from tests.support.slurm import NODE_IPS, assert_clean, collected_result, job_config, wait_running
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -300,3 +301,29 @@ def _mk(tmp_path: Path, name: str) -> Path:
 def test_the_testbed_is_locked_while_in_use(slurm_cluster: slurmcluster.LocalCluster) -> None:
     # Another checkout's session would wait instead of reconfiguring this cluster.
     assert lock_is_held(SLURM_TESTBED_LOCK)
+
+
+def test_your_program_its_module_and_its_packages_on_slurm(
+    slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun
+) -> None:
+    """Issue 36 on Slurm: a program of the user's own, its module imported by tasks on
+    both nodes from the shared work dir (the fast path: nothing packed), and `typer`
+    from its requirements.txt installed on every node from the launcher's wheels."""
+    write_project(user_run.root)
+    for path in [user_run.root, *user_run.root.rglob("*")]:
+        give_to_ci_user(path)
+    body = (
+        'target = "slurm"\nnodes = 2\ncpus_per_node = 1\njoin_timeout_s = 180\n'
+        'run = "python prog.py"\n[slurm]\npartition = "debug"\ntime = "00:10:00"\n'
+    )
+    proc = user_run.start(body)
+    out, err = proc.communicate(timeout=420)
+    assert proc.returncode == 0, err[-3000:]
+    lines = out.splitlines()
+    assert "hello from mylib" in lines, out[-2000:]
+    assert next(ln for ln in lines if ln.startswith("NODES")) == "NODES 2"
+    driver = next(ln for ln in lines if ln.startswith("DRIVER")).split()
+    assert driver[1] == str(user_run.root)  # the shared path itself
+    tasks = [ln.split() for ln in lines if ln.startswith("TASK")]
+    assert len(tasks) == 6 and all("/pylib/typer/" in t[3] for t in tasks), tasks
+    assert_clean(slurm_cluster)
