@@ -25,12 +25,13 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks.cli import syndeo as _syndeo
 
 IDLE_S = 10
 CONFIG = f"""\
@@ -53,21 +54,6 @@ print("DEMAND_S", round(time.monotonic() - began, 2), flush=True)
 ray.util.remove_placement_group(pg)
 print("ENDED_AT", time.time(), flush=True)
 """
-
-
-def _syndeo(*args: str, cwd: Path) -> tuple[float, str]:
-    began = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "syndeo", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"syndeo {args[0]} failed: {proc.stderr[-2000:]}")
-    return round(time.monotonic() - began, 2), proc.stdout + proc.stderr
 
 
 def _released_at(log: Path, timeout_s: float) -> float:

@@ -16,13 +16,14 @@ import contextlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from benchmarks.cli import syndeo as _syndeo
 
 PRINTER = (
     "import time\n"
@@ -42,20 +43,6 @@ def _rendezvous(backend: str, tmp: Path) -> Iterator[tuple[str, dict[str, str]]]
     with running(backend, tmp / "logs") as server:
         make_bucket(server, "jobs")
         yield f"{backend}://jobs/rv", dict(server.env)
-
-
-def _syndeo(*args: str, env: dict[str, str], cwd: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "syndeo", *args],
-        env={**os.environ, **env},
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"syndeo {args[0]} failed: {proc.stderr[-2000:]}")
 
 
 def measure(backend: str, jobs: int) -> dict[str, Any]:

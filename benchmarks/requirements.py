@@ -18,12 +18,12 @@ import argparse
 import json
 import os
 import re
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks.cli import syndeo as _syndeo
 
 PROGRAM = """\
 import ray, typer
@@ -39,21 +39,6 @@ ids = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
 found = ray.get([where.options(scheduling_strategy=On(i, False)).remote() for i in ids])
 print("NODES", len(set(found)))
 """
-
-
-def _syndeo(*args: str, cwd: Path) -> tuple[float, str]:
-    began = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "syndeo", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"syndeo {args[0]} failed: {proc.stderr[-2000:]}")
-    return round(time.monotonic() - began, 2), proc.stdout + proc.stderr
 
 
 def _resolve(req: Path, home: Path) -> dict[str, Any]:
