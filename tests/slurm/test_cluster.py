@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import subprocess
@@ -319,7 +320,8 @@ def test_your_program_its_module_and_its_packages_on_slurm(
     proc = user_run.start(body)
     out, err = proc.communicate(timeout=420)
     assert proc.returncode == 0, err[-3000:]
-    lines = out.splitlines()
+    # The head's output as srun labels it: "0: <line>".
+    lines = [re.sub(r"^\d+: ", "", ln) for ln in out.splitlines()]
     assert "hello from mylib" in lines, out[-2000:]
     assert next(ln for ln in lines if ln.startswith("NODES")) == "NODES 2"
     driver = next(ln for ln in lines if ln.startswith("DRIVER")).split()
