@@ -80,6 +80,7 @@ def test_target_has_the_common_verbs_and_no_node_logic(name: str) -> None:
         "shrink",
         "added",
         "wait",
+        "hurry",
         "check",
         "replace",
     }

@@ -11,7 +11,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -68,6 +68,15 @@ class ClusterOptions(BaseModel):
         duration=True,
         gt=0,
         le=7 * 86400,
+    )
+
+    # Whose GPUs the nodes have: how the container is given them (apptainer --nv or
+    # --rocm) and which variables name a node's devices -- one table, syndeo/core/gpus.py.
+    # None: NVIDIA (not rendered, so a cluster that never names it carries no variable).
+    gpu_vendor: Literal["nvidia", "amd"] | None = option(
+        None,
+        "GPU vendor: nvidia (--nv, CUDA_VISIBLE_DEVICES) or amd (--rocm, "
+        "ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES); default nvidia",
     )
 
     @field_validator("idle_timeout_s", mode="before")

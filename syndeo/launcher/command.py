@@ -21,6 +21,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from syndeo.core import gpus
 from syndeo.core.errors import ImageError
 
 # Host variables of these families would leak into the container or change how
@@ -69,9 +70,9 @@ def container_command(
         raise ImageError("the container user must be unprivileged, not root")
     argv = ["apptainer", "exec"]
     if int(env.get("SYNDEO_GPUS") or 0) > 0:
-        # The driver libraries and devices; which devices the node may use is
-        # CUDA_VISIBLE_DEVICES, passed in below like every variable (see syndeo/core/gpus.py).
-        argv.append("--nv")
+        # The driver libraries and devices (--nv, --rocm); which devices the node may use
+        # is its vendor's variable, passed in below like every variable (syndeo/core/gpus.py).
+        argv.append(gpus.vendor(env.get("SYNDEO_GPU_VENDOR") or None).apptainer_flag)
     argv += ["--containall", "--cleanenv"]
     seen: set[str] = set()
     for bind in binds:

@@ -52,6 +52,8 @@ from syndeo.rendezvous.tolerant import Tolerant, retry_until
 # nothing happens.
 FOLLOW_EVERY_S = 1.0
 FOLLOW_MAX_S = 5.0
+# How often `down` looks whether the head has ended after its stop request.
+DOWN_POLL_S = 1.0
 # After the head reports done, how long its process may take to tear Ray down.
 EXIT_GRACE_S = 60.0
 
@@ -234,6 +236,7 @@ def _follow(
         if done is not None and done_seen is None:
             done_seen = time.monotonic()
             timings["workload_done_s"] = round(done_seen - t0, 3)
+            target.hurry()  # the head ends next: look for it at the target's fastest pace
         rc = target.poll(launched)
         if rc is not None:
             timings["head_exit_s"] = round(time.monotonic() - t0, 3)
@@ -821,9 +824,11 @@ def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) 
         # is left is the teardown, not a head to wait for.
         if not launched.data.get("destroy_failed"):
             rdv.request_stop("down")
+            target.hurry()
             deadline = time.monotonic() + timeout_s
+            # Each poll may ask the target (Slurm: at most every 2 s, queue.py).
             while time.monotonic() < deadline and target.poll(launched) is None:
-                time.sleep(0.2)
+                time.sleep(DOWN_POLL_S)
     except RendezvousError:
         pass  # its store is gone or never came up (a launch killed early): stop all the same
     target.stop(launched)

@@ -173,9 +173,10 @@ class RayProcess:
             # the head and a file write, so once a second costs little and a waiting
             # task is seen sooner (benchmarks/autoscale.py).
             self.env.setdefault("AUTOSCALER_UPDATE_INTERVAL_S", "1")
-        visible = gpus.node_devices(settings.gpus, self.env)  # the one GPU rule (gpus.py)
+        # The one GPU rule (gpus.py).
+        visible = gpus.node_devices(settings.gpus, self.env, gpus.vendor(settings.gpu_vendor))
         if visible is not None:
-            self.env[gpus.VISIBLE] = visible
+            self.env.update(visible)
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
         self._log_offset = 0

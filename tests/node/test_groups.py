@@ -273,7 +273,7 @@ def test_a_node_alone_on_a_machine_keeps_only_its_gpus(
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
-    assert node_devices(2, env) == "0,1"
+    assert node_devices(2, env) == {"CUDA_VISIBLE_DEVICES": "0,1"}
     assert node_devices(4, env) is None  # all of them: nothing to narrow
     assert node_devices(0, env) is None
     assert node_devices(2, {**env, "CUDA_VISIBLE_DEVICES": "3"}) is None  # a launcher's choice
@@ -291,3 +291,45 @@ def test_a_node_alone_on_a_machine_keeps_only_its_gpus(
     assert RayProcess(s, tmp_path / "t", "10.0.0.1:6379").env["CUDA_VISIBLE_DEVICES"] == "0,1"
     monkeypatch.setenv("PATH", no_gpu_path(tmp_path / "nogpu"))  # no GPU seen: left to Ray
     assert "CUDA_VISIBLE_DEVICES" not in RayProcess(s, tmp_path / "t", "10.0.0.1:6379").env
+
+
+def test_amd_gpus_are_named_for_rocm_and_for_ray(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gpu_vendor = "amd": a node alone on a 4-GPU machine (rocm-smi lists them) keeps
+    ROCR_VISIBLE_DEVICES=0,1 and tells Ray HIP_VISIBLE_DEVICES=0,1; under a scheduler that
+    set ROCR only (Slurm: 2,3), Ray gets HIP's ids counted within ROCR's (0,1), which it
+    needs (it refuses ROCR alone); nodes sharing a machine split it as for NVIDIA."""
+    from syndeo.core.gpus import device_env, node_devices, split_devices, vendor
+
+    smi = tmp_path / "rocm-smi"
+    smi.write_text(
+        "#!/bin/sh\necho 'device,Device ID'\n"
+        + "".join(f"echo 'card{i},0x740f'\n" for i in range(4))
+    )
+    smi.chmod(0o755)
+    amd = vendor("amd")
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    monkeypatch.setenv("PATH", env["PATH"])
+    want = {"ROCR_VISIBLE_DEVICES": "0,1", "HIP_VISIBLE_DEVICES": "0,1"}
+    assert node_devices(2, env, amd) == want
+    assert node_devices(4, env, amd) is None
+    assert node_devices(2, {**env, "ROCR_VISIBLE_DEVICES": "2,3"}, amd) == {
+        "HIP_VISIBLE_DEVICES": "0,1"
+    }
+    assert node_devices(2, {**env, "HIP_VISIBLE_DEVICES": "1,2"}, amd) is None
+    assert split_devices([1, 2], ["0", "1", "2"], amd) == ["0", "1,2"]
+    assert device_env(amd, "1,2") == {"ROCR_VISIBLE_DEVICES": "1,2", "HIP_VISIBLE_DEVICES": "0,1"}
+    assert (amd.apptainer_flag, vendor(None).apptainer_flag) == ("--rocm", "--nv")
+    s = NodeSettings(
+        cluster_id="g",
+        rank=1,
+        nodes=2,
+        rendezvous="file:///x",
+        scratch=Path("/tmp/sy-gputest"),
+        gpus=2,
+        gpu_vendor="amd",
+    )
+    ray_env = RayProcess(s, tmp_path / "t", "10.0.0.1:6379").env
+    assert (ray_env["ROCR_VISIBLE_DEVICES"], ray_env["HIP_VISIBLE_DEVICES"]) == ("0,1", "0,1")
+    assert "CUDA_VISIBLE_DEVICES" not in ray_env

@@ -83,6 +83,9 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         },
     ),
     "gpu-typed-gres": ({"gpus": 2}, {"gpu_type": "h100", "time": "0"}),
+    # AMD GPUs (issue 34): the node is told its vendor, and names Ray's HIP ids within the
+    # ROCR_VISIBLE_DEVICES Slurm sets (the container case: test_container_launch_line_amd).
+    "gpu-amd-typed": ({"gpus": 2, "gpu_vendor": "amd"}, {"partition": "gpu", "gpu_type": "mi250"}),
     # Walltime survives: a warning 2 min before the limit, then the job requeues itself
     # (at most 3 times) to continue from its checkpoint (issue 34).
     "walltime-requeue": ({}, {"time": "04:00:00", "signal_before": "2m", "max_requeues": 3}),
@@ -174,6 +177,29 @@ def test_container_launch_line(tmp_path: Path) -> None:
     names = ("SYNDEO_CHECKPOINT_DIR", "SLURM_JOB_END_TIME", "SLURM_MEM_PER_NODE")
     for name in (*names, "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"):
         assert f'export APPTAINERENV_{name}="${name}"' in text
+    subprocess.run(["bash", "-n"], input=text, text=True, check=True)
+
+
+def test_container_launch_line_amd() -> None:
+    """gpu_vendor = "amd" in a container: ``--rocm``, and the ROCm variables Slurm set (not
+    CUDA's) passed through --cleanenv.  Golden: the whole script, rendered as the CI user
+    with a SIF at a fixed path."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; "
+        "from tests.slurm.test_render import _script, _spec; "
+        "print(_script(_spec(image=Path(sys.argv[2]), gpus=2, gpu_vendor='amd'), "
+        "scratch_dir='/tmp', partition='gpu'), end='')"
+    )
+    text = python_with_fake_sif(code, "render-amd.sif")
+    assert "apptainer exec --rocm --containall --cleanenv" in text and "--nv" not in text
+    for name in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
+        assert f'export APPTAINERENV_{name}="${name}"' in text
+    assert "CUDA_VISIBLE_DEVICES" not in text
+    assert "export SYNDEO_GPU_VENDOR=amd" in text
+    path = GOLDEN / "gpu-amd-container.sbatch"
+    if os.environ.get("SYNDEO_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text(), f"rendered script differs from {path}"
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)
 
 

@@ -85,6 +85,12 @@ class Target(ABC):
         """Sleep up to ``timeout_s``, returning early if the target can see the head end."""
         time.sleep(timeout_s)
 
+    def hurry(self) -> None:
+        """The caller expects the cluster to end soon (its workload said done, ``down``
+        asked it to stop): a target that spaces out its questions while nothing changes
+        (Slurm) asks at its shortest interval again."""
+        return None
+
     def describe(self, launched: Launched) -> str:
         """Where to find logs etc.; shown when something fails."""
         return ""

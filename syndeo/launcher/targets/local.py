@@ -36,7 +36,12 @@ from syndeo.rendezvous.file import parse_file_uri
 
 MAX_LOCAL_NODES = 64
 # What a dry run prints of a node's environment (never forwarded credentials).
-_SHOWN = ("SYNDEO_", "APPTAINERENV_SYNDEO_", "APPTAINERENV_CUDA_VISIBLE_DEVICES")
+_SHOWN = (
+    "SYNDEO_",
+    "APPTAINERENV_SYNDEO_",
+    *sorted({f"APPTAINERENV_{v.visible}" for v in gpus.VENDORS.values()}),
+    *sorted({f"APPTAINERENV_{v.ray_visible}" for v in gpus.VENDORS.values()}),
+)
 STOP_GRACE_S = 30.0
 
 
@@ -70,16 +75,17 @@ class LocalTarget(Target):
         group: Group | None = None,
         gen: int = 0,
     ) -> tuple[list[str], dict[str, str], Path]:
-        """``visible``: the node's CUDA_VISIBLE_DEVICES; ``group``: for ranks added by grow;
-        ``gen``: > 0 for a replacement that runs next to its rank's old (drained) node,
-        which keeps its own scratch dir and address."""
+        """``visible``: the node's devices (CUDA_VISIBLE_DEVICES, or ROCR's); ``group``: for
+        ranks added by grow; ``gen``: > 0 for a replacement that runs next to its rank's
+        old (drained) node, which keeps its own scratch dir and address."""
         scratch = short_scratch(spec, f"{rank}-{gen}" if gen else rank)
         # Credentials/endpoints of a cloud rendezvous included: they must survive
         # `apptainer --cleanenv`.
         ip = f"127.0.{gen}.{10 + rank}"
         node_env = spec.node_env(rank, scratch, node_ip=ip, group=group)
         if visible is not None:
-            node_env[gpus.VISIBLE] = visible  # this node's GPUs only (syndeo/core/gpus.py)
+            # This node's GPUs only (syndeo/core/gpus.py).
+            node_env.update(gpus.device_env(gpus.vendor(spec.gpu_vendor), visible))
         image = spec.image_for(group or spec.group_of(rank))
         argv, env = command.node_command(image, node_env, [scratch, *binds])
         return argv, env, scratch
@@ -89,7 +95,8 @@ class LocalTarget(Target):
         per_node = [spec.node_settings(r, SCRATCH_BASE).gpus for r in range(spec.nodes)]
         if not any(per_node):
             return None
-        return gpus.split_devices(per_node, gpus.host_devices(os.environ))
+        v = gpus.vendor(spec.gpu_vendor)
+        return gpus.split_devices(per_node, gpus.host_devices(os.environ, v), v)
 
     def script(self, spec: ClusterSpec) -> str:
         logs = home() / "clusters" / spec.cluster_id  # named, not created: a dry run writes nothing
@@ -103,8 +110,10 @@ class LocalTarget(Target):
             # Nor the launch key: a dry run's key is not the real launch's, but a script
             # shown never holds a secret (a real launch passes it in the environment).
             ours = {k: v for k, v in ours.items() if not k.endswith(LAUNCH_KEY_VAR)}
-            if devices is not None and "APPTAINERENV_" + gpus.VISIBLE not in env:
-                ours[gpus.VISIBLE] = devices[rank]  # bare node: in its own environment
+            v = gpus.vendor(spec.gpu_vendor)
+            if devices is not None and "APPTAINERENV_" + v.visible not in env:
+                # A bare node: in its own environment.
+                ours.update(gpus.device_env(v, devices[rank]))
             assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(ours.items()))
             lines.append(f"env {assigns} {shlex.join(argv)} > {logs}/node-{rank}.log 2>&1 &")
         lines.append("wait")
@@ -264,8 +273,9 @@ class LocalTarget(Target):
         visible: list[str | None] = [None] * nodes
         if g.gpus:
             taken = {d for v in used or [] for d in v.split(",") if d}
-            free = [d for d in gpus.host_devices(os.environ) or [] if d not in taken]
-            visible = list(gpus.split_devices([g.gpus] * nodes, free))
+            v = gpus.vendor(spec.gpu_vendor)
+            free = [d for d in gpus.host_devices(os.environ, v) or [] if d not in taken]
+            visible = list(gpus.split_devices([g.gpus] * nodes, free, v))
         elif used is not None:
             visible = [""] * nodes  # the cluster has GPUs; these nodes see none
         logs = cluster_dir(spec.cluster_id)

@@ -83,9 +83,11 @@ variable "node" {
     # and false: left out). Attributes:
     # dashboard (bool, default false): Ray's dashboard on the head's 127.0.0.1 (default: off for deploy, on for up).
     # idle_timeout_s (number, default null): a node above its group's min_nodes idle this long is released (default 5m).
+    # gpu_vendor (string, default null): GPU vendor: nvidia (--nv, CUDA_VISIBLE_DEVICES) or amd (--rocm, ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES); default nvidia.
     settings = optional(object({
       dashboard      = optional(bool, false)
       idle_timeout_s = optional(number)
+      gpu_vendor     = optional(string)
     }), {})
     # END settings
   })
@@ -253,6 +255,10 @@ variable "node" {
   validation {
     condition     = var.node.settings.idle_timeout_s == null || try(var.node.settings.idle_timeout_s > 0 && var.node.settings.idle_timeout_s <= 604800, false)
     error_message = "settings.idle_timeout_s: null or a number > 0, <= 604800."
+  }
+  validation {
+    condition     = var.node.settings.gpu_vendor == null || try(contains(["nvidia", "amd"], var.node.settings.gpu_vendor), false)
+    error_message = "settings.gpu_vendor: null or one of nvidia, amd."
   }
   # END rules
 }

@@ -1,14 +1,14 @@
 """Thin wrappers over the Slurm CLI: submit, query, cancel, list partitions.
 
-Only the commands every site has (sbatch, scontrol, sinfo, scancel); no slurmdbd
-(``sacct``) is assumed, so a finished job is read from ``scontrol show job``
-while the controller still remembers it (MinJobAge).
+Only the commands every site has (sbatch, squeue, scontrol, sinfo, scancel); no slurmdbd
+is assumed: a finished job is read from ``squeue -t all`` while the controller still
+remembers it (MinJobAge), from ``sacct`` after that only where accounting runs.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-import re
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -40,7 +40,6 @@ TERMINAL = frozenset(
         "REVOKED",
     }
 )
-_KV_RE = re.compile(r"(\w+)=(\S*)")
 # How long a query rides out a controller that does not answer (a restart, a
 # failover, an overloaded slurmctld) before the caller is told.
 QUERY_DEADLINE_S = 300.0
@@ -204,11 +203,10 @@ def job_info(
     deadline_s: float = QUERY_DEADLINE_S,
     on_retry: Callable[[str], None] | None = None,
 ) -> JobInfo:
-    """The job's state, retrying a controller that does not answer for up to ``deadline_s``.
-
-    Raises :class:`SlurmUnreachable` once the deadline passes: the caller decides
-    what not knowing means (never that the job should be cancelled).
-    """
+    """One job's state now, retrying a controller that does not answer for up to
+    ``deadline_s`` (then :class:`SlurmUnreachable`).  For one-off questions (tests,
+    benchmarks): a launcher asks through its rate-limited
+    :class:`~syndeo.launcher.targets.slurm.queue.JobQueue`."""
 
     def said(state: RetryCallState) -> None:
         if on_retry is not None and state.outcome is not None:
@@ -221,48 +219,111 @@ def job_info(
         before_sleep=said,
         reraise=True,
     )
-    return retrying(_job_info_once, job_id)
+    return retrying(query_jobs, [str(job_id)])[str(job_id)]
 
 
-def _job_info_once(job_id: str) -> JobInfo:
-    proc = _slurm(["scontrol", "show", "job", "-o", job_id])
-    if proc.returncode != 0:
-        if "Invalid job id" in (proc.stderr + proc.stdout):
-            return JobInfo(job_id, "UNKNOWN", "the controller no longer knows this job")
+# One squeue line per job ("|" ends each field; size 0: no padding, no cut).
+_SQUEUE_FIELDS = ("JobID", "State", "Reason", "RestartCnt", "exit_code", "BatchHost", "NodeList")
+_SQUEUE_FORMAT = ",".join(f"{f}:|" for f in _SQUEUE_FIELDS)
+
+
+def query_jobs(job_ids: Sequence[str]) -> dict[str, JobInfo]:
+    """Every job of ``job_ids`` in ONE ``squeue`` call (``-t all``: ended jobs too, while
+    the controller remembers them, MinJobAge); one ``sacct`` call for those it forgot,
+    where accounting runs; "UNKNOWN" for the rest.  :class:`SlurmUnreachable` if the
+    controller does not answer."""
+    ids = [str(j) for j in job_ids]
+    if not ids:
+        return {}
+    proc = _slurm(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-O", _SQUEUE_FORMAT])
+    # A single unknown id is an error to squeue; several are an empty answer.
+    if proc.returncode != 0 and "Invalid job id" not in (proc.stderr + proc.stdout):
         # Anything else (connection refused, socket timed out, controller busy)
-        # is the controller's state, not the job's.
-        raise SlurmUnreachable(f"cannot query Slurm job {job_id}: {_last_line(proc)}")
-    kv = dict(_KV_RE.findall(proc.stdout))
-    code, _, sig = kv.get("ExitCode", "0:0").partition(":")
+        # is the controller's state, not the jobs'.
+        raise SlurmUnreachable(f"cannot query Slurm jobs {','.join(ids)}: {_last_line(proc)}")
+    out = {}
+    for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
+        info = _squeue_line(line)
+        if info is not None and info.job_id in ids:
+            out[info.job_id] = info
+    gone = [j for j in ids if j not in out]
+    out.update(_accounted(gone) if gone else {})
+    for j in gone:
+        out.setdefault(j, JobInfo(j, "UNKNOWN", "the controller no longer knows this job"))
+    return out
+
+
+def _squeue_line(line: str) -> JobInfo | None:
+    fields = [f.strip() for f in line.split("|")]
+    if len(fields) < len(_SQUEUE_FIELDS):
+        return None
+    job_id, state, reason, restarts, code, batch_host, nodes = fields[: len(_SQUEUE_FIELDS)]
+    exit_code, signal = _wait_status(code)
     return JobInfo(
         job_id=job_id,
-        state=kv.get("JobState", "UNKNOWN"),
-        reason=kv.get("Reason", ""),
-        exit_code=int(code or 0),
-        signal=int(sig or 0),
-        nodes=kv.get("NodeList", ""),
-        restarts=int(kv.get("Restarts", "0") or 0),
-        batch_host=kv.get("BatchHost", ""),
+        state=state,
+        reason=reason,
+        exit_code=exit_code,
+        signal=signal,
+        nodes="" if nodes in ("(null)", "N/A") else nodes,
+        restarts=int(restarts) if restarts.isdigit() else 0,
+        batch_host="" if batch_host in ("(null)", "N/A") else batch_host,
     )
 
 
+def _wait_status(field: str) -> tuple[int, int]:
+    """(exit code, signal) from squeue's exit_code: the raw wait status (768: exit 3)."""
+    raw = int(field) if field.isdigit() else 0
+    return (0, raw & 0x7F) if raw & 0x7F else (raw >> 8, 0)
+
+
+def _exit_status(field: str) -> tuple[int, int]:
+    """(exit code, signal) from sacct's ``code:signal``."""
+    code, _, sig = field.partition(":")
+    return (int(code) if code.isdigit() else 0, int(sig) if sig.isdigit() else 0)
+
+
+def _accounted(job_ids: Sequence[str]) -> dict[str, JobInfo]:
+    """Jobs the controller forgot, from slurmdbd (one ``sacct``); {} where the site keeps
+    no accounting, or it does not answer (the caller then calls them UNKNOWN)."""
+    fields = "JobID,State,ExitCode,NodeList"
+    try:
+        proc = _slurm(["sacct", "-n", "-P", "-X", "-j", ",".join(job_ids), "-o", fields])
+    except (SlurmUnreachable, TargetError):
+        return {}
+    out = {}
+    for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
+        parts = line.split("|")
+        if len(parts) == 4 and parts[0] in job_ids:
+            code, sig = _exit_status(parts[2])
+            # "CANCELLED by 1000": the state is the first word.
+            state = parts[1].split()[0] if parts[1].strip() else "UNKNOWN"
+            out[parts[0]] = JobInfo(parts[0], state, "", code, sig, parts[3])
+    return out
+
+
 def hostnames(nodelist: str) -> list[str]:
-    """A Slurm node list (``node[1-3]``) expanded, in Slurm's order; [] if it cannot be."""
+    """A Slurm node list (``node[1-3]``) expanded, in Slurm's order; [] if it cannot be.
+    (``scontrol show hostnames`` only expands the list: it asks no daemon.)"""
+    return list(_expanded(nodelist))
+
+
+@functools.lru_cache(maxsize=64)
+def _expanded(nodelist: str) -> tuple[str, ...]:
     try:
         proc = _slurm(["scontrol", "show", "hostnames", nodelist])
     except SlurmUnreachable:
-        return []
-    return proc.stdout.split() if proc.returncode == 0 else []
+        return ()
+    if proc.returncode != 0:
+        _expanded.cache_clear()  # a failure is not remembered
+        return ()
+    return tuple(proc.stdout.split())
 
 
-def node_down(name: str) -> bool:
-    """True if Slurm has marked the node DOWN or FAILed (it no longer runs anything)."""
-    proc = _slurm(["scontrol", "show", "node", "-o", name])
-    state = dict(_KV_RE.findall(proc.stdout)).get("State", "")
-    return proc.returncode == 0 and any(s in state for s in ("DOWN", "FAIL"))
-
-
-def cancel(job_id: str) -> None:
-    proc = _slurm(["scancel", job_id])
+def cancel(*job_ids: str) -> None:
+    """Cancel the jobs, all in one ``scancel``."""
+    if not job_ids:
+        return
+    proc = _slurm(["scancel", *job_ids])
     if proc.returncode != 0 and "already completed" not in proc.stderr.lower():
-        raise TargetError(f"scancel {job_id} failed: {_last_line(proc)}")
+        raise TargetError(f"scancel {' '.join(job_ids)} failed: {_last_line(proc)}")

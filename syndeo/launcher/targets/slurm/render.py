@@ -19,6 +19,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from pydantic import BaseModel, ConfigDict, Field
 
 from syndeo import __version__
+from syndeo.core import gpus
 from syndeo.launcher import command
 from syndeo.launcher.targets.slurm.settings import JobShape, SlurmSettings, check_job_dir
 
@@ -155,6 +156,7 @@ def render(job: SlurmJob) -> str:
         srun_extra += " --no-kill"
     srun_extra += "".join(f" {shlex.quote(a)}" for a in job.settings.extra_srun)
     static_env = [(k, shell_word(v)) for k, v in sorted(job.node_env.items())]
+    gpu_vendor = gpus.vendor(job.node_env.get("SYNDEO_GPU_VENDOR") or None)
     return (
         templates()
         .get_template("job.sbatch.j2")
@@ -178,7 +180,9 @@ def render(job: SlurmJob) -> str:
             rank_base=job.rank_base,
             head_job=job.head_job,
             attempt_base=job.attempt_base,
-            pass_cuda=job.image is not None and job.shape.gpus_per_node > 0,
+            # What a GPU job's container must be given by name (its vendor's variables).
+            gpu_vars=gpu_vendor.passed if job.image is not None and job.shape.gpus_per_node else (),
+            gpu_flag=gpu_vendor.apptainer_flag,
             image=job.image is not None,
             # No limit, no warning.
             warn_s=job.settings.signal_before if job.settings.time_limit_s() else None,

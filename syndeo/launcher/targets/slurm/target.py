@@ -25,7 +25,7 @@ from syndeo.launcher.nodecreds import STS_MAX_S, node_credentials
 from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
 from syndeo.launcher.state import home
 from syndeo.launcher.targets.base import Target
-from syndeo.launcher.targets.slurm import commands
+from syndeo.launcher.targets.slurm import commands, queue
 from syndeo.launcher.targets.slurm.render import (
     RUNTIME_VARS,
     SlurmJob,
@@ -65,6 +65,8 @@ class SlurmTarget(Target):
         self._last_state = ""
         self._head_lost = ""
         self._group_states: dict[str, str] = {}
+        # Every question about this cluster's jobs: batched, rate-limited, backing off.
+        self._queue = queue.jobs()
 
     # ------------------------------------------------------------------ building the job
     def _base_dir(self) -> Path:
@@ -327,13 +329,14 @@ class SlurmTarget(Target):
         nodes are gone (default: every job of the group); ``ranks``: the jobs that hold
         exactly those ranks; the cancelled job ids."""
         self._saved_group(launched, group)
+        self._queue.watch(*_job_ids(launched))
         entries = []
         for e in launched.data["groups"]:
             if e["group"] != group or e["rank_base"] == 0 or e.get("gone"):
                 continue
             if ranks is not None and not _job_ranks(e) <= ranks:
                 continue
-            if commands.job_info(e["job_id"]).finished:
+            if self._queue.info(str(e["job_id"])).finished:
                 e["gone"] = True  # ended by itself (its node let go, or lost)
                 continue
             entries.append(e)
@@ -341,15 +344,17 @@ class SlurmTarget(Target):
             return []  # those nodes are gone already
         if not entries:
             raise ConfigError(f"group {group!r} has no running job to remove (the head stays)")
-        cancelled, removed = [], 0
+        chosen, removed = [], 0
         for e in sorted(entries, key=lambda e: -int(e["rank_base"])):
             if nodes is not None and removed >= nodes:
                 break
-            commands.cancel(e["job_id"])
-            e["gone"] = True  # `added` reads the state, not the queue
-            cancelled.append(str(e["job_id"]))
+            chosen.append(e)
             removed += int(e["nodes"])
-        return cancelled
+        commands.cancel(*[str(e["job_id"]) for e in chosen])  # one scancel
+        for e in chosen:
+            e["gone"] = True  # `added` reads the state, not the queue
+        self._queue.hurry()
+        return [str(e["job_id"]) for e in chosen]
 
     # ------------------------------------------------------------------ recovery
     def replace(self, launched: Launched, spec: ClusterSpec, rank: int) -> str:
@@ -400,9 +405,10 @@ class SlurmTarget(Target):
         return spec, g
 
     def poll(self, launched: Launched) -> int | None:
-        job_id = launched.data["job_id"]
+        job_id = str(launched.data["job_id"])
+        self._queue.watch(*_job_ids(launched))  # one query covers every job of the cluster
         try:
-            info = commands.job_info(job_id, on_retry=self._say)
+            info = self._queue.info(job_id, on_retry=self._say)
         except commands.SlurmUnreachable as exc:
             # Not seeing the job says nothing about the job: it keeps running and must
             # never be cancelled for our blindness.  ``stop`` reads this mark.
@@ -422,7 +428,7 @@ class SlurmTarget(Target):
             # leaves the job's node list (--no-kill), and its replacement must avoid it.
             launched.data["hosts"] = commands.hostnames(info.nodes)
         self._report(info, launched)
-        if info.state == "RUNNING" and info.batch_host and commands.node_down(info.batch_host):
+        if _head_node_lost(info):
             # With --no-kill Slurm keeps a job whose batch host (rank 0, the head) died
             # RUNNING until its time limit: nothing can finish it any more, so end it.
             self._head_lost = info.batch_host
@@ -456,6 +462,9 @@ class SlurmTarget(Target):
                 f"job {job_id} was requeued by Slurm ({why}): runs again as attempt {attempt}"
             )
 
+    def hurry(self) -> None:
+        self._queue.hurry()
+
     def stop(self, launched: Launched) -> None:
         # Node groups: every group's job (grown ones too), the head's first; then the
         # jobs that replaced lost nodes.
@@ -467,25 +476,28 @@ class SlurmTarget(Target):
             listed = " ".join(ids)
             self._say(f"slurm: job(s) {listed} left running (not cancelled): `scancel {listed}`")
             return
-        running = [j for j in ids if not commands.job_info(j, on_retry=self._say).finished]
-        for job_id in running:
-            commands.cancel(job_id)
+        self._queue.watch(*ids)
+        running = [j for j in ids if not self._queue.info(j, on_retry=self._say).finished]
+        commands.cancel(*running)
 
         # proctrack/cgroup ends every process of the job (daemonised ones too);
-        # wait until Slurm says so, so "stopped" means nothing is left.
+        # wait until Slurm says so, so "stopped" means nothing is left.  The queue asks
+        # at most every MIN_INTERVAL_S, whatever the Poller's pace.
         def all_ended() -> bool | None:
-            running[:] = [j for j in running if not commands.job_info(j).finished]
+            self._queue.hurry()
+            running[:] = [j for j in running if not self._queue.info(j).finished]
             return True if not running else None
 
         if running:
-            Poller(start_s=0.1, max_s=1.0).until(all_ended, time.monotonic() + CANCEL_WAIT_S)
+            pace = Poller(start_s=queue.MIN_INTERVAL_S, max_s=queue.MIN_INTERVAL_S)
+            pace.until(all_ended, time.monotonic() + CANCEL_WAIT_S)
         # Nothing of the cluster runs any more: its secrets go (a requeue needed them).
         for path in Path(launched.data["job_dir"]).glob("*.secrets"):
             path.unlink(missing_ok=True)
 
     def describe(self, launched: Launched) -> str:
         try:
-            info = commands.job_info(launched.data["job_id"], deadline_s=30.0)
+            info = self._queue.info(str(launched.data["job_id"]), deadline_s=30.0)
         except commands.SlurmUnreachable as exc:
             return f"Slurm job {launched.data['job_id']}: {exc}; log: {launched.data['log']}"
         why = _WHY.get(info.state)
@@ -524,7 +536,7 @@ class SlurmTarget(Target):
         for entry in launched.data.get("groups", [])[1:]:
             # Other groups' jobs queue on their own: say when each starts or ends.
             with contextlib.suppress(commands.SlurmUnreachable):
-                g = commands.job_info(entry["job_id"], deadline_s=5.0)
+                g = self._queue.info(str(entry["job_id"]), deadline_s=5.0)
                 if self._group_states.get(g.job_id) != g.state:
                     self._group_states[g.job_id] = g.state
                     self.echo(f"slurm: group {entry['group']} job {g.job_id} {g.state.lower()}")
@@ -611,6 +623,24 @@ def _exit_code(info: commands.JobInfo, job_dir: Path, attempt: int) -> int:
             return int((job_dir / f"rank0.a{attempt}.rc").read_text().strip())
         return 1
     return info.exit_code or _EXIT_BY_STATE.get(info.state, 1)
+
+
+def _job_ids(launched: Launched) -> list[str]:
+    """Every job of the cluster: the head's, each group's (grown ones too), replacements'."""
+    ids = [str(launched.data["job_id"])]
+    for entry in [*launched.data.get("groups", []), *launched.data.get("replacements", [])]:
+        ids.append(str(entry["job_id"]))
+    return list(dict.fromkeys(ids))
+
+
+def _head_node_lost(info: commands.JobInfo) -> bool:
+    """The job runs without its batch host (rank 0, the head): with --no-kill Slurm takes
+    a failed node out of the job's node list and keeps the job (this needs no query
+    beyond the job's own: its node list and batch host)."""
+    if info.state != "RUNNING" or not info.batch_host or not info.nodes:
+        return False
+    hosts = commands.hostnames(info.nodes)
+    return bool(hosts) and info.batch_host not in hosts
 
 
 def _job_ranks(entry: dict[str, Any]) -> set[int]:
