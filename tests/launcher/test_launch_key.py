@@ -155,8 +155,9 @@ def test_slurm_passes_the_key_in_a_private_file_never_in_the_script_or_sbatchs_e
         started_at=0.0,
         data={"job_id": "4243", "job_dir": str(job.job_dir), "log": "x"},
     )
-    (tmp_path / "bin" / "scontrol").write_text("#!/bin/sh\necho 'JobId=4243 JobState=COMPLETED'\n")
-    (tmp_path / "bin" / "scontrol").chmod(0o755)
+    # The job has ended, as the launcher's one batched squeue query reads it.
+    (tmp_path / "bin" / "squeue").write_text("#!/bin/sh\necho '4243|COMPLETED|None|0|0|n1|n1'\n")
+    (tmp_path / "bin" / "squeue").chmod(0o755)
     target.stop(launched)
     assert not secrets.exists()
 
