@@ -64,6 +64,7 @@ def check_deployment(cfg: DeployConfig) -> list[str]:
     (:meth:`CloudTarget.check_credentials`) -- and reaches a rendezvous the user named.
     Returns one line per passed check; the first failure raises its one-line error.
     """
+    from syndeo.launcher import autoscale
     from syndeo.launcher.spec import ClusterSpec
     from syndeo.launcher.targets import get_target
     from syndeo.launcher.targets.base import new_cluster_id
@@ -71,6 +72,8 @@ def check_deployment(cfg: DeployConfig) -> list[str]:
     from syndeo.rendezvous import open_rendezvous
 
     target = get_target(cfg)
+    if autoscale.follows_demand(cfg) or cfg.autostop_s is not None:
+        autoscale.check(cfg, "up", type(target))  # settings only `up` takes
     cluster_id = cfg.cluster_id or new_cluster_id(cfg.target)
     uri = cfg.rendezvous or target.default_rendezvous()
     spec = ClusterSpec.from_config(cfg, uri, cluster_id)

@@ -204,3 +204,12 @@ def test_autoscaling_where_it_cannot_be_is_one_line(
 def test_bad_bounds_are_one_line(overrides: dict[str, Any], said: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=said):
         load_config(**overrides)
+
+
+def test_check_refuses_what_up_would_refuse() -> None:
+    """`check` runs the same rule as `up` for the settings only `up` takes."""
+    from syndeo.launcher.preflight import check_deployment
+
+    cfg = load_config(target="ssh", ssh_hosts="a,b", max_nodes=3, rendezvous="file:///tmp/x")
+    with pytest.raises(ConfigError, match="the ssh target cannot follow demand"):
+        check_deployment(cfg)
