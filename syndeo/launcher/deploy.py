@@ -34,11 +34,11 @@ from syndeo.launcher import autoscale, wheelhouse
 from syndeo.launcher import tls as launcher_tls
 from syndeo.launcher import watch as watcher
 from syndeo.launcher.config import DeployConfig, RecoverySettings
-from syndeo.launcher.job_client import pack_workdir
+from syndeo.launcher.job_client import newest_attempt, pack_workdir
 from syndeo.launcher.nodecreds import gcs_tokens
 from syndeo.launcher.preflight import check_workload
 from syndeo.launcher.recovery import Recovery
-from syndeo.launcher.spec import ClusterSpec, Launched
+from syndeo.launcher.spec import ClusterSpec, Launched, launched_key
 from syndeo.launcher.state import cluster_dir, forget, load_launched, save_launched, write_atomic
 from syndeo.launcher.targets import Target, get_target, target_class
 from syndeo.launcher.targets.base import new_cluster_id
@@ -815,7 +815,11 @@ def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) 
     # cluster.  Then the state as the watcher left it (the nodes it replaced).
     watcher.stop(launched)
     launched = load_launched(launched.cluster_id)
-    rdv = open_rendezvous(launched.rendezvous, launched.cluster_id)
+    # The stop request goes to the head that runs now: after a requeue, a later attempt.
+    attempt, key = int(launched.data.get("attempt", 0)), launched_key(launched)
+    rdv = open_rendezvous(launched.rendezvous, launched.cluster_id, attempt)
+    with contextlib.suppress(RendezvousError):  # a store that is gone: stop all the same
+        rdv = newest_attempt(launched, attempt, key)
     from syndeo.launcher.config import load_config
 
     target = get_target(load_config(target=launched.target))

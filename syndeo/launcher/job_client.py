@@ -32,7 +32,7 @@ import pathspec
 from syndeo.core.archive import MAX_MEMBERS, UnsafeArchive, safe_extract
 from syndeo.core.errors import BlobTooLarge, ConfigError, TargetError
 from syndeo.launcher import wheelhouse
-from syndeo.launcher.spec import launched_key
+from syndeo.launcher.spec import Launched, launched_key
 from syndeo.launcher.state import home, load_launched, private_dirs
 from syndeo.rendezvous import JobSpec, JobState, Rendezvous, open_rendezvous
 from syndeo.rendezvous.base import JOB_ID_RE, MAX_JOB_ARCHIVE, MAX_OUTPUTS, TERMINAL
@@ -63,8 +63,22 @@ def open_cluster(cluster_id: str | None) -> Cluster:
             "syndeo), so its head runs no job: `invoke down` it and `invoke up` again"
         )
     image = launched.data.get("spec", {}).get("image")
-    rdv = open_rendezvous(launched.rendezvous, launched.cluster_id, attempt)
+    rdv = newest_attempt(launched, attempt, key)
     return Cluster(rdv, key, Path(image) if image else None)
+
+
+def newest_attempt(launched: Launched, attempt: int, key: str | None) -> Rendezvous:
+    """The rendezvous of the cluster's newest attempt: ``attempt`` (as saved) or a later
+    one whose head record ``key`` signed.  A requeued Slurm job runs again as the next
+    attempt on its own, and a job or a stop request must reach that head at once, not
+    once the watcher has noted the requeue (its target poll: every 30 s)."""
+    rdv = open_rendezvous(launched.rendezvous, launched.cluster_id, attempt)
+    while key is not None:
+        later = open_rendezvous(launched.rendezvous, launched.cluster_id, rdv.attempt + 1)
+        if later.check_head(key).head is None:  # none, or planted: not this cluster's
+            break
+        rdv = later
+    return rdv
 
 
 # ---------------------------------------------------------------------- the work dir

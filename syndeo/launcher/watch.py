@@ -37,7 +37,7 @@ from syndeo.launcher.nodecreds import gcs_tokens
 from syndeo.launcher.recovery import Recovery
 from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.state import cluster_dir, home, load_launched, save_launched, write_atomic
-from syndeo.launcher.targets import get_target
+from syndeo.launcher.targets import Target, get_target
 from syndeo.launcher.ui import Ui
 from syndeo.rendezvous import open_rendezvous
 
@@ -47,6 +47,9 @@ WATCH_EVERY_S = 5.0
 # The target is asked less often: its poll may cost several requests (a VM target reads
 # done, logs, head and status), and the head's status says "done" or "failed" first.
 TARGET_EVERY_S = 30.0
+# How long a head's "done"/"failed" waits for its target to agree before the watch ends
+# (a requeued Slurm job shows as requeued only a paced query later).
+ENDED_GRACE_S = 60.0
 # How long ``down`` waits for a watcher to end (one in a terraform apply first lets
 # Terraform save its state).
 STOP_WAIT_S = 90.0
@@ -112,29 +115,67 @@ def _terminate(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+class _Attempt:
+    """What the watcher follows of the cluster's current attempt: its store scope, and
+    the recovery and scaler acting on that attempt's status.  A requeued Slurm job runs
+    again as the next attempt (the target's poll notes it in ``launched``): all three
+    move there, and the old head's last status ("failed": Slurm ended it) does not end
+    the watch."""
+
+    def __init__(self, target: Target, launched: Launched, ui: Ui) -> None:
+        self.target, self.ui = target, ui
+        self.spec = ClusterSpec.model_validate(launched.data["spec"])
+        self.settings = RecoverySettings.model_validate(launched.data.get("recovery", {}))
+        self.recovery = Recovery(target, self.spec, self.settings, ui)
+        self.attempt = -1
+        self.next_target_poll = 0.0  # at once: a target notes what it needs on its first poll
+        self.ended_since: float | None = None
+        self.follow(launched)
+
+    def follow(self, launched: Launched) -> bool:
+        """Move to the attempt ``launched`` names; True if that is a new one."""
+        attempt = int(launched.data.get("attempt", self.spec.attempt))
+        if attempt == self.attempt:
+            return False
+        first, self.attempt = self.attempt < 0, attempt
+        spec = self.spec.model_copy(update={"attempt": attempt})
+        self.rdv = open_rendezvous(launched.rendezvous, launched.cluster_id, attempt)
+        events = self.recovery.events  # one history in recovery.json across attempts
+        self.recovery = Recovery(self.target, spec, self.settings, self.ui)
+        self.recovery.events = events
+        self.scaler = Scaler(self.target, spec, launched.data.get("autostop_s"), self.ui)
+        if not first:
+            self.ui.info(f"cluster {launched.cluster_id} runs again as attempt {attempt}")
+        return True
+
+    def step(self, launched: Launched) -> str | None:
+        """One poll: "ended", "idle" (autostop is due) or None (go on watching)."""
+        st = self.rdv.read_status()
+        said_ended = st is not None and st.phase in ("done", "failed")
+        if said_ended or time.monotonic() >= self.next_target_poll:
+            self.next_target_poll = time.monotonic() + TARGET_EVERY_S
+            code = self.target.poll(launched)
+            if self.follow(launched):
+                self.ended_since = None
+                return None  # the new attempt's status at the next poll
+            if code is not None:
+                return "ended"
+        if said_ended:
+            # The head said so; its target may say "requeued" a poll later (Slurm's
+            # queue answers from a cache paced for the controller).
+            self.ended_since = self.ended_since or time.monotonic()
+            return "ended" if time.monotonic() - self.ended_since >= ENDED_GRACE_S else None
+        self.recovery.observe(launched, st)
+        return "idle" if self.scaler.observe(launched, st) else None
+
+
 def watch(cluster_id: str, ui: Ui) -> int:
     launched = load_launched(cluster_id)
-    spec = ClusterSpec.model_validate(launched.data["spec"])
-    settings = RecoverySettings.model_validate(launched.data.get("recovery", {}))
     target = get_target(load_config(target=launched.target), echo=ui.echo)
-    recovery = Recovery(target, spec, settings, ui)
-    scaler = Scaler(target, spec, launched.data.get("autostop_s"), ui)
-    rdv = open_rendezvous(launched.rendezvous, launched.cluster_id)
+    current = _Attempt(target, launched, ui)
     events = cluster_dir(cluster_id) / "recovery.json"
-    # The nodes' GCS token (Slurm/ssh nodes of a gs:// rendezvous), renewed until `down`.
-    renewer = (
-        gcs_tokens.Renewer(
-            launched.rendezvous,
-            cluster_id,
-            spec.launch_key,
-            ui.info,
-            gcs_tokens.token_files(launched),
-        )
-        if launched.data.get("renew_gcs_token") and spec.launch_key
-        else None
-    )
-    ui.info(f"watching cluster {cluster_id} (replace_lost={settings.replace_lost})")
-    next_target_poll = 0.0  # at once: a target notes what it needs on its first poll
+    renewer = _renewer(launched, current.spec, ui)
+    ui.info(f"watching cluster {cluster_id} (replace_lost={current.settings.replace_lost})")
     while True:
         # Under the lock and from the file: a grow in another shell is not undone, and
         # what the target notes while polling (e.g. which Slurm node ran which rank,
@@ -145,31 +186,37 @@ def watch(cluster_id: str, ui: Ui) -> int:
             except TargetError:
                 ui.info(f"cluster {cluster_id} is gone (down): the watcher stops")
                 return 0
-            before = launched.model_dump_json()
+            before, events_before = launched.model_dump_json(), json.dumps(current.recovery.events)
             try:
-                st = rdv.read_status()
-                ended = st is not None and st.phase in ("done", "failed")
-                if not ended and time.monotonic() >= next_target_poll:
-                    next_target_poll = time.monotonic() + TARGET_EVERY_S
-                    ended = target.poll(launched) is not None
+                outcome = current.step(launched)
             except SyndeoError as exc:  # a store outage: the cluster may well run on
                 ui.info(f"syndeo: could not read the cluster's records, will retry: {exc}")
-                st, ended = None, False
-            if ended:
+                outcome = None
+            if outcome == "ended":
                 ui.info(f"cluster {cluster_id} has ended: the watcher stops")
                 return 0
-            events_before = json.dumps(recovery.events)
-            recovery.observe(launched, st)
-            idle = scaler.observe(launched, st)
             if launched.model_dump_json() != before:
                 save_launched(launched)
-            if json.dumps(recovery.events) != events_before:
-                write_atomic(events, json.dumps(recovery.events, indent=2).encode())
-        if idle:
-            return _autostop(cluster_id, scaler, ui)
+            if json.dumps(current.recovery.events) != events_before:
+                write_atomic(events, json.dumps(current.recovery.events, indent=2).encode())
+        if outcome == "idle":
+            return _autostop(cluster_id, current.scaler, ui)
         if renewer is not None:
             renewer.tick()  # outside the lock: an STS call must not hold up a grow
         time.sleep(WATCH_EVERY_S)
+
+
+def _renewer(launched: Launched, spec: ClusterSpec, ui: Ui) -> gcs_tokens.Renewer | None:
+    """The nodes' GCS token (Slurm/ssh nodes of a gs:// rendezvous), renewed until `down`."""
+    if not (launched.data.get("renew_gcs_token") and spec.launch_key):
+        return None
+    return gcs_tokens.Renewer(
+        launched.rendezvous,
+        launched.cluster_id,
+        spec.launch_key,
+        ui.info,
+        gcs_tokens.token_files(launched),
+    )
 
 
 def _autostop(cluster_id: str, scaler: Scaler, ui: Ui) -> int:
