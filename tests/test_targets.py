@@ -83,6 +83,8 @@ def test_target_has_the_common_verbs_and_no_node_logic(name: str) -> None:
         "hurry",
         "check",
         "replace",
+        "start_watcher",
+        "stop_watcher",
     }
     if issubclass(cls, TerraformTarget):
         optional |= VM_HOOKS  # what a Terraform-backed target may add, and nothing else

@@ -719,7 +719,7 @@ class _UpRun:
             if recovery.replace_lost or renew or scales or autostop_s is not None:
                 launched.data["renew_gcs_token"] = renew
                 launched.data["autostop_s"] = autostop_s
-                watcher.start(launched, self.spec, recovery)
+                watcher.start(launched, self.spec, recovery, self.target)
             info = self._info()
             cluster.pop_all()  # it serves: `down` releases it now
         return info
@@ -811,18 +811,18 @@ def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) 
     """
     ui = ui or Ui()
     launched = load_launched(cluster_id)
+    from syndeo.launcher.config import load_config
+
+    target = get_target(load_config(target=launched.target))
     # Its watcher first: a replacement started after this point would outlive the
     # cluster.  Then the state as the watcher left it (the nodes it replaced).
-    watcher.stop(launched)
+    watcher.stop(launched, target)
     launched = load_launched(launched.cluster_id)
     # The stop request goes to the head that runs now: after a requeue, a later attempt.
     attempt, key = int(launched.data.get("attempt", 0)), launched_key(launched)
     rdv = open_rendezvous(launched.rendezvous, launched.cluster_id, attempt)
     with contextlib.suppress(RendezvousError):  # a store that is gone: stop all the same
         rdv = newest_attempt(launched, attempt, key)
-    from syndeo.launcher.config import load_config
-
-    target = get_target(load_config(target=launched.target))
     try:
         # After a teardown that failed, the run is over and its stop was asked for: what
         # is left is the teardown, not a head to wait for.

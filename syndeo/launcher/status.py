@@ -31,6 +31,7 @@ from syndeo.compare.catalog import Catalog, load_catalog
 from syndeo.compare.errors import CompareError
 from syndeo.core.clouds import CLOUDS
 from syndeo.core.errors import SyndeoError, TargetError
+from syndeo.launcher import watch as watcher
 from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.state import home
 from syndeo.rendezvous import Rendezvous, StatusRecord, open_rendezvous
@@ -256,8 +257,14 @@ def _groups(spec: ClusterSpec | None, st: StatusRecord | None) -> list[GroupNode
 
 
 def _watcher_runs(launched: Launched) -> bool:
-    """Whether the watcher ``up`` started runs (its pid, with the same start time)."""
+    """Whether the watcher ``up`` started runs (its pid, with the same start time; a
+    watcher job elsewhere, by the mark it leaves at each poll)."""
     entry = launched.data.get("watcher")
+    if isinstance(entry, dict):
+        with contextlib.suppress(OSError):
+            alive = (home() / "clusters" / launched.cluster_id / watcher.ALIVE).stat()
+            return time.time() - alive.st_mtime < 3 * watcher.WATCH_EVERY_S
+        return False
     with contextlib.suppress(psutil.Error, TypeError, ValueError, IndexError):
         if entry:
             return abs(psutil.Process(int(entry[0])).create_time() - float(entry[1])) < 0.01

@@ -50,6 +50,9 @@ TARGET_EVERY_S = 30.0
 # How long a head's "done"/"failed" waits for its target to agree before the watch ends
 # (a requeued Slurm job shows as requeued only a paced query later).
 ENDED_GRACE_S = 60.0
+# Touched at each poll: how `status` knows that a watcher running elsewhere (a Slurm
+# job of its own) is alive.
+ALIVE = "watch.alive"
 # How long ``down`` waits for a watcher to end (one in a terraform apply first lets
 # Terraform save its state).
 STOP_WAIT_S = 90.0
@@ -66,29 +69,38 @@ def cluster_lock(cluster_id: str) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def start(launched: Launched, spec: ClusterSpec, settings: RecoverySettings) -> None:
-    """Start the watcher of ``launched`` (an ``up`` cluster) and record it there."""
+def start(
+    launched: Launched, spec: ClusterSpec, settings: RecoverySettings, target: Target
+) -> None:
+    """Start the watcher of ``launched`` (an ``up`` cluster) and record it there: a job
+    of the target's own where the user asked for one, else a process beside us."""
     launched.data["spec"] = spec.model_dump(mode="json")  # what a replacement needs
     launched.data["recovery"] = settings.model_dump()
     save_launched(launched)
     log = cluster_dir(launched.cluster_id) / "watch.log"
+    argv = [sys.executable, "-m", "syndeo.launcher.watch", launched.cluster_id]
+    env = {**os.environ, "SYNDEO_HOME": str(home())}
+    job = target.start_watcher(launched, argv, env, log)
+    if job is not None:
+        launched.data["watcher"] = {"job": job}
+        save_launched(launched)
+        return
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "syndeo.launcher.watch", launched.cluster_id],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=out,
-            start_new_session=True,
-            env={**os.environ, "SYNDEO_HOME": str(home())},
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, env=env
         )
     launched.data["watcher"] = [proc.pid, psutil.Process(proc.pid).create_time()]
     save_launched(launched)
 
 
-def stop(launched: Launched) -> None:
-    """End the watcher of ``launched``, if it runs (only ours: pid and start time)."""
+def stop(launched: Launched, target: Target) -> None:
+    """End the watcher of ``launched``, if it runs (only ours: pid and start time, or
+    the job the target started for it)."""
     entry = launched.data.get("watcher")
     if not entry:
+        return
+    if isinstance(entry, dict):
+        target.stop_watcher(entry["job"])
         return
     pid, ctime = int(entry[0]), float(entry[1])
     with contextlib.suppress(psutil.NoSuchProcess):
@@ -199,6 +211,7 @@ def watch(cluster_id: str, ui: Ui) -> int:
                 save_launched(launched)
             if json.dumps(current.recovery.events) != events_before:
                 write_atomic(events, json.dumps(current.recovery.events, indent=2).encode())
+        (cluster_dir(cluster_id) / ALIVE).touch()
         if outcome == "idle":
             return _autostop(cluster_id, current.scaler, ui)
         if renewer is not None:

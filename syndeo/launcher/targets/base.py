@@ -142,6 +142,20 @@ class Target(ABC):
             f"the {self.name} target cannot replace a lost node (local, ssh and the clouds can)"
         )
 
+    def start_watcher(
+        self, launched: Launched, argv: list[str], env: dict[str, str], log: Path
+    ) -> dict[str, Any] | None:
+        """Start the watcher of the ``up`` cluster ``launched`` (``argv`` with ``env``,
+        its output appended to ``log``) as a job of the target's own, where the user
+        asked for that; what :meth:`stop_watcher` needs to end it.  None (the default):
+        the launcher starts it as a process beside itself."""
+        return None
+
+    def stop_watcher(self, entry: dict[str, Any]) -> None:
+        """End the watcher :meth:`start_watcher` started (``entry``: what it returned),
+        and return once it has ended: nothing it starts may outlive the cluster."""
+        raise TargetError(f"the {self.name} target starts no watcher of its own")
+
     def creates_rendezvous(self, uri: str) -> bool:
         """True if ``launch`` creates the rendezvous location itself (a cloud bucket):
         then it can be checked only once the machines exist."""

@@ -177,6 +177,7 @@ def submit(
     env: Mapping[str, str] | None = None,
     unset: Sequence[str] = (),
     options: Sequence[str] = (),
+    export: str = "ALL",
 ) -> str:
     """Submit the batch script ``script`` (its text); the job id.
 
@@ -189,8 +190,9 @@ def submit(
 
     ``--export=ALL`` whatever the user's ``SBATCH_EXPORT`` says (NONE on some sites'
     login nodes): the script exports every setting itself, but the secrets it only
-    names reach the job through sbatch's environment."""
-    argv = ["sbatch", "--parsable", "--export=ALL", *options]
+    names reach the job through sbatch's environment.  ``export="NONE"``: a job that
+    needs nothing of it (the script sets what it needs)."""
+    argv = ["sbatch", "--parsable", f"--export={export}", *options]
     proc = _slurm(argv, timeout=60, stdin=script, env=env, unset=unset)
     if proc.returncode != 0:
         raise TargetError(f"sbatch refused the job: {_last_line(proc).removeprefix('sbatch: ')}")

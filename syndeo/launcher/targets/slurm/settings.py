@@ -95,6 +95,13 @@ class SlurmSettings(BaseModel):
     # Extra directories bound into the container (besides scratch, job dir, rendezvous, workdir).
     binds: list[Path] = []
     extra_sbatch: list[str] = []
+    # Where the watcher of an `up` cluster runs: "login", a process beside the launcher
+    # on this host; "job", a one-CPU job of its own (sites with load-balanced login
+    # nodes or rules against daemons there).  A job needs $SYNDEO_HOME and this Python
+    # on the shared filesystem, and a file:// rendezvous (no cloud credentials in a job).
+    watcher: Literal["login", "job"] = "login"
+    # More sbatch options for that job only (e.g. a partition for small jobs).
+    watcher_sbatch: list[str] = []
     job_name: str | None = None  # None = the cluster id (what `invoke slurm.cancel` matches)
 
     @field_validator("partition", "account", "qos", "gres_name", "gpu_type", "job_name")
@@ -202,7 +209,7 @@ class SlurmSettings(BaseModel):
             raise ValueError(f"{v!r} is not a network interface name")
         return v
 
-    @field_validator("extra_sbatch", "extra_srun")
+    @field_validator("extra_sbatch", "extra_srun", "watcher_sbatch")
     @classmethod
     def _extra(cls, v: list[str]) -> list[str]:
         for arg in v:

@@ -25,7 +25,7 @@ from syndeo.launcher.nodecreds import STS_MAX_S, node_credentials
 from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
 from syndeo.launcher.state import home
 from syndeo.launcher.targets.base import Target
-from syndeo.launcher.targets.slurm import commands, queue
+from syndeo.launcher.targets.slurm import commands, queue, watcher
 from syndeo.launcher.targets.slurm.render import (
     RUNTIME_VARS,
     SlurmJob,
@@ -160,6 +160,7 @@ class SlurmTarget(Target):
     def check(self, spec: ClusterSpec) -> None:
         """Everything that can be known to fail (image, partition, GPUs), checked before
         the rendezvous is touched or anything is submitted."""
+        watcher.check(self.settings, spec.rendezvous, home() / "clusters")
         if spec.layout is None:
             _check_image(spec.image)
             if self.settings.preflight:
@@ -494,6 +495,32 @@ class SlurmTarget(Target):
         # Nothing of the cluster runs any more: its secrets go (a requeue needed them).
         for path in Path(launched.data["job_dir"]).glob("*.secrets"):
             path.unlink(missing_ok=True)
+
+    def start_watcher(
+        self, launched: Launched, argv: list[str], env: dict[str, str], log: Path
+    ) -> dict[str, Any] | None:
+        if self.settings.watcher != "job":
+            return None
+        text = watcher.script(launched.cluster_id, self.settings, argv, env, log)
+        _write_private(log.with_name("watcher.sbatch"), text)  # a copy: what ran
+        job_id = commands.submit(text, export="NONE")
+        self._say(f"slurm: the watcher runs as job {job_id}; log {log}")
+        return {"job_id": job_id}
+
+    def stop_watcher(self, entry: dict[str, Any]) -> None:
+        job_id = str(entry["job_id"])
+        self._queue.watch(job_id)
+        if self._queue.info(job_id, on_retry=self._say).finished:
+            return
+        commands.cancel(job_id)
+        pace = Poller(start_s=queue.MIN_INTERVAL_S, max_s=queue.MIN_INTERVAL_S)
+
+        def ended() -> bool | None:
+            self._queue.hurry()
+            return True if self._queue.info(job_id).finished else None
+
+        if not pace.until(ended, time.monotonic() + CANCEL_WAIT_S):
+            raise TargetError(f"the watcher's job {job_id} did not end: `scancel {job_id}`")
 
     def describe(self, launched: Launched) -> str:
         try:
