@@ -1,11 +1,13 @@
-"""Clusters that follow demand, on the local target: how fast a node Ray asks for joins,
-against a manual ``grow`` of one node on the same cluster, and how soon an idle node goes.
+"""Clusters that follow demand: how fast a node Ray asks for joins, against a manual
+``grow`` of one node on the same cluster, and how soon an idle node goes.
 
-    python -m benchmarks.autoscale [--out x.json]
+    python -m benchmarks.autoscale [--target local|slurm] [--out x.json]
 
 One ``up`` cluster (bare nodes, file rendezvous, a fresh $SYNDEO_HOME) with two groups
 beside the head: ``auto`` follows demand (max_nodes 1, idle timeout 10 s) and ``manual``
-is declared empty for ``grow``.  In the same run:
+is declared empty for ``grow``.  ``--target slurm`` runs it on the local Slurm test
+cluster (root; started if down) as its unprivileged CI user, each group's node a
+one-node job of its own.  In the same run:
 
 - demand: a job's placement group that needs a second node; from the placement group's
   creation to its being ready (the node asked for, started by the watcher, joined);
@@ -25,9 +27,11 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +47,31 @@ max_nodes = 1
 name = "manual"
 nodes = 0
 """
+# Slurm: each group's node a job of its own, on a bed node of its own (two Ray nodes of
+# one cluster on one bed node would share its address).
+ALONE = 'slurm = { extra_sbatch = ["--exclusive"] }'
+SLURM_CONFIG = f"""\
+target = "slurm"
+cpus_per_node = 1
+join_timeout_s = 120
+idle_timeout_s = {IDLE_S}
+[slurm]
+partition = "debug"
+time = "00:15:00"
+[[groups]]
+name = "head"
+{ALONE}
+[[groups]]
+name = "auto"
+max_nodes = 1
+{ALONE}
+[[groups]]
+name = "manual"
+nodes = 0
+{ALONE}
+"""
+# Runs ``syndeo ARGS`` in a directory to the end: (its wall time, its output).
+Runner = Callable[..., tuple[float, str]]
 JOB = """\
 import time, ray
 from ray.util.placement_group import placement_group
@@ -79,27 +108,25 @@ def _status_bytes(cid: str) -> dict[str, int]:
     }
 
 
-def measure(work: Path) -> dict[str, Any]:
+def measure(work: Path, target: str, run: Runner = _syndeo) -> dict[str, Any]:
     cid = "bscale"
-    (work / "scale.toml").write_text(CONFIG)
+    (work / "scale.toml").write_text(SLURM_CONFIG if target == "slurm" else CONFIG)
     (work / "job.py").write_text(JOB)
-    up_s, _ = _syndeo("up", "--config", "scale.toml", "--cluster-id", cid, cwd=work)
+    up_s, _ = run("up", "--config", "scale.toml", "--cluster-id", cid, cwd=work)
     try:
-        _, out = _syndeo(
-            "submit", "--cluster-id", cid, "--follow", "--", "python", "job.py", cwd=work
-        )
+        _, out = run("submit", "--cluster-id", cid, "--follow", "--", "python", "job.py", cwd=work)
         demand_s = float(re.search(r"DEMAND_S (\S+)", out).group(1))  # type: ignore[union-attr]
         ended = float(re.search(r"ENDED_AT (\S+)", out).group(1))  # type: ignore[union-attr]
         log = Path(os.environ["SYNDEO_HOME"]) / "clusters" / cid / "watch.log"
         release_s = round(_released_at(log, 300) - ended, 1)
         store = _status_bytes(cid)
-        manual_s, _ = _syndeo(
+        manual_s, _ = run(
             "grow", "--cluster-id", cid, "--group", "manual", "--wait-s", "300", cwd=work
         )
     finally:
-        _syndeo("down", "--cluster-id", cid, cwd=work)
+        run("down", "--cluster-id", cid, cwd=work)
     return {
-        "target": "local",
+        "target": target,
         "up_s": up_s,
         "demand_to_joined_s": demand_s,
         "manual_grow_s": manual_s,
@@ -112,15 +139,53 @@ def measure(work: Path) -> dict[str, Any]:
     }
 
 
+def _local(tmp: Path) -> dict[str, Any]:
+    os.environ["SYNDEO_HOME"] = str(tmp / "home")
+    work = tmp / "work"
+    work.mkdir()
+    return measure(work, "local")
+
+
+def _slurm() -> dict[str, Any]:
+    """The same, on the local Slurm test cluster, as its CI user (root starts the bed)."""
+    from testbeds import slurmcluster
+    from testbeds.machine import SLURM_TESTBED_LOCK, machine_lock
+    from testbeds.users import CI_PYTHON, CI_USER, UserRun, as_user, give_to_ci_user
+
+    user = UserRun(Path(f"/home/{CI_USER}/bscale-{os.getpid()}"))
+
+    def run(*args: str, cwd: Path) -> tuple[float, str]:
+        for path in cwd.iterdir():  # what measure() wrote, for the user to read
+            give_to_ci_user(path)
+        argv = as_user([str(CI_PYTHON), "-m", "syndeo", *args], user.env)
+        return _syndeo(*args, cwd=cwd, argv=argv)
+
+    with machine_lock(SLURM_TESTBED_LOCK, "local Slurm test cluster"):
+        ours = not slurmcluster.is_up()
+        os.environ["SLURM_CONF"] = str(slurmcluster.up(nodes=3, cpus_per_node=4).conf)
+        user.root.mkdir(mode=0o700)
+        try:
+            give_to_ci_user(user.root)
+            (work := user.root / "work").mkdir()
+            give_to_ci_user(work)
+            os.environ["SYNDEO_HOME"] = user.env["SYNDEO_HOME"]  # for the status read
+            return measure(work, "slurm", run)
+        finally:
+            shutil.rmtree(user.root, ignore_errors=True)
+            if ours:
+                slurmcluster.down()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--target", choices=["local", "slurm"], default="local")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="bscale-") as tmp:
-        os.environ["SYNDEO_HOME"] = str(Path(tmp) / "home")
-        work = Path(tmp) / "work"
-        work.mkdir()
-        result = measure(work)
+    if args.target == "slurm":
+        result = _slurm()
+    else:
+        with tempfile.TemporaryDirectory(prefix="bscale-") as tmp:
+            result = _local(Path(tmp))
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:

@@ -9,12 +9,15 @@ import time
 from pathlib import Path
 
 
-def syndeo(*args: str, cwd: Path, env: dict[str, str] | None = None) -> tuple[float, str]:
+def syndeo(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, argv: list[str] | None = None
+) -> tuple[float, str]:
     """Run ``syndeo ARGS`` to the end; its wall time (s) and its output.  A failure ends
-    the benchmark with the command's last words (a figure of a failed run means nothing)."""
+    the benchmark with the command's last words (a figure of a failed run means nothing).
+    ``argv``: the whole command line instead (the same command as another user)."""
     began = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "syndeo", *args],
+        argv or [sys.executable, "-m", "syndeo", *args],
         env={**os.environ, **(env or {})},
         cwd=cwd,
         capture_output=True,

@@ -33,7 +33,7 @@ from syndeo.core.archive import MAX_MEMBERS, UnsafeArchive, safe_extract
 from syndeo.core.errors import BlobTooLarge, ConfigError, TargetError
 from syndeo.launcher import wheelhouse
 from syndeo.launcher.spec import Launched, launched_key
-from syndeo.launcher.state import home, load_launched, private_dirs
+from syndeo.launcher.state import WATCH_POKE, cluster_dir, home, load_launched, private_dirs
 from syndeo.rendezvous import JobSpec, JobState, Rendezvous, open_rendezvous
 from syndeo.rendezvous.base import JOB_ID_RE, MAX_JOB_ARCHIVE, MAX_OUTPUTS, TERMINAL
 
@@ -204,6 +204,8 @@ def submit(
         submitted_by=f"{getpass.getuser()}@{socket.gethostname()}",
     ).signed(key)
     rdv.submit_job(spec)
+    with contextlib.suppress(OSError):  # a cluster without a watcher has no such dir
+        (cluster_dir(rdv.cluster_id) / WATCH_POKE).touch()
     return cluster, spec
 
 

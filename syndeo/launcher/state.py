@@ -20,6 +20,12 @@ def home() -> Path:
     return Path(os.environ.get("SYNDEO_HOME") or Path.home() / ".syndeo").expanduser()
 
 
+# Touched by `submit`: the cluster's watcher (which stats it between its polls, on this
+# filesystem and not in the store) reads the head's status at once and quicker for a
+# while, so that a node the new job makes Ray ask for is started without delay.
+WATCH_POKE = "watch.poke"
+
+
 def cluster_dir(cluster_id: str) -> Path:
     """``home()/clusters/<id>`` (or ``home()`` itself for an empty id), created 0700."""
     path = home() / "clusters" / cluster_id if cluster_id else home()

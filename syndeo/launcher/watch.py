@@ -5,7 +5,8 @@ its run -- replace lost workers (``[recovery]``) -- for a cluster that serves un
 ``up`` starts it as a process of its own session (it outlives the shell that ran
 ``up``; ``python -m syndeo.launcher.watch <id>``); ``down`` ends it before it stops
 the cluster, so nothing the watcher starts outlives the cluster.  It reads the head's
-status every 5 s (one read) and ends by itself once the cluster has ended.  Each loss
+status every 5 s (one read; every second while a cluster that follows demand is busy, or
+was just sent a job) and ends by itself once the cluster has ended.  Each loss
 and replacement is written to ``recovery.json`` in the cluster's dir, and said in
 ``watch.log`` beside it.
 
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from types import FrameType
 
 import psutil
@@ -36,14 +38,30 @@ from syndeo.launcher.config import RecoverySettings, load_config
 from syndeo.launcher.nodecreds import gcs_tokens
 from syndeo.launcher.recovery import Recovery
 from syndeo.launcher.spec import ClusterSpec, Launched
-from syndeo.launcher.state import cluster_dir, home, load_launched, save_launched, write_atomic
+from syndeo.launcher.state import (
+    WATCH_POKE,
+    cluster_dir,
+    home,
+    load_launched,
+    save_launched,
+    write_atomic,
+)
 from syndeo.launcher.targets import Target, get_target
 from syndeo.launcher.ui import Ui
-from syndeo.rendezvous import open_rendezvous
+from syndeo.rendezvous import StatusRecord, open_rendezvous
 
 # One status read per poll (the store of a cluster that serves for days is asked as
 # little as it can be): a lost node is reported by the head within about 10 s anyway.
 WATCH_EVERY_S = 5.0
+# While a cluster that follows demand is busy (its head's signed record says a job or a
+# Ray task runs), one read a second: a node Ray asks for is started within about a
+# second, not five.  An idle cluster is read at the 5 s pace only.
+WATCH_BUSY_S = 1.0
+# After a `submit` pokes it (WATCH_POKE), that pace for this long: the new job's demand
+# comes before the head's status says the cluster is busy.
+POKED_FOR_S = 30.0
+# How often the watcher looks at the poke between polls (a local stat).
+NAP_S = 0.25
 # The target is asked less often: its poll may cost several requests (a VM target reads
 # done, logs, head and status), and the head's status says "done" or "failed" first.
 TARGET_EVERY_S = 30.0
@@ -142,6 +160,8 @@ class _Attempt:
         self.attempt = -1
         self.next_target_poll = 0.0  # at once: a target notes what it needs on its first poll
         self.ended_since: float | None = None
+        self.last: StatusRecord | None = None  # the status of the latest poll
+        self.poked_at = -POKED_FOR_S  # when a `submit` last poked the watcher
         self.follow(launched)
 
     def follow(self, launched: Launched) -> bool:
@@ -160,9 +180,16 @@ class _Attempt:
             self.ui.info(f"cluster {launched.cluster_id} runs again as attempt {attempt}")
         return True
 
+    def pace(self) -> float:
+        """Seconds to the next poll: quicker while demand may come (see WATCH_BUSY_S)."""
+        d = self.last.demand if self.last is not None else None
+        busy = d is not None and d.idle_since is None
+        busy = busy or time.monotonic() - self.poked_at < POKED_FOR_S
+        return WATCH_BUSY_S if busy and self.scaler.bounds else WATCH_EVERY_S
+
     def step(self, launched: Launched) -> str | None:
         """One poll: "ended", "idle" (autostop is due) or None (go on watching)."""
-        st = self.rdv.read_status()
+        st = self.last = self.rdv.read_status()
         said_ended = st is not None and st.phase in ("done", "failed")
         if said_ended or time.monotonic() >= self.next_target_poll:
             self.next_target_poll = time.monotonic() + TARGET_EVERY_S
@@ -216,7 +243,26 @@ def watch(cluster_id: str, ui: Ui) -> int:
             return _autostop(cluster_id, current.scaler, ui)
         if renewer is not None:
             renewer.tick()  # outside the lock: an STS call must not hold up a grow
-        time.sleep(WATCH_EVERY_S)
+        if _nap(cluster_dir(cluster_id) / WATCH_POKE, current.pace()):
+            current.poked_at = time.monotonic()
+
+
+def _nap(poke: Path, seconds: float) -> bool:
+    """Sleep ``seconds``, or less if a `submit` pokes the watcher meanwhile (True)."""
+    seen = _mtime(poke)
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(NAP_S, left))
+        if _mtime(poke) != seen:
+            return True
+    return False
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
 
 
 def _renewer(launched: Launched, spec: ClusterSpec, ui: Ui) -> gcs_tokens.Renewer | None:

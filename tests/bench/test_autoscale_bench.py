@@ -9,20 +9,17 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.helpers import ROOT
 
 
-@pytest.mark.slow
-@pytest.mark.cluster
-def test_the_autoscale_benchmark_measures_demand_manual_grow_and_release(
-    tmp_path: Path, syndeo_home: Path
-) -> None:
+def _measured(tmp_path: Path, *extra: str) -> dict[str, Any]:
     out = tmp_path / "scale.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.autoscale", "--out", str(out)],
+        [sys.executable, "-m", "benchmarks.autoscale", *extra, "--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -30,7 +27,7 @@ def test_the_autoscale_benchmark_measures_demand_manual_grow_and_release(
         stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(out.read_text())
+    got: dict[str, Any] = json.loads(out.read_text())
     assert json.loads(proc.stdout) == got
     assert got["demand_to_joined_s"] > 0 and got["manual_grow_s"] > 0
     assert got["demand_vs_manual"] == round(got["demand_to_joined_s"] / got["manual_grow_s"], 2)
@@ -38,3 +35,19 @@ def test_the_autoscale_benchmark_measures_demand_manual_grow_and_release(
     assert got["release_after_idle_s"] >= got["idle_timeout_s"] - 1
     sizes = got["status_record_bytes"]
     assert sizes["with_demand"] > sizes["without_demand"] > 0
+    return got
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_the_autoscale_benchmark_measures_demand_manual_grow_and_release(
+    tmp_path: Path, syndeo_home: Path
+) -> None:
+    assert _measured(tmp_path)["target"] == "local"
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+def test_the_autoscale_benchmark_runs_on_the_local_slurm_cluster(tmp_path: Path) -> None:
+    """``--target slurm``: the same figures, each node a one-node job of the CI user's."""
+    assert _measured(tmp_path, "--target", "slurm")["target"] == "slurm"
