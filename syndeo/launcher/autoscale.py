@@ -39,10 +39,14 @@ def check(cfg: DeployConfig, verb: str, target: type[Target]) -> None:
     if follows_demand(cfg) and target.added is Target.added:
         raise ConfigError(f"the {cfg.target} target cannot add nodes by itself: no max_nodes")
     if follows_demand(cfg) and cfg.target == "ssh":
-        raise ConfigError(
-            "the ssh target cannot follow demand: it adds only the hosts you name "
-            "(grow --hosts); leave max_nodes out"
-        )
+        assert cfg.layout is not None  # follows_demand
+        for g in cfg.layout.groups:
+            if g.autoscale is not None and not g.ssh.get("pool"):
+                raise ConfigError(
+                    f"group {g.name!r}: on ssh a group that follows demand adds nodes only "
+                    "on hosts you list: give it [groups.ssh] pool = [...] (at least "
+                    "max_nodes hosts)"
+                )
 
 
 class Scaler:

@@ -171,7 +171,8 @@ def test_autostop_after_the_idle_time_of_a_signed_record() -> None:
         (
             {"target": "ssh", "ssh_hosts": "a,b", "max_nodes": 3},
             "up",
-            "the ssh target cannot follow demand",
+            r"on ssh a group that follows demand adds nodes only on hosts you list: give "
+            r"it \[groups.ssh\] pool",
         ),
     ],
 )
@@ -211,5 +212,30 @@ def test_check_refuses_what_up_would_refuse() -> None:
     from syndeo.launcher.preflight import check_deployment
 
     cfg = load_config(target="ssh", ssh_hosts="a,b", max_nodes=3, rendezvous="file:///tmp/x")
-    with pytest.raises(ConfigError, match="the ssh target cannot follow demand"):
+    with pytest.raises(ConfigError, match="on ssh a group that follows demand adds nodes only"):
+        check_deployment(cfg)
+
+
+@pytest.mark.parametrize(
+    ("groups", "said"),
+    [
+        (
+            [{"name": "cpu", "nodes": 1, "ssh": {"hosts": ["b"], "pool": ["c"]}}],
+            r"group 'cpu': \[groups.ssh\] pool is for a group that follows demand",
+        ),
+        (
+            [{"name": "cpu", "max_nodes": 2, "ssh": {"pool": ["c"]}}],
+            "group 'cpu': max_nodes is 2 but its pool has 1 host",
+        ),
+        ([{"name": "cpu", "max_nodes": 1, "ssh": {"pool": ["a"]}}], "host a is listed twice"),
+    ],
+)
+def test_a_bad_ssh_pool_is_one_line_before_anything_starts(
+    groups: list[dict[str, Any]], said: str
+) -> None:
+    from syndeo.launcher.preflight import check_deployment
+
+    layout = [{"name": "head"}, *groups]
+    cfg = load_config(target="ssh", ssh_hosts="a", rendezvous="file:///tmp/x", groups=layout)
+    with pytest.raises(ConfigError, match=said):
         check_deployment(cfg)

@@ -684,3 +684,58 @@ def test_a_killed_node_is_started_again_on_its_host(ssh_hosts: sshhosts.Bed, run
     print("repeats, steps/s:", [r["steps_per_s"] for r in env["syndeo"]["repeats"]])
     print("benchmark: node losses", json.dumps(env["node_losses"]))
     _assert_clean(ssh_hosts, run)
+
+
+# Two one-CPU tasks on two nodes at once: the head (one CPU) alone cannot hold them, so
+# Ray's autoscaler asks for a node of the `auto` group, which the watcher adds on the
+# group's pool host.
+SPREAD = """\
+import ray
+from ray.util.placement_group import placement_group
+ray.init()
+pg = placement_group([{"CPU": 1}] * 2, strategy="STRICT_SPREAD")
+ray.get(pg.ready(), timeout=240)
+print("nodes", len([n for n in ray.nodes() if n["Alive"]]), flush=True)
+"""
+
+
+def test_a_group_follows_demand_on_its_pool_of_hosts(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
+    """`max_nodes` with `[groups.ssh] pool`: a job that needs a second node makes the
+    watcher add one on the pool's host (Terraform, as `grow --hosts` does); idle for the
+    idle timeout, it is let go; nothing else on that host is touched."""
+    h1, h2, _ = (h.ip for h in ssh_hosts.hosts)
+    body = (
+        f'target = "ssh"\ncpus_per_node = 1\njoin_timeout_s = 120\nidle_timeout_s = 10\n'
+        f'rendezvous = "{(run.root / "rdv").as_uri()}"\n'
+        f'[[groups]]\nname = "head"\n'
+        f'[[groups]]\nname = "auto"\nmax_nodes = 1\nssh = {{ pool = ["{h2}"] }}\n'
+        + _ssh_section(ssh_hosts, hosts=[h1])
+    )
+    job = run.root / "job"
+    job.mkdir()
+    (job / "spread.py").write_text(SPREAD)
+    give_to_ci_user(job)
+    give_to_ci_user(job / "spread.py")
+    up = _syndeo(run, "up", "--config", str(run.config(body)))
+    assert up.returncode == 0, up.stderr[-3000:]
+    cid = up.stdout.split("Cluster ", 1)[1].split(" ", 1)[0]
+    try:
+        assert _nodes_on(ssh_hosts, 0) and not _nodes_on(ssh_hosts, 1)  # at its minimum
+        done = _syndeo(
+            run,
+            *("submit", "--cluster-id", cid, "--workdir", str(job)),
+            *("--follow", "--", "python", "spread.py"),
+        )
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert "nodes 2" in done.stdout
+        log = run.root / "home" / "clusters" / cid / "watch.log"
+        assert f"group auto: started rank 1 on {h2}" in log.read_text(), log.read_text()
+        deadline = time.monotonic() + 120
+        while "let go" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(1)
+        assert f"group auto: let go rank 1 on {h2}" in log.read_text(), log.read_text()
+        assert not _nodes_on(ssh_hosts, 1) and _nodes_on(ssh_hosts, 0)
+    finally:
+        down = _syndeo(run, "down", "--cluster-id", cid)
+    assert down.returncode == 0, down.stderr[-3000:]
+    _assert_clean(ssh_hosts, run)

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from syndeo.core.errors import ConfigError
+from syndeo.core.errors import ConfigError, TargetError
 from syndeo.core.groups import Group
 from syndeo.launcher.config import DeployConfig, one_line
 from syndeo.launcher.spec import ClusterSpec, Launched
@@ -72,6 +72,24 @@ class SshSettings(BaseModel):
 def _host_list(v: Any) -> Any:
     """``"h1, h2"`` or a list; anything else is left for validation to refuse."""
     return [h.strip() for h in v.split(",") if h.strip()] if isinstance(v, str) else v
+
+
+def _pool(group: Group) -> list[str]:
+    """The hosts a group that follows demand may add nodes on (``[groups.ssh] pool``)."""
+    pool = _host_list(group.ssh.get("pool", []))
+    if not isinstance(pool, list) or not all(isinstance(h, str) for h in pool):
+        raise ConfigError(f"group {group.name!r}: [groups.ssh] pool is a list of hosts")
+    if pool and group.autoscale is None:
+        raise ConfigError(
+            f"group {group.name!r}: [groups.ssh] pool is for a group that follows demand "
+            "(max_nodes); name a fixed group's hosts in hosts"
+        )
+    if group.autoscale is not None and pool and len(pool) < group.autoscale[1]:
+        raise ConfigError(
+            f"group {group.name!r}: max_nodes is {group.autoscale[1]} but its pool has "
+            f"{len(pool)} host(s) (one node per host)"
+        )
+    return [str(h) for h in pool]
 
 
 def _best_key(entries: list[str]) -> str:
@@ -132,10 +150,10 @@ class SshTarget(TerraformTarget):
             return list(s.hosts)
         pool, out = list(s.hosts), []
         for g in spec.layout.groups:
-            unknown = sorted(set(g.ssh) - {"hosts"})
+            unknown = sorted(set(g.ssh) - {"hosts", "pool"})
             if unknown:
                 raise ConfigError(
-                    f"group {g.name!r}: [groups.ssh] takes only hosts, not {unknown[0]!r}"
+                    f"group {g.name!r}: [groups.ssh] takes only hosts and pool, not {unknown[0]!r}"
                 )
             own = g.ssh.get("hosts")
             if own is not None:
@@ -160,7 +178,8 @@ class SshTarget(TerraformTarget):
                 f"ssh: host(s) {', '.join(pool)} in [ssh] hosts belong to no group "
                 "(each group takes as many as it has nodes)"
             )
-        twice = sorted({h for h in out if out.count(h) > 1})
+        pools = [h for g in spec.layout.groups for h in _pool(g)]
+        twice = sorted({h for h in out + pools if (out + pools).count(h) > 1})
         if twice:
             raise ConfigError(f"ssh: host {twice[0]} is listed twice (one node per host)")
         return out
@@ -184,6 +203,13 @@ class SshTarget(TerraformTarget):
                 )
             lines += entries
             host_keys.append(_best_key(entries))
+        pools = [h for g in (spec.layout.groups if spec.layout else []) for h in _pool(g)]
+        for host in pools:  # known now: the watcher adds nodes there later, unattended
+            if not _host_keys(host, s.port, known):
+                raise ConfigError(
+                    f"ssh: pool host {host} is not in {known}: connect to it once with ssh "
+                    "(and check its key), so that no connection trusts an unknown host"
+                )
         self._host_lines = lines
         image = spec.image.resolve() if spec.image is not None else None
         return {
@@ -249,6 +275,14 @@ class SshTarget(TerraformTarget):
         ranks: list[int],
         hosts: list[str],
     ) -> list[dict[str, Any]]:
+        in_use = set(tfvars["hosts"]) | {e["host"] for e in tfvars["node"].get("grown", [])}
+        if not hosts and _pool(group):  # a group that follows demand: its pool's free hosts
+            hosts = [h for h in _pool(group) if h not in in_use][: len(ranks)]
+            if len(hosts) < len(ranks):
+                raise TargetError(
+                    f"ssh: group {group.name!r} has no free host left in its pool "
+                    f"({', '.join(_pool(group))})"
+                )
         if len(hosts) != len(ranks):
             raise ConfigError(
                 f"ssh: --hosts names {len(hosts)} machine(s) for {len(ranks)} new node(s) "
@@ -257,7 +291,6 @@ class SshTarget(TerraformTarget):
         m = launched.data["machines"]
         known = Path(m.get("known_hosts") or self.settings.known_hosts.expanduser())
         node = tfvars["node"]
-        in_use = set(tfvars["hosts"]) | {e["host"] for e in node.get("grown", [])}
         added: list[dict[str, Any]] = []
         lines: list[str] = []
         for rank, host in zip(ranks, hosts, strict=True):
