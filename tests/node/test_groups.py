@@ -205,7 +205,7 @@ BAD = [
     ),
     (
         SSH + 'hosts = ["h1"]\n[[groups]]\nname = "cpu"\nssh = { hosts = ["h2"], port = 2 }\n',
-        "group 'cpu': [groups.ssh] takes only hosts, not 'port'",
+        "group 'cpu': [groups.ssh] takes only hosts and pool, not 'port'",
     ),
     (
         SSH + 'hosts = ["h1"]\n[[groups]]\nname = "cpu"\nssh = { hosts = ["h1"] }\n',
