@@ -324,7 +324,7 @@ class VmHost:
         found = f'"$(PATH={SYSTEMD_PATH} command -v poweroff)"'
         run_post = (
             f"if [ {found} = {shlex.quote(self.poweroff or '')} ]; then {post}; "
-            "else echo 'bed: ExecStopPost not run (poweroff here is not the bed'''s)'; fi"
+            "else echo 'bed: ExecStopPost not run (this poweroff is not the bed one)'; fi"
             if self.poweroff is not None
             else "echo 'bed: ExecStopPost not run on this machine'"
         )
