@@ -601,14 +601,20 @@ def test_an_idle_cluster_without_its_watcher_powers_its_vms_off(
         ids = list(_instances(admin, cid).values())
         assert len(ids) == 2
         _kill_watcher(aws_user, cid)
+        # Stopped in EC2, then powered off in the bed (its console kept once it is).
+        consoles = [BASE / "logs" / f"{i}-syndeo-node.log" for i in ids]
         deadline = time.monotonic() + 300
-        while set(_states(admin, ids).values()) != {"stopped"}:
+        while set(_states(admin, ids).values()) != {"stopped"} or not all(
+            c.exists() for c in consoles
+        ):
             assert time.monotonic() < deadline, f"{_states(admin, ids)}\n{awsemu.logs(BASE)}"
             time.sleep(2)
         log = awsemu.logs(BASE)
         # The head's own word: it stopped the cluster after autostop + grace, not before.
         assert "idle for autostop + grace (30 s), no watcher" in log, log
         assert all(f"{i}: the guest powered off: stop" in log for i in ids), log
+        # Each VM's own ExecStopPost powered it off.
+        assert all("powering this VM off" in c.read_text() for c in consoles), log
         assert all(awsemu.machine(i, BASE) is None for i in ids)  # powered off in the bed too
         # Nothing took the cluster down: only the VMs are off, and `down` removes the rest.
         assert (aws_user.root / "home" / "clusters" / cid / "launched.json").exists()
