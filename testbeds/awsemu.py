@@ -19,6 +19,12 @@ One root daemon (``python -m testbeds.awsemu serve``) is the cloud:
   as cloud-init + systemd would (:mod:`testbeds.cloudinit`, the same runner
   the SSH-bed tests use).  An instance that is stopped or terminated in moto is
   powered off: SIGKILL to everything in its namespace, no handlers, its disk gone.
+- **the power button**: a guest that powers itself off (``poweroff``, from systemd's
+  PATH) runs the bed's own ``poweroff``, bind-mounted over ``/usr/local/sbin`` in the
+  machine's mount namespace (the host's is never reached from a machine); it leaves a
+  mark on the machine's disk, and the hypervisor then stops or terminates the instance
+  in moto as its ``instanceInitiatedShutdownBehavior`` says -- and powers it off as
+  above.
 
 Deviations from EC2, each because moto does not model it: only instances of this
 bed's AMI boot (any other image would not run the unit either), only in the
@@ -69,7 +75,13 @@ MIRROR = Path("/opt/tf-plugins")  # this machine's provider mirror (no registry 
 POLL_S = 0.5
 REPO = Path(__file__).resolve().parents[1]
 UNIT_FILE = REPO / "packer" / "cloud" / "files" / "syndeo-node.service"
-START_SCRIPT = REPO / "terraform" / "modules" / "node" / "files" / "syndeo-node"
+NODE_FILES = REPO / "terraform" / "modules" / "node" / "files"
+START_SCRIPT = NODE_FILES / "syndeo-node"
+STOPPED_SCRIPT = NODE_FILES / "syndeo-node-stopped"  # the unit's ExecStopPost
+# Where a machine finds the bed's `poweroff` (first on systemd's PATH), and the mark it
+# leaves on the machine's disk for the hypervisor.
+POWEROFF_DIR = "/usr/local/sbin"
+POWEROFF_MARK = "powered-off"
 SYSTEMD_PATH = cloudinit.SYSTEMD_PATH
 
 
@@ -330,6 +342,7 @@ class Cloud:
         manifest = self.sif.with_name(self.sif.name + ".manifest.json")
         if manifest.exists():
             shutil.copyfile(manifest, image / "syndeo.sif.manifest.json")
+        self._power_button()
         self.server = ThreadedMotoServer(ip_address=GATEWAY, port=0, verbose=False)
         self.server.start()
         host, port = self.server.get_host_and_port()
@@ -370,6 +383,21 @@ class Cloud:
         os.chmod(tmp, 0o644)
         tmp.replace(self.base / "state.json")
         return state
+
+    def _power_button(self) -> None:
+        """The bed's ``poweroff``: what a guest's power-off does here (module doc)."""
+        sbin = self.base / "sbin"
+        sbin.mkdir(exist_ok=True)
+        os.chmod(sbin, 0o755)
+        script = sbin / "poweroff"
+        mark = shlex.quote(str(sshhosts.HOST_DISK / POWEROFF_MARK))
+        script.write_text(
+            "#!/bin/sh\n"
+            "# The emulated AWS's power button (testbeds/awsemu.py): the hypervisor sees\n"
+            "# the mark and stops the instance in moto.  Never the host's poweroff.\n"
+            f"date +%s > {mark}\n"
+        )
+        os.chmod(script, 0o755)
 
     def _admin(self) -> tuple[str, str]:
         """The admin user, made in moto's unauthenticated window (3 requests)."""
@@ -450,8 +478,32 @@ class Cloud:
                     self.power_off(iid)
             for iid in [i for i in self.hosts if i not in seen]:
                 self.power_off(iid)
+            self._guest_shutdowns(ec2)
             self._notices()
             self.stopping.wait(POLL_S)
+
+    def _guest_shutdowns(self, ec2: Any) -> None:
+        """Instances whose guest powered itself off: stopped or terminated in moto, as
+        their instanceInitiatedShutdownBehavior says (EC2's rule for a shutdown from
+        the OS); the next turn of the loop powers the machine off."""
+        for iid in list(self.hosts):
+            mark = self.base / "instances" / iid / "disk" / POWEROFF_MARK
+            if not mark.exists():
+                continue
+            try:
+                attr = ec2.describe_instance_attribute(
+                    InstanceId=iid, Attribute="instanceInitiatedShutdownBehavior"
+                )
+                how = attr["InstanceInitiatedShutdownBehavior"]["Value"]
+                if how == "terminate":
+                    ec2.terminate_instances(InstanceIds=[iid])
+                else:
+                    ec2.stop_instances(InstanceIds=[iid])
+            except Exception as exc:  # the loop outlives a moto hiccup: next turn
+                _log(f"{iid}: the guest powered off, but moto refused: {exc}")
+                continue
+            mark.unlink(missing_ok=True)
+            _log(f"{iid}: the guest powered off: {how}")
 
     def _notices(self) -> None:
         """Spot interruption notices dropped by tests: ``<base>/notices/<instance-id>``."""
@@ -511,6 +563,7 @@ class Cloud:
                 f"mount --bind {shlex.quote(str(self.base / 'image'))} {IMAGE_DIR}",
                 f"mount --bind {shlex.quote(str(self.sif))} {IMAGE_DIR / 'syndeo.sif'}",
                 f"mount --bind {shlex.quote(str(root / 'var-tmp'))} /var/tmp",
+                f"mount --bind {shlex.quote(str(self.base / 'sbin'))} {POWEROFF_DIR}",
                 "exec sleep infinity",
             ]
         )
@@ -546,8 +599,12 @@ class Cloud:
         (root / "machine.json").write_text(
             json.dumps(dataclasses.asdict(host.machine), default=str)
         )
-        host.vm = cloudinit.VmHost(host.machine, {self.unit.name: self.unit})
+        host.vm = cloudinit.VmHost(
+            host.machine, {self.unit.name: self.unit}, poweroff=f"{POWEROFF_DIR}/poweroff"
+        )
         host.vm.bake(self.unit.exec_start, START_SCRIPT, 0o755)
+        if self.unit.exec_stop_post is not None:
+            host.vm.bake(self.unit.exec_stop_post, STOPPED_SCRIPT, 0o755)
         host.meta = self._metadata(host, inst)
         sock = imds.listen_in(netns.NETNS_DIR / host.netns)
         host.server = imds.serve(sock, host.meta, self._credentials, self._profile)

@@ -70,6 +70,9 @@ class Unit:
     user: str
     timeout_stop_s: float
     condition_path_exists: str | None
+    # ExecStopPost without systemd's "+" (root for that command): the bed runs every
+    # command as its user.  None: the unit has none.
+    exec_stop_post: str | None = None
 
     @classmethod
     def load(cls, path: Path) -> Unit:
@@ -89,7 +92,13 @@ class Unit:
         env_file = svc["EnvironmentFile"]
         if env_file.startswith("-"):
             raise Unsupported(f"{path.name}: optional EnvironmentFile= is not emulated")
+        post = svc.get("ExecStopPost")
+        if post is not None:
+            post = post.removeprefix("+")
+            if not post.startswith("/") or len(post.split()) != 1:
+                raise Unsupported(f"{path.name}: ExecStopPost must be one absolute path")
         extra = set(svc) - {
+            "ExecStopPost",
             "Type",
             "User",
             "Group",
@@ -108,6 +117,7 @@ class Unit:
             user=svc["User"],
             timeout_stop_s=float(svc.get("TimeoutStopSec", "90")),
             condition_path_exists=parser["Unit"].get("ConditionPathExists"),
+            exec_stop_post=post,
         )
 
 
@@ -159,6 +169,10 @@ class VmHost:
     units: dict[str, Unit]
     started: dict[str, int] = field(default_factory=dict)  # unit -> main pid (= pgid)
     written: list[str] = field(default_factory=list)  # VM paths cloud-init wrote
+    # Where `poweroff` resolves on this machine when it is the bed's own (a power button
+    # of its hypervisor, testbeds.awsemu); None: a unit's ExecStopPost, which may power
+    # the machine off, is not run here (an SSH-bed host shares this machine's own).
+    poweroff: str | None = None
 
     # ------------------------------------------------------------------ paths
     def inside(self, vm_path: str) -> str:
@@ -278,14 +292,17 @@ class VmHost:
                 self.inside(unit.environment_file),
             ]
         )
+        # Own session: the group is what stop signals.  exec keeps the pid.
+        start = (
+            f"setsid sh -c {shlex.quote('echo $$ > main.pid; cd /; exec ' + main)}"
+            " > unit.log 2>&1 < /dev/null &"
+        )
         script = "\n".join(
             [
                 "set -eu",
                 f"d={shlex.quote(run)}",
                 'mkdir -p "$d" && cd "$d" && rm -f main.pid',
-                # Own session: the group is what stop signals.  exec keeps the pid.
-                f"setsid sh -c {shlex.quote('echo $$ > main.pid; cd /; exec ' + main)}"
-                " > unit.log 2>&1 < /dev/null &",
+                start if unit.exec_stop_post is None else self._supervised(unit, start),
                 "i=0",
                 # Up to 60 s: a loaded machine may take a while to fork the unit (an event, polled).
                 "while [ ! -s main.pid ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done",
@@ -295,6 +312,32 @@ class VmHost:
         pid = int(self.sh(script).strip())
         self.started[name] = pid
         return pid
+
+    def _supervised(self, unit: Unit, start: str) -> str:
+        """``start`` and, once its main process has ended, the unit's ExecStopPost as
+        systemd runs it: EXIT_CODE ``exited`` or ``killed`` and EXIT_STATUS the status
+        or the signal's name, systemd's PATH, output to the journal (the unit's log).  A
+        subshell outside the unit's group waits for it (only a parent has the status)."""
+        assert unit.exec_stop_post is not None
+        post = shlex.join(["env", "-i", f"PATH={SYSTEMD_PATH}", "LANG=C.UTF-8"])
+        post += ' EXIT_CODE="$c" EXIT_STATUS="$s" ' + shlex.quote(self.inside(unit.exec_stop_post))
+        found = f'"$(PATH={SYSTEMD_PATH} command -v poweroff)"'
+        run_post = (
+            f"if [ {found} = {shlex.quote(self.poweroff or '')} ]; then {post}; "
+            "else echo 'bed: ExecStopPost not run (this poweroff is not the bed one)'; fi"
+            if self.poweroff is not None
+            else "echo 'bed: ExecStopPost not run on this machine'"
+        )
+        return "\n".join(
+            [
+                "(",
+                "  " + start,
+                '  m=$!; s=0; wait "$m" || s=$?; c=exited',
+                '  if [ "$s" -gt 128 ]; then c=killed; s=$(kill -l $((s - 128))); fi',
+                f"  {run_post}",
+                ") >> unit.log 2>&1 < /dev/null &",
+            ]
+        )
 
     def is_active(self, name: str) -> bool:
         """Whether any process of the unit's group is left (the bed's machines share

@@ -18,6 +18,7 @@ build {
       local.sif,
       "${local.sif}.manifest.json",
       "${path.root}/../../terraform/modules/node/files/syndeo-node",
+      "${path.root}/../../terraform/modules/node/files/syndeo-node-stopped",
       "${path.root}/files/syndeo-node.service",
       "${path.root}/files/provision.sh",
     ]

@@ -94,6 +94,9 @@ def from_settings(model: type[BaseModel], *names: str, prefix: str = "") -> list
 CONFIG = Option("config", "TOML file with settings; options override it")
 # down, grow, jobs, …: a cluster `up` started
 CLUSTER_ID = Option("cluster_id", "the cluster's id (default: the only one up)")
+# The settings every node shares that only `up` takes (autostop, with its grace on the
+# clouds): options of up and check, not of deploy.
+UP_ONLY = ("autostop_s", "autostop_grace_s")
 CLUSTER = [
     *from_settings(
         DeployConfig,
@@ -126,14 +129,16 @@ CLUSTER = [
         name="image",
     ),
     Option("vm_spot", "aws/gcp/azure/alibaba: spot/preemptible VMs", switch=True, name="spot"),
-    *from_settings(DeployConfig, *ClusterOptions.model_fields, "tls"),
+    *from_settings(
+        DeployConfig, *(f for f in ClusterOptions.model_fields if f not in UP_ONLY), "tls"
+    ),
 ]
 RUN = [
     *from_settings(DeployConfig, "run", "results_dir", "exclude", "requirements"),
     *from_settings(BenchSettings, "envs", "mode", "repeats", "samples_per_cpu", prefix="bench_"),
 ]
 # A cluster that follows demand and stops itself (syndeo/launcher/autoscale.py).
-UP = from_settings(DeployConfig, "min_nodes", "max_nodes", "autostop_s")
+UP = from_settings(DeployConfig, "min_nodes", "max_nodes", *UP_ONLY)
 GROUP = Option("group", "the node group ([[groups]] name)", required=True)
 
 VERBS: dict[str, list[Option]] = {

@@ -18,3 +18,7 @@ CLOUDS: tuple[str, ...] = typing.get_args(Cloud)
 ONPREM: tuple[str, ...] = typing.get_args(OnPrem)
 TARGETS: tuple[str, ...] = ONPREM + CLOUDS
 assert typing.get_args(TargetName) == TARGETS, "TargetName must list ONPREM then CLOUDS"
+# The clouds whose VMs power themselves off after autostop plus its grace when the
+# watcher is gone (syndeo/node/poweroff.py; docs/autoscale.md says what each bills
+# then).  Not alibaba: what a guest power-off costs there was not checked.
+POWERS_OFF: tuple[str, ...] = ("aws", "gcp", "azure")

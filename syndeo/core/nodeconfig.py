@@ -32,6 +32,9 @@ MAX_SCRATCH_LEN = 40
 CLUSTER_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 # How long a node above its group's min_nodes may stay idle when idle_timeout is not set.
 IDLE_TIMEOUT_S = 300.0
+# How long past autostop an idle cloud cluster whose watcher is gone waits before its
+# nodes stop it and power their VMs off, when autostop_grace is not set.
+AUTOSTOP_GRACE_S = 600.0
 
 
 class ClusterOptions(BaseModel):
@@ -70,6 +73,31 @@ class ClusterOptions(BaseModel):
         le=7 * 86400,
     )
 
+    # The watcher of an `up` cluster takes it down once it has had no job and no Ray task
+    # for this long (syndeo/launcher/autoscale.py).  A node setting too: on the clouds,
+    # with autostop_grace, the head stops an idle cluster itself when the watcher is gone
+    # (a closed laptop) and every VM powers itself off (syndeo/node/poweroff.py).
+    autostop_s: float | None = option(
+        None,
+        "up: take the cluster down after it has been idle this long, e.g. 30m (default: never)",
+        name="autostop",
+        duration=True,
+        gt=0,
+        le=30 * 86400,
+    )
+    # None: AUTOSTOP_GRACE_S (not rendered, so a cluster that never names it carries no
+    # variable).  Only the cloud targets power off (syndeo/launcher/autoscale.py refuses
+    # it elsewhere).
+    autostop_grace_s: float | None = option(
+        None,
+        "up, aws/gcp/azure: when the watcher is gone, the VMs power themselves off this "
+        "long after autostop (default 10m)",
+        name="autostop_grace",
+        duration=True,
+        ge=0,
+        le=7 * 86400,
+    )
+
     # Whose GPUs the nodes have: how the container is given them (apptainer --nv or
     # --rocm) and which variables name a node's devices -- one table, syndeo/core/gpus.py.
     # None: NVIDIA (not rendered, so a cluster that never names it carries no variable).
@@ -79,7 +107,7 @@ class ClusterOptions(BaseModel):
         "ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES); default nvidia",
     )
 
-    @field_validator("idle_timeout_s", mode="before")
+    @field_validator("idle_timeout_s", "autostop_s", "autostop_grace_s", mode="before")
     @classmethod
     def _duration(cls, v: object) -> object:
         return duration_field(v)

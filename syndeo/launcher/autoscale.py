@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 
+from syndeo.core.clouds import POWERS_OFF
 from syndeo.core.errors import ConfigError, SyndeoError
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.spec import ClusterSpec, Launched
@@ -35,6 +36,13 @@ def check(cfg: DeployConfig, verb: str, target: type[Target]) -> None:
         raise ConfigError(
             "max_nodes and autostop are for clusters started with `up` (a deploy's cluster "
             "ends with its workload)"
+        )
+    if cfg.autostop_grace_s is not None and cfg.autostop_s is None:
+        raise ConfigError("autostop_grace is a time after autostop: add --autostop")
+    if cfg.autostop_grace_s is not None and cfg.target not in POWERS_OFF:
+        raise ConfigError(
+            f"autostop_grace is for VMs that can power themselves off ({', '.join(POWERS_OFF)}); "
+            f"on {cfg.target} only the watcher stops an idle cluster: leave it out"
         )
     if follows_demand(cfg) and target.added is Target.added:
         raise ConfigError(f"the {cfg.target} target cannot add nodes by itself: no max_nodes")

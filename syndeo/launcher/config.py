@@ -29,7 +29,7 @@ from syndeo.core.clouds import CLOUDS, TARGETS, TargetName
 from syndeo.core.errors import ConfigError
 from syndeo.core.groups import GroupConfig, Layout, build_layout
 from syndeo.core.nodeconfig import CLUSTER_ID_RE, ClusterOptions
-from syndeo.core.option import duration_field, option
+from syndeo.core.option import option
 
 RENDEZVOUS_RE = re.compile(r"^(file|s3|gs|az|oss)://[^\r\n]+$")
 
@@ -107,16 +107,6 @@ class DeployConfig(_Strict, ClusterOptions):
         ge=2,
         le=4096,
     )
-    # The watcher of an `up` cluster takes it down once it has had no job and no Ray task
-    # for this long (syndeo/launcher/autoscale.py).
-    autostop_s: float | None = option(
-        None,
-        "up: take the cluster down after it has been idle this long, e.g. 30m (default: never)",
-        name="autostop",
-        duration=True,
-        gt=0,
-        le=30 * 86400,
-    )
     cluster_id: str | None = option(None, "the new cluster's id (default: generated)")
     rendezvous: str | None = option(
         None, "file:///dir, s3://bucket/prefix, gs://…, az://… (default per target)"
@@ -173,11 +163,6 @@ class DeployConfig(_Strict, ClusterOptions):
     head: Literal["own", "first"] = "own"  # own: a 1-node group `head`; first: rank 0 of groups[0]
     groups: list[GroupConfig] = []
     _layout: Layout | None = PrivateAttr(default=None)
-
-    @field_validator("autostop_s", mode="before")
-    @classmethod
-    def _durations(cls, v: object) -> object:
-        return duration_field(v)
 
     @model_validator(mode="before")
     @classmethod

@@ -72,7 +72,7 @@ def check_deployment(cfg: DeployConfig) -> list[str]:
     from syndeo.rendezvous import open_rendezvous
 
     target = get_target(cfg)
-    if autoscale.follows_demand(cfg) or cfg.autostop_s is not None:
+    if autoscale.follows_demand(cfg) or cfg.autostop_s is not None or cfg.autostop_grace_s:
         autoscale.check(cfg, "up", type(target))  # settings only `up` takes
     cluster_id = cfg.cluster_id or new_cluster_id(cfg.target)
     uri = cfg.rendezvous or target.default_rendezvous()

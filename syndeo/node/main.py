@@ -27,8 +27,8 @@ from syndeo.core.nodeconfig import NodeSettings
 from syndeo.core.poll import Poller
 from syndeo.core.securedir import secure_dir, write_private
 from syndeo.core.timeline import Timeline
+from syndeo.node import poweroff, wheelhouse
 from syndeo.node import tls as node_tls
-from syndeo.node import wheelhouse
 from syndeo.node.leaving import gcs_reachable, wait_until_done
 from syndeo.node.preemption import Notice, Watcher, drain
 from syndeo.node.raynode import RayProcess, client_server_port
@@ -350,9 +350,9 @@ def main(env: dict[str, str] | None = None) -> int:
             # Before Ray starts: its workers and the workload inherit the path.
             os.environ.update(wheelhouse.install(rdv, settings))
             tl.mark("packages_ready")
-        if settings.is_head:
-            return run_head(settings, rdv, tl)
-        return run_worker(settings, rdv, tl)
+        run = run_head if settings.is_head else run_worker
+        code = run(settings, rdv, tl)
+        return poweroff.exit_status(settings, rdv, code, lambda msg: log(settings, msg))
     except Terminated as t:
         log(settings, f"stopped by signal {t.signum}")
         return 128 + t.signum

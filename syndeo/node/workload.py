@@ -29,7 +29,7 @@ from typing import Any
 from syndeo.core.errors import JoinTimeout, NodeError, RendezvousError, WorkloadError
 from syndeo.core.nodeconfig import NodeSettings
 from syndeo.core.poll import Poller
-from syndeo.node import autoscale, workdir
+from syndeo.node import autoscale, poweroff, workdir
 from syndeo.node.groupwatch import GroupWatch
 from syndeo.node.job_agent import JobAgent
 from syndeo.node.output_stream import OutputStream
@@ -409,6 +409,7 @@ def _serve(monitor: Monitor) -> tuple[int, str]:
         lambda msg: log(monitor.s, msg),
     )
     health, control = _Every(HEALTH_EVERY_S), _Every(STOP_EVERY_S)
+    why = "stopped on request"
     try:
         while True:
             if WARNED.is_set() and not monitor.warned:
@@ -424,12 +425,24 @@ def _serve(monitor: Monitor) -> tuple[int, str]:
                 monitor.check_health()
                 agent.tick()
                 monitor.observe_idle(bool(agent.running))
+                if poweroff.due(monitor.s, monitor.idle_since, time.time()):
+                    why = _stop_for_autostop(monitor)
+                    break
             # A new request of the autoscaler goes out at once, not at the next status.
             monitor.publish("serving", force=monitor.demand_changed())
             time.sleep(TICK_S)
     finally:
         agent.stop_all()
-    return 0, "stopped on request"
+    return 0, why
+
+
+def _stop_for_autostop(monitor: Monitor) -> str:
+    """Idle past autostop and its grace, so no watcher took the cluster down: the head
+    asks every node to stop as `down` does, saying why (each VM then powers off)."""
+    why = f"idle for autostop + grace ({poweroff.after_s(monitor.s):.0f} s), no watcher"
+    log(monitor.s, f"{why}: stopping the cluster (autostop)")
+    _deliver(lambda: monitor.rdv.request_stop(poweroff.AUTOSTOP_REASON), "the autostop request")
+    return f"stopped: {why} (autostop)"
 
 
 # How Ray's Job API hands a job's runtime_env to its driver: ray.init() reads this

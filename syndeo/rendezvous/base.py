@@ -550,6 +550,11 @@ class Rendezvous(ABC):
     def stop_requested(self) -> bool:
         return self._read(self._key("ctl/stop")) is not None
 
+    def stop_reason(self) -> str | None:
+        """Why the cluster was asked to stop (None: it was not)."""
+        raw = self._read(self._key("ctl/stop"))
+        return None if raw is None else raw.decode(errors="replace")
+
     def control(self) -> Control:
         """Stop flag, job doorbells and cancellations: one list request."""
         prefix = self._key("ctl/")

@@ -30,6 +30,11 @@ resource "aws_instance" "node" {
   ebs_optimized               = true
   user_data_base64            = base64encode(each.value.user_data)
   user_data_replace_on_change = true
+  # A node that powers its VM off (autostop with no watcher: syndeo/node/poweroff.py)
+  # leaves it stopped, billing no compute, for `down` to remove; not terminated, so
+  # that Terraform's state and the VM agree until then.  EC2's default for EBS-backed
+  # instances, written here because the power-off relies on it.
+  instance_initiated_shutdown_behavior = "stop"
 
   metadata_options {
     http_endpoint = "enabled"

@@ -24,7 +24,7 @@ import pytest
 from syndeo.rendezvous import Rendezvous, StatusRecord, open_rendezvous
 from testbeds import awsemu
 from testbeds.users import CI_PYTHON, give_to_ci_user
-from tests.aws.conftest import AwsUser, failed
+from tests.aws.conftest import BASE, AwsUser, failed
 from tests.aws.leaks import assert_nothing_left, everything
 
 pytestmark = [pytest.mark.aws, pytest.mark.slow]
@@ -556,4 +556,68 @@ def test_a_group_follows_demand_and_an_idle_cluster_stops_itself(
         _wait_log(log, "is down (autostop)", 400)
         assert not (aws_user.root / "home" / "clusters" / cid / "launched.json").exists()
     # The leak scan: nothing of the cluster is left in the emulated AWS.
+    assert [e for e in everything(admin) if e != f"bucket {shared_bucket}"] == []
+
+
+def _states(state: awsemu.State, ids: list[str]) -> dict[str, str]:
+    ec2 = boto3.client("ec2", endpoint_url=state.endpoint, region_name=state.region)
+    found = ec2.describe_instances(InstanceIds=ids)["Reservations"]
+    return {i["InstanceId"]: i["State"]["Name"] for r in found for i in r["Instances"]}
+
+
+def _kill_watcher(user: AwsUser, cid: str) -> None:
+    """A closed laptop: the cluster's watcher ends without a word (by its recorded pid)."""
+    launched = json.loads((user.root / "home" / "clusters" / cid / "launched.json").read_text())
+    pid = int(launched["data"]["watcher"][0])
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{pid}") and "zombie" not in _proc_state(pid):
+        assert time.monotonic() < deadline, f"watcher {pid} is still there"
+        time.sleep(0.2)
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return f.read()
+    except OSError:
+        return "zombie"  # gone meanwhile
+
+
+def test_an_idle_cluster_without_its_watcher_powers_its_vms_off(
+    aws_user: AwsUser, admin: awsemu.State, shared_bucket: str
+) -> None:
+    """`up --autostop` with the watcher gone: after autostop + grace the head stops the
+    cluster itself and every VM powers off through its OS (the bed's power button):
+    stopped in EC2, as instance_initiated_shutdown_behavior says; `down` removes it all."""
+    cfg = _config(aws_user, shared_bucket)
+    cid = f"aws-po-{uuid.uuid4().hex[:6]}"
+    with _taken_down(aws_user, cid):
+        res = aws_user.invoke(
+            *("up", "--config", cfg, "--cluster-id", cid),
+            *("--autostop", "20s", "--autostop-grace", "10s"),
+        )
+        assert res.returncode == 0, failed(res)
+        ids = list(_instances(admin, cid).values())
+        assert len(ids) == 2
+        _kill_watcher(aws_user, cid)
+        # Stopped in EC2, then powered off in the bed (its console kept once it is).
+        consoles = [BASE / "logs" / f"{i}-syndeo-node.log" for i in ids]
+        deadline = time.monotonic() + 300
+        while set(_states(admin, ids).values()) != {"stopped"} or not all(
+            c.exists() for c in consoles
+        ):
+            assert time.monotonic() < deadline, f"{_states(admin, ids)}\n{awsemu.logs(BASE)}"
+            time.sleep(2)
+        log = awsemu.logs(BASE)
+        # The head's own word: it stopped the cluster after autostop + grace, not before.
+        assert "idle for autostop + grace (30 s), no watcher" in log, log
+        assert all(f"{i}: the guest powered off: stop" in log for i in ids), log
+        # Each VM's own ExecStopPost powered it off.
+        assert all("powering this VM off" in c.read_text() for c in consoles), log
+        assert all(awsemu.machine(i, BASE) is None for i in ids)  # powered off in the bed too
+        # Nothing took the cluster down: only the VMs are off, and `down` removes the rest.
+        assert (aws_user.root / "home" / "clusters" / cid / "launched.json").exists()
+        res = aws_user.invoke("down", "--cluster-id", cid)
+        assert res.returncode == 0, failed(res)
     assert [e for e in everything(admin) if e != f"bucket {shared_bucket}"] == []

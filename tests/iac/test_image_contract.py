@@ -97,6 +97,16 @@ def test_start_script(rendered: dict[str, Any]) -> None:
     assert (hcl.TERRAFORM / "modules" / "node" / "files" / "syndeo-node").is_file()
 
 
+def test_power_off_script() -> None:
+    """The unit runs the node module's power-off script as root once the node has gone
+    (autostop with no watcher: syndeo/node/poweroff.py), and the image bakes that script."""
+    installed = _installed("syndeo-node-stopped")
+    assert _unit()["ExecStopPost"] == "+" + installed == "+/usr/local/libexec/syndeo-node-stopped"
+    build = (CLOUD / "build.pkr.hcl").read_text()
+    assert '"${path.root}/../../terraform/modules/node/files/syndeo-node-stopped"' in build
+    assert (hcl.TERRAFORM / "modules" / "node" / "files" / "syndeo-node-stopped").is_file()
+
+
 def test_service_user() -> None:
     user = _unit()["User"]
     assert user == "syndeo"

@@ -168,6 +168,17 @@ def test_autostop_after_the_idle_time_of_a_signed_record() -> None:
     [
         ({"max_nodes": 3}, "deploy", "max_nodes and autostop are for clusters started with `up`"),
         ({"autostop_s": "30m"}, "deploy", "max_nodes and autostop are for clusters"),
+        ({"autostop_grace_s": "5m"}, "up", "autostop_grace is a time after autostop: add"),
+        (
+            {"autostop_s": "30m", "autostop_grace_s": "5m"},
+            "up",
+            "autostop_grace is for VMs that can power themselves off",
+        ),
+        (
+            {"target": "slurm", "autostop_s": "30m", "autostop_grace_s": 0},
+            "up",
+            "on slurm only the watcher stops an idle cluster",
+        ),
         (
             {"target": "ssh", "ssh_hosts": "a,b", "max_nodes": 3},
             "up",
@@ -192,6 +203,8 @@ def test_autoscaling_where_it_cannot_be_is_one_line(
         ({"nodes": 2, "max_nodes": 3}, "starts at min_nodes: leave nodes out"),
         ({"idle_timeout_s": "-5m"}, "is not a duration"),
         ({"autostop_s": 0}, "autostop_s: Input should be greater than 0"),
+        ({"autostop_grace_s": "-5m"}, "is not a duration"),
+        ({"autostop_grace_s": -1}, "autostop_grace_s: Input should be greater than or equal to 0"),
         (
             {"groups": [{"name": "cpu", "min_nodes": 3, "max_nodes": 2}]},
             "group 'cpu': min_nodes 3 is more than max_nodes 2",

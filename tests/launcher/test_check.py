@@ -35,12 +35,12 @@ from syndeo.launcher.config import load_config
 from syndeo.launcher.preflight import check_deployment
 
 
-def _syndeo(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _syndeo(home: Path, *args: str, verb: str = "check") -> subprocess.CompletedProcess[str]:
     drop = ("AWS_", "GOOGLE_", "AZURE_", "ARM_", "CLOUDSDK_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env.update(HOME=str(home), SYNDEO_HOME=str(home / ".syndeo"))
     return subprocess.run(
-        [sys.executable, "-m", "syndeo", "check", *args],
+        [sys.executable, "-m", "syndeo", verb, *args],
         capture_output=True,
         text=True,
         env=env,
@@ -70,6 +70,47 @@ def test_bad_input_is_one_line(tmp_path: Path, args: list[str], says: str) -> No
     assert out.returncode != 0
     assert out.stderr.startswith("syndeo: error: ") and says in out.stderr
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+GRACE = ["--autostop-grace", "5m"]
+
+
+@pytest.mark.parametrize("verb", ["check", "up"])
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--target", "local", *GRACE], "autostop_grace is a time after autostop"),
+        (["--target", "local", "--autostop", "1m", *GRACE], "leave it out"),
+        (["--target", "slurm", "--autostop", "1m", *GRACE], "on slurm only the watcher"),
+    ],
+)
+def test_bad_autostop_grace_is_one_line_before_anything_starts(
+    tmp_path: Path, verb: str, args: list[str], says: str
+) -> None:
+    out = _syndeo(tmp_path, *args, verb=verb)
+    assert out.returncode != 0
+    assert out.stderr.startswith("syndeo: error: ") and says in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / ".syndeo").exists()  # no cluster dir, no rendezvous dir
+
+
+@pytest.mark.parametrize("verb", ["check", "up"])
+def test_a_negative_autostop_grace_is_refused_as_any_bad_duration(
+    tmp_path: Path, verb: str
+) -> None:
+    """argparse's own way, as for --idle-timeout: the usage, then the error line."""
+    out = _syndeo(
+        tmp_path, "--target", "aws", "--autostop", "1m", "--autostop-grace=-5m", verb=verb
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert (
+        out.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            "argument --autostop-grace: '-5m' is not a duration: use e.g. 90, 30s, 5m, 2h or 1d"
+        )
+    )
+    assert not (tmp_path / ".syndeo").exists()
 
 
 # ------------------------------------------------------------------ AWS (moto)

@@ -38,6 +38,8 @@ def test_the_baked_unit_is_understood() -> None:
         ENV_FILE,
     )
     assert unit.user == "syndeo" and unit.timeout_stop_s == 60
+    # Run as systemd runs it, without the "+" (the bed runs every command as its user).
+    assert unit.exec_stop_post == "/usr/local/libexec/syndeo-node-stopped"
 
 
 @pytest.mark.parametrize(
@@ -92,6 +94,7 @@ def test_runcmd_it_cannot_honour_is_refused(cmd: Any, tmp_path: Path) -> None:
         ("Restart=no", "Restart=on-failure"),
         ("Type=simple", "Type=forking"),
         ("[Service]\n", "[Service]\nExecStartPre=/bin/true\n"),
+        ("ExecStopPost=+/usr/local/libexec/syndeo-node-stopped", "ExecStopPost=/bin/sh -c true"),
     ],
 )
 def test_unit_settings_it_does_not_emulate_are_refused(old: str, new: str, tmp_path: Path) -> None:

@@ -68,6 +68,7 @@ install -d -m 0755 /opt/syndeo /etc/syndeo
 install -m 0644 "$BAKE/$SIF_NAME" /opt/syndeo/syndeo.sif
 install -m 0644 "$BAKE/$SIF_NAME.manifest.json" /opt/syndeo/syndeo.sif.manifest.json
 install -m 0755 "$BAKE/syndeo-node" /usr/local/libexec/syndeo-node
+install -m 0755 "$BAKE/syndeo-node-stopped" /usr/local/libexec/syndeo-node-stopped
 install -m 0644 "$BAKE/syndeo-node.service" /etc/systemd/system/syndeo-node.service
 systemctl daemon-reload
 

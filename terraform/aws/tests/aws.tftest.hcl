@@ -141,6 +141,10 @@ run "cluster" {
     error_message = "on-demand unless spot = true"
   }
   assert {
+    condition     = alltrue([for n in aws_instance.node : n.instance_initiated_shutdown_behavior == "stop"])
+    error_message = "a VM that powers itself off (autostop, no watcher) is stopped, not terminated"
+  }
+  assert {
     condition     = aws_vpc_security_group_ingress_rule.ray.referenced_security_group_id == aws_security_group.nodes.id
     error_message = "Ray ingress only from the nodes' own group"
   }

@@ -1,0 +1,60 @@
+"""An idle cloud cluster whose watcher is gone stops itself, and its VMs power off.
+
+``up --autostop`` makes the launcher's watcher take an idle cluster down.  A watcher
+that is gone (a closed laptop) takes nothing down, so on the clouds of
+:data:`~syndeo.core.clouds.POWERS_OFF` the head does the watcher's part itself, later:
+once the cluster has been idle for autostop plus autostop_grace (the watcher, if it
+runs, has acted by then), it asks the cluster to stop through the rendezvous with
+:data:`AUTOSTOP_REASON`.  Every node ends as on ``down`` and then exits with
+:data:`POWEROFF_EXIT`, which the VM's unit turns into a power-off through the OS
+(``ExecStopPost`` of packer/cloud/files/syndeo-node.service runs
+terraform/modules/node/files/syndeo-node-stopped): no cloud API, no credentials.
+``down`` later removes the powered-off VMs and everything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from syndeo.core.clouds import POWERS_OFF
+from syndeo.core.errors import SyndeoError
+from syndeo.core.nodeconfig import AUTOSTOP_GRACE_S, NodeSettings
+from syndeo.rendezvous import Rendezvous
+
+AUTOSTOP_REASON = "autostop"
+# The node's exit status that asks for its VM to be powered off; syndeo-node-stopped
+# tests for the same number (tests/node/test_poweroff.py keeps them equal).  No other
+# outcome of `syndeo node` on an `up` cluster exits with it: errors exit 1-3, signals
+# 128 and up, and a workload's own status is passed on only by `deploy`'s clusters.
+POWEROFF_EXIT = 75
+
+
+def after_s(s: NodeSettings) -> float | None:
+    """How long the head waits, idle, before it stops the cluster and its VMs power
+    off; None where the nodes never do (no autostop, or not a cloud that powers off)."""
+    if s.target not in POWERS_OFF or s.autostop_s is None:
+        return None
+    grace = AUTOSTOP_GRACE_S if s.autostop_grace_s is None else s.autostop_grace_s
+    return s.autostop_s + grace
+
+
+def due(s: NodeSettings, idle_since: float | None, now: float) -> bool:
+    """Whether the head, idle since ``idle_since`` (epoch s; None: busy), stops now."""
+    limit = after_s(s)
+    return limit is not None and idle_since is not None and now - idle_since >= limit
+
+
+def exit_status(s: NodeSettings, rdv: Rendezvous, code: int, log: Callable[[str], None]) -> int:
+    """The node's exit status once it has left the cluster: :data:`POWEROFF_EXIT` where
+    the cluster stopped itself for autostop and this node's VM powers off, else ``code``."""
+    if code != 0 or after_s(s) is None:
+        return code
+    try:
+        reason = rdv.stop_reason()
+    except SyndeoError as exc:  # the VM stays on; `down` still removes it
+        log(f"could not read why the cluster stopped ({exc}): not powering off")
+        return code
+    if reason != AUTOSTOP_REASON:
+        return code
+    log("the cluster stopped itself (autostop, no watcher): this VM powers off")
+    return POWEROFF_EXIT
