@@ -101,3 +101,45 @@ def _follow_demand_then_stop(syndeo_home: Path, cid: str, work: Path) -> None:
     # Nothing runs now: 20 s later the watcher takes the cluster down as `down` would.
     _wait_for("autostop", lambda: "is down (autostop)" in log.read_text(), 120)
     assert not (syndeo_home / "clusters" / cid / "launched.json").exists()
+
+
+@pytest.mark.cluster
+def test_a_demand_planted_in_the_store_changes_nothing(syndeo_home: Path, tmp_path: Path) -> None:
+    """Someone who can write the cluster's prefix rewrites the head's status with a
+    request for 1,000 nodes and an idle time of hours (the head's signature left as it
+    was): the live watcher says it ignored it, starts nothing and does not autostop."""
+    cid = "tplant"
+    up = syndeo(
+        "up",
+        *("--cluster-id", cid, "--max-nodes", "3", "--idle-timeout", "10s"),
+        *("--autostop", "1h"),
+        cwd=tmp_path,
+    )
+    assert up.returncode == 0, up.stderr[-3000:]
+    log = syndeo_home / "clusters" / cid / "watch.log"
+    try:
+        rdv = open_rendezvous(load_launched(cid).rendezvous, cid)
+        deadline = time.monotonic() + 60
+        while "not signed by this cluster's head: ignored" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()
+            st = rdv.read_status()
+            assert st is not None and st.demand is not None
+            forged = st.demand.model_copy(
+                update={
+                    "seq": st.demand.seq + 1,
+                    "want": {"worker": 1000},
+                    "idle_since": time.time() - 86400,
+                }
+            )
+            # Again and again: the head rewrites its status every 2 s.
+            rdv.publish_status(st.model_copy(update={"demand": forged}))
+            time.sleep(0.1)
+        time.sleep(3)  # the head's own status again, read by the watcher
+        text = log.read_text()
+        assert "started" not in text and "autostop" not in text, text
+        st = rdv.read_status()
+        assert st is not None and st.groups.get("worker", [0, 0]) == [0, 0]
+    finally:
+        down = syndeo("down", "--cluster-id", cid, cwd=tmp_path)
+    assert down.returncode == 0, down.stderr[-3000:]
+    assert_nothing_left(cid)
