@@ -26,6 +26,7 @@ from syndeo.launcher.targets.slurm import commands
 from testbeds import slurmcluster
 from testbeds.users import CI_PYTHON, CI_USER, UserRun, as_user, give_to_ci_user
 from tests.slurm.conftest import local_slurm, user_procs_on_nodes
+from tests.support.slurm import ci_jobs, user_syndeo
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -56,24 +57,6 @@ def _config(run: UserRun, groups: str, join_s: float = 240) -> Path:
         f'target = "slurm"\ncpus_per_node = 1\njoin_timeout_s = {join_s}\n'
         '[slurm]\npartition = "debug"\ntime = "00:15:00"\n' + groups
     )
-
-
-def _syndeo(run: UserRun, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        as_user([str(CI_PYTHON), "-m", "syndeo", *args], run.env),
-        capture_output=True,
-        text=True,
-        cwd=run.root,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def _ci_jobs() -> list[str]:
-    out = subprocess.run(
-        ["squeue", "-h", "-u", CI_USER, "-o", "%i"], capture_output=True, text=True, check=True
-    ).stdout
-    return out.split()
 
 
 def _show(job_id: str) -> dict[str, str]:
@@ -146,10 +129,10 @@ def test_bad_groups_are_refused_before_any_submit(
         ),
     }
     for groups, message in cases.items():
-        proc = _syndeo(run, "deploy", "--config", str(_config(run, groups)))
+        proc = user_syndeo(run, "deploy", "--config", str(_config(run, groups)))
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
-    assert _ci_jobs() == []
+    assert list(ci_jobs()) == []
     assert not list((run.root / "home").glob("slurm/jobs/*/*.sbatch"))
 
 
@@ -166,7 +149,7 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
     )
     cid = f"grp-{uuid.uuid4().hex[:6]}"
     cfg = _config(run, groups, join_s=JOIN_S)
-    up = _syndeo(run, "up", "--config", str(cfg), "--cluster-id", cid, timeout=400)
+    up = user_syndeo(run, "up", "--config", str(cfg), "--cluster-id", cid, timeout=400)
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         launched = json.loads((run.root / "home" / "clusters" / cid / "launched.json").read_text())
@@ -214,7 +197,7 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
         }
 
         # grow: one more cpu node (rank 3, its own job) joins; work then runs on it.
-        grow = _syndeo(
+        grow = user_syndeo(
             run,
             "grow",
             "--cluster-id",
@@ -241,7 +224,7 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
         )
         give_to_ci_user(run.root / "job")
         give_to_ci_user(run.root / "job" / "printer.py")
-        job = _syndeo(
+        job = user_syndeo(
             run,
             "submit",
             "--cluster-id",
@@ -259,7 +242,7 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
         # Cancelling one group's job (the gpu group) leaves the rest running; shrink
         # removes the grown node the same way.  The head notices and keeps serving.
         commands.cancel(gpu_job)
-        shrink = _syndeo(run, "shrink", "--cluster-id", cid, "--group", "cpu", "--nodes", "1")
+        shrink = user_syndeo(run, "shrink", "--cluster-id", cid, "--group", "cpu", "--nodes", "1")
         assert shrink.returncode == 0 and grown_job in shrink.stderr, shrink.stderr[-2000:]
         _wait(
             lambda: commands.job_info(gpu_job).finished and commands.job_info(grown_job).finished,
@@ -279,9 +262,9 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
         assert out["by_label"]["cpu"]["rank"] == "1"
         assert "lost node(s) of rank 2 (gpu)" in head_log.read_text()
     finally:
-        down = _syndeo(run, "down", "--cluster-id", cid)
+        down = user_syndeo(run, "down", "--cluster-id", cid)
     assert down.returncode == 0, down.stderr[-2000:]
-    assert _ci_jobs() == []
+    assert list(ci_jobs()) == []
     _wait(lambda: not user_procs_on_nodes(gpu_cluster), 30, "nothing left on the nodes")
 
 
@@ -310,13 +293,13 @@ def test_a_group_follows_demand_through_one_node_jobs(
     (run.root / "job" / "spread.py").write_text(SPREAD)
     give_to_ci_user(run.root / "job")
     give_to_ci_user(run.root / "job" / "spread.py")
-    up = _syndeo(
+    up = user_syndeo(
         run, "up", "--config", str(cfg), "--cluster-id", cid, "--idle-timeout", "10s", timeout=400
     )
     try:
         assert up.returncode == 0, up.stderr[-3000:]
-        assert len(_ci_jobs()) == 1  # the group starts at its min_nodes (0): no job
-        job = _syndeo(
+        assert len(list(ci_jobs())) == 1  # the group starts at its min_nodes (0): no job
+        job = user_syndeo(
             run,
             *("submit", "--cluster-id", cid, "--workdir", str(run.root / "job")),
             *("--follow", "--", "python", "spread.py"),
@@ -328,12 +311,12 @@ def test_a_group_follows_demand_through_one_node_jobs(
         assert [(e["rank_base"], e["nodes"]) for e in added] == [(1, 1)]
         # Idle for 10 s: Ray lets the node go and the watcher cancels its job.
         _wait(lambda: commands.job_info(str(added[0]["job_id"])).finished, 180, "the release")
-        assert _ci_jobs() == [str(launched["data"]["job_id"])]
+        assert list(ci_jobs()) == [str(launched["data"]["job_id"])]
         st = _status(run, cid)
         assert st["phase"] == "serving" and st["nodes_lost"] == [], st
         watch_log = (run.root / "home" / "clusters" / cid / "watch.log").read_text()
         assert "group cpu: started" in watch_log, watch_log
     finally:
-        down = _syndeo(run, "down", "--cluster-id", cid)
+        down = user_syndeo(run, "down", "--cluster-id", cid)
     assert down.returncode == 0, down.stderr[-2000:]
-    assert _ci_jobs() == []
+    assert list(ci_jobs()) == []

@@ -7,38 +7,19 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from syndeo.launcher.targets.slurm import commands
 from testbeds import slurmcluster
-from testbeds.users import CI_PYTHON, CI_USER, UserRun, as_user, give_to_ci_user
+from testbeds.users import UserRun, give_to_ci_user
+from tests.support.slurm import ci_jobs, user_syndeo, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 PROGRAM = "import ray\nray.init()\nprint('nodes', len([n for n in ray.nodes() if n['Alive']]))\n"
-
-
-def _syndeo(run: UserRun, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        as_user([str(CI_PYTHON), "-m", "syndeo", *args], run.env),
-        capture_output=True,
-        text=True,
-        cwd=run.root,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def _wait(what: str, check: Callable[[], object], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s: {what}"
-        time.sleep(1)
 
 
 def _phase(scope: Path, attempt: int) -> str | None:
@@ -49,18 +30,11 @@ def _phase(scope: Path, attempt: int) -> str | None:
 
 
 def _submit(run: UserRun, cid: str) -> subprocess.CompletedProcess[str]:
-    return _syndeo(
+    return user_syndeo(
         run,
         *("submit", "--cluster-id", cid, "--workdir", str(run.root / "job")),
         *("--follow", "--", "python", "nodes.py"),
     )
-
-
-def _ci_jobs() -> list[str]:
-    out = subprocess.run(
-        ["squeue", "-h", "-u", CI_USER, "-o", "%i"], capture_output=True, text=True, check=True
-    ).stdout
-    return out.split()
 
 
 def test_a_requeued_up_cluster_takes_jobs_as_its_next_attempt_and_down_stops_it(
@@ -75,15 +49,15 @@ def test_a_requeued_up_cluster_takes_jobs_as_its_next_attempt_and_down_stops_it(
     give_to_ci_user(user_run.root / "job")
     give_to_ci_user(user_run.root / "job" / "nodes.py")
     cid = f"srq-{uuid.uuid4().hex[:6]}"
-    up = _syndeo(user_run, "up", "--config", str(cfg), "--cluster-id", cid, timeout=400)
+    up = user_syndeo(user_run, "up", "--config", str(cfg), "--cluster-id", cid, timeout=400)
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         _requeue_then_serve(user_run, cid)
     finally:
-        down = _syndeo(user_run, "down", "--cluster-id", cid)
+        down = user_syndeo(user_run, "down", "--cluster-id", cid)
     assert down.returncode == 0, down.stderr[-2000:]
     assert "has ended" not in _watch_log(user_run, cid)  # `down` ended the watcher, not a0
-    assert _ci_jobs() == []
+    assert ci_jobs() == {}
     assert not list((user_run.root / "home" / "slurm" / "rendezvous").glob(f"{cid}/a*"))
 
 
@@ -99,14 +73,14 @@ def _requeue_then_serve(run: UserRun, cid: str) -> None:
     first = _submit(run, cid)
     assert first.returncode == 0 and "nodes 2" in first.stdout, first.stdout + first.stderr
     subprocess.run(["scontrol", "requeue", job_id], check=True)
-    _wait("attempt 1 serves", lambda: _phase(scope, 1) == "serving", 300)
+    wait_for("attempt 1 serves", lambda: _phase(scope, 1) == "serving", 300)
     # At once, before the watcher's next look at Slurm: the job goes to attempt 1's head.
     again = _submit(run, cid)
     assert again.returncode == 0 and "nodes 2" in again.stdout, again.stdout + again.stderr
     assert (scope / "a1" / "jobs").is_dir() and not (scope / "a0").exists()
     # The watcher follows attempt 1 (its next target poll): status reads it as serving.
-    _wait("the watcher follows", lambda: "runs again as attempt 1" in _watch_log(run, cid), 90)
+    wait_for("the watcher follows", lambda: "runs again as attempt 1" in _watch_log(run, cid), 90)
     assert commands.job_info(job_id).restarts == 1
-    listed = json.loads(_syndeo(run, "status", "--json").stdout)
+    listed = json.loads(user_syndeo(run, "status", "--json").stdout)
     row = next(r for r in listed if r["cluster_id"] == cid)
     assert row["state"] == "serving", row

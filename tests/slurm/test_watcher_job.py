@@ -6,15 +6,13 @@ idle cluster down (autostop) and ends, leaving nothing."""
 from __future__ import annotations
 
 import json
-import subprocess
-import time
 import uuid
-from collections.abc import Callable
 
 import pytest
 
 from testbeds import slurmcluster
-from testbeds.users import CI_PYTHON, CI_USER, UserRun, as_user
+from testbeds.users import UserRun
+from tests.support.slurm import ci_jobs, user_syndeo, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -24,61 +22,33 @@ CONFIG = (
 )
 
 
-def _syndeo(run: UserRun, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        as_user([str(CI_PYTHON), "-m", "syndeo", *args], run.env),
-        capture_output=True,
-        text=True,
-        cwd=run.root,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def _wait(what: str, check: Callable[[], object], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s: {what}"
-        time.sleep(1)
-
-
-def _ci_jobs() -> dict[str, str]:
-    out = subprocess.run(
-        ["squeue", "-h", "-u", CI_USER, "-o", "%i %j %N"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return {line.split()[0]: line.split(maxsplit=1)[1] for line in out.splitlines()}
-
-
 def test_a_watcher_job_takes_an_idle_cluster_down_and_leaves_nothing(
     slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun
 ) -> None:
     cfg = user_run.config(CONFIG)
     cid = f"swj-{uuid.uuid4().hex[:6]}"
     state = user_run.root / "home" / "clusters" / cid
-    up = _syndeo(user_run, "up", "--config", str(cfg), "--cluster-id", cid, "--autostop", "20s")
+    up = user_syndeo(user_run, "up", "--config", str(cfg), "--cluster-id", cid, "--autostop", "20s")
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         watcher = json.loads((state / "launched.json").read_text())["data"]["watcher"]
         job = str(watcher["job"]["job_id"])
-        assert f"{cid}-watch" in _ci_jobs()[job]  # a job of its own, named for the cluster
-        _wait("the watcher job polls", lambda: (state / "watch.alive").exists(), 120)
+        assert f"{cid}-watch" in ci_jobs()[job]  # a job of its own, named for the cluster
+        wait_for("the watcher job polls", lambda: (state / "watch.alive").exists(), 120)
         row = next(
             r
-            for r in json.loads(_syndeo(user_run, "status", "--json").stdout)
+            for r in json.loads(user_syndeo(user_run, "status", "--json").stdout)
             if r["cluster_id"] == cid
         )
         assert row["watcher"] is True, row
         # Idle (no job, no Ray task) for 20 s: the job runs `down` itself.
-        _wait("autostop", lambda: not (state / "launched.json").exists(), 180)
+        wait_for("autostop", lambda: not (state / "launched.json").exists(), 180)
         log = (state / "watch.log").read_text()
         assert f"watching cluster {cid}" in log and "is down (autostop)" in log, log
-        _wait("every job of the cluster ended", lambda: not _ci_jobs(), 60)
+        wait_for("every job of the cluster ended", lambda: not ci_jobs(), 60)
     finally:
         if (state / "launched.json").exists():
-            _syndeo(user_run, "down", "--cluster-id", cid)
+            user_syndeo(user_run, "down", "--cluster-id", cid)
     assert not list((user_run.root / "home" / "slurm" / "rendezvous").glob(f"{cid}/*"))
 
 
@@ -87,23 +57,23 @@ def test_down_cancels_the_watcher_job_first(
 ) -> None:
     cfg = user_run.config(CONFIG)
     cid = f"swd-{uuid.uuid4().hex[:6]}"
-    up = _syndeo(user_run, "up", "--config", str(cfg), "--cluster-id", cid, "--autostop", "1h")
+    up = user_syndeo(user_run, "up", "--config", str(cfg), "--cluster-id", cid, "--autostop", "1h")
     try:
         assert up.returncode == 0, up.stderr[-3000:]
-        assert len(_ci_jobs()) == 2  # the cluster's job and its watcher's
+        assert len(ci_jobs()) == 2  # the cluster's job and its watcher's
     finally:
-        down = _syndeo(user_run, "down", "--cluster-id", cid)
+        down = user_syndeo(user_run, "down", "--cluster-id", cid)
     assert down.returncode == 0, down.stderr[-2000:]
-    assert _ci_jobs() == {}
+    assert ci_jobs() == {}
 
 
 def test_a_watcher_job_with_a_bucket_rendezvous_is_refused_before_anything_starts(
     slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun
 ) -> None:
     cfg = user_run.config('rendezvous = "s3://bucket/x"\n' + CONFIG)
-    out = _syndeo(user_run, "up", "--config", str(cfg), "--autostop", "1h")
+    out = user_syndeo(user_run, "up", "--config", str(cfg), "--autostop", "1h")
     assert out.returncode != 0
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and 'slurm.watcher = "job" needs a file:// rendezvous' in lines[0]
-    assert _ci_jobs() == {}
+    assert ci_jobs() == {}
     assert not list((user_run.root / "home" / "clusters").glob("*/launched.json"))

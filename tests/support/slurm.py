@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from testbeds import slurmcluster
-from testbeds.users import UserRun
+from testbeds.users import CI_PYTHON, CI_USER, UserRun, as_user
 from tests.slurm.conftest import WORKLOAD, node_scratch, user_procs_on_nodes
 
 NODE_IPS = {"10.99.0.11", "10.99.0.12", "10.99.0.13"}
@@ -65,3 +67,34 @@ def wait_running(run: UserRun, timeout: float = 240, tasks_done: int = 0) -> str
                 pass
         time.sleep(0.2)
     raise AssertionError("the job's workload never started running")
+
+
+def user_syndeo(run: UserRun, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m syndeo ARGS`` as the CI user, in the run's dir with its $SYNDEO_HOME."""
+    return subprocess.run(
+        as_user([str(CI_PYTHON), "-m", "syndeo", *args], run.env),
+        capture_output=True,
+        text=True,
+        cwd=run.root,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def ci_jobs() -> dict[str, str]:
+    """The CI user's jobs in the queue: id -> "name nodes"."""
+    out = subprocess.run(
+        ["squeue", "-h", "-u", CI_USER, "-o", "%i %j %N"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {line.split()[0]: line.split(maxsplit=1)[1] for line in out.splitlines()}
+
+
+def wait_for(what: str, check: Callable[[], object], timeout_s: float) -> None:
+    """Poll ``check`` every second until it is true; fail naming ``what`` after the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s: {what}"
+        time.sleep(1)
