@@ -50,13 +50,13 @@ CLOUDS = [
 
 def _checkout(root: Path) -> Path:
     """The parts of a checkout the cloud build reads, under ``root``: packer/cloud (less
-    plugins.pkr.hcl), the node module's start script, and a stand-in SIF + manifest
-    where `invoke build` writes them (never the real checkout's .syndeo/)."""
+    plugins.pkr.hcl), the node module's scripts (the unit's start and stop), and a
+    stand-in SIF + manifest where `invoke build` writes them (never the real
+    checkout's .syndeo/)."""
     shutil.copytree(PACKER / "cloud", root / "packer" / "cloud")
     (root / "packer" / "cloud" / "plugins.pkr.hcl").unlink()
-    start = root / "terraform" / "modules" / "node" / "files"
-    start.mkdir(parents=True)
-    shutil.copy2(REPO / "terraform" / "modules" / "node" / "files" / "syndeo-node", start)
+    files = Path("terraform") / "modules" / "node" / "files"
+    shutil.copytree(REPO / files, root / files)
     images = root / ".syndeo" / "image"
     images.mkdir(parents=True)
     (images / "syndeo-debootstrap.sif").write_bytes(b"stand-in: validate checks it exists")
