@@ -393,13 +393,18 @@ def _sweep(scratch: str, ray_session: int, settle_s: float = 3.0) -> None:
     deadline = time.monotonic() + settle_s
     while True:
         left = []
+        # The session's number is the pid of our `ray start`, reaped by now.  A process
+        # with that pid again leads a session of its own (a busy machine recycles pids
+        # within seconds: another node's `ray start`): then the number names someone
+        # else's processes, and only the environment tells ours.
+        ours = None if psutil.pid_exists(ray_session) else ray_session
         for p in psutil.process_iter():
             if p.pid == me:
                 continue
             with contextlib.suppress(psutil.Error):
                 if p.uids().real != os.getuid() or p.status() == psutil.STATUS_ZOMBIE:
                     continue
-                if _session(p.pid) == ray_session or p.environ().get("SYNDEO_SCRATCH") == scratch:
+                if _session(p.pid) == ours or p.environ().get("SYNDEO_SCRATCH") == scratch:
                     left.append(p)
         for p in left:
             with contextlib.suppress(psutil.Error):
