@@ -240,7 +240,7 @@ def _follow(
         rc = target.poll(launched)
         if rc is not None:
             timings["head_exit_s"] = round(time.monotonic() - t0, 3)
-            return rc, _head_exited(launched, rdv, st, store, recovery), timings, rdv
+            return rc, _head_exited(launched, rdv, st, store, recovery, timings), timings, rdv
         if done_seen is not None and time.monotonic() - done_seen > EXIT_GRACE_S:
             return done.exit_code if done else 1, done, timings, rdv
         now_seen = (attempt, st.phase if st else None, len(st.nodes_joined) if st else 0, done)
@@ -257,13 +257,17 @@ def _head_exited(
     st: StatusRecord | None,
     store: Tolerant,
     recovery: Recovery | None,
+    timings: dict[str, float],
 ) -> DoneRecord | None:
     """The head's process ended: its done record (waited for, through a store outage)."""
     if recovery is not None:
         # The head's last status (published before its done record): a
         # replacement that joined as the run ended is recorded as joined.
         recovery.observe(launched, store.call(rdv.read_status, st), replace=False)
-    return retry_until(rdv.read_done, EXIT_GRACE_S, store.log, "read the done record")
+    done = retry_until(rdv.read_done, EXIT_GRACE_S, store.log, "read the done record")
+    if done is not None:  # written between the follower's read and its poll: done by now
+        timings.setdefault("workload_done_s", timings["head_exit_s"])
+    return done
 
 
 def _restart(
