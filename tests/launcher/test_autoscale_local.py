@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from syndeo.launcher.spec import launched_key
 from syndeo.launcher.state import load_launched
-from syndeo.rendezvous import open_rendezvous
+from syndeo.rendezvous import StatusRecord, open_rendezvous
 from tests.support.helpers import assert_nothing_left, syndeo
 
 # Three one-CPU tasks, one per node, on a cluster of one one-CPU node: Ray's autoscaler
@@ -134,11 +135,19 @@ def test_a_demand_planted_in_the_store_changes_nothing(syndeo_home: Path, tmp_pa
             # Again and again: the head rewrites its status every 2 s.
             rdv.publish_status(st.model_copy(update={"demand": forged}))
             time.sleep(0.1)
-        time.sleep(3)  # the head's own status again, read by the watcher
+        # The head's own record again (its signature holds): still at the minimum.
+        key = launched_key(load_launched(cid))
+
+        def own() -> StatusRecord | None:
+            st = rdv.read_status()
+            ok = st is not None and st.demand is not None and st.demand.verified(key, cid, 0)
+            return st if ok else None
+
+        _wait_for("the head's own status again", own, 30)
+        st = own() or rdv.read_status()
+        assert st is not None and st.groups.get("worker", [0, 0]) == [0, 0]
         text = log.read_text()
         assert "started" not in text and "autostop" not in text, text
-        st = rdv.read_status()
-        assert st is not None and st.groups.get("worker", [0, 0]) == [0, 0]
     finally:
         down = syndeo("down", "--cluster-id", cid, cwd=tmp_path)
     assert down.returncode == 0, down.stderr[-3000:]
