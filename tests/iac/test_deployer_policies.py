@@ -527,6 +527,12 @@ def test_the_evaluator_follows_iams_documented_rules() -> None:
     assert (
         decide(pol(both), Request(req.action, req.resource, {"a": "2", "b": "4"})) == "ImplicitDeny"
     )
+    # Bool compares true/false whatever the case (RAM's ecs:AssociatePublicIpAddress).
+    public = {**allow, "Condition": {"Bool": {"ecs:AssociatePublicIpAddress": "true"}}}
+    for value, holds in (("True", True), ("false", False)):
+        ctx = {"ecs:AssociatePublicIpAddress": value}
+        assert (decide(pol(public), Request(req.action, req.resource, ctx)) == "Allow") is holds
+    assert decide(pol(public), req) == "ImplicitDeny"
     # A boundary caps the identity policy.
     assert not allowed(pol(allow), req, boundary=pol({**allow, "Resource": "arn:aws:s3:::c/*"}))
 

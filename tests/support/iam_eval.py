@@ -1,4 +1,5 @@
-"""A small evaluator of AWS IAM identity policies, for checking the deployer policy.
+"""A small evaluator of AWS IAM and Alibaba Cloud RAM identity policies, for checking
+the deployer policies.
 
 Neither moto (5.2.5: no SimulateCustomPolicy/SimulatePrincipalPolicy; its enforcement
 ignores Resource patterns in conditions and knows only StringEquals, and denies on an
@@ -11,15 +12,25 @@ this implements the documented evaluation logic for what our policies use:
 * a statement applies only if every condition operator in it holds, and an operator
   holds only if every key in it holds (AND), any of a key's values matching (OR);
 * operators: StringEquals, StringNotEquals, StringLike, StringNotLike, ArnEquals,
-  ArnLike, ArnNotEquals, ArnNotLike, Null, each with ``...IfExists``; the set
+  ArnLike, ArnNotEquals, ArnNotLike, Bool, Null, each with ``...IfExists``; the set
   prefixes ``ForAllValues:`` (true when the key is absent) and ``ForAnyValue:``
   (false when absent); a non-negated operator on an absent key is false, a negated
   one (``...Not...``) true;
 * a permissions boundary: the effective permission is allowed only if both the
   identity policy and the boundary allow it (and neither denies).
 
+RAM policies (``"Version": "1"``) have the same shape and, for what terraform/alibaba's
+policy uses, the same documented rules (RAM "Policy elements" and "Conditional
+operators": a Deny wins over an Allow; Action is case-insensitive; ``*``/``?`` in
+Resource and in StringLike; every condition of a statement must hold, any value of a
+key may; Bool compares ``true``/``false``), so they are evaluated by the same code
+with ``acs:`` ARNs and ``acs:RequestTag/<key>``, ``acs:ResourceTag/<key>`` keys.  RAM
+documents no Null operator: its tag conditions are ``StringLike`` ``"*"`` on the tag
+key, which a request without the key fails (as any non-negated operator here).
+
 It answers for one request context at a time: action, resource ARN and context keys.
-It is not AWS: the results are only as right as this reading of the documentation.
+It is neither IAM nor RAM: the results are only as right as this reading of their
+documentation.
 """
 
 from __future__ import annotations
@@ -62,11 +73,16 @@ def _like(want: str, have: str) -> bool:
     return _wild(want, have)
 
 
+def _bool(want: str, have: str) -> bool:
+    return str(have).lower() == str(want).lower()
+
+
 _BASE_OPS: dict[str, Callable[[str, str], bool]] = {
     "StringEquals": _equals,
     "StringLike": _like,
     "ArnEquals": _equals,
     "ArnLike": _like,
+    "Bool": _bool,
 }
 _NEGATED = {
     "StringNotEquals": "StringEquals",
