@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +24,54 @@ from syndeo.core.option import duration_field, option
 PREFIX = "SYNDEO_"
 # The one secret among the settings: never shown in a script, log or record.
 LAUNCH_KEY_VAR = PREFIX + "LAUNCH_KEY"
+# A containerised node's whole environment comes on this inherited descriptor (a pipe
+# the launching shell fills and closes), never in the container's environment: with
+# ``--containall`` Apptainer's init shim (PID 1 of the container, readable by every task
+# of the same user) keeps that environment, as JSON, in its own /proc/1/environ.  The
+# container gets only ``SYNDEO_ENV_FD``; the node reads the pipe to its end first thing.
+ENV_FD_VAR = PREFIX + "ENV_FD"
+ENV_FD = 3
+
+
+def encode_env(env: Mapping[str, str]) -> bytes:
+    """``env`` as the node reads it from :data:`ENV_FD`: ``NAME=value`` entries, each
+    ended by a NUL (no value of an environment can hold one; newlines and commas can)."""
+    return b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items())
+
+
+def decode_env(data: bytes) -> dict[str, str]:
+    """The inverse of :func:`encode_env`; entries without a name are errors."""
+    out: dict[str, str] = {}
+    for entry in data.split(b"\0"):
+        if not entry:
+            continue
+        name, sep, value = entry.decode().partition("=")
+        if not sep or not name.isidentifier():
+            raise ConfigError(f"malformed entry in the node's environment pipe: {name[:40]!r}")
+        out[name] = value
+    return out
+
+
+def load_env_fd(environ: MutableMapping[str, str] = os.environ) -> list[str]:
+    """Read the environment a launcher sent on ``$SYNDEO_ENV_FD`` into ``environ`` (to its
+    end, then closed); the names read, or [] when there was no such descriptor."""
+    fd = environ.pop(ENV_FD_VAR, None)
+    if fd is None:
+        return []
+    if not fd.isdigit():
+        raise ConfigError(f"{ENV_FD_VAR} must be a file descriptor number, not {fd[:20]!r}")
+    try:
+        with os.fdopen(int(fd), "rb") as pipe:
+            data = pipe.read()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read the node's environment on fd {fd}: {exc.strerror}"
+        ) from None
+    env = decode_env(data)
+    environ.update(env)
+    return sorted(env)
+
+
 # Unix socket paths are limited to 107 bytes; Ray nests ~60 bytes of session and
 # socket names below its temp dir, so the scratch dir must stay short.
 MAX_SCRATCH_LEN = 40

@@ -23,7 +23,7 @@ from types import FrameType
 from syndeo import __version__
 from syndeo.core import launchkey, tls
 from syndeo.core.errors import NodeError, RendezvousDenied, SyndeoError
-from syndeo.core.nodeconfig import NodeSettings
+from syndeo.core.nodeconfig import NodeSettings, load_env_fd
 from syndeo.core.poll import Poller
 from syndeo.core.securedir import secure_dir, write_private
 from syndeo.core.timeline import Timeline
@@ -321,6 +321,10 @@ def main(env: dict[str, str] | None = None) -> int:
     tl = Timeline()
     tl.mark("main")
     private = _not_dumpable()
+    if env is None:
+        # A containerised node's variables come on a pipe, not in the container's
+        # environment (syndeo/launcher/command.py): read it before anything else runs.
+        load_env_fd()
     settings = NodeSettings.from_env(env)
     if private:
         log(settings, f"this node's environment stays readable by its tasks: {private}")
