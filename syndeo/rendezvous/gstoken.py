@@ -37,7 +37,9 @@ from syndeo.core.nodeconfig import LAUNCH_KEY_VAR
 TOKEN_VAR = "SYNDEO_GCS_TOKEN"
 EXPIRY_VAR = "SYNDEO_GCS_TOKEN_EXPIRY"  # seconds since the epoch
 FILE_VAR = "SYNDEO_GCS_TOKEN_FILE"  # a shared file with the sealed token (Slurm's job dir)
-FILE_NAME = "gcs-token"
+# Under a Slurm job dir, in a directory of its own: the one the nodes' containers get,
+# read-only (the job dir itself holds secrets and what the launcher reads back).
+FILE_NAME = "for-nodes/gcs-token"
 # A token from the file must outlive google-auth's refresh threshold (3 min 45 s), or it
 # is asked for again at once.
 FILE_FRESH_S = 300.0

@@ -7,6 +7,8 @@ them with ``SYNDEO_UPDATE_GOLDEN=1 pytest tests/slurm/test_render.py`` and revie
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -168,10 +170,18 @@ def test_container_launch_line(tmp_path: Path) -> None:
     text = python_with_fake_sif(code, "render-test.sif")
     assert "apptainer exec --nv --containall --cleanenv" in text
     assert f"/home/{CI_USER}/render-test.sif" in text
-    # Per-node values reach the container through apptainer's environment, from Slurm.
-    assert 'export APPTAINERENV_SYNDEO_RANK="${SYNDEO_RANK}"' in text
-    assert 'export APPTAINERENV_SYNDEO_NODE_IP="${SYNDEO_NODE_IP}"' in text
-    assert "export APPTAINERENV_SYNDEO_NODES=3" in text
+    # The node's variables (per-node ones from Slurm too) reach it on a pipe, named on
+    # the launch line; the container's environment (which Apptainer's init shim keeps
+    # readable to every task) holds only the descriptor's number.
+    launch = next(line for line in text.splitlines() if "apptainer exec" in line)
+    names = launch.split(" syndeo-env ", 1)[1].split(" -- ", 1)[0].split()
+    assert {"SYNDEO_RANK", "SYNDEO_NODE_IP", "SYNDEO_NODES"} <= set(names)
+    assert "export APPTAINERENV_SYNDEO_ENV_FD=3" in text
+    exported = re.findall(r"export (APPTAINERENV_SYNDEO_\w+)", text)
+    assert sorted(exported) == ["APPTAINERENV_SYNDEO_CHECKPOINT_DIR", "APPTAINERENV_SYNDEO_ENV_FD"]
+    # Its own task's scratch, never the base; the checkpoint dir, never the job dir.
+    assert '--bind "/tmp/sy-${SLURM_JOB_ID}-${SLURM_PROCID}:' in launch
+    assert "--bind /tmp:/tmp" not in launch and "/checkpoint:" in launch
     # --cleanenv drops what the program and the node need from Slurm: passed by name
     # (the checkpoint dir, the deadline, the allocation Ray's memory is sized from).
     names = ("SYNDEO_CHECKPOINT_DIR", "SLURM_JOB_END_TIME", "SLURM_MEM_PER_NODE")
@@ -328,3 +338,27 @@ def test_job_dir_from_syndeo_home_is_checked_too(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(ConfigError, match=r"slurm\.job_dir: '/shared/u\\ntouch") as exc:
         target.script(_spec())
     assert "\n" not in str(exc.value)
+
+
+def test_the_secrets_file_exports_only_the_names_it_was_given(tmp_path: Path) -> None:
+    """The script reads its secrets file by name: a line planted there (``BASH_ENV``,
+    ``LD_PRELOAD``, ``PATH``, which bash or every later command would act on) is ignored
+    with one line, and the launch key still arrives.  Run with bash, as the job runs it."""
+    key = "ab" * 32
+    text = _script(_spec(launch_key=key), time="00:30:00")
+    start = text.index("while IFS='='")
+    block = text[start : text.index("\n", text.index("done < ", start))]
+    secrets = tmp_path / "job.sbatch.secrets"
+    secrets.write_text(
+        f"SYNDEO_LAUNCH_KEY={key}\nBASH_ENV=/tmp/evil\nLD_PRELOAD=/tmp/evil.so\nPATH=/tmp/evil\n"
+    )
+    planted = block[block.rindex("done < ") + len("done < ") :]
+    script = block.replace(planted, shlex.quote(str(secrets))) + (
+        '\nprintf "%s|%s|%s|%s" "$SYNDEO_LAUNCH_KEY" "${BASH_ENV-unset}" '
+        '"${LD_PRELOAD-unset}" "$PATH"'
+    )
+    env = {"PATH": "/usr/bin:/bin"}
+    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{key}|unset|unset|/usr/bin:/bin"
+    assert done.stderr.count("not a secret this job was given") == 3, done.stderr

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from syndeo.core.errors import TargetError
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.spec import ClusterSpec, Launched
+from syndeo.rendezvous.file import parse_file_uri
 
 
 def new_cluster_id(target: str) -> str:
@@ -39,6 +40,14 @@ def short_scratch(spec: ClusterSpec, rank: int | str) -> Path:
     """
     key = zlib.crc32(f"{spec.rendezvous}|{spec.cluster_id}".encode())
     return SCRATCH_BASE / f"syndeo-{os.getuid()}" / f"{key:08x}" / str(rank)
+
+
+def rendezvous_binds(spec: ClusterSpec) -> list[Path]:
+    """What a node's container must see of a file rendezvous: the cluster's own directory
+    (the launcher's claim made it), never the root that holds every cluster's records."""
+    if not spec.rendezvous.startswith("file:"):
+        return []
+    return [parse_file_uri(spec.rendezvous) / spec.cluster_id]
 
 
 class Target(ABC):

@@ -31,8 +31,7 @@ from syndeo.launcher import command
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
 from syndeo.launcher.state import cluster_dir, home
-from syndeo.launcher.targets.base import SCRATCH_BASE, Target, short_scratch
-from syndeo.rendezvous.file import parse_file_uri
+from syndeo.launcher.targets.base import SCRATCH_BASE, Target, rendezvous_binds, short_scratch
 
 MAX_LOCAL_NODES = 64
 # What a dry run prints of a node's environment (never forwarded credentials).
@@ -58,13 +57,11 @@ class LocalTarget(Target):
     def default_rendezvous(self) -> str:
         return (home() / "rendezvous").resolve().as_uri()
 
-    def _binds(self, spec: ClusterSpec, logs: Path) -> list[Path]:
-        binds: list[Path] = [logs]
-        if spec.rendezvous.startswith("file:"):
-            binds.append(parse_file_uri(spec.rendezvous))
-        if spec.workdir is not None:
-            binds.append(spec.workdir)
-        return binds
+    def _binds(self, spec: ClusterSpec) -> list[Path]:
+        """What a node's container sees of this machine besides its scratch: the cluster's
+        own records (never the launcher's state beside them, nor other clusters'), and the
+        program's work dir.  The node's log is written from outside (its stdout)."""
+        return rendezvous_binds(spec) + ([spec.workdir] if spec.workdir is not None else [])
 
     def _node(
         self,
@@ -104,7 +101,7 @@ class LocalTarget(Target):
         devices = self._devices(spec)
         for rank in range(spec.nodes):
             visible = devices[rank] if devices is not None else None
-            argv, env, _ = self._node(spec, rank, self._binds(spec, logs), visible)
+            argv, env, _ = self._node(spec, rank, self._binds(spec), visible)
             # Only our own variables: forwarded credentials are never printed.
             ours = {k: v for k, v in env.items() if k.startswith(_SHOWN)}
             # Nor the launch key: a dry run's key is not the real launch's, but a script
@@ -124,7 +121,7 @@ class LocalTarget(Target):
             raise ConfigError(f"the local target runs at most {MAX_LOCAL_NODES} nodes")
         devices = self._devices(spec)  # before anything starts: too few GPUs is bad input
         logs = cluster_dir(spec.cluster_id)
-        binds = self._binds(spec, logs)
+        binds = self._binds(spec)
         launched = Launched(
             target=self.name,
             cluster_id=spec.cluster_id,
@@ -236,7 +233,7 @@ class LocalTarget(Target):
             spec,
             rank,
             logs,
-            self._binds(spec, logs),
+            self._binds(spec),
             visible,
             launched,
             False,
@@ -279,7 +276,7 @@ class LocalTarget(Target):
         elif used is not None:
             visible = [""] * nodes  # the cluster has GPUs; these nodes see none
         logs = cluster_dir(spec.cluster_id)
-        binds = self._binds(spec, logs)
+        binds = self._binds(spec)
         for i in range(nodes):
             rank = base + i
             self._start_node(spec, rank, logs, binds, visible[i], launched, False, group=g)

@@ -22,6 +22,7 @@ from syndeo import __version__
 from syndeo.core import gpus
 from syndeo.launcher import command
 from syndeo.launcher.targets.slurm.settings import JobShape, SlurmSettings, check_job_dir
+from syndeo.rendezvous import gstoken
 
 # Set per node by the script; everything else is the same on every node.
 RUNTIME_VARS = ("SYNDEO_RANK", "SYNDEO_NODE_IP", "SYNDEO_SCRATCH", "SYNDEO_ATTEMPT")
@@ -78,11 +79,27 @@ def _dq(text: str) -> str:
     return text
 
 
+# In the job dir: where a workload saves what it needs to continue after a time limit
+# or a preemption (kept across requeues), the one part of it a node's container may write.
+CHECKPOINT_DIR = "checkpoint"
+
+
+def task_scratch(settings: SlurmSettings) -> Path:
+    """One task's scratch dir, with Slurm's per-task values as ``@@NAME@@`` references."""
+    return settings.scratch_dir / "sy-@@SLURM_JOB_ID@@-@@SLURM_PROCID@@"
+
+
 def node_command_line(job: SlurmJob) -> tuple[str, list[tuple[str, str]]]:
     """(the shell line that runs ``syndeo node``, extra exports the launch method needs)."""
     env = {**job.node_env, **{k: _SENTINEL.format(k) for k in RUNTIME_VARS}}
-    binds = [job.settings.scratch_dir, job.job_dir, *job.binds]
-    argv, proc_env = command.node_command(job.image, env, binds)
+    # The container sees its own task's scratch (never the base, where other jobs' and
+    # users' are), the checkpoint dir (the workload's to write) and, read-only, the files
+    # the launcher leaves for the nodes -- never the job dir itself: it holds the secrets
+    # file and what the launcher reads back (exit codes).
+    binds = [task_scratch(job.settings), job.job_dir / CHECKPOINT_DIR, *job.binds]
+    token = job.node_env.get(gstoken.FILE_VAR)
+    read_only = [Path(token).parent] if token else []
+    argv, proc_env = command.node_command(job.image, env, binds, read_only=read_only)
     if job.image is None and job.settings.python:
         argv = [job.settings.python, *argv[1:]]
     extra = [
@@ -169,9 +186,8 @@ def render(job: SlurmJob) -> str:
             job_dir=job.job_dir,
             job_dir_q=shell_word(str(job.job_dir)),
             # One shell word with Slurm's per-task values spliced in as references.
-            scratch_word=shell_word(
-                f"{job.settings.scratch_dir}/sy-@@SLURM_JOB_ID@@-@@SLURM_PROCID@@"
-            ),
+            scratch_word=shell_word(str(task_scratch(job.settings))),
+            checkpoint_dir=CHECKPOINT_DIR,
             static_env=static_env,
             task_env=task_env,
             node_argv=line,
@@ -187,6 +203,7 @@ def render(job: SlurmJob) -> str:
             # No limit, no warning.
             warn_s=job.settings.signal_before if job.settings.time_limit_s() else None,
             secrets=shell_word(str(secrets_path(job))) if job.secret_env else "",
+            secret_names="|".join(sorted(job.secret_env)),
         )
     )
 

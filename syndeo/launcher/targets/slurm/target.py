@@ -23,8 +23,8 @@ from syndeo.core.securedir import secure_dir
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.nodecreds import STS_MAX_S, node_credentials
 from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
-from syndeo.launcher.state import home
-from syndeo.launcher.targets.base import Target
+from syndeo.launcher.state import home, private_dirs
+from syndeo.launcher.targets.base import Target, rendezvous_binds
 from syndeo.launcher.targets.slurm import commands, queue, watcher
 from syndeo.launcher.targets.slurm.render import (
     RUNTIME_VARS,
@@ -36,7 +36,6 @@ from syndeo.launcher.targets.slurm.render import (
 )
 from syndeo.launcher.targets.slurm.settings import JobShape, SlurmSettings
 from syndeo.rendezvous import gstoken, passthrough_env
-from syndeo.rendezvous.file import parse_file_uri
 
 CANCEL_WAIT_S = 90.0
 _EXIT_BY_STATE = {"CANCELLED": 143, "TIMEOUT": 124, "NODE_FAIL": 1, "PREEMPTED": 143}
@@ -100,9 +99,7 @@ class SlurmTarget(Target):
             secret_env[LAUNCH_KEY_VAR] = env[LAUNCH_KEY_VAR]
             env[LAUNCH_KEY_VAR] = f"@@{LAUNCH_KEY_VAR}@@"
         env["SYNDEO_TARGET"] = "slurm"
-        binds: list[Path] = [*settings.binds]
-        if spec.rendezvous.startswith("file:"):
-            binds.append(parse_file_uri(spec.rendezvous))
+        binds: list[Path] = [*settings.binds, *rendezvous_binds(spec)]
         if spec.workdir is not None:
             binds.append(spec.workdir)
         shape = JobShape(
@@ -287,7 +284,9 @@ class SlurmTarget(Target):
         if gstoken.TOKEN_VAR in creds.env:
             # A job may queue past its token's hour: the launcher's renewals reach it in
             # the job dir too, which the nodes share (syndeo/rendezvous/gstoken.py).
-            env[gstoken.FILE_VAR] = str(job.job_dir / gstoken.FILE_NAME)
+            token = job.job_dir / gstoken.FILE_NAME
+            private_dirs(token.parent)  # bound into the nodes' containers: it must exist
+            env[gstoken.FILE_VAR] = str(token)
         return job.model_copy(
             update={
                 "node_env": env,
