@@ -30,7 +30,7 @@ from syndeo.core.errors import (
     WorkloadError,
     tear_down_after,
 )
-from syndeo.launcher import autoscale, wheelhouse
+from syndeo.launcher import autoscale, trusted, wheelhouse
 from syndeo.launcher import tls as launcher_tls
 from syndeo.launcher import watch as watcher
 from syndeo.launcher.config import DeployConfig, RecoverySettings
@@ -114,7 +114,10 @@ def _packed(
     """``spec`` with the digest of its work dir packed, and the archive, where the workload
     needs one: the user's own program (not the built-in benchmark, which is in the image)
     on a target whose machines do not share the launcher's files.  Packed as ``submit``
-    packs (ignore rules, caps: one line each, before anything starts)."""
+    packs (ignore rules, caps: one line each, before anything starts).  Packed or bound,
+    a work dir that holds what the launcher runs or trusts is refused first."""
+    if spec.workdir is not None:
+        trusted.check_workdir(spec.workdir)
     if cfg.run is None or target.shares_workdir or spec.workdir is None:
         return spec, None
     archive = pack_workdir(spec.workdir, cfg.exclude)

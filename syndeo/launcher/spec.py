@@ -21,6 +21,15 @@ from syndeo.core.tls import ENV_VAR as TLS_VAR
 from syndeo.launcher.config import DeployConfig
 
 
+def _workdir(cfg: DeployConfig) -> Path | None:
+    """The workload's work dir: the one named, or here -- but only for a program of the
+    user's (``--run``): the built-in benchmark and an ``up`` cluster need none, and a
+    work dir is bound into every node's container (syndeo/launcher/trusted.py)."""
+    if cfg.workdir is None and cfg.run is None:
+        return None
+    return (cfg.workdir or Path.cwd()).resolve()
+
+
 @functools.cache
 def _digest(image: Path | None) -> str | None:
     if image is None:
@@ -88,7 +97,7 @@ class ClusterSpec(ClusterOptions):
             object_store_mb=cfg.object_store_mb_per_node,
             join_timeout=cfg.join_timeout_s,
             run=cfg.workload_command(),
-            workdir=(cfg.workdir or Path.cwd()).resolve(),
+            workdir=_workdir(cfg),
             image=cfg.container,
             image_digest=_digest(cfg.container),
             not_before=time.time(),

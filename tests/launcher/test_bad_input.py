@@ -94,3 +94,45 @@ def test_invoke_front_end_gives_the_same_one_line_errors(syndeo_home: Path, tmp_
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert "nodes: Input should be greater than or equal to 1" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("checkout", "holds the syndeo package the launcher runs"),
+        ("venv", "the launcher's virtualenv"),
+        ("around-home", "holds SYNDEO_HOME (launch keys, cluster state)"),
+        ("in-home", "lies inside SYNDEO_HOME (launch keys, cluster state)"),
+        ("user-home", "holds your home directory"),
+    ],
+)
+def test_a_work_dir_holding_what_the_launcher_runs_is_refused(
+    syndeo_home: Path, tmp_path: Path, where: str, message: str
+) -> None:
+    """Tasks may write their work dir (bound into every container on local and Slurm):
+    one that holds the launcher's own code or state -- the checkout an editable install
+    runs from, the venv, $SYNDEO_HOME -- or the user's home is refused before anything
+    starts, whether named or the current directory."""
+    workdir = {
+        "checkout": ROOT,
+        "venv": Path(sys.prefix) / "lib",
+        "around-home": syndeo_home.parent,
+        "in-home": syndeo_home / "proj",
+        "user-home": Path.home(),
+    }[where]
+    if where == "venv" and sys.prefix == sys.base_prefix:
+        pytest.fail("the tests run in the project's venv (scripts/setup): not in one here")
+    named = syndeo("deploy", "--run", "python prog.py", "--workdir", str(workdir), cwd=tmp_path)
+    assert message in one_line_error(named)
+    if workdir.is_dir():
+        here = syndeo("deploy", "--run", "python prog.py", cwd=workdir)
+        assert message in one_line_error(here)
+    assert not (syndeo_home / "clusters").exists()
+
+
+def test_the_benchmark_from_the_checkout_needs_no_work_dir(syndeo_home: Path) -> None:
+    """The README's first command runs the built-in benchmark from the clone: no program
+    of the user's, so no work dir to bind, and nothing to refuse (dry run: nothing starts)."""
+    proc = syndeo("deploy", "--target", "local", "--dry-run", cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "SYNDEO_WORKDIR" not in proc.stdout, proc.stdout
