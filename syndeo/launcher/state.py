@@ -95,9 +95,23 @@ def load_launched(cluster_id: str | None) -> Launched:
     # Where the launch found its store (names, never secrets: e.g. the Azure storage
     # account it chose), so that a new shell reaches the same one.  The shell's own
     # settings win.
-    for name, value in dict(launched.data.get("rendezvous_env", {})).items():
-        os.environ.setdefault(str(name), str(value))
+    for name, value in saved_store_env(launched).items():
+        os.environ.setdefault(name, value)
     return launched
+
+
+# What a launch may save for a new shell to find its store again (see load_launched):
+# the store's account or region, nothing else.  A state file is data, never a way to set
+# PATH, LD_PRELOAD, PYTHONPATH or a credential in the launcher's environment.
+RESTORED_ENV = frozenset({"AZURE_STORAGE_ACCOUNT", "ALIBABA_CLOUD_REGION"})
+
+
+def saved_store_env(launched: Launched) -> dict[str, str]:
+    """The saved store settings of ``launched`` whose names :data:`RESTORED_ENV` allows."""
+    saved = launched.data.get("rendezvous_env", {})
+    if not isinstance(saved, dict):
+        return {}
+    return {str(k): str(v) for k, v in saved.items() if k in RESTORED_ENV}
 
 
 # A `--tls` cluster's client credentials (syndeo/launcher/tls.py): the CA certificate and

@@ -33,7 +33,7 @@ from syndeo.core.clouds import CLOUDS
 from syndeo.core.errors import SyndeoError, TargetError
 from syndeo.launcher import watch as watcher
 from syndeo.launcher.spec import ClusterSpec, Launched
-from syndeo.launcher.state import home
+from syndeo.launcher.state import home, saved_store_env
 from syndeo.rendezvous import Rendezvous, StatusRecord, open_rendezvous
 
 # The head publishes its status every few seconds: one older than this says it is silent.
@@ -159,8 +159,8 @@ def _store_env(launched: Launched) -> Iterator[None]:
     """Where the launch found its store (names, never secrets: the settings
     ``load_launched`` restores), for this cluster's reads only: the next cluster may
     have another.  The shell's own settings win."""
-    saved = dict(launched.data.get("rendezvous_env", {}))
-    added = {str(k): str(v) for k, v in saved.items() if str(k) not in os.environ}
+    saved = saved_store_env(launched)
+    added = {k: v for k, v in saved.items() if k not in os.environ}
     os.environ.update(added)
     try:
         yield
