@@ -50,7 +50,7 @@ def one_run(nodes: int, sif: Path | None) -> dict[str, Any]:
     t0 = time.time()
     proc = run.start(body)
     joined_at = None
-    rdv = root / "home" / "slurm" / "rendezvous"
+    rdv = run.home / "slurm" / "rendezvous"
     while proc.poll() is None:
         if joined_at is None:
             for status in rdv.glob("*/a0/status.json"):
@@ -62,10 +62,10 @@ def one_run(nodes: int, sif: Path | None) -> dict[str, Any]:
         time.sleep(0.02)
     t_end = time.time()
     outcome = UserRun.finish(proc)
-    log = next((root / "home" / "slurm" / "jobs").glob("*/slurm-*.out")).read_text()
+    log = next((run.home / "slurm" / "jobs").glob("*/slurm-*.out")).read_text()
     start = START_RE.search(log)
     head = HEAD_RE.search(log)
-    shutil.rmtree(root, ignore_errors=True)
+    run.remove()
     if start is None or joined_at is None or outcome.get("exit_code") != 0:
         return {"ok": False, "outcome": {k: v for k, v in outcome.items() if k != "_stderr"}}
     job_start = float(start.group(2))

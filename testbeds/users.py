@@ -13,6 +13,7 @@ import json
 import os
 import pwd
 import re
+import shutil
 import subprocess
 import uuid
 from dataclasses import dataclass
@@ -42,8 +43,19 @@ class UserRun:
     root: Path
 
     @property
+    def home(self) -> Path:
+        """Its SYNDEO_HOME: beside ``root`` (the program's work dir), never inside it --
+        the launcher refuses a work dir that holds its state (syndeo/launcher/trusted.py)."""
+        return self.root.with_name(self.root.name + ".home")
+
+    @property
     def env(self) -> dict[str, str]:
-        return {"SYNDEO_HOME": str(self.root / "home")}
+        return {"SYNDEO_HOME": str(self.home)}
+
+    def remove(self) -> None:
+        """Everything of the run: its dir and its SYNDEO_HOME."""
+        for path in (self.root, self.home):
+            shutil.rmtree(path, ignore_errors=True)
 
     @property
     def results(self) -> Path:

@@ -101,8 +101,10 @@ def pytest_terminal_summary(
 
 @pytest.fixture
 def syndeo_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private SYNDEO_HOME so tests never see each other's clusters or logs."""
-    home = tmp_path / "home"
+    """A private SYNDEO_HOME so tests never see each other's clusters or logs: beside
+    ``tmp_path`` (where tests put the program's work dir), never inside it -- the
+    launcher refuses a work dir that holds its state (syndeo/launcher/trusted.py)."""
+    home = tmp_path.with_name(tmp_path.name + ".home")
     monkeypatch.setenv("SYNDEO_HOME", str(home))
     return home
 

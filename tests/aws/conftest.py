@@ -60,8 +60,13 @@ class AwsUser:
     state: awsemu.State
 
     @property
+    def home(self) -> Path:
+        """Its SYNDEO_HOME, beside its dir (a work dir may not hold the launcher's state)."""
+        return self.root.with_name(self.root.name + ".home")
+
+    @property
     def env(self) -> dict[str, str]:
-        return {**self.state.env(), "SYNDEO_HOME": str(self.root / "home")}
+        return {**self.state.env(), "SYNDEO_HOME": str(self.home)}
 
     @property
     def results(self) -> Path:
@@ -148,5 +153,7 @@ def aws_user(aws: awsemu.State) -> Iterator[AwsUser]:
     root = Path(f"/home/{CI_USER}/aws-{uuid.uuid4().hex[:8]}")
     root.mkdir(mode=0o700)
     give_to_ci_user(root)
-    yield AwsUser(root, aws)
-    shutil.rmtree(root, ignore_errors=True)
+    user = AwsUser(root, aws)
+    yield user
+    for path in (root, user.home):
+        shutil.rmtree(path, ignore_errors=True)

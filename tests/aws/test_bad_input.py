@@ -31,7 +31,7 @@ def _refused(aws_user: AwsUser, *args: str, env: dict[str, str] | None = None) -
     assert "Traceback" not in res.stdout + res.stderr
     assert everything(aws_user.state) == []
     # Nothing for `down` to find either: the launch never started.
-    assert not list((aws_user.root / "home" / "clusters").glob("*/launched.json"))
+    assert not list((aws_user.home / "clusters").glob("*/launched.json"))
     return lines[0]
 
 

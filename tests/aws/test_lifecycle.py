@@ -69,7 +69,7 @@ def _taken_down(user: AwsUser, cid: str) -> Iterator[None]:
     try:
         yield
     finally:
-        if (user.root / "home" / "clusters" / cid / "launched.json").exists():
+        if (user.home / "clusters" / cid / "launched.json").exists():
             user.invoke("down", "--cluster-id", cid)
 
 
@@ -145,7 +145,7 @@ def _applied(user: AwsUser, cid: str, proc: subprocess.Popen[str]) -> None:
     moment EC2 creates them, so their nodes may join (and the workload run) while
     Terraform still waits for the instances' state: an instance terminated then fails
     that apply, a case apart from a machine lost under a running cluster."""
-    log = user.root / "home" / "clusters" / cid / "terraform" / "terraform.log"
+    log = user.home / "clusters" / cid / "terraform" / "terraform.log"
     deadline = time.monotonic() + 240
     while "Apply complete!" not in (log.read_text(errors="replace") if log.exists() else ""):
         if proc.poll() is not None:
@@ -475,7 +475,7 @@ def test_a_spot_notice_drains_the_node_and_its_successor_comes_first(
         out, err = proc.communicate(timeout=720)
     assert proc.returncode == 0, (out + err)[-4000:]
     assert "rank 2 replaced by a new node" in out + err, (out + err)[-4000:]
-    log = (aws_user.root / "home" / "clusters" / cid / "terraform" / "terraform.log").read_text()
+    log = (aws_user.home / "clusters" / cid / "terraform" / "terraform.log").read_text()
     created = log.find('aws_instance.node["2"]: Creation complete')
     deposed = log.find('aws_instance.node["2"] (deposed object')
     # The successor existed before the drained instance was terminated.
@@ -540,7 +540,7 @@ def test_a_group_follows_demand_and_an_idle_cluster_stops_itself(
             *("--", "python", "spread.py"),
         )
         assert res.returncode == 0 and "nodes 2" in res.stdout, failed(res)
-        log = aws_user.root / "home" / "clusters" / cid / "watch.log"
+        log = aws_user.home / "clusters" / cid / "watch.log"
         # (The node may join before the watcher's apply has returned.)
         _wait_log(log, "group cpu: started", 120)
         # Idle: Ray lets the VM go, the watcher's apply removes it (1 -> 2 -> 1) ...
@@ -548,7 +548,7 @@ def test_a_group_follows_demand_and_an_idle_cluster_stops_itself(
         assert sorted(_instances(admin, cid)) == [0], log.read_text()
         # ... and after 90 s with nothing running, the watcher takes it down (`down`).
         _wait_log(log, "is down (autostop)", 400)
-        assert not (aws_user.root / "home" / "clusters" / cid / "launched.json").exists()
+        assert not (aws_user.home / "clusters" / cid / "launched.json").exists()
     # The leak scan: nothing of the cluster is left in the emulated AWS.
     assert [e for e in everything(admin) if e != f"bucket {shared_bucket}"] == []
 
@@ -561,7 +561,7 @@ def _states(state: awsemu.State, ids: list[str]) -> dict[str, str]:
 
 def _kill_watcher(user: AwsUser, cid: str) -> None:
     """A closed laptop: the cluster's watcher ends without a word (by its recorded pid)."""
-    launched = json.loads((user.root / "home" / "clusters" / cid / "launched.json").read_text())
+    launched = json.loads((user.home / "clusters" / cid / "launched.json").read_text())
     pid = int(launched["data"]["watcher"][0])
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
@@ -611,7 +611,7 @@ def test_an_idle_cluster_without_its_watcher_powers_its_vms_off(
         assert all("powering this VM off" in c.read_text() for c in consoles), log
         assert all(awsemu.machine(i, BASE) is None for i in ids)  # powered off in the bed too
         # Nothing took the cluster down: only the VMs are off, and `down` removes the rest.
-        assert (aws_user.root / "home" / "clusters" / cid / "launched.json").exists()
+        assert (aws_user.home / "clusters" / cid / "launched.json").exists()
         res = aws_user.invoke("down", "--cluster-id", cid)
         assert res.returncode == 0, failed(res)
     assert [e for e in everything(admin) if e != f"bucket {shared_bucket}"] == []

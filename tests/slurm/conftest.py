@@ -80,8 +80,9 @@ def user_run(slurm_cluster: slurmcluster.LocalCluster) -> Iterator[UserRun]:
     root = Path(f"/home/{CI_USER}/t-{uuid.uuid4().hex[:8]}")
     root.mkdir(mode=0o700)
     give_to_ci_user(root)
-    yield UserRun(root)
-    shutil.rmtree(root, ignore_errors=True)
+    run = UserRun(root)
+    yield run
+    run.remove()
     _clear_node_scratch()
 
 

@@ -52,7 +52,7 @@ def test_container_nodes_meet_in_s3_with_credentials_only_in_the_environment(
         assert result["ray_nodes"] == 3
         assert set(result["node_ips"]) == NODE_IPS  # type: ignore[arg-type]
         assert list_keys(s3, "slurm-rdv") == []  # the cluster's records are cleaned up
-    script = next((user_run.root / "home" / "slurm" / "jobs").glob("*/job.sbatch")).read_text()
+    script = next((user_run.home / "slurm" / "jobs").glob("*/job.sbatch")).read_text()
     assert 'APPTAINERENV_AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY}"' in script
     assert secret not in script and s3.endpoint not in script  # by reference only
     assert_clean(slurm_cluster)

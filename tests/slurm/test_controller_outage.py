@@ -69,6 +69,6 @@ def test_controller_outage_mid_run_does_not_cancel_the_job(
     assert "retrying for up to" in outcome["_stderr"] + outcome["_stdout"], outcome
     summary = json.loads((user_run.results / outcome["cluster_id"] / "deploy.json").read_text())
     assert summary["exit_code"] == 0
-    log = Path(next((user_run.root / "home" / "slurm" / "jobs").glob(f"*/slurm-{job_id}.out")))
+    log = Path(next((user_run.home / "slurm" / "jobs").glob(f"*/slurm-{job_id}.out")))
     assert "CANCELLED" not in log.read_text()
     assert_clean(slurm_cluster)

@@ -48,8 +48,9 @@ def run(gpu_cluster: slurmcluster.LocalCluster) -> Iterator[UserRun]:
     probe = root / "groups_probe.py"
     shutil.copy(PROBE, probe)
     give_to_ci_user(probe)
-    yield UserRun(root)
-    shutil.rmtree(root, ignore_errors=True)
+    run = UserRun(root)
+    yield run
+    run.remove()
 
 
 def _config(run: UserRun, groups: str, join_s: float = 240) -> Path:
@@ -102,7 +103,7 @@ def _probe(run: UserRun, launched: dict[str, Any], up_out: str, *ranks: str) -> 
 
 
 def _status(run: UserRun, cluster_id: str) -> dict[str, Any]:
-    path = run.root / "home" / "slurm" / "rendezvous" / cluster_id / "a0" / "status.json"
+    path = run.home / "slurm" / "rendezvous" / cluster_id / "a0" / "status.json"
     data: dict[str, Any] = json.loads(path.read_text())
     return data
 
@@ -133,7 +134,7 @@ def test_bad_groups_are_refused_before_any_submit(
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
     assert list(ci_jobs()) == []
-    assert not list((run.root / "home").glob("slurm/jobs/*/*.sbatch"))
+    assert not list((run.home).glob("slurm/jobs/*/*.sbatch"))
 
 
 def test_three_groups_late_join_placement_grow_and_cancel_one_group(
@@ -152,7 +153,7 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
     up = user_syndeo(run, "up", "--config", str(cfg), "--cluster-id", cid, timeout=400)
     try:
         assert up.returncode == 0, up.stderr[-3000:]
-        launched = json.loads((run.root / "home" / "clusters" / cid / "launched.json").read_text())
+        launched = json.loads((run.home / "clusters" / cid / "launched.json").read_text())
         entries = launched["data"]["groups"]
         assert [(e["group"], e["rank_base"]) for e in entries] == [
             ("head", 0),
@@ -166,7 +167,7 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
         st = _status(run, cid)
         assert st["phase"] == "serving" and st["groups"]["gpu"] == [0, 1], st
         assert commands.job_info(gpu_job).state == "PENDING"
-        head_log = run.root / "home" / "slurm" / "jobs" / cid / f"slurm-{head_job}.out"
+        head_log = run.home / "slurm" / "jobs" / cid / f"slurm-{head_job}.out"
         assert "starting with groups head 1/1, cpu 1/1, gpu 0/1 (min_nodes met)" in (
             head_log.read_text()
         )
@@ -210,7 +211,7 @@ def test_three_groups_late_join_placement_grow_and_cancel_one_group(
             "180",
         )
         assert grow.returncode == 0, grow.stderr[-3000:]
-        launched = json.loads((run.root / "home" / "clusters" / cid / "launched.json").read_text())
+        launched = json.loads((run.home / "clusters" / cid / "launched.json").read_text())
         grown_job = str(launched["data"]["groups"][-1]["job_id"])
         assert launched["data"]["groups"][-1]["rank_base"] == 3
         out = _probe(run, launched, up.stdout, "3")
@@ -306,7 +307,7 @@ def test_a_group_follows_demand_through_one_node_jobs(
         )
         assert job.returncode == 0, job.stdout[-2000:] + job.stderr[-2000:]
         assert "nodes 2" in job.stdout
-        launched = json.loads((run.root / "home" / "clusters" / cid / "launched.json").read_text())
+        launched = json.loads((run.home / "clusters" / cid / "launched.json").read_text())
         added = [e for e in launched["data"]["groups"] if e["group"] == "cpu"]
         assert [(e["rank_base"], e["nodes"]) for e in added] == [(1, 1)]
         # Idle for 10 s: Ray lets the node go and the watcher cancels its job.
@@ -314,7 +315,7 @@ def test_a_group_follows_demand_through_one_node_jobs(
         assert list(ci_jobs()) == [str(launched["data"]["job_id"])]
         st = _status(run, cid)
         assert st["phase"] == "serving" and st["nodes_lost"] == [], st
-        watch_log = (run.root / "home" / "clusters" / cid / "watch.log").read_text()
+        watch_log = (run.home / "clusters" / cid / "watch.log").read_text()
         assert "group cpu: started" in watch_log, watch_log
     finally:
         down = user_syndeo(run, "down", "--cluster-id", cid)

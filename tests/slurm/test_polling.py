@@ -50,7 +50,7 @@ def test_a_following_deploy_asks_one_paced_query_at_a_time(
     )
     assert outcome["exit_code"] == 0, outcome.get("_stderr", "")[-3000:]
     calls = [c for c in slurmrpc.read_calls(log) if not c.job]
-    logs = list((user_run.root / "home" / "slurm" / "jobs").glob("*/slurm-*.out"))
+    logs = list((user_run.home / "slurm" / "jobs").glob("*/slurm-*.out"))
     assert len(logs) == 1, logs
     job_id = logs[0].stem.removeprefix("slurm-")
     queries = [c for c in calls if c.query]
@@ -84,9 +84,7 @@ def test_an_up_cluster_of_three_jobs_is_watched_and_taken_down_in_batches(
     up = _syndeo(user_run, path, "up", "--config", str(cfg), "--cluster-id", cid)
     try:
         assert up.returncode == 0, up.stderr[-3000:]
-        launched = json.loads(
-            (user_run.root / "home" / "clusters" / cid / "launched.json").read_text()
-        )
+        launched = json.loads((user_run.home / "clusters" / cid / "launched.json").read_text())
         ids = {str(e["job_id"]) for e in launched["data"]["groups"]}
         assert len(ids) == 3
         idle_from = time.time()

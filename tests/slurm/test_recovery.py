@@ -39,7 +39,7 @@ def _config(cid: str, recovery: str) -> str:
 
 def _wait_sampling(run: UserRun, cid: str, proc: Any, timeout: float = 300) -> None:
     """Until the head says the benchmark is sampling (its progress is published)."""
-    status = run.root / "home" / "slurm" / "rendezvous" / cid / "a0" / "status.json"
+    status = run.home / "slurm" / "rendezvous" / cid / "a0" / "status.json"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError, ValueError):
@@ -90,7 +90,7 @@ def test_a_lost_worker_node_is_replaced_by_a_new_job(
 ) -> None:
     cid = "recover-slurm"
     proc = user_run.start(_config(cid, "replace_lost = true\nmax_replacements = 1\n"))
-    status = user_run.root / "home" / "slurm" / "rendezvous" / cid / "a0" / "status.json"
+    status = user_run.home / "slurm" / "rendezvous" / cid / "a0" / "status.json"
     try:
         _wait_sampling(user_run, cid, proc)
         job = job_id(user_run)
@@ -120,7 +120,7 @@ def test_a_lost_worker_node_is_replaced_by_a_new_job(
     [env] = collected_result(outcome)["results"]  # type: ignore[misc]
     print("benchmark: node losses", json.dumps(env["node_losses"]))
     # The replacement's own script: one node, rank 2, never requeued, not on node3.
-    script = (user_run.root / "home" / "slurm" / "jobs" / cid / "job-r2.sbatch").read_text()
+    script = (user_run.home / "slurm" / "jobs" / cid / "job-r2.sbatch").read_text()
     assert "#SBATCH --nodes=1" in script and "#SBATCH --exclude=node3" in script
     assert "#SBATCH --no-requeue" in script and "$(( 2 + SLURM_PROCID ))" in script
     # Only the killed node's own scratch dir (rank 2 of the first job) may remain.
@@ -149,7 +149,7 @@ def test_a_lost_head_restarts_the_cluster_as_attempt_1(
             finished = pool.submit(UserRun.finish, proc, 600)  # drains its output meanwhile
             killed = time.monotonic()
             assert _kill_head(cid) >= 2  # the node and at least its Ray
-            rejoined = _all_joined(user_run.root / "home" / "slurm" / "rendezvous" / cid, finished)
+            rejoined = _all_joined(user_run.home / "slurm" / "rendezvous" / cid, finished)
             outcome = finished.result()
     finally:
         if proc.poll() is None:
@@ -170,7 +170,7 @@ def test_a_lost_head_restarts_the_cluster_as_attempt_1(
         "head lost seen -> attempt 1 all joined, s:", restart["joined_s"] - restart["head_lost_s"]
     )
     # The second job ran as attempt 1: its script says so and its head wrote a1's rc.
-    jobs_dir = user_run.root / "home" / "slurm" / "jobs" / cid
+    jobs_dir = user_run.home / "slurm" / "jobs" / cid
     logs = sorted(jobs_dir.glob("slurm-*.out"))
     assert len(logs) == 2 and f"slurm-{first}.out" in {p.name for p in logs}
     assert "$(( 1 + ${SLURM_RESTART_COUNT:-0} ))" in (jobs_dir / "job.sbatch").read_text()

@@ -58,15 +58,15 @@ def test_a_requeued_up_cluster_takes_jobs_as_its_next_attempt_and_down_stops_it(
     assert down.returncode == 0, down.stderr[-2000:]
     assert "has ended" not in _watch_log(user_run, cid)  # `down` ended the watcher, not a0
     assert ci_jobs() == {}
-    assert not list((user_run.root / "home" / "slurm" / "rendezvous").glob(f"{cid}/a*"))
+    assert not list((user_run.home / "slurm" / "rendezvous").glob(f"{cid}/a*"))
 
 
 def _watch_log(run: UserRun, cid: str) -> str:
-    return (run.root / "home" / "clusters" / cid / "watch.log").read_text()
+    return (run.home / "clusters" / cid / "watch.log").read_text()
 
 
 def _requeue_then_serve(run: UserRun, cid: str) -> None:
-    home = run.root / "home"
+    home = run.home
     launched = json.loads((home / "clusters" / cid / "launched.json").read_text())
     job_id = str(launched["data"]["job_id"])
     scope = Path(launched["rendezvous"].removeprefix("file://")) / cid

@@ -27,7 +27,7 @@ def test_a_watcher_job_takes_an_idle_cluster_down_and_leaves_nothing(
 ) -> None:
     cfg = user_run.config(CONFIG)
     cid = f"swj-{uuid.uuid4().hex[:6]}"
-    state = user_run.root / "home" / "clusters" / cid
+    state = user_run.home / "clusters" / cid
     up = user_syndeo(user_run, "up", "--config", str(cfg), "--cluster-id", cid, "--autostop", "20s")
     try:
         assert up.returncode == 0, up.stderr[-3000:]
@@ -49,7 +49,7 @@ def test_a_watcher_job_takes_an_idle_cluster_down_and_leaves_nothing(
     finally:
         if (state / "launched.json").exists():
             user_syndeo(user_run, "down", "--cluster-id", cid)
-    assert not list((user_run.root / "home" / "slurm" / "rendezvous").glob(f"{cid}/*"))
+    assert not list((user_run.home / "slurm" / "rendezvous").glob(f"{cid}/*"))
 
 
 def test_down_cancels_the_watcher_job_first(
@@ -76,4 +76,4 @@ def test_a_watcher_job_with_a_bucket_rendezvous_is_refused_before_anything_start
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and 'slurm.watcher = "job" needs a file:// rendezvous' in lines[0]
     assert ci_jobs() == {}
-    assert not list((user_run.root / "home" / "clusters").glob("*/launched.json"))
+    assert not list((user_run.home / "clusters").glob("*/launched.json"))

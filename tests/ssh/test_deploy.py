@@ -59,8 +59,9 @@ def run(ssh_hosts: sshhosts.Bed) -> Iterator[UserRun]:
     root = Path(f"/home/{CI_USER}/t-{uuid.uuid4().hex[:8]}")
     root.mkdir(mode=0o700)
     give_to_ci_user(root)
-    yield UserRun(root)
-    shutil.rmtree(root, ignore_errors=True)
+    run = UserRun(root)
+    yield run
+    run.remove()
 
 
 def _body(
@@ -87,11 +88,11 @@ def _assert_clean(bed: sshhosts.Bed, run: UserRun) -> None:
             break
         time.sleep(0.5)
     assert not any(left.values()), f"processes left on the hosts: {left}"
-    for state in (run.root / "home" / "clusters").glob("*/terraform/terraform.tfstate"):
+    for state in (run.home / "clusters").glob("*/terraform/terraform.tfstate"):
         resources = json.loads(state.read_text()).get("resources", [])
         assert resources == [], f"{state} still holds {resources}"
     # This run's clusters left no node files on the hosts (the hosts share /home here).
-    ours = [p.name for p in (run.root / "home" / "clusters").glob("ssh-*")]
+    ours = [p.name for p in (run.home / "clusters").glob("ssh-*")]
     host_side = Path(f"/home/{CI_USER}/.syndeo/clusters")
     assert not [p for cid in ours for p in host_side.glob(f"{cid}/*/node.pid")]
 
@@ -156,7 +157,7 @@ def test_dry_run_with_the_readme_flags_creates_nothing(
     assert tfvars["ssh_private_key_file"] == str(ssh_hosts.key)
     assert tfvars["node"]["node_count"] == 3
     assert any(ln.startswith("TF_DATA_DIR=") and " apply " in ln for ln in lines), out.stdout
-    assert not (run.root / "home" / "clusters").exists()  # a dry run writes nothing
+    assert not (run.home / "clusters").exists()  # a dry run writes nothing
     assert not list(run.root.glob("rdv/*"))
 
 
@@ -282,7 +283,7 @@ def test_sigterm_during_the_run_destroys(ssh_hosts: sshhosts.Bed, run: UserRun) 
 def _terraform_log(run: UserRun) -> str:
     return "\n".join(
         p.read_text(errors="replace")
-        for p in (run.root / "home" / "clusters").glob("*/terraform/terraform.log")
+        for p in (run.home / "clusters").glob("*/terraform/terraform.log")
     )
 
 
@@ -728,7 +729,7 @@ def test_a_group_follows_demand_on_its_pool_of_hosts(ssh_hosts: sshhosts.Bed, ru
         )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         assert "nodes 2" in done.stdout
-        log = run.root / "home" / "clusters" / cid / "watch.log"
+        log = run.home / "clusters" / cid / "watch.log"
         assert f"group auto: started rank 1 on {h2}" in log.read_text(), log.read_text()
         deadline = time.monotonic() + 120
         while "let go" not in log.read_text() and time.monotonic() < deadline:

@@ -47,7 +47,7 @@ def assert_clean(cluster: slurmcluster.LocalCluster, crashed: str = "") -> None:
 
 
 def job_id(run: UserRun) -> str:
-    jobs_dir = run.root / "home" / "slurm" / "jobs"
+    jobs_dir = run.home / "slurm" / "jobs"
     logs = list(jobs_dir.glob("*/slurm-*.out"))
     return logs[0].name.removeprefix("slurm-").removesuffix(".out") if logs else ""
 
@@ -57,7 +57,7 @@ def wait_running(run: UserRun, timeout: float = 240, tasks_done: int = 0) -> str
     progress of at least ``tasks_done`` tasks: the per-node probes are done by then)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for status in (run.root / "home" / "slurm" / "rendezvous").glob("*/a0/status.json"):
+        for status in (run.home / "slurm" / "rendezvous").glob("*/a0/status.json"):
             try:
                 st = json.loads(status.read_text())
                 done = int(st.get("progress", {}).get("tasks_done", 0))
