@@ -173,9 +173,15 @@ def test_importing_a_target_loads_no_node_runtime() -> None:
 # template that ran `ray start` or a Python of its own would be recorded too.
 RECORDER = f"""#!{sys.executable}
 import json, os, sys
-path = os.path.join(os.environ["SYNDEO_TEST_RECORD"], f"{{os.getpid()}}.json")
+piped = {{}}
+if os.environ.get("APPTAINERENV_SYNDEO_ENV_FD"):
+    # What a container's node reads on its pipe (syndeo.core.nodeconfig.load_env_fd).
+    with os.fdopen(int(os.environ["APPTAINERENV_SYNDEO_ENV_FD"]), "rb") as fh:
+        piped = dict(e.decode().split("=", 1) for e in fh.read().split(b"\\0") if e)
+record = os.environ.get("SYNDEO_TEST_RECORD") or piped["SYNDEO_TEST_RECORD"]
+path = os.path.join(record, f"{{os.getpid()}}.json")
 with open(path + ".tmp", "w") as fh:
-    json.dump({{"argv": sys.argv, "env": dict(os.environ)}}, fh)
+    json.dump({{"argv": sys.argv, "env": dict(os.environ), "piped": piped}}, fh)
 os.replace(path + ".tmp", path)
 """
 STANDINS = ("node-python", "python", "python3", "ray", "apptainer", "singularity")
@@ -257,14 +263,19 @@ def _config(name: str, tmp_path: Path, bindir: Path) -> DeployConfig:
 
 
 def _node_env(record: dict[str, Any]) -> dict[str, str]:
-    """The node's own variables: as set, or as apptainer would pass them into the container."""
+    """The node's own variables: as set, or as a containerised node gets them (on its
+    pipe, and the few apptainer passes into the container)."""
     env: dict[str, str] = record["env"]
     if Path(record["argv"][0]).name == "apptainer":
-        return {
+        # Nothing of the node's own in the container's environment but the pipe's number.
+        passed = {
             k.removeprefix("APPTAINERENV_"): v
             for k, v in env.items()
             if k.startswith("APPTAINERENV_")
         }
+        assert not {k for k in passed if k.startswith("SYNDEO_")} - {"SYNDEO_ENV_FD"}, passed
+        passed.pop("SYNDEO_ENV_FD")
+        return {**passed, **record["piped"]}
     return env
 
 

@@ -10,6 +10,14 @@ import time
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+# What a task can reach (tests/support/task_reach.py, copied beside this file), defined
+# in this script's own namespace so that Ray ships the functions to the workers by value.
+with open("task_reach.py") as fh:
+    exec(compile(fh.read(), "task_reach.py", "exec"))
+# The test names what no task may reach (reach.json beside this file).
+with open("reach.json") as fh:
+    REACH = json.load(fh)
+
 ray.init()
 alive = [n for n in ray.nodes() if n["Alive"]]
 
@@ -42,6 +50,8 @@ def here() -> dict[str, object]:
         "host_env_leak": "SYNDEO_TEST_HOST_ONLY" in os.environ,
         "launch_key_leak": "SYNDEO_LAUNCH_KEY" in os.environ,
         "node_environ": node_environ(),
+        "secrets_seen": secrets_seen(REACH["names"], REACH["values"]),  # noqa: F821
+        "access": access(REACH["paths"]),  # noqa: F821
         "python": sys.executable,
     }
 

@@ -13,20 +13,41 @@ import psutil
 import pytest
 
 from syndeo.image.manifest import ImageManifest
-from testbeds.launch import deploy_as
+from testbeds.launch import deploy_as, launcher_python
 from tests.support.helpers import assert_nothing_left
+from tests.support.task_reach import reach_spec
 
 pytestmark = [pytest.mark.apptainer, pytest.mark.slow]
 PROBE = Path(__file__).with_name("container_probe.py")
+REACH = Path(__file__).parents[1] / "support" / "task_reach.py"
 
 
 def test_three_containerised_nodes_form_a_cluster(
     built_image: ImageManifest, sif: Path, shared_dir: Path, run_user: str | None, run_uid: int
 ) -> None:
-    work = shared_dir
-    shutil.copy2(PROBE, work / PROBE.name)
-    os.chown(work / PROBE.name, run_uid, -1)
+    # The program's own directory, beside (never around) the launcher's state.
+    work, home = shared_dir / "proj", shared_dir / "home"
+    work.mkdir()
     cid = "ctr3"
+    # What no task may reach: the launcher's state (launch keys) and code, another
+    # cluster's records in the same rendezvous, the launcher's log dir of this cluster.
+    other = home / "rendezvous" / "other-cluster"
+    other.mkdir(parents=True)
+    (other / "head.json").write_text("{}")
+    import syndeo
+
+    forbidden = [
+        str(home / "clusters"),
+        str(home / "clusters" / cid),
+        str(other),
+        str(Path(syndeo.__file__).parent),
+        str(Path(launcher_python(run_user)).parent),
+    ]
+    (work / "reach.json").write_text(json.dumps(reach_spec(forbidden)))
+    shutil.copy2(PROBE, work / PROBE.name)
+    shutil.copy2(REACH, work / REACH.name)
+    for path in [home, *home.rglob("*"), work, *work.iterdir()]:
+        os.chown(path, run_uid, -1)
     started = time.time()
     proc = deploy_as(
         run_user,
@@ -47,7 +68,7 @@ def test_three_containerised_nodes_form_a_cluster(
             "300",
         ],
         cwd=work,
-        home=work / "home",
+        home=home,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((work / "res" / cid / "result.json").read_text())
@@ -65,6 +86,10 @@ def test_three_containerised_nodes_form_a_cluster(
         # process is not dumpable), though tasks run as the node's user.
         assert seen["launch_key_leak"] is False
         assert seen["node_environ"] == "denied", seen
+        # Nor from any other process it can see, in either form (NAME=value, or the
+        # JSON in which Apptainer's init shim keeps the container's environment).
+        assert seen["secrets_seen"] == [], seen
+        assert seen["access"] == dict.fromkeys(forbidden, "absent"), seen
         assert str(seen["python"]).startswith("/opt/syndeo/")
     summary = json.loads((work / "res" / cid / "deploy.json").read_text())
     assert summary["exit_code"] == 0

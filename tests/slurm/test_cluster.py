@@ -28,8 +28,10 @@ from tests.support.helpers import launcher_of, lock_is_held
 from tests.support.listeners import assert_ray_ports
 from tests.support.programs import write_project
 from tests.support.slurm import NODE_IPS, assert_clean, collected_result, job_config, wait_running
+from tests.support.task_reach import reach_spec
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+REACH = HERE.parent / "support" / "task_reach.py"
 
 
 def test_three_node_job(slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun) -> None:
@@ -62,14 +64,37 @@ def test_three_node_job_in_container(
     """The same job with every node inside the unprivileged Apptainer container."""
     local = user_run.root / "workload.py"
     shutil.copy(WORKLOAD, local)  # the work dir is bound into the container
-    local.chmod(0o644)
-    outcome = user_run.deploy(f'container = "{sif}"\n' + job_config(workload="workload.py"))
+    shutil.copy(REACH, user_run.root / REACH.name)
+    cid = f"slurm-{uuid.uuid4().hex[:8]}"
+    # What no task may reach: the job dir's secrets and script (the launch key; what
+    # the launcher runs again on a requeue), the launcher's state, other clusters'
+    # records in the same rendezvous.
+    jobs, rdv = user_run.home / "slurm" / "jobs" / cid, user_run.home / "slurm" / "rendezvous"
+    other = rdv / "other-cluster"
+    other.mkdir(parents=True)
+    forbidden = [
+        str(jobs / "job.sbatch.secrets"),
+        str(jobs / "job.sbatch"),
+        str(user_run.home / "clusters"),
+        str(other),
+    ]
+    (user_run.root / "reach.json").write_text(json.dumps(reach_spec(forbidden)))
+    for path in [*user_run.root.iterdir(), user_run.home, *user_run.home.rglob("*")]:
+        give_to_ci_user(path)
+        path.chmod(0o700 if path.is_dir() else 0o644)
+    body = f'container = "{sif}"\ncluster_id = "{cid}"\n' + job_config(workload="workload.py")
+    outcome = user_run.deploy(body)
     assert outcome["exit_code"] == 0, outcome
     result = collected_result(outcome)
     assert result["ray_nodes"] == 3
     assert set(result["node_ips"]) == NODE_IPS  # type: ignore[arg-type]
     assert result["probe_hosts"] == ["node1", "node2", "node3"]
-    log = next((user_run.root / "home" / "slurm" / "jobs").glob("*/job.sbatch")).read_text()
+    # A task on every node, in either form a process holds it (NAME=value, Apptainer's
+    # JSON), sees no secret, and none of those paths.
+    assert result["reach"] == [{"secrets": [], "access": dict.fromkeys(forbidden, "absent")}] * 3, (
+        result["reach"]
+    )
+    log = next((user_run.home / "slurm" / "jobs").glob("*/job.sbatch")).read_text()
     assert "apptainer exec" in log and str(sif) in log
     assert_clean(slurm_cluster)
 
@@ -118,7 +143,7 @@ def test_bench_bringup_on_slurm_in_the_container(
     assert 0 < run["launch_to_joined_s"] == run["nodes"]["0"]["all_joined"]
     assert json.loads(proc.stdout) == doc["summary"]
     # Its job ran every node in the image.
-    [script] = (user_run.root / "home" / "slurm" / "jobs").glob("*/job.sbatch")
+    [script] = (user_run.home / "slurm" / "jobs").glob("*/job.sbatch")
     assert "apptainer exec" in script.read_text() and str(sif) in script.read_text()
     assert_clean(slurm_cluster)
 
@@ -175,7 +200,7 @@ def test_ctrl_c_and_sigterm_cancel_the_job_and_leave_nothing(
         assert proc.returncode == 130, err[-3000:]
         assert "syndeo: interrupted" in err and "Traceback" not in err, err[-3000:]
         assert commands.job_info(job).state == "CANCELLED"
-        scope = run.root / "home" / "slurm" / "rendezvous" / UserRun.cluster_id(proc)
+        scope = run.home / "slurm" / "rendezvous" / UserRun.cluster_id(proc)
         assert not list(scope.glob("a*/*")), f"records left: {list(scope.rglob('*'))}"
     assert_clean(slurm_cluster)
 
@@ -194,8 +219,8 @@ def test_invalid_settings_fail_before_submission(
     assert "nodes" in zero["error"]
     for outcome in (bad_partition, too_big, no_image, zero):
         assert outcome["_rc"] != 0 and "Traceback" not in outcome["_stderr"]
-    assert not (user_run.root / "home" / "slurm" / "jobs").exists() or not list(
-        (user_run.root / "home" / "slurm" / "jobs").glob("*/slurm-*.out")
+    assert not (user_run.home / "slurm" / "jobs").exists() or not list(
+        (user_run.home / "slurm" / "jobs").glob("*/slurm-*.out")
     ), "a job was submitted"
     assert commands.partitions() == before
 

@@ -24,6 +24,32 @@ def work(i: int, seconds: float) -> tuple[int, str]:
     return i, socket.gethostname()
 
 
+def _reach(nodes: list[dict[str, object]]) -> list[object]:
+    """With reach.json beside this file (the test's list of secrets and paths no task may
+    reach): what a task on each node could reach (tests/support/task_reach.py, copied
+    beside it too, defined here so that Ray ships it to the workers by value)."""
+    if not os.path.exists("reach.json"):
+        return []
+    scope: dict[str, object] = {}
+    with open("task_reach.py") as fh:
+        exec(compile(fh.read(), "task_reach.py", "exec"), scope)
+    with open("reach.json") as fh:
+        spec = json.load(fh)
+    seen, access = scope["secrets_seen"], scope["access"]
+
+    @ray.remote(num_cpus=1)
+    def probe() -> dict[str, object]:
+        return {"secrets": seen(spec["names"], spec["values"]), "access": access(spec["paths"])}  # type: ignore[operator]
+
+    pinned = [
+        probe.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+        ).remote()
+        for n in nodes
+    ]
+    return list(ray.get(pinned))
+
+
 def _write(path: str, data: dict[str, object]) -> None:
     tmp = Path(path + ".tmp")
     tmp.write_text(json.dumps(data))
@@ -65,6 +91,7 @@ def main() -> None:
             "tasks_done": len(done),
             "task_hosts": sorted(set(done.values())),
             "probe_hosts": probe_hosts,
+            "reach": _reach(nodes),
         },
     )
 
