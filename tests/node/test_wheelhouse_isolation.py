@@ -11,60 +11,18 @@ them (the current directory, PYTHONPATH) and the launch key in the node's enviro
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import io
 import os
 import sys
-import tarfile
-import zipfile
 from pathlib import Path
 
 import pytest
 
-from syndeo.core.nodeconfig import LAUNCH_KEY_VAR
+from syndeo.core.nodeconfig import LAUNCH_KEY_VAR, NodeSettings
 from syndeo.node import wheelhouse
 from syndeo.rendezvous import open_rendezvous
-
-
-def _wheel(name: str) -> tuple[str, bytes]:
-    """A pure-Python wheel of one module ``name`` that says it was imported."""
-    dist = f"{name}-1.0.dist-info"
-    files = {
-        f"{name}/__init__.py": b"IMPORTED = True\n",
-        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
-        f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-        b"Tag: py3-none-any\n",
-    }
-    record = []
-    for path, data in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record.append(f"{path},sha256={digest},{len(data)}")
-    files[f"{dist}/RECORD"] = ("\n".join([*record, f"{dist}/RECORD,,"]) + "\n").encode()
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        for path, data in files.items():
-            zf.writestr(path, data)
-    return f"{name}-1.0-py3-none-any.whl", buf.getvalue()
-
-
-def _wheelhouse(name: str) -> bytes:
-    filename, data = _wheel(name)
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        info = tarfile.TarInfo(filename)
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-def _plant(where: Path, marker: Path) -> None:
-    """A ``pip`` package and a ``sitecustomize`` that leave ``marker`` when imported."""
-    code = f"import pathlib\npathlib.Path({str(marker)!r}).write_text(__name__)\n"
-    (where / "pip").mkdir(parents=True)
-    (where / "pip" / "__init__.py").write_text(code)
-    (where / "pip" / "__main__.py").write_text(code)
-    (where / "sitecustomize.py").write_text(code)
+from tests.support.wheels import plant_pip
+from tests.support.wheels import wheelhouse as wheelhouse_archive
 
 
 def _recorder(tmp_path: Path) -> tuple[Path, Path]:
@@ -89,7 +47,7 @@ def test_pip_runs_without_the_nodes_secrets_and_imports_nothing_planted(
 ) -> None:
     marker = tmp_path / "planted-code-ran"
     planted = tmp_path / "task-writable"
-    _plant(planted, marker)
+    plant_pip(planted, marker)
     monkeypatch.chdir(planted)
     monkeypatch.setenv("PYTHONPATH", str(planted))
     monkeypatch.setenv(LAUNCH_KEY_VAR, "the-launch-key")
@@ -100,7 +58,7 @@ def test_pip_runs_without_the_nodes_secrets_and_imports_nothing_planted(
     monkeypatch.setattr(sys, "executable", str(recorder))
 
     rdv = open_rendezvous((tmp_path / "rdv").as_uri(), "wheels")
-    archive = _wheelhouse("syndeo_isolation_probe")
+    archive = wheelhouse_archive("syndeo_isolation_probe")
     digest = hashlib.sha256(archive).hexdigest()
     rdv.put_wheelhouse(digest, archive)
     target, installed = wheelhouse.install_digest(rdv, digest, tmp_path / "scratch" / "pylibs")
@@ -121,11 +79,13 @@ def test_pip_runs_without_the_nodes_secrets_and_imports_nothing_planted(
 def test_the_node_side_environment_is_rays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """pip's environment is the one Ray's processes get: the store's credentials out too."""
     from syndeo.node.raynode import child_env
-    from tests.node.test_poweroff import _settings
 
     monkeypatch.setenv(LAUNCH_KEY_VAR, "the-launch-key")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "store-secret")
-    s = _settings(tmp_path).model_copy(update={"rendezvous": "s3://bucket/prefix"})
+    s = NodeSettings.model_validate(
+        {"cluster_id": "wh", "rank": 0, "nodes": 1, "scratch": "/tmp/sy-wh/0"}
+        | {"rendezvous": "s3://bucket/prefix", "target": "aws"}
+    )
     rdv = open_rendezvous(s.rendezvous, s.cluster_id)
     env = wheelhouse.pip_env(rdv)
     assert env == child_env(s)
