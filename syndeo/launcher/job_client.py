@@ -8,10 +8,16 @@ through Ray's Job API on the head itself and streams its output back.  ``logs``,
 cancel request is signed with the cluster's launch key (kept 0600 in the cluster's state
 by ``up``): the head runs only what this launcher signed, and the listing shows only
 that, whatever else someone who can write the prefix puts there.
+
+What comes back to be shown -- a job's output, its state's words -- is the job's or
+the store's, not this launcher's: it is shown as plain text (:class:`PlainText`), without
+the terminal's control sequences, which could otherwise set the clipboard (OSC 52),
+retitle the window, move the cursor to rewrite lines already shown, or answer back.
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import getpass
 import hashlib
@@ -41,6 +47,19 @@ from syndeo.rendezvous.base import JOB_ID_RE, MAX_JOB_ARCHIVE, MAX_OUTPUTS, TERM
 ALWAYS_EXCLUDED = [".git/", "__pycache__/", "*.pyc", ".venv/", "venv/", ".syndeo/", "results/"]
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 FOLLOW_POLL_S = 0.5
+# A terminal's escape sequences (ECMA-48), whole: CSI (cursor, colours, erasing), the
+# string ones (OSC: title, clipboard, hyperlinks; DCS, SOS, PM, APC) to their BEL or ST,
+# and the short ones (ESC c resets the terminal), whose last character is none of those
+# sequences' introducers ([ ] P X ^ _).
+_SEQUENCE = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)"
+    r"|[ -/]*[0-OQ-WYZ\\`-~])"
+)
+# What is left out of what is shown: those, and every other C0 control but newline and
+# tab (a lone ESC among them), DEL, and the C1 controls (U+0080-U+009F: 8-bit CSI, OSC).
+_CONTROLS = re.compile(_SEQUENCE.pattern + r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# How much of an escape sequence cut at a chunk's end waits for the next chunk.
+_HELD_MAX = 4096
 
 
 class Cluster(NamedTuple):
@@ -224,8 +243,54 @@ def list_jobs(cluster_id: str | None = None) -> tuple[Rendezvous, list[tuple[Job
     out = []
     for spec in rdv.list_jobs(key):
         state = rdv.read_job_state(spec.job_id) or JobState(job_id=spec.job_id, state="pending")
-        out.append((spec, state))
+        out.append((spec, _shown(state) or state))
     return rdv, sorted(out, key=lambda pair: pair[0].submitted_at)
+
+
+def plain(text: str) -> str:
+    """``text`` without terminal control: escape sequences and control characters left
+    out, but for newlines and tabs; a carriage return becomes a newline (a progress bar
+    shows as one line per update, never as a line rewritten)."""
+    return _CONTROLS.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+
+
+class PlainText:
+    """An ``emit`` that passes on the bytes of a job's output as :func:`plain` UTF-8
+    text (anything not UTF-8 shown as U+FFFD).  Chunks are cut anywhere: a character or
+    an escape sequence cut at a chunk's end waits for the next one; :meth:`close` passes
+    on what is still held."""
+
+    def __init__(self, emit: Callable[[bytes], None]) -> None:
+        self.emit = emit
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._held = ""
+
+    def __call__(self, data: bytes) -> None:
+        text = self._held + self._decoder.decode(data)
+        cut = len(text)
+        start = text.rfind("\x1b")
+        if start >= 0 and len(text) - start <= _HELD_MAX and not _SEQUENCE.match(text, start):
+            cut = start  # a sequence that may go on in the next chunk
+        elif text.endswith("\r"):
+            cut -= 1  # perhaps the first half of "\r\n"
+        text, self._held = text[:cut], text[cut:]
+        if text:
+            self.emit(plain(text).encode())
+
+    def close(self) -> None:
+        text = self._held + self._decoder.decode(b"", final=True)
+        self._held = ""
+        if text:
+            self.emit(plain(text).encode())
+
+
+def _shown(state: JobState | None) -> JobState | None:
+    """A job's state as the store gave it, its words :func:`plain` (a state is not
+    signed: whoever can write the prefix can write one)."""
+    if state is None:
+        return None
+    words = {"job_id": state.job_id, "state": state.state, "message": state.message}
+    return state.model_copy(update={k: plain(v) for k, v in words.items()})
 
 
 def logs(
@@ -236,28 +301,33 @@ def logs(
     follow: bool = False,
     cluster: Cluster | None = None,
 ) -> JobState | None:
-    """Emit the job's output from the start; with ``follow`` until it ends.  Its state."""
+    """Emit the job's output from the start, as :class:`PlainText`; with ``follow`` until
+    it ends.  Its state, its words plain too."""
     cluster = cluster or open_cluster(cluster_id)
     _job(cluster, job_id)
     rdv = cluster.rdv
     seq, polls = 0, 0
-    while True:
-        # The state first: output written before a terminal state is then all there.
-        state = rdv.read_job_state(job_id)
-        seq = rdv.read_job_output(job_id, seq, emit)
-        if not follow or (state is not None and state.state in TERMINAL):
-            return state
-        polls += 1
-        if polls % 20 == 0 and rdv.read_done() is not None:
-            # The cluster ended under the job (its head is gone): nothing more will come.
-            raise TargetError(f"cluster {rdv.cluster_id} has ended; job {job_id} with it")
-        time.sleep(FOLLOW_POLL_S)
+    shown = PlainText(emit)
+    try:
+        while True:
+            # The state first: output written before a terminal state is then all there.
+            state = rdv.read_job_state(job_id)
+            seq = rdv.read_job_output(job_id, seq, shown)
+            if not follow or (state is not None and state.state in TERMINAL):
+                return _shown(state)
+            polls += 1
+            if polls % 20 == 0 and rdv.read_done() is not None:
+                # The cluster ended under the job (its head is gone): nothing more will come.
+                raise TargetError(f"cluster {rdv.cluster_id} has ended; job {job_id} with it")
+            time.sleep(FOLLOW_POLL_S)
+    finally:
+        shown.close()
 
 
 def cancel(job_id: str, cluster_id: str | None = None) -> JobState | None:
     cluster = open_cluster(cluster_id)
     _job(cluster, job_id)
-    state = cluster.rdv.read_job_state(job_id)
+    state = _shown(cluster.rdv.read_job_state(job_id))
     if state is not None and state.state in TERMINAL:
         return state
     cluster.rdv.request_cancel(job_id, cluster.key)

@@ -5,11 +5,20 @@ index (HPC compute nodes and private subnets usually cannot).
 ``--requirements FILE`` (default: ``requirements.txt`` in the work dir, when there is
 one): binary wheels only, resolved with the image's own pins as constraints (a pin that
 conflicts with them, Ray's above all, is refused), then stripped of what the image has
-already.  The archive goes into the rendezvous by its sha256.  ``deploy``: every node
-installs it (syndeo/node/wheelhouse.py) before it starts Ray, so the workload and every
-task import it.  ``submit``: the head's job agent installs it and hands it to Ray as the
-job's own ``py_modules`` (syndeo/node/job_agent.py).  Errors are one line, before
-anything starts.
+already.  The file lists packages and nothing else: an option line (an index, links, an
+included file, ``--no-binary``, ``-e``...), a URL or a path is refused
+(:func:`check_lines`) before anything is resolved, since the file may come from a work
+dir that others (the cluster's tasks, collaborators) can write, and pip would follow it:
+send this machine's requests elsewhere, or build a source package here, which runs its
+setup.py.  An index is pip's own configuration on this machine (pip.conf,
+PIP_INDEX_URL...).  pip runs in Python's isolated mode (``-I``) in an empty private
+directory, so a ``pip/`` or ``sitecustomize.py`` in the directory the launcher runs in
+is not imported.
+
+The archive goes into the rendezvous by its sha256.  ``deploy``: every node installs it
+(syndeo/node/wheelhouse.py) before it starts Ray, so the workload and every task import
+it.  ``submit``: the head's job agent installs it and hands it to Ray as the job's own
+``py_modules`` (syndeo/node/job_agent.py).  Errors are one line, before anything starts.
 
 Resolved once: the archive is cached under $SYNDEO_HOME/wheelhouses by the digest of
 what decides it (the file's text, the nodes' Python and platform, the image's pins), so
@@ -23,6 +32,7 @@ import io
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tarfile
@@ -56,15 +66,138 @@ def image_pins() -> dict[str, str]:
     return {_norm(p.split("==")[0]): p for p in pins if "==" in p}
 
 
-def _download(requirements: Path, python: str, dest: Path, constraints: Path) -> None:
+# A line of the file: a package by name (extras, versions, a marker), nothing else.
+_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
+_CLAUSE = r"(?:===|~=|==|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+"
+_SPEC = rf"{_CLAUSE}(?:\s*,\s*{_CLAUSE})*"
+_EXTRAS = rf"\[\s*(?:{_NAME}(?:\s*,\s*{_NAME})*)?\s*\]"
+_REQUIREMENT = re.compile(rf"{_NAME}\s*(?:{_EXTRAS})?\s*(?:{_SPEC}|\(\s*{_SPEC}\s*\))?\s*(?:;.*)?")
+# A name pip would take for a file in the directory it runs in.
+_ARCHIVES = (".whl", ".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz")
+_ARCHIVES_TOO = (".tlz", ".tar.lz", ".tar.lzma")
+# pip joins a line ending in a backslash to the next; "#" after a blank starts a comment.
+_COMMENT = re.compile(r"(^|\s+)#.*$")
+# What to do instead of an option line, by what the option does.
+_INSTEAD = {
+    ("-i", "--index-url", "--extra-index-url", "--no-index", "-f", "--find-links"): (
+        "indexes and links are pip's own configuration on this machine (pip.conf, "
+        "PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, PIP_FIND_LINKS), not the file's: remove the line"
+    ),
+    ("--trusted-host", "--cert", "--client-cert"): (
+        "pip's connections are set in its own configuration on this machine: remove the line"
+    ),
+    ("-r", "--requirement", "-c", "--constraint"): (
+        "no other file is read: list its packages in this one"
+    ),
+    ("--no-binary", "--only-binary", "--prefer-binary"): (
+        "the nodes take binary wheels only and this machine builds no package: remove the line"
+    ),
+    ("-e", "--editable"): (
+        "a local or editable package is never built here: build its wheel, put it on an "
+        "index pip reaches, and name the package"
+    ),
+}
+_OPTIONS = (
+    "options are not read: the file lists packages (name, extras, versions, a marker, "
+    "--hash=...) and nothing else"
+)
+_DIRECT = (
+    "a URL or a path is not read (pip would fetch it from anywhere and build a source "
+    "package here, running its setup.py): put its wheel on an index pip reaches and name "
+    "the package"
+)
+
+_NOT_A_PACKAGE = (
+    "not a package: write `name`, `name[extra]>=1.2` or `name==1.2; python_version>='3.11'`"
+)
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first line number, text) of each of the file's lines as pip reads them: joined
+    where a line ends in a backslash, comments removed, blank ones left out."""
+    out: list[tuple[int, str]] = []
+    start, parts = 0, []
+    for number, raw in enumerate(text.splitlines(), 1):
+        start = start or number
+        if raw.endswith("\\") and not _COMMENT.search(raw):
+            parts.append(raw[:-1])
+            continue
+        line = _COMMENT.sub("", "".join([*parts, raw])).strip()
+        if line:
+            out.append((start, line))
+        start, parts = 0, []
+    if parts and (line := _COMMENT.sub("", "".join(parts)).strip()):
+        out.append((start, line))
+    return out
+
+
+def _refused(line: str) -> str | None:
+    """Why pip must not read ``line`` (one logical line of the file); None: a package."""
+    if line.startswith("-"):
+        option = re.split(r"[\s=]", line, maxsplit=1)[0]
+        if not option.startswith("--"):
+            option = option[:2]  # "-ihttps://..." is -i
+        return next((why for names, why in _INSTEAD.items() if option in names), _OPTIONS)
+    # As pip splits it: the options start at the first word that starts with "-".
+    words = line.split(" ")
+    cut = next((i for i, w in enumerate(words) if w.startswith("-")), len(words))
+    requirement = " ".join(words[:cut]).strip()
+    if not _hashes_only(" ".join(words[cut:])):
+        return _OPTIONS
+    name = re.match(_NAME, requirement)
+    if name is not None and name.group().lower().endswith(_ARCHIVES + _ARCHIVES_TOO):
+        return _DIRECT
+    if not _REQUIREMENT.fullmatch(requirement):
+        return _DIRECT if re.search(r"[@/\\:]", requirement) else _NOT_A_PACKAGE
+    return None
+
+
+def _hashes_only(options: str) -> bool:
+    """Whether a package's options (as pip reads them) are ``--hash`` alone."""
+    try:
+        words = shlex.split(options)
+    except ValueError:
+        return False
+    while words:
+        word = words.pop(0)
+        if word == "--hash" and words and not words[0].startswith("-"):
+            words.pop(0)
+        elif not word.startswith("--hash="):
+            return False
+    return True
+
+
+def check_lines(requirements: Path, text: str) -> None:
+    """Refuse (one line naming the first offending line and what to do) a requirements
+    file that holds anything but packages by name: an option line, an option other than
+    ``--hash`` on a package's line, a URL or a path.  Such lines would make pip on this
+    machine ask other servers, read other files, or build a source package, which runs
+    its code here; the file may come from a work dir others can write."""
+    for number, line in _logical_lines(text):
+        why = _refused(line)
+        if why is not None:
+            shown = line if len(line) <= 60 else line[:57] + "..."
+            raise ConfigError(f"--requirements {requirements} line {number}: {shown!r}: {why}")
+
+
+def _download(requirements: Path, listed: Path, python: str, tmp: Path) -> Path:
+    """pip downloads the wheels of ``listed`` (the checked text of ``requirements``) into
+    a directory below ``tmp``, a private directory of this run; that directory."""
     abi = "cp" + python.replace(".", "")
-    argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check"]
+    dest, cwd = tmp / "wheels", tmp / "cwd"
+    cwd.mkdir(mode=0o700)
+    # -I: neither the directory the launcher runs in (a work dir others can write,
+    # perhaps) nor PYTHONPATH is on pip's sys.path, and pip runs in an empty one.  Not
+    # pip's --isolated: pip's own configuration (pip.conf, PIP_INDEX_URL) is this user's,
+    # and says where packages come from.
+    argv = [sys.executable, "-I", "-m", "pip", "download", "--disable-pip-version-check"]
     argv += ["--only-binary=:all:", "--python-version", python, "--implementation", "cp"]
     argv += ["--abi", abi, *(f"--platform={p}" for p in PLATFORMS)]
-    argv += ["-d", str(dest), "-r", str(requirements), "-c", str(constraints)]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    argv += ["-d", str(dest), "-r", str(listed), "-c", str(tmp / "image-pins.txt")]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, cwd=cwd)
     if proc.returncode != 0:
         raise ConfigError(_why(requirements, python, proc.stderr))
+    return dest
 
 
 def _why(requirements: Path, python: str, stderr: str) -> str:
@@ -118,10 +251,13 @@ def node_python(image: Path | None) -> str:
 
 def cache_key(requirements: Path, python: str) -> str:
     """What decides the wheelhouse: the file's text, the nodes' Python and platform, the
-    image's pins.  (A file it includes with ``-r`` is not read: change the top one, or
-    remove $SYNDEO_HOME/wheelhouses, to resolve again.)"""
+    image's pins (the file includes no other: :func:`check_lines`)."""
+    return _key(requirements.read_text(encoding="utf-8", errors="replace"), python)
+
+
+def _key(text: str, python: str) -> str:
     decided = {
-        "requirements": requirements.read_text(),
+        "requirements": text,
         "python": python,
         "platforms": PLATFORMS,
         "pins": sorted(image_pins().values()),
@@ -135,12 +271,15 @@ def resolve(requirements: Path, python: str) -> bytes | None:
     cache when this file was resolved before for the same nodes and image."""
     if not requirements.is_file():
         raise ConfigError(f"--requirements {requirements}: no such file")
-    cached = home() / "wheelhouses" / cache_key(requirements, python)
+    # Read once: what was checked is what pip reads and what the cache is keyed by.
+    text = requirements.read_text(encoding="utf-8", errors="replace")
+    check_lines(requirements, text)
+    cached = home() / "wheelhouses" / _key(text, python)
     if cached.with_suffix(".none").exists():
         return None
     if cached.with_suffix(".tar.gz").is_file():
         return cached.with_suffix(".tar.gz").read_bytes()
-    data = _resolve(requirements, python)
+    data = _resolve(requirements, text, python)
     _remember(cached.with_suffix(".none" if data is None else ".tar.gz"), data or b"")
     return data
 
@@ -153,13 +292,13 @@ def _remember(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
-def _resolve(requirements: Path, python: str) -> bytes | None:
+def _resolve(requirements: Path, text: str, python: str) -> bytes | None:
     pins = image_pins()
     with tempfile.TemporaryDirectory(prefix="syndeo-wheels-") as tmp:
-        constraints = Path(tmp) / "image-pins.txt"
-        constraints.write_text("\n".join(sorted(pins.values())) + "\n")
-        dest = Path(tmp) / "wheels"
-        _download(requirements, python, dest, constraints)
+        (Path(tmp) / "image-pins.txt").write_text("\n".join(sorted(pins.values())) + "\n")
+        listed = Path(tmp) / "requirements.txt"
+        listed.write_text(text, encoding="utf-8")
+        dest = _download(requirements, listed, python, Path(tmp))
         wheels = [w for w in dest.glob("*.whl") if _norm(w.name.split("-")[0]) not in pins]
         if not wheels:
             return None

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -112,12 +114,62 @@ def write_want(path: Path, seq: int, want: dict[str, int], release: list[int]) -
     os.replace(tmp, path)
 
 
-def read_want(path: Path) -> dict[str, Any] | None:
+# The provider's file is small (a few groups, the ranks let go); more is not one.
+MAX_WANT_BYTES = 1 << 20
+# Counts and ranks: non-negative, and far below what any cluster has.
+MAX_COUNT = 2**31 - 1
+# The last malformed content reported, per file: said once, not at every status.
+_REPORTED: dict[Path, bytes] = {}
+
+
+def read_want(path: Path, log: Callable[[str], None] | None = None) -> dict[str, Any] | None:
+    """The provider's request, ``{"seq": int, "want": {group: int}, "release": [int]}``;
+    None when there is none -- or when the file is not one: the head's scratch is
+    writable by every task, and a file written there is no demand, never a crash of the
+    head.  A malformed file is said once (through ``log``) until its content changes."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_WANT_BYTES + 1)
+    except OSError:
         return None
-    return data if isinstance(data, dict) else None
+    want = _parse_want(raw)
+    if want is None and log is not None and _REPORTED.get(path) != raw:
+        _REPORTED[path] = raw
+        log(f"{path} is not a request of Ray's autoscaler (malformed): taken as no demand")
+    return want
+
+
+def _refuse(text: str) -> Any:
+    raise ValueError(f"not an integer: {text[:20]}")
+
+
+def _parse_want(raw: bytes) -> dict[str, Any] | None:
+    """``raw`` as the provider writes it, checked; None if it is anything else."""
+    if len(raw) > MAX_WANT_BYTES:
+        return None
+    try:
+        # Integers only: 1e400, Infinity and NaN are refused, not made floats.
+        data = json.loads(raw, parse_float=_refuse, parse_constant=_refuse)
+    except (ValueError, RecursionError):  # also a number of over 4300 digits
+        return None
+    if not isinstance(data, dict):
+        return None
+    seq, want, release = data.get("seq", 0), data.get("want", {}), data.get("release", [])
+    if not _count(seq) or not isinstance(want, dict) or not isinstance(release, list):
+        return None
+    if not all(_count(n) for n in want.values()) or not all(_count(r) for r in release):
+        return None
+    return {"seq": seq, "want": want, "release": release}
+
+
+def _count(value: object) -> bool:
+    return type(value) is int and 0 <= value <= MAX_COUNT  # not a bool, not a float
+
+
+def _log(s: NodeSettings) -> Callable[[str], None]:
+    return lambda msg: print(
+        f"[syndeo {s.cluster_id} r{s.rank}] {msg}", file=sys.stderr, flush=True
+    )
 
 
 def demand(s: NodeSettings, idle_since: float | None) -> DemandRecord | None:
@@ -125,13 +177,13 @@ def demand(s: NodeSettings, idle_since: float | None) -> DemandRecord | None:
     None without a launch key (nothing unsigned is ever acted on)."""
     if s.launch_key is None:
         return None
-    want = read_want(want_path(s.scratch)) or {}
+    want = read_want(want_path(s.scratch), _log(s)) or {"seq": 0, "want": {}, "release": []}
     record = DemandRecord(
         cluster_id=s.cluster_id,
         attempt=s.attempt,
-        seq=int(want.get("seq", 0)),
-        want={str(k): int(v) for k, v in dict(want.get("want", {})).items()},
-        release=sorted(int(r) for r in want.get("release", [])),
+        seq=want["seq"],
+        want=want["want"],
+        release=sorted(want["release"]),
         idle_since=idle_since,
         at=time.time(),
     )
@@ -142,8 +194,8 @@ def demand(s: NodeSettings, idle_since: float | None) -> DemandRecord | None:
 
 def released(s: NodeSettings) -> set[int]:
     """The ranks the autoscaler let go: gone on purpose, not lost."""
-    want = read_want(want_path(s.scratch)) or {}
-    return {int(r) for r in want.get("release", [])}
+    want = read_want(want_path(s.scratch), _log(s))
+    return set(want["release"]) if want is not None else set()
 
 
 def cluster_idle_s(gcs: Any) -> float:

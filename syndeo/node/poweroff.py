@@ -23,10 +23,15 @@ from syndeo.rendezvous import Rendezvous
 
 AUTOSTOP_REASON = "autostop"
 # The node's exit status that asks for its VM to be powered off; syndeo-node-stopped
-# tests for the same number (tests/node/test_poweroff.py keeps them equal).  No other
-# outcome of `syndeo node` on an `up` cluster exits with it: errors exit 1-3, signals
-# 128 and up, and a workload's own status is passed on only by `deploy`'s clusters.
+# tests for the same number (tests/node/test_poweroff.py keeps them equal).  Only the
+# node's own decision exits with it (:func:`exit_status`): errors exit 1-3, signals 128
+# and up, and a workload that exits with it (75 is also the checkpoint status: stopped to
+# continue later) makes the node exit :data:`WORKLOAD_POWEROFF_EXIT` instead.
 POWEROFF_EXIT = 75
+# What the node exits with when the workload's own status is POWEROFF_EXIT.  The launcher
+# still reports the workload's 75: it reads the status from the head's done record, and a
+# batch script that requeues a checkpointed run tests only for a failure.
+WORKLOAD_POWEROFF_EXIT = 1
 
 
 def after_s(s: NodeSettings) -> float | None:
@@ -46,7 +51,15 @@ def due(s: NodeSettings, idle_since: float | None, now: float) -> bool:
 
 def exit_status(s: NodeSettings, rdv: Rendezvous, code: int, log: Callable[[str], None]) -> int:
     """The node's exit status once it has left the cluster: :data:`POWEROFF_EXIT` where
-    the cluster stopped itself for autostop and this node's VM powers off, else ``code``."""
+    the cluster stopped itself for autostop and this node's VM powers off, else ``code``
+    -- never POWEROFF_EXIT from a workload (``deploy`` passes its status on), which would
+    power its VM off."""
+    if code == POWEROFF_EXIT:
+        log(
+            f"the workload exited {code}, the status by which a node asks for its VM's "
+            f"power-off: this node exits {WORKLOAD_POWEROFF_EXIT} instead"
+        )
+        return WORKLOAD_POWEROFF_EXIT
     if code != 0 or after_s(s) is None:
         return code
     try:

@@ -7,6 +7,14 @@ the image has: the launcher left out every package the image pins.
 Two users: ``deploy`` (every node, before Ray starts: :func:`install`) and the head's job
 agent for ``submit`` (:func:`install_digest`: one directory per digest below the head's
 scratch, installed once however many jobs use it; Ray takes it to the other nodes).
+
+pip runs as a process of its own while tasks may already run (the job agent's case), so
+it gets nothing they must not have: the environment Ray's processes get (without the
+launch key and the store's credentials: a process of the node's user can read another's
+environment while it runs), Python's isolated mode (``-I``: no PYTHON* variables, no user
+site, no working directory on ``sys.path``, so no ``pip`` or ``sitecustomize`` a task
+planted is imported), pip's (``--isolated``: no PIP_* variables, no configuration files)
+and a private, empty working directory.
 """
 
 from __future__ import annotations
@@ -22,9 +30,9 @@ from pathlib import Path
 
 from syndeo.core.archive import safe_extract
 from syndeo.core.errors import NodeError
-from syndeo.core.nodeconfig import NodeSettings
+from syndeo.core.nodeconfig import LAUNCH_KEY_VAR, NodeSettings
 from syndeo.node.workdir import await_blob
-from syndeo.rendezvous import Rendezvous
+from syndeo.rendezvous import Rendezvous, without_secrets
 from syndeo.rendezvous.base import MAX_WHEELHOUSE
 
 PIP_TIMEOUT_S = 900.0
@@ -42,7 +50,7 @@ def install(rdv: Rendezvous, s: NodeSettings) -> dict[str, str]:
     if data is None:
         raise NodeError("the workload's wheels in the rendezvous do not match their digest")
     target = s.scratch / "pylib"
-    install_archive(data, target, s.scratch)
+    install_archive(data, target, s.scratch, pip_env(rdv))
     path = [str(target), *filter(None, [os.environ.get("PYTHONPATH")])]
     return {"PYTHONPATH": os.pathsep.join(path)}
 
@@ -59,27 +67,42 @@ def install_digest(rdv: Rendezvous, digest: str, root: Path) -> tuple[Path, bool
         raise NodeError("the job's wheels are missing from the rendezvous or do not match")
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root, prefix=".part-") as tmp:
-        install_archive(data, Path(tmp) / "lib", root)
+        install_archive(data, Path(tmp) / "lib", root, pip_env(rdv))
         (Path(tmp) / "lib" / COMPLETE).write_text(digest + "\n")
         shutil.rmtree(target, ignore_errors=True)  # a half-done one, never finished
         (Path(tmp) / "lib").rename(target)
     return target, True
 
 
-def install_archive(data: bytes, target: Path, scratch: Path) -> None:
+def pip_env(rdv: Rendezvous) -> dict[str, str]:
+    """This process's environment as pip gets it: what Ray's processes get
+    (syndeo/node/raynode.py: ``child_env``), without the store's credentials and the
+    launch key."""
+    env = without_secrets(rdv.uri, os.environ)
+    env.pop(LAUNCH_KEY_VAR, None)
+    return env
+
+
+def install_archive(data: bytes, target: Path, scratch: Path, env: dict[str, str]) -> None:
     """pip installs the wheels in the archive ``data`` into ``target``, from those files
-    alone (unpacked below ``scratch``)."""
+    alone (unpacked below ``scratch``), in the environment ``env``."""
     with tempfile.TemporaryDirectory(dir=scratch, prefix="wheels-") as tmp:
         try:
-            safe_extract(data, Path(tmp), 2 * MAX_WHEELHOUSE)
+            safe_extract(data, Path(tmp) / "w", 2 * MAX_WHEELHOUSE)
         except (ValueError, tarfile.TarError) as exc:
             raise NodeError(f"the workload's wheels cannot be unpacked: {exc}") from None
-        wheels = sorted(str(p) for p in Path(tmp).glob("*.whl"))
-        argv = [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps"]
-        argv += ["--disable-pip-version-check", "--no-warn-script-location", "--quiet"]
-        argv += ["--target", str(target), *wheels]
+        wheels = sorted(str(p) for p in (Path(tmp) / "w").glob("*.whl"))
+        # Its own empty working directory (mkdtemp makes it 0700): nothing in it to import
+        # or to read as a requirement, whatever directory this process runs in.
+        cwd = Path(tmp) / "cwd"
+        cwd.mkdir(mode=0o700)
+        argv = [sys.executable, "-I", "-m", "pip", "--isolated", "install", "--no-index"]
+        argv += ["--no-deps", "--no-cache-dir", "--disable-pip-version-check"]
+        argv += ["--no-warn-script-location", "--quiet", "--target", str(target), *wheels]
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+            proc = subprocess.run(
+                argv, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env, cwd=cwd
+            )
         except subprocess.TimeoutExpired:
             raise NodeError(
                 f"installing the workload's wheels took over {PIP_TIMEOUT_S:.0f} s"

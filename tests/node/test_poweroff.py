@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from syndeo.core.nodeconfig import AUTOSTOP_GRACE_S, NodeSettings
 from syndeo.node import poweroff
 from syndeo.node.workload import Monitor, _stop_for_autostop
 from syndeo.rendezvous import Rendezvous, open_rendezvous
+from tests.support.helpers import run_node
 
 SCRIPT = Path(__file__).resolve().parents[2] / "terraform/modules/node/files/syndeo-node-stopped"
 
@@ -117,3 +120,50 @@ def test_the_script_and_the_node_agree_on_the_status() -> None:
     text = SCRIPT.read_text()
     assert re.findall(r'EXIT_STATUS:-\}" != (\d+)', text) == [str(poweroff.POWEROFF_EXIT)]
     assert os.access(SCRIPT, os.X_OK)
+
+
+@pytest.mark.parametrize("stop", [None, "down", poweroff.AUTOSTOP_REASON])
+def test_a_workload_that_exits_75_never_asks_for_the_power_off(
+    stop: str | None, tmp_path: Path
+) -> None:
+    """75 is also a workload's checkpoint status; only the node's own decision (the
+    cluster stopped itself for autostop) may make the node exit with it."""
+    s = _settings(tmp_path, autostop_s=60)
+    rdv = _rdv(s)
+    if stop is not None:
+        rdv.request_stop(stop)
+    said: list[str] = []
+    status = poweroff.exit_status(s, rdv, poweroff.POWEROFF_EXIT, said.append)
+    out, mark = _run_script(tmp_path, "exited", str(status))
+    assert out.returncode == 0, out.stderr
+    assert not mark.exists(), f"the VM powers off after the node exited {status}"
+    assert status == poweroff.WORKLOAD_POWEROFF_EXIT
+    assert said and "the workload exited 75" in said[0]
+
+
+@pytest.mark.cluster
+def test_a_real_head_whose_workload_exits_75_stays_on(tmp_path: Path) -> None:
+    """``syndeo node`` itself, a one-node head running a ``deploy`` workload that exits
+    75: the node's status is not the power-off's, the done record keeps the workload's."""
+    scratch = Path(f"/tmp/sy-po75-{os.getpid()}")
+    env = {
+        "SYNDEO_CLUSTER_ID": "po75",
+        "SYNDEO_RANK": "0",
+        "SYNDEO_NODES": "1",
+        "SYNDEO_RENDEZVOUS": (tmp_path / "rdv").as_uri(),
+        "SYNDEO_SCRATCH": str(scratch),
+        "SYNDEO_JOIN_TIMEOUT": "120",
+        "SYNDEO_RUN": f"{sys.executable} -c 'raise SystemExit(75)'",
+        "SYNDEO_MEMORY_MB": "1024",
+        "SYNDEO_OBJECT_STORE_MB": "100",
+    }
+    try:
+        proc = run_node(env, timeout=240)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    done = open_rendezvous(env["SYNDEO_RENDEZVOUS"], "po75").read_done()
+    assert done is not None and done.exit_code == 75, proc.stderr[-2000:]
+    out, mark = _run_script(tmp_path, "exited", str(proc.returncode))
+    assert out.returncode == 0 and not mark.exists(), f"powered off after {proc.returncode}"
+    assert proc.returncode == poweroff.WORKLOAD_POWEROFF_EXIT, proc.stderr[-2000:]
+    assert "the workload exited 75" in proc.stderr
