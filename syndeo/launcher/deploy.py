@@ -158,6 +158,8 @@ def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous
     payload = Payload(archive, wheels)
     target.check(spec)
     launcher_tls.check(spec)
+    if (off := launcher_tls.notice(spec)) is not None:
+        ui.info(off)
     rdv = open_rendezvous(uri, cluster_id)
     if target.creates_rendezvous(uri):
         # A bucket the launch creates, fresh and private: nothing to check or claim yet.
