@@ -116,11 +116,13 @@ class DeployConfig(_Strict, ClusterOptions):
     )
     # Ray's own TLS between every Ray process and client: a CA per launch, made by the
     # launcher, handed to the nodes sealed with the launch key (syndeo/core/tls.py).
-    tls: bool = option(
-        False,
-        "Ray's TLS between all nodes and clients (a CA per launch; up prints the client's "
-        "variables)",
-        flag="switch",
+    # None: the target's default (ClusterSpec.from_config): on where the nodes talk over a
+    # network others share (slurm, ssh), off on loopback and on the clouds' own networks.
+    tls: bool | None = option(
+        None,
+        "Ray's TLS between all nodes and clients, a CA per launch (default: on for slurm "
+        "and ssh, off for local and the clouds; up prints the client's variables)",
+        flag="negatable",
     )
     # What Slurm and ssh nodes get to reach an s3://, az:// or gs:// rendezvous: credentials
     # made for the cluster (its prefix or container, at most 36 h; for gs:// 1-hour tokens

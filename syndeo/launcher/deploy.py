@@ -22,6 +22,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from rich.text import Text
+
 from syndeo.core import tls
 from syndeo.core.errors import (
     ConfigError,
@@ -158,6 +160,8 @@ def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous
     payload = Payload(archive, wheels)
     target.check(spec)
     launcher_tls.check(spec)
+    if (off := launcher_tls.notice(spec)) is not None and not ui.quiet:
+        ui.console.print(Text(off), soft_wrap=True)  # one line, on a pipe too
     rdv = open_rendezvous(uri, cluster_id)
     if target.creates_rendezvous(uri):
         # A bucket the launch creates, fresh and private: nothing to check or claim yet.

@@ -39,6 +39,18 @@ def _digest(image: Path | None) -> str | None:
     return image_digest(image)
 
 
+# Where Ray's TLS is on unless the user turns it off: the targets whose nodes talk over
+# networks other users share (a Slurm cluster's, the ssh hosts'), where anyone who sees
+# the cluster's token in a packet can run code as the user.  Off on loopback (local) and
+# on the clouds, where each cluster gets a network of its own.
+TLS_BY_DEFAULT = frozenset({"slurm", "ssh"})
+
+
+def tls_default(target: str) -> bool:
+    """Whether a cluster on ``target`` runs Ray's TLS when the config does not say."""
+    return target in TLS_BY_DEFAULT
+
+
 class ClusterSpec(ClusterOptions):
     """Everything about one cluster that does not depend on which machine a node is
     (with every :class:`ClusterOptions` field, passed from the config to the nodes)."""
@@ -103,7 +115,7 @@ class ClusterSpec(ClusterOptions):
             not_before=time.time(),
             layout=cfg.layout,
             launch_key=new_key(),
-            tls=cfg.tls,
+            tls=tls_default(cfg.target) if cfg.tls is None else cfg.tls,
             **cluster_options(cfg),
         )
 

@@ -1,5 +1,9 @@
 """The launcher's part of Ray's TLS (``--tls``; the design is in syndeo/core/tls.py).
 
+On by default where the nodes talk over a network others share (slurm, ssh:
+:data:`syndeo.launcher.spec.TLS_BY_DEFAULT`); turned off there, the launcher says so in
+one line (:func:`notice`).
+
 Per launch: a fresh CA, sealed into the cluster's rendezvous prefix for the nodes, and a
 client key and certificate of the launcher's (``ca.pem``, ``client.pem``, ``client.key``,
 0600 in the cluster's dir; :func:`syndeo.launcher.state.forget` removes them with the
@@ -14,7 +18,7 @@ from collections.abc import Iterable
 
 from syndeo.core import tls
 from syndeo.core.errors import ConfigError
-from syndeo.launcher.spec import ClusterSpec
+from syndeo.launcher.spec import ClusterSpec, tls_default
 from syndeo.launcher.state import CLIENT_TLS_FILES, cluster_dir, write_atomic
 from syndeo.rendezvous import Rendezvous
 
@@ -28,6 +32,17 @@ def check(spec: ClusterSpec) -> None:
             f"tls: cluster {spec.cluster_id} has no launch key to seal its CA with (a cluster "
             "saved by an older syndeo): start it again with this version, or without tls"
         )
+
+
+def notice(spec: ClusterSpec) -> str | None:
+    """The one line a launch prints when TLS is off where it is on by default: on those
+    targets the token Ray's processes present crosses a network other users see."""
+    if spec.tls or not tls_default(spec.target):
+        return None
+    return (
+        "syndeo: Ray's TLS is off: the cluster's token crosses the network between nodes "
+        "in clear (--no-tls, or tls = false in the config)"
+    )
 
 
 def new_authority(spec: ClusterSpec) -> tls.Authority | None:
