@@ -2,13 +2,15 @@
 cluster: it applies what Ray's autoscaler on the head asks for, and stops an idle cluster.
 
 The head's status carries the autoscaler's request (syndeo/node/autoscale.py), signed
-with a key derived from the launch key.  The watcher acts on a request only if the
-signature holds, and never beyond the bounds of the user's own configuration (the
-``min_nodes``/``max_nodes`` of each group, saved by ``up``), whatever the request says:
-a planted or forged record cannot make anyone pay for more machines.  Machines come and
-go through the target's ``grow``/``shrink``, the path a user's own ``grow`` takes, and a
-node is let go only if ``grow`` added it (a group that follows demand starts empty, so
-every node of it is such a node).
+with a key derived from the launch key, inside a status record the head signs whole (the
+watcher takes only such records, fresh and in order: syndeo/launcher/statusgate.py, so
+which nodes joined comes signed too, and no old idle record is played back).  The watcher
+acts on a request only if its signature holds as well, and never beyond the bounds of the
+user's own configuration (the ``min_nodes``/``max_nodes`` of each group, saved by
+``up``), whatever the request says: a planted or forged record cannot make anyone pay for
+more machines.  Machines come and go through the target's ``grow``/``shrink``, the path a
+user's own ``grow`` takes, and a node is let go only if ``grow`` added it (a group that
+follows demand starts empty, so every node of it is such a node).
 """
 
 from __future__ import annotations

@@ -23,13 +23,13 @@ missing): as root, a launcher must name an unprivileged ``user`` to run the node
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from syndeo.core import gpus
 from syndeo.core.errors import ImageError
 from syndeo.core.nodeconfig import ENV_FD, ENV_FD_VAR
+from syndeo.launcher.pyspawn import isolated_argv
 
 # Host variables of these families would leak into the container or change how
 # apptainer runs it: only ours may set them.
@@ -62,7 +62,9 @@ def node_command(
     (who already are unprivileged).  ``read_only``: binds the node only reads.
     """
     if image is None:
-        return [sys.executable, "-m", "syndeo", "node"], {**os.environ, **env}
+        proc_env = {**os.environ, **env}
+        # Isolated: never a `syndeo` of the directory it starts in (the work dir).
+        return isolated_argv("syndeo", "node", env=proc_env), proc_env
     return container_command(image, env, binds, ["syndeo", "node"], user=user, read_only=read_only)
 
 

@@ -36,6 +36,7 @@ from syndeo.core.errors import SyndeoError, TargetError
 from syndeo.launcher.autoscale import Scaler
 from syndeo.launcher.config import RecoverySettings, load_config
 from syndeo.launcher.nodecreds import gcs_tokens
+from syndeo.launcher.pyspawn import launcher_python
 from syndeo.launcher.recovery import Recovery
 from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.state import (
@@ -46,6 +47,7 @@ from syndeo.launcher.state import (
     save_launched,
     write_atomic,
 )
+from syndeo.launcher.statusgate import StatusGate
 from syndeo.launcher.targets import Target, get_target
 from syndeo.launcher.ui import Ui
 from syndeo.rendezvous import StatusRecord, open_rendezvous
@@ -96,8 +98,12 @@ def start(
     launched.data["recovery"] = settings.model_dump()
     save_launched(launched)
     log = cluster_dir(launched.cluster_id) / "watch.log"
-    argv = [sys.executable, "-m", "syndeo.launcher.watch", launched.cluster_id]
     env = {**os.environ, "SYNDEO_HOME": str(home())}
+    # Isolated and in the cluster's own private dir: never a module of the directory
+    # `up` ran in (a work dir the cluster's tasks may write).
+    argv, cwd = launcher_python(
+        "syndeo.launcher.watch", launched.cluster_id, cwd=cluster_dir(launched.cluster_id), env=env
+    )
     job = target.start_watcher(launched, argv, env, log)
     if job is not None:
         launched.data["watcher"] = {"job": job}
@@ -105,7 +111,13 @@ def start(
         return
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, env=env
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+            env=env,
+            cwd=cwd,
         )
     launched.data["watcher"] = [proc.pid, psutil.Process(proc.pid).create_time()]
     save_launched(launched)
@@ -172,6 +184,8 @@ class _Attempt:
         first, self.attempt = self.attempt < 0, attempt
         spec = self.spec.model_copy(update={"attempt": attempt})
         self.rdv = open_rendezvous(launched.rendezvous, launched.cluster_id, attempt)
+        # What the head signed for this attempt, never older than what was acted on.
+        self.gate = StatusGate(spec.launch_key, launched.cluster_id, attempt, self.ui.info)
         events = self.recovery.events  # one history in recovery.json across attempts
         self.recovery = Recovery(self.target, spec, self.settings, self.ui)
         self.recovery.events = events
@@ -189,8 +203,10 @@ class _Attempt:
 
     def step(self, launched: Launched) -> str | None:
         """One poll: "ended", "idle" (autostop is due) or None (go on watching)."""
-        st = self.last = self.rdv.read_status()
+        st = self.last = self.gate.take(self.rdv.read_status())
         said_ended = st is not None and st.phase in ("done", "failed")
+        if st is not None and not said_ended:
+            self.ended_since = None  # the head serves on: a later "done" waits afresh
         if said_ended or time.monotonic() >= self.next_target_poll:
             self.next_target_poll = time.monotonic() + TARGET_EVERY_S
             code = self.target.poll(launched)
@@ -286,8 +302,9 @@ def _autostop(cluster_id: str, scaler: Scaler, ui: Ui) -> int:
         launched = load_launched(cluster_id)
         launched.data.pop("watcher", None)  # so that `down` does not wait for this one
         save_launched(launched)
-    argv = [sys.executable, "-m", "syndeo", "down", "--cluster-id", cluster_id]
-    rc = subprocess.run(argv, stdin=subprocess.DEVNULL, check=False).returncode
+    # In $SYNDEO_HOME (0700): `down` removes the cluster's own dir.
+    argv, cwd = launcher_python("syndeo", "down", "--cluster-id", cluster_id, cwd=home())
+    rc = subprocess.run(argv, stdin=subprocess.DEVNULL, check=False, cwd=cwd).returncode
     ui.info(f"cluster {cluster_id} is down (autostop)" if rc == 0 else f"`down` exited {rc}")
     return rc
 

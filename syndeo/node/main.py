@@ -33,7 +33,13 @@ from syndeo.node.leaving import gcs_reachable, wait_until_done
 from syndeo.node.preemption import Notice, Watcher, drain
 from syndeo.node.raynode import RayProcess, client_server_port
 from syndeo.node.workload import WARNED, Monitor, run_workload
-from syndeo.rendezvous import HeadRecord, NodeRecord, Rendezvous, open_rendezvous
+from syndeo.rendezvous import (
+    DoneRecord,
+    HeadRecord,
+    NodeRecord,
+    Rendezvous,
+    open_rendezvous,
+)
 
 RAY_START_TIMEOUT_S = 120.0
 PR_SET_DUMPABLE = 4  # <linux/prctl.h>
@@ -317,6 +323,23 @@ def _not_dumpable() -> str:
     return ""
 
 
+def _last_words(s: NodeSettings, rdv: Rendezvous, why: str, exit_code: int) -> None:
+    """A failed node's log line in the store; a head that failed before recording its
+    end also leaves a done record, signed: a launcher ends the cluster on nothing else
+    (a head's log may be anyone's text), and need not wait for its deadline."""
+    with contextlib.suppress(Exception):
+        rdv.put_log(s.rank, f"{socket.gethostname()}: {why}")
+        if s.is_head and s.launch_key is not None and rdv.read_done() is None:
+            done = DoneRecord(
+                cluster_id=s.cluster_id,
+                attempt=s.attempt,
+                exit_code=exit_code or 1,
+                message=why,
+                finished_at=time.time(),
+            )
+            rdv.mark_done(done.signed(s.launch_key))
+
+
 def main(env: dict[str, str] | None = None) -> int:
     tl = Timeline()
     tl.mark("main")
@@ -363,8 +386,7 @@ def main(env: dict[str, str] | None = None) -> int:
     except Exception as exc:
         # Never silent: the launcher may have no other way to see this node's log.
         why = str(exc) if isinstance(exc, SyndeoError) else f"{type(exc).__name__}: {exc}"
-        with contextlib.suppress(Exception):
-            rdv.put_log(settings.rank, f"{socket.gethostname()}: {why}")
+        _last_words(settings, rdv, why, exc.exit_code if isinstance(exc, SyndeoError) else 1)
         raise
     finally:
         # The token never outlives the node on disk (tokens do not expire), nor do its

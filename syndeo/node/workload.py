@@ -117,6 +117,7 @@ class Monitor:
         self._last_notice: dict[int, float] = {}  # rank -> noticed_at of its last notice
         self.idle_drained: set[int] = set()  # ranks Ray's autoscaler drained as idle
         self._demand_seq: object = None  # the last autoscaler request published
+        self._status_seq = 0  # the last status record's sequence number
         # An `up` cluster: since when no job and no Ray task has run (for --autostop).
         self.idle_since: float | None = None
 
@@ -201,7 +202,13 @@ class Monitor:
         if not force and now - self._last_status < STATUS_EVERY_S:
             return
         self._last_status = now
+        # Never lower than the last one, even across a restart of this process (from
+        # the clock, in ms): the watcher takes no record older than one it has acted on.
+        self._status_seq = max(self._status_seq + 1, time.time_ns() // 1_000_000)
         record = StatusRecord(
+            cluster_id=self.s.cluster_id,
+            attempt=self.s.attempt,
+            seq=self._status_seq,
             phase=phase,
             nodes_expected=self.s.nodes,
             nodes_joined=sorted(self.ever_joined),
@@ -214,7 +221,18 @@ class Monitor:
             interrupted=[self.interrupted[r] for r in sorted(self.interrupted)],
             demand=autoscale.demand(self.s, self.idle_since) if phase == "serving" else None,
         )
-        self.store.call(lambda: self.rdv.publish_status(record), None)
+        signed = self._signed(record)
+        self.store.call(lambda: self.rdv.publish_status(signed), None)
+
+    def _signed(self, record: StatusRecord) -> StatusRecord:
+        """The record signed whole with the launch key: the launcher's watcher acts on
+        nothing else (unsigned without a key)."""
+        if self.s.launch_key is None:
+            return record
+        try:
+            return record.signed(self.s.launch_key)
+        except ValueError:  # a progress value JSON cannot hold (NaN): that part goes
+            return record.model_copy(update={"progress": {}}).signed(self.s.launch_key)
 
     def stop_requested(self) -> bool:
         """The launcher's stop flag; an unreachable store means "not asked to stop"."""
@@ -323,11 +341,15 @@ class Monitor:
             # status, so the status it can still read must already be the last one.
             self.publish("done" if exit_code == 0 else "failed", message, force=True)
             done = DoneRecord(
+                cluster_id=self.s.cluster_id,
+                attempt=self.s.attempt,
                 exit_code=exit_code,
                 message=message,
                 finished_at=time.time(),
                 lost_ranks=sorted(self.lost_ever),
             )
+            if self.s.launch_key is not None:  # a launcher ends on nothing unsigned
+                done = done.signed(self.s.launch_key)
             # Workers leave and the launcher reports on this record: wait out an outage.
             # Bring-up failures (no workload yet) still fail fast.
             _deliver(

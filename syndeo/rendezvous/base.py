@@ -51,7 +51,7 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, ClassVar, NamedTuple, TypeVar
+from typing import Any, ClassVar, NamedTuple, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -140,7 +140,32 @@ class DemandRecord(_Record):
         return launchkey.verify_record(key, SCALE_PURPOSE, self.model_dump(mode="json"))
 
 
-class StatusRecord(_Record):
+class _HeadSigned(_Record):
+    """A record the head signs whole with a key derived from the launch key for its kind
+    (``purpose``), bound to its cluster and attempt: what the launcher's watcher acts on
+    (it ends, replaces, adds or removes machines on it) must be the head's own word, and
+    a copy of it must not pass for another cluster's or another attempt's."""
+
+    purpose: ClassVar[str]
+    cluster_id: str = ""
+    attempt: int = -1
+    signature: str | None = None
+
+    def signed(self, key: str) -> Self:
+        fields = self.model_dump(mode="json", exclude={"signature"})
+        return self.model_copy(
+            update={"signature": launchkey.sign_record(key, self.purpose, fields)}
+        )
+
+    def verified(self, key: str | None, cluster_id: str, attempt: int) -> bool:
+        """True if ``key`` signed this record for that cluster and attempt."""
+        if key is None or (self.cluster_id, self.attempt) != (cluster_id, attempt):
+            return False
+        return launchkey.verify_record(key, self.purpose, self.model_dump(mode="json"))
+
+
+class StatusRecord(_HeadSigned):
+    purpose: ClassVar[str] = "status"
     phase: str  # starting | waiting | running | done | failed | serving
     nodes_expected: int
     nodes_joined: list[int] = []
@@ -148,6 +173,9 @@ class StatusRecord(_Record):
     progress: dict[str, Any] = {}
     dashboard_url: str = ""  # bound to the head's 127.0.0.1; reach it via an SSH tunnel
     updated_at: float
+    # One more with every record the head publishes (never lower, even across a restart
+    # of its process: it starts from the clock), so a replayed record is told apart.
+    seq: int = 0
     groups: dict[str, list[int]] = {}  # node groups: {name: [joined, expected]}
     nodes_lost: list[int] = []  # ranks that joined and are gone
     # Ranks whose node got a spot notice and has no replacement joined yet.
@@ -162,7 +190,8 @@ class ClaimRecord(_Record):
     claimed_at: float
 
 
-class DoneRecord(_Record):
+class DoneRecord(_HeadSigned):
+    purpose: ClassVar[str] = "done"
     exit_code: int
     message: str = ""
     finished_at: float

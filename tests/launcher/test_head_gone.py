@@ -21,7 +21,7 @@ from syndeo import __version__
 from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.targets import terraform
 from syndeo.launcher.targets.terraform import HEAD_ASK_S, HEAD_SILENT_S, TerraformTarget
-from syndeo.rendezvous import HeadRecord, StatusRecord, open_rendezvous
+from syndeo.rendezvous import DoneRecord, HeadRecord, StatusRecord, open_rendezvous
 
 
 class _Target(TerraformTarget):
@@ -134,3 +134,27 @@ def test_a_head_that_moves_again_is_not_asked(launched: Launched) -> None:
         assert target.poll(launched) is None
         clock.now += 1.0
     assert target.asked == []
+
+
+def test_only_the_heads_signed_done_record_ends_the_run(launched: Launched) -> None:
+    """Whoever can write the store plants a done record and a log of rank 0: the VM
+    cluster would bill on with nobody watching it.  Neither ends the run (said once);
+    the head's own record, signed with the launch key, does."""
+    key = "ab" * 32
+    launched.data["spec"] = {"launch_key": key}
+    said: list[str] = []
+    target = _Target(None)
+    target.echo = said.append
+    rdv = open_rendezvous(launched.rendezvous, "hg", 0)
+    rdv.mark_done(DoneRecord(cluster_id="hg", attempt=0, exit_code=0, finished_at=2.0))
+    rdv.put_log(0, "h: the head failed")
+    for _ in range(3):
+        assert target.poll(launched) is None
+    assert said == ["fake: a done record not signed by this cluster's head: ignored"]
+    other = DoneRecord(cluster_id="other", attempt=0, exit_code=0, finished_at=2.0)
+    rdv.mark_done(other.signed(key))  # the head's record of another cluster
+    assert target.poll(launched) is None
+    done = DoneRecord(cluster_id="hg", attempt=0, exit_code=3, message="m", finished_at=2.0)
+    rdv.mark_done(done.signed(key))
+    assert target.poll(launched) == 3
+    assert launched.data["head_failure"] == "h: the head failed"

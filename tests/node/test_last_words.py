@@ -44,3 +44,28 @@ def test_a_worker_that_finds_no_head_says_why_in_the_rendezvous(tmp_path: Path) 
     printed = out.stderr.strip().splitlines()[-1].removeprefix("syndeo: error: ")
     assert logs[2].endswith(printed), (logs, out.stderr)
     assert "head" in logs[2].lower()
+
+
+def test_a_head_that_fails_before_its_end_is_recorded_leaves_a_signed_done(
+    tmp_path: Path,
+) -> None:
+    """A VM launcher ends a run on the head's signed done record only: a head that fails
+    during bring-up leaves one beside its log (a worker leaves its log alone)."""
+    from syndeo.core.nodeconfig import NodeSettings
+    from syndeo.node.main import _last_words
+
+    uri, key = (tmp_path / "rdv").as_uri(), "ab" * 32
+    env = {
+        "SYNDEO_CLUSTER_ID": "lastwords",
+        "SYNDEO_NODES": "2",
+        "SYNDEO_RENDEZVOUS": uri,
+        "SYNDEO_SCRATCH": "/tmp/sy-lw-unused",  # named, never made: no node runs
+        "SYNDEO_LAUNCH_KEY": key,
+    }
+    rdv = open_rendezvous(uri, "lastwords")
+    _last_words(NodeSettings.from_env({**env, "SYNDEO_RANK": "1"}), rdv, "worker failed", 1)
+    assert rdv.read_done() is None and rdv.read_logs()[1].endswith("worker failed")
+    _last_words(NodeSettings.from_env({**env, "SYNDEO_RANK": "0"}), rdv, "ray failed", 3)
+    done = rdv.read_done()
+    assert done is not None and done.verified(key, "lastwords", 0)
+    assert (done.exit_code, done.message) == (3, "ray failed")

@@ -28,12 +28,12 @@ from syndeo.core.groups import Group, Layout
 from syndeo.core.nodeconfig import cluster_options
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.nodecreds import STS_MAX_S, NodeCredentials, node_credentials
-from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
+from syndeo.launcher.spec import ClusterSpec, Launched, launched_key, saved_group
 from syndeo.launcher.state import cluster_dir, save_launched
 from syndeo.launcher.targets.base import Target
 from syndeo.launcher.targets.tfexec import Terraform, TerraformError, Workspace
 from syndeo.launcher.targets.tfvars_compat import current_tfvars
-from syndeo.rendezvous import Rendezvous, open_rendezvous, passthrough_env
+from syndeo.rendezvous import DoneRecord, Rendezvous, open_rendezvous, passthrough_env
 
 # After launch, how long machines may take to boot before a missing head counts
 # as a failure (added to the join timeout).
@@ -85,6 +85,10 @@ class TerraformTarget(Target):
     # Whether nodes may receive the launcher's credentials for the rendezvous
     # (hosts without an instance identity) or only endpoints (clouds).
     forward_credentials: ClassVar[bool] = False
+
+    # The launch key of the cluster this object launched (a deploy's, whose spec is not
+    # saved); a later command finds an ``up`` cluster's in its saved spec.
+    _launch_key: str | None = None
 
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         super().__init__(cfg, echo)
@@ -216,6 +220,7 @@ class TerraformTarget(Target):
         )
         if spec.layout is not None:
             launched.data["spec"] = spec.model_dump(mode="json")  # what grow/shrink need later
+        self._launch_key = spec.launch_key  # what the head's done record is checked with
         # `down` from another shell must know that destroy takes the bucket with it,
         # and how to find the store at all.
         launched.data["owns_rendezvous"] = self.creates_rendezvous(spec.rendezvous)
@@ -250,13 +255,12 @@ class TerraformTarget(Target):
 
     def poll(self, launched: Launched) -> int | None:
         rdv = self._rendezvous(launched)
-        done = rdv.read_done()
+        done = self._signed_done(launched, rdv)
         if done is not None:
+            if done.exit_code != 0:
+                # The head's last words, if it left any, say more than its message.
+                launched.data["head_failure"] = rdv.read_logs().get(0) or done.message
             return done.exit_code
-        failed = rdv.read_logs()
-        if 0 in failed:
-            launched.data["head_failure"] = failed[0]
-            return 1
         deadline = launched.started_at + float(launched.data["join_timeout"]) + BOOT_GRACE_S
         if rdv.read_head() is None:
             if time.time() > deadline:
@@ -264,6 +268,22 @@ class TerraformTarget(Target):
                 return 1
             return None
         return self._head_silent(launched, rdv)
+
+    def _signed_done(self, launched: Launched, rdv: Rendezvous) -> DoneRecord | None:
+        """The head's done record, if the head signed it: whoever can write the store
+        could plant one (or a log of rank 0), and the cluster would bill on unwatched."""
+        done = rdv.read_done()
+        if done is None:
+            return None
+        key = launched_key(launched) or self._launch_key
+        if done.verified(key, launched.cluster_id, 0):
+            return done
+        mark = [done.signature, done.finished_at]
+        if launched.data.get("done_refused") != mark:
+            launched.data["done_refused"] = mark  # said once per record
+            if self.echo is not None:
+                self.echo(f"{self.name}: a done record not signed by this cluster's head: ignored")
+        return None
 
     def _head_silent(self, launched: Launched, rdv: Rendezvous) -> int | None:
         """1 once a published head's status has stood still for HEAD_SILENT_S (measured
