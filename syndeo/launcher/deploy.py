@@ -42,6 +42,7 @@ from syndeo.launcher.preflight import check_workload
 from syndeo.launcher.recovery import Recovery
 from syndeo.launcher.spec import ClusterSpec, Launched, launched_key
 from syndeo.launcher.state import cluster_dir, forget, load_launched, save_launched, write_atomic
+from syndeo.launcher.statusgate import StatusGate
 from syndeo.launcher.targets import Target, get_target, target_class
 from syndeo.launcher.targets.base import new_cluster_id
 from syndeo.launcher.ui import Ui
@@ -219,6 +220,7 @@ def _follow(
     st: StatusRecord | None = None
     done: DoneRecord | None = None
     delay, seen = FOLLOW_EVERY_S, None
+    heard = _HeadsWord(spec, rdv.attempt, store)
     while True:
         # The launcher's own attempt (a restart after a lost head) unless the target
         # knows better (Slurm: that base plus the job's requeues).
@@ -227,9 +229,10 @@ def _follow(
             # The target restarted the cluster (a requeued Slurm job): follow the new
             # attempt's records; the old ones are stale by design.
             rdv = open_rendezvous(rdv.uri, rdv.cluster_id, attempt)
+            heard = _HeadsWord(spec, attempt, store)
             timings.pop("all_joined_s", None)
             done_seen, st, done = None, None, None
-        st = store.call(rdv.read_status, st)
+        st = heard.status(rdv, st)
         ui.status(spec.cluster_id, st)
         if recovery is not None:
             recovery.observe(launched, st, replace=done is None)
@@ -239,7 +242,7 @@ def _follow(
                 timings["all_joined_s"] = round(time.monotonic() - t0, 3)
             if until_phase is not None and st.phase == until_phase:
                 return None, None, timings, rdv
-        done = store.call(rdv.read_done, done)
+        done = heard.done(rdv, done)
         if done is not None and done_seen is None:
             done_seen = time.monotonic()
             timings["workload_done_s"] = round(done_seen - t0, 3)
@@ -247,7 +250,7 @@ def _follow(
         rc = target.poll(launched)
         if rc is not None:
             timings["head_exit_s"] = round(time.monotonic() - t0, 3)
-            return rc, _head_exited(launched, rdv, st, store, recovery, timings), timings, rdv
+            return rc, _head_exited(launched, rdv, st, heard, recovery, timings), timings, rdv
         if done_seen is not None and time.monotonic() - done_seen > EXIT_GRACE_S:
             return done.exit_code if done else 1, done, timings, rdv
         now_seen = (attempt, st.phase if st else None, len(st.nodes_joined) if st else 0, done)
@@ -258,11 +261,41 @@ def _follow(
         target.wait(launched, delay)
 
 
+class _HeadsWord:
+    """What the follower acts on (recovery, the run's end): the head's status records as
+    the watcher takes them (signed, fresh, never older than the last: statusgate.py) and
+    its done record only when the head signed it, for this cluster and attempt."""
+
+    def __init__(self, spec: ClusterSpec, attempt: int, store: Tolerant) -> None:
+        self.store, self.key, self.cluster_id, self.attempt = (
+            store,
+            spec.launch_key,
+            spec.cluster_id,
+            attempt,
+        )
+        self.gate = StatusGate(spec.launch_key, spec.cluster_id, attempt, store.log)
+        self.refused: set[str | None] = set()
+
+    def status(self, rdv: Rendezvous, last: StatusRecord | None) -> StatusRecord | None:
+        return self.gate.take(self.store.call(rdv.read_status, None)) or last
+
+    def signed_done(self, done: DoneRecord | None) -> DoneRecord | None:
+        if done is None or done.verified(self.key, self.cluster_id, self.attempt):
+            return done
+        if done.signature not in self.refused:  # said once per record
+            self.refused.add(done.signature)
+            self.store.log("a done record not signed by this cluster's head: ignored")
+        return None
+
+    def done(self, rdv: Rendezvous, last: DoneRecord | None) -> DoneRecord | None:
+        return self.signed_done(self.store.call(rdv.read_done, None)) or last
+
+
 def _head_exited(
     launched: Launched,
     rdv: Rendezvous,
     st: StatusRecord | None,
-    store: Tolerant,
+    heard: _HeadsWord,
     recovery: Recovery | None,
     timings: dict[str, float],
 ) -> DoneRecord | None:
@@ -270,8 +303,12 @@ def _head_exited(
     if recovery is not None:
         # The head's last status (published before its done record): a
         # replacement that joined as the run ended is recorded as joined.
-        recovery.observe(launched, store.call(rdv.read_status, st), replace=False)
-    done = retry_until(rdv.read_done, EXIT_GRACE_S, store.log, "read the done record")
+        recovery.observe(launched, heard.status(rdv, st), replace=False)
+
+    def read() -> DoneRecord | None:
+        return heard.signed_done(rdv.read_done())
+
+    done = retry_until(read, EXIT_GRACE_S, heard.store.log, "read the done record")
     if done is not None:  # written between the follower's read and its poll: done by now
         timings.setdefault("workload_done_s", timings["head_exit_s"])
     return done

@@ -47,19 +47,22 @@ def wait_until_done(
     ray_alive: Callable[[], bool],
     head_alive: Callable[[], bool],
     log: Callable[[str], None],
+    signed: Callable[[DoneRecord], bool],
 ) -> DoneRecord | None:
     """Block until the cluster is over; its done record, or None if the head vanished without one.
 
     Returns early (with the record) if the head is done while this node's Ray still
-    runs.  An unreachable store is tolerated: the Ray-side checks go on.
+    runs.  An unreachable store is tolerated: the Ray-side checks go on.  Only a done
+    record for which ``signed`` holds (the head's own, for this cluster and attempt) is
+    one: whoever can write the store cannot send every worker away.
     """
-    store = Tolerant(log)
+    store = _SignedDone(Tolerant(log), signed, log)
     next_done = time.monotonic() + DONE_POLL_START_S
     done_every = DONE_POLL_START_S
     refused = 0
     while True:
         if time.monotonic() >= next_done:
-            done = store.call(rdv.read_done, None)
+            done = store.read(rdv)
             if done is not None:
                 return done
             done_every = min(done_every * 2, DONE_POLL_MAX_S)
@@ -70,7 +73,7 @@ def wait_until_done(
         if refused == 1:
             # Most often the head stopping at the end of a run: one read says so at
             # once, so this node leaves in parallel with the head's own teardown.
-            done = store.call(rdv.read_done, None)
+            done = store.read(rdv)
             if done is not None:
                 return done
         if refused >= HEAD_GONE_AFTER:
@@ -80,13 +83,34 @@ def wait_until_done(
     return _read_done_soon(rdv, store)
 
 
-def _read_done_soon(rdv: Rendezvous, store: Tolerant) -> DoneRecord | None:
-    # Straight to the store, not through ``store``: its backoff from an earlier
-    # outage must not skip the reads that decide how this node ends.
+class _SignedDone:
+    """Reads of the done record through ``store`` (tolerant of outages), keeping only one
+    the head signed; any other is said once and is no done record."""
+
+    def __init__(
+        self, store: Tolerant, signed: Callable[[DoneRecord], bool], log: Callable[[str], None]
+    ) -> None:
+        self.store, self.signed, self.log, self.refused = store, signed, log, False
+
+    def read(self, rdv: Rendezvous) -> DoneRecord | None:
+        return self.check(self.store.call(rdv.read_done, None))
+
+    def check(self, done: DoneRecord | None) -> DoneRecord | None:
+        if done is None or self.signed(done):
+            return done
+        if not self.refused:
+            self.refused = True
+            self.log("ignoring a done record the head did not sign: staying")
+        return None
+
+
+def _read_done_soon(rdv: Rendezvous, store: _SignedDone) -> DoneRecord | None:
+    # Straight to the store, not through its tolerant wrapper: the backoff from an
+    # earlier outage must not skip the reads that decide how this node ends.
 
     def read() -> DoneRecord | None:
         try:
-            return rdv.read_done()
+            return store.check(rdv.read_done())
         except RendezvousError as exc:
             store.log(f"cannot read the done record yet: {exc}")
             return None

@@ -235,7 +235,11 @@ def run_worker(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
         # read rarely (and may be down for minutes without taking this node out).
         with _spot_notices(s, rdv, head.address, token_path, ray_proc):
             done = wait_until_done(
-                rdv, ray_proc.alive, lambda: gcs_reachable(head.address), lambda m: log(s, m)
+                rdv,
+                ray_proc.alive,
+                lambda: gcs_reachable(head.address),
+                lambda m: log(s, m),
+                lambda d: d.verified(s.launch_key, s.cluster_id, s.attempt),
             )
         if done is not None:
             log(s, "head is done; leaving")

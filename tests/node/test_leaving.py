@@ -9,8 +9,23 @@ import threading
 import time
 from pathlib import Path
 
+from syndeo.core.launchkey import new_key
 from syndeo.node.leaving import gcs_reachable, wait_until_done
 from syndeo.rendezvous import DoneRecord, open_rendezvous
+
+KEY = new_key()
+
+
+def _done(message: str) -> DoneRecord:
+    """The head's done record of cluster c1, attempt 0, signed with its launch key."""
+    record = DoneRecord(
+        cluster_id="c1", attempt=0, exit_code=0, message=message, finished_at=time.time()
+    )
+    return record.signed(KEY)
+
+
+def _signed(done: DoneRecord) -> bool:
+    return done.verified(KEY, "c1", 0)
 
 
 def test_a_worker_leaves_soon_after_the_head_with_its_done_record(tmp_path: Path) -> None:
@@ -28,7 +43,7 @@ def test_a_worker_leaves_soon_after_the_head_with_its_done_record(tmp_path: Path
         nonlocal head_up
         found = read_done()
         if head_up:  # the head ends just after this regular look found nothing
-            rdv.mark_done(DoneRecord(exit_code=0, message="ok", finished_at=time.time()))
+            rdv.mark_done(_done("ok"))
             head_up = False
         return found
 
@@ -38,7 +53,7 @@ def test_a_worker_leaves_soon_after_the_head_with_its_done_record(tmp_path: Path
         return head_up
 
     rdv.read_done = worker_reads_done  # type: ignore[method-assign]
-    done = wait_until_done(rdv, lambda: True, head_alive, lambda _m: None)
+    done = wait_until_done(rdv, lambda: True, head_alive, lambda _m: None, _signed)
     assert done is not None and done.message == "ok"
     assert looks_after_head_left == 1
 
@@ -62,12 +77,12 @@ def test_the_store_being_unreadable_does_not_end_the_wait(tmp_path: Path) -> Non
         # Once the worker has met the unreadable store and kept waiting.
         assert met_outage.wait(60)
         broken.rmdir()
-        rdv.mark_done(DoneRecord(exit_code=0, message="ok", finished_at=time.time()))
+        rdv.mark_done(_done("ok"))
         head_up.clear()
 
     head = threading.Thread(target=store_returns_then_head_finishes)
     head.start()
-    done = wait_until_done(rdv, lambda: True, head_up.is_set, log)
+    done = wait_until_done(rdv, lambda: True, head_up.is_set, log, _signed)
     head.join()
     assert done is not None and done.message == "ok"
     assert any("rendezvous unreachable" in m for m in logs)
@@ -82,3 +97,34 @@ def test_gcs_probe_tells_an_open_port_from_a_closed_one() -> None:
         port = srv.getsockname()[1]
         assert gcs_reachable(f"127.0.0.1:{port}")
     assert not gcs_reachable(f"127.0.0.1:{port}")
+
+
+def test_a_done_record_the_head_did_not_sign_sends_no_worker_away(tmp_path: Path) -> None:
+    """A done record planted in the store (unsigned, signed with another key, or the head's
+    own for another cluster) is ignored, said once; the head's own then ends the wait."""
+    rdv = open_rendezvous(f"file://{tmp_path}/rv", "c1")
+    rdv.check()
+    other = DoneRecord(cluster_id="c2", attempt=0, exit_code=0, message="c2", finished_at=1.0)
+    forged = [
+        DoneRecord(cluster_id="c1", attempt=0, exit_code=0, message="unsigned", finished_at=1.0),
+        _done("another key").model_copy(update={"signature": _done("x").signature}),
+        other.signed(KEY),
+    ]
+    logs: list[str] = []
+    reads = 0
+    read_done = rdv.read_done
+
+    def planted_then_real() -> DoneRecord | None:
+        nonlocal reads
+        reads += 1
+        if reads <= len(forged):
+            rdv.mark_done(forged[reads - 1])
+        else:
+            rdv.mark_done(_done("the head's"))
+        return read_done()
+
+    rdv.read_done = planted_then_real  # type: ignore[method-assign]
+    done = wait_until_done(rdv, lambda: True, lambda: False, logs.append, _signed)
+    assert done is not None and done.message == "the head's"
+    assert reads > len(forged)
+    assert sum("did not sign" in m for m in logs) == 1, logs
