@@ -123,14 +123,17 @@ def test_a_running_machine_is_asked_every_interval_and_silence_decides(
 
 
 def test_a_head_that_moves_again_is_not_asked(launched: Launched) -> None:
+    key = "cd" * 32
+    launched.data["spec"] = {"launch_key": key}
     target = _Target("gone")
     rdv = open_rendezvous(launched.rendezvous, "hg", 0)
     for step in range(3 * int(HEAD_ASK_S)):
-        # The head refreshes its status every 2 s: never quiet long enough to ask.
+        # The head refreshes its status every 2 s, signed: never quiet long enough to ask.
         if step % 2 == 0:
-            rdv.publish_status(
-                StatusRecord(phase="running", nodes_expected=2, updated_at=2.0 + step)
+            st = StatusRecord(
+                cluster_id="hg", attempt=0, phase="running", nodes_expected=2, updated_at=2.0 + step
             )
+            rdv.publish_status(st.signed(key))
         assert target.poll(launched) is None
         clock.now += 1.0
     assert target.asked == []
@@ -158,3 +161,17 @@ def test_only_the_heads_signed_done_record_ends_the_run(launched: Launched) -> N
     rdv.mark_done(done.signed(key))
     assert target.poll(launched) == 3
     assert launched.data["head_failure"] == "h: the head failed"
+
+
+def test_a_status_rewritten_by_someone_else_is_no_sign_of_the_head(launched: Launched) -> None:
+    """Whoever can write the store rewrites the status every second (unsigned): the
+    head still counts as silent, and the run ends when it would without them."""
+    target = _Target(None)
+    rdv = open_rendezvous(launched.rendezvous, "hg", 0)
+    end, code = clock.now + HEAD_SILENT_S + 2, None
+    while code is None and clock.now < end:
+        rdv.publish_status(StatusRecord(phase="running", nodes_expected=2, updated_at=clock.now))
+        code = target.poll(launched)
+        clock.now += 1.0
+    assert code == 1
+    assert "the head vanished" in launched.data["head_failure"]

@@ -287,9 +287,13 @@ class TerraformTarget(Target):
 
     def _head_silent(self, launched: Launched, rdv: Rendezvous) -> int | None:
         """1 once a published head's status has stood still for HEAD_SILENT_S (measured
-        on this machine's clock, so no clock skew between it and the head matters)."""
+        on this machine's clock, so no clock skew between it and the head matters).  Only
+        a status the head signed is a sign of it: a record rewritten by whoever can write
+        the store must not keep a vanished head's cluster billing unnoticed."""
         st = rdv.read_status()
-        stamp = st.updated_at if st is not None else None
+        key = launched_key(launched) or self._launch_key
+        signed = st is not None and st.verified(key, launched.cluster_id, 0)
+        stamp = st.updated_at if st is not None and signed else None
         seen = launched.data.get("head_seen")
         now = time.time()
         if seen is None or seen[0] != stamp:
