@@ -254,11 +254,17 @@ def _follow(
         if done_seen is not None and time.monotonic() - done_seen > EXIT_GRACE_S:
             return done.exit_code if done else 1, done, timings, rdv
         now_seen = (attempt, st.phase if st else None, len(st.nodes_joined) if st else 0, done)
-        delay = FOLLOW_EVERY_S if now_seen != seen else min(delay * 1.5, FOLLOW_MAX_S)
-        if output is not None and output.show is not None and (fresh_output or _running(st)):
-            delay = FOLLOW_EVERY_S  # live output within a second or two
-        seen = now_seen
+        live = output is not None and output.show is not None and (fresh_output or _running(st))
+        seen, delay = now_seen, _pace(now_seen != seen, live, delay)
         target.wait(launched, delay)
+
+
+def _pace(changed: bool, live: bool, delay: float) -> float:
+    """The follower's next wait: soon after a change, and while output is live (within a
+    second or two); longer and longer while nothing moves."""
+    if changed or live:
+        return FOLLOW_EVERY_S
+    return min(delay * 1.5, FOLLOW_MAX_S)
 
 
 class _HeadsWord:

@@ -188,7 +188,8 @@ def run_head(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
         return exit_code
 
 
-def run_worker(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
+def _own_head(s: NodeSettings, rdv: Rendezvous) -> tuple[HeadRecord, bytes | None]:
+    """The head record this launch's head signed (and its token), waited for."""
     if s.launch_key is None:
         log(s, "no SYNDEO_LAUNCH_KEY: any head record of this cluster id and attempt is trusted")
 
@@ -200,9 +201,13 @@ def run_worker(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
             f"{bad.hostname!r}): not published by this launch's head",
         )
 
-    head, token = rdv.wait_for_own_head(
+    return rdv.wait_for_own_head(
         s.launch_key, s.join_timeout, not_before=s.not_before, on_rejected=rejected
     )
+
+
+def run_worker(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
+    head, token = _own_head(s, rdv)
     tl.mark("head_seen")
     if token is None:
         raise NodeError(f"head of {s.cluster_id!r} published no auth token")
