@@ -28,7 +28,7 @@ from syndeo.core.groups import Group, Layout
 from syndeo.core.nodeconfig import cluster_options
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.nodecreds import STS_MAX_S, NodeCredentials, node_credentials
-from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
+from syndeo.launcher.spec import ClusterSpec, Launched, launched_key, saved_group
 from syndeo.launcher.state import cluster_dir, save_launched
 from syndeo.launcher.targets.base import Target
 from syndeo.launcher.targets.tfexec import Terraform, TerraformError, Workspace
@@ -100,6 +100,9 @@ class TerraformTarget(Target):
                     )
         self.module_dir = terraform_root() / self.module
         self._rdv: tuple[tuple[str, str], Rendezvous] | None = None
+        # Launch keys of the clusters this target launched (the nodes' last words are
+        # sealed with it); a saved `up` cluster's is in its state.
+        self._launch_keys: dict[str, str | None] = {}
         self._node_creds: NodeCredentials | None = None
 
     # ------------------------------------------------------------------ per target
@@ -201,6 +204,7 @@ class TerraformTarget(Target):
     def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
         ws = self._workspace(spec.cluster_id)
         tf = Terraform(ws, echo=self.echo)
+        self._launch_keys[spec.cluster_id] = spec.launch_key
         launched = Launched(
             target=self.name,
             cluster_id=spec.cluster_id,
@@ -245,7 +249,11 @@ class TerraformTarget(Target):
         # One client per cluster: poll runs every second or so.
         key = (launched.rendezvous, launched.cluster_id)
         if self._rdv is None or self._rdv[0] != key:
-            self._rdv = (key, open_rendezvous(launched.rendezvous, launched.cluster_id, 0))
+            launch_key = launched_key(launched) or self._launch_keys.get(launched.cluster_id)
+            self._rdv = (
+                key,
+                open_rendezvous(launched.rendezvous, launched.cluster_id, 0, launch_key),
+            )
         return self._rdv[1]
 
     def poll(self, launched: Launched) -> int | None:
@@ -253,7 +261,8 @@ class TerraformTarget(Target):
         done = rdv.read_done()
         if done is not None:
             return done.exit_code
-        failed = rdv.read_logs()
+        # Sealed with the launch key: a cluster an older syndeo started (none) has none.
+        failed = rdv.read_logs() if rdv.launch_key is not None else {}
         if 0 in failed:
             launched.data["head_failure"] = failed[0]
             return 1
