@@ -47,7 +47,14 @@ from syndeo.launcher.targets import Target, get_target, target_class
 from syndeo.launcher.targets.base import new_cluster_id
 from syndeo.launcher.ui import Ui
 from syndeo.launcher.workload_log import WorkloadLog
-from syndeo.rendezvous import ClaimRecord, DoneRecord, Rendezvous, StatusRecord, open_rendezvous
+from syndeo.rendezvous import (
+    ClaimRecord,
+    DoneRecord,
+    PayloadRefused,
+    Rendezvous,
+    StatusRecord,
+    open_rendezvous,
+)
 from syndeo.rendezvous.tolerant import Tolerant, retry_until
 
 # Following polls the target and the rendezvous (for Slurm: scontrol, which every
@@ -163,7 +170,9 @@ def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous
     launcher_tls.check(spec)
     if (off := launcher_tls.notice(spec)) is not None and not ui.quiet:
         ui.console.print(Text(off), soft_wrap=True)  # one line, on a pipe too
-    rdv = open_rendezvous(uri, cluster_id)
+    # With the launch key: the work dir and wheels go in sealed, output and result
+    # come back opened (and refused if they are not this launch's).
+    rdv = open_rendezvous(uri, cluster_id, launch_key=spec.launch_key)
     if target.creates_rendezvous(uri):
         # A bucket the launch creates, fresh and private: nothing to check or claim yet.
         return target, spec, rdv, payload
@@ -228,7 +237,7 @@ def _follow(
         if attempt != rdv.attempt:
             # The target restarted the cluster (a requeued Slurm job): follow the new
             # attempt's records; the old ones are stale by design.
-            rdv = open_rendezvous(rdv.uri, rdv.cluster_id, attempt)
+            rdv = open_rendezvous(rdv.uri, rdv.cluster_id, attempt, rdv.launch_key)
             heard = _HeadsWord(spec, attempt, store)
             timings.pop("all_joined_s", None)
             done_seen, st, done = None, None, None
@@ -358,7 +367,7 @@ def _restart(
     restarts.append(event)
     # A new launch time: workers accept only a head published after it.
     spec = spec.model_copy(update={"attempt": attempt, "not_before": time.time()})
-    return spec, open_rendezvous(rdv.uri, rdv.cluster_id, attempt)
+    return spec, open_rendezvous(rdv.uri, rdv.cluster_id, attempt, rdv.launch_key)
 
 
 def _running(st: StatusRecord | None) -> bool:
@@ -591,7 +600,7 @@ class _DeployRun:
         try:
             self.output.poll(self.rdv)  # the head delivers all of it before it records done
             self.result_path = _collect(self.cfg, self.rdv, self.spec.cluster_id)
-        except RendezvousError as exc:
+        except (RendezvousError, PayloadRefused) as exc:
             self.ui.info(f"syndeo: the result could not be collected: {exc}")
         if self.owned:
             self.nodes_timeline = _await_timelines(self.rdv, self.spec.nodes)

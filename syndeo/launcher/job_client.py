@@ -40,7 +40,7 @@ from syndeo.core.errors import BlobTooLarge, ConfigError, TargetError
 from syndeo.launcher import wheelhouse
 from syndeo.launcher.spec import Launched, launched_key
 from syndeo.launcher.state import WATCH_POKE, cluster_dir, home, load_launched, private_dirs
-from syndeo.rendezvous import JobSpec, JobState, Rendezvous, open_rendezvous
+from syndeo.rendezvous import JobSpec, JobState, PayloadRefused, Rendezvous, open_rendezvous
 from syndeo.rendezvous.base import JOB_ID_RE, MAX_JOB_ARCHIVE, MAX_OUTPUTS, TERMINAL
 
 # Never packed, whatever the ignore files say: version control, caches, environments.
@@ -91,9 +91,9 @@ def newest_attempt(launched: Launched, attempt: int, key: str | None) -> Rendezv
     one whose head record ``key`` signed.  A requeued Slurm job runs again as the next
     attempt on its own, and a job or a stop request must reach that head at once, not
     once the watcher has noted the requeue (its target poll: every 30 s)."""
-    rdv = open_rendezvous(launched.rendezvous, launched.cluster_id, attempt)
+    rdv = open_rendezvous(launched.rendezvous, launched.cluster_id, attempt, key)
     while key is not None:
-        later = open_rendezvous(launched.rendezvous, launched.cluster_id, rdv.attempt + 1)
+        later = open_rendezvous(launched.rendezvous, launched.cluster_id, rdv.attempt + 1, key)
         if later.check_head(key).head is None:  # none, or planted: not this cluster's
             break
         rdv = later
@@ -344,7 +344,7 @@ def fetch(job_id: str, dest: Path, cluster_id: str | None = None) -> list[Path]:
         raise ConfigError(f"job {job_id} has not ended yet ({state.state if state else 'pending'})")
     try:
         data = rdv.get_job_outputs(job_id)
-    except BlobTooLarge as exc:
+    except (BlobTooLarge, PayloadRefused) as exc:
         raise TargetError(f"the outputs of job {job_id} are not fetched: {exc}") from None
     if data is None:
         raise ConfigError(f"job {job_id} left no files in its outputs/ directory")

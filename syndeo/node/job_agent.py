@@ -36,7 +36,7 @@ from syndeo.core.archive import MAX_MEMBERS
 from syndeo.core.errors import BlobTooLarge, NodeError, RendezvousError
 from syndeo.node import wheelhouse, workdir
 from syndeo.node.output_stream import OutputStream
-from syndeo.rendezvous import Control, JobSpec, JobState, Rendezvous
+from syndeo.rendezvous import Control, JobSpec, JobState, PayloadRefused, Rendezvous
 from syndeo.rendezvous.base import MAX_OUTPUTS
 
 MAX_RUNNING = 8
@@ -189,7 +189,7 @@ class JobAgent:
         if spec.wheelhouse_digest is not None:
             try:
                 modules.append(self._py_module(spec.wheelhouse_digest))
-            except (NodeError, BlobTooLarge) as exc:
+            except (NodeError, BlobTooLarge, PayloadRefused) as exc:
                 self._reject(spec, f"its packages: {exc}", work)
                 return
         self._submit(job_id, spec, work, modules)
@@ -230,6 +230,8 @@ class JobAgent:
             archive = self.rdv.get_workdir(digest)
         except BlobTooLarge as exc:
             return f"its work dir is too large: {exc}"
+        except PayloadRefused as exc:
+            return str(exc)
         return workdir.unpack(archive, digest, work)
 
     def _py_module(self, digest: str) -> str:

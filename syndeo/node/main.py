@@ -293,7 +293,11 @@ def _first_check(rdv: Rendezvous, s: NodeSettings) -> Rendezvous:
 
     def reached() -> Rendezvous | None:
         # A new client after a refusal: an SDK resolves its credentials once, when made.
-        client = open_rendezvous(s.rendezvous, s.cluster_id, s.attempt) if refusals else rdv
+        client = (
+            open_rendezvous(s.rendezvous, s.cluster_id, s.attempt, s.launch_key)
+            if refusals
+            else rdv
+        )
         try:
             client.check()
             return client
@@ -371,7 +375,11 @@ def main(env: dict[str, str] | None = None) -> int:
     # above ours inside a directory another user planted, and only a check of every
     # level from the base down sees that.
     secure_dir(settings.scratch, base=settings.scratch_base)
-    rdv = open_rendezvous(settings.rendezvous, settings.cluster_id, settings.attempt)
+    # With the launch key: it seals what the node stores (output, result, last words)
+    # and opens what the launcher stored for it (the work dir, the wheels).
+    rdv = open_rendezvous(
+        settings.rendezvous, settings.cluster_id, settings.attempt, settings.launch_key
+    )
     rdv = _first_check(rdv, settings)
     tl.mark("rendezvous_ok")
     try:

@@ -15,10 +15,12 @@ import time
 from collections.abc import Callable
 from typing import IO
 
+from syndeo.rendezvous.base import MAX_OUTPUT_CHUNK
+
 # Latency goal: a line printed on the head shows at the launcher within ~2 s (one flush
 # plus one follower poll).
 FLUSH_S = 0.5
-CHUNK_MAX = 256 * 1024  # one store object
+CHUNK_MAX = MAX_OUTPUT_CHUNK  # one store object (the rendezvous takes none larger)
 MAX_BYTES = 64 * 1024 * 1024  # per program: a runaway log cannot fill the bucket
 TRUNCATED = b"\n[syndeo: output cut here after %d MiB; the program kept running]\n"
 

@@ -16,7 +16,7 @@ from syndeo.core.archive import safe_extract
 from syndeo.core.errors import BlobTooLarge, WorkloadError
 from syndeo.core.nodeconfig import NodeSettings
 from syndeo.core.poll import Poller
-from syndeo.rendezvous import Rendezvous
+from syndeo.rendezvous import PayloadRefused, Rendezvous
 from syndeo.rendezvous.base import MAX_JOB_ARCHIVE
 
 # Unpacked, a work dir may be this much larger than its archive (the cap is on both).
@@ -46,6 +46,8 @@ def await_blob(
             return get(digest)
         except BlobTooLarge as exc:  # never usable: waiting would not help
             raise WorkloadError(f"{what} is too large: {exc}", exit_code=2) from None
+        except PayloadRefused as exc:  # not this launch's (or no key): nor would it
+            raise WorkloadError(f"{what} cannot be used: {exc}", exit_code=2) from None
 
     def why() -> str:
         return (

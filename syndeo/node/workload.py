@@ -38,9 +38,11 @@ from syndeo.rendezvous import (
     Control,
     DoneRecord,
     InterruptRecord,
+    PayloadRefused,
     Rendezvous,
     StatusRecord,
 )
+from syndeo.rendezvous.base import NO_PAYLOAD_KEY
 from syndeo.rendezvous.tolerant import Tolerant, retry_until
 
 # While a workload runs the head's loop ticks every TICK_S (the workload's exit is
@@ -510,7 +512,7 @@ def run_workload(
     except OSError as exc:
         raise WorkloadError(f"cannot run workload {argv[0]!r}: {exc.strerror}") from None
     stream = OutputStream(
-        monitor.rdv.put_output, echo=sys.stdout.buffer, on_error=lambda msg: log(s, msg)
+        _output_sink(monitor.rdv, s), echo=sys.stdout.buffer, on_error=lambda msg: log(s, msg)
     )
     assert proc.stdout is not None
     pump = stream.pump(proc.stdout)
@@ -529,6 +531,15 @@ def run_workload(
     if monitor.warned:
         message += " after the time-limit warning"
     return rc, message
+
+
+def _output_sink(rdv: Rendezvous, s: NodeSettings) -> Callable[[int, bytes], None]:
+    """Where the workload's output chunks go: into the rendezvous, sealed with the launch
+    key; a node started without one keeps them in its own log alone (and says so)."""
+    if rdv.launch_key is not None:
+        return rdv.put_output
+    log(s, f"the workload's output stays in this node's log: {NO_PAYLOAD_KEY}")
+    return lambda _seq, _data: None
 
 
 def _watch(proc: subprocess.Popen[bytes], monitor: Monitor, progress_path: Path) -> None:
@@ -569,7 +580,7 @@ def _upload_result(
         )
     try:
         _deliver(lambda: rdv.put_result(data), "upload the result", DELIVER_DEADLINE_S)
-    except RendezvousError as exc:
+    except (RendezvousError, PayloadRefused) as exc:
         where = _keep(path, s)
         return (rc or 1), f"result not uploaded ({exc}); kept on {socket.gethostname()} at {where}"
     return rc, f"workload exited with status {rc}"

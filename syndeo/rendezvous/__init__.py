@@ -23,6 +23,7 @@ from syndeo.rendezvous.base import (
     JobSpec,
     JobState,
     NodeRecord,
+    PayloadRefused,
     Rendezvous,
     StatusRecord,
 )
@@ -55,8 +56,15 @@ def backend_class(uri: str) -> type[Rendezvous]:
     return cls
 
 
-def open_rendezvous(uri: str, cluster_id: str, attempt: int = 0) -> Rendezvous:
-    return backend_class(uri)(uri, cluster_id, attempt)
+def open_rendezvous(
+    uri: str, cluster_id: str, attempt: int = 0, launch_key: str | None = None
+) -> Rendezvous:
+    """The cluster's rendezvous; with the cluster's ``launch_key``, which seals and opens
+    its payloads (work dirs, wheels, output, results, last words), or without: then it
+    stores and hands out none."""
+    rdv = backend_class(uri)(uri, cluster_id, attempt)
+    rdv.launch_key = launch_key
+    return rdv
 
 
 def passthrough_env(uri: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -87,6 +95,7 @@ __all__ = [
     "JobSpec",
     "JobState",
     "NodeRecord",
+    "PayloadRefused",
     "Poller",
     "Rendezvous",
     "StatusRecord",

@@ -35,6 +35,15 @@ and per attempt below ``a<attempt>/``::
     workdirs/<sha256>    a submitted working directory (.tar.gz), by content
     wheelhouses/<sha256> the workload's extra packages as wheels (.tar.gz), by content
 
+Payloads -- ``logs/``, ``result.json``, ``output/``, ``jobs/<id>/log/``,
+``jobs/<id>/outputs.tar.gz``, ``workdirs/``, ``wheelhouses/`` -- are sealed with the
+launch key (:func:`syndeo.core.sealed.seal_payload`: a purpose per kind, the cluster id
+and the blob's key as associated data) by every ``put`` and opened, authenticated, by
+every ``get``: another cluster's nodes that can read the prefix learn nothing from them,
+and a blob someone planted, changed or moved (to another job, chunk number or attempt)
+is refused, never shown or unpacked.  A rendezvous opened without a launch key stores
+and hands out no payload (:class:`PayloadRefused`).
+
 The head reads the whole ``ctl/`` prefix with one list request per poll: the stop flag,
 new jobs and cancellations cost no more than the stop flag alone did.
 
@@ -56,7 +65,7 @@ from typing import Any, ClassVar, NamedTuple, Self, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from syndeo.core import launchkey, sealed
-from syndeo.core.errors import BlobTooLarge, RendezvousError
+from syndeo.core.errors import BlobTooLarge, RendezvousError, SyndeoError
 from syndeo.core.nodeconfig import CLUSTER_ID_RE
 from syndeo.core.poll import Poller
 
@@ -204,9 +213,29 @@ TERMINAL = ("succeeded", "failed", "cancelled", "rejected")
 MAX_JOB_ARCHIVE = 100 * 1024 * 1024  # a submitted work dir, packed (the launcher refuses more)
 MAX_WHEELHOUSE = 256 * 1024 * 1024  # the workload's wheels, packed (the launcher refuses more)
 MAX_OUTPUTS = 256 * 1024 * 1024  # what a job leaves in outputs/ (the agent uploads no more)
+MAX_OUTPUT_CHUNK = 256 * 1024  # one chunk of a program's output (syndeo/node/output_stream.py)
+MAX_LOG_CHARS = 4000  # a node's last words
 # What a launch key signs for the head besides its record (syndeo/core/launchkey.py).
 JOB_PURPOSE, CANCEL_PURPOSE, SCALE_PURPOSE = "job", "cancel", "scale"
 TOKEN_PURPOSE = b"syndeo ray token v1"
+# The payloads' purposes (HKDF info): a key made for one kind never opens another kind.
+WORKDIR_PURPOSE = b"syndeo payload workdir v1"
+WHEELHOUSE_PURPOSE = b"syndeo payload wheelhouse v1"
+OUTPUT_PURPOSE = b"syndeo payload output v1"
+JOB_OUTPUT_PURPOSE = b"syndeo payload job output v1"
+JOB_OUTPUTS_PURPOSE = b"syndeo payload job outputs v1"
+RESULT_PURPOSE = b"syndeo payload result v1"
+LOG_PURPOSE = b"syndeo payload node log v1"
+NO_PAYLOAD_KEY = (
+    "no launch key to seal or open it with (the store holds payloads only sealed): a "
+    "cluster an older syndeo started has none, `invoke down` it and start it again; a node "
+    "started by hand needs SYNDEO_LAUNCH_KEY"
+)
+
+
+class PayloadRefused(SyndeoError):
+    """A payload not stored or not handed out: this rendezvous has no launch key, or the
+    blob in the store is not this launch's (planted, changed, moved, another key's)."""
 
 
 class JobSpec(_Record):
@@ -282,6 +311,8 @@ class Rendezvous(ABC):
         self.cluster_id = cluster_id
         self.attempt = attempt
         self.poller = Poller()
+        # The cluster's launch key: payloads are sealed with it (see the module's doc).
+        self.launch_key: str | None = None
 
     # ------------------------------------------------------------------ primitives
     # Keys passed to primitives are relative to the cluster scope, e.g. "a0/head.json".
@@ -334,6 +365,33 @@ class Rendezvous(ABC):
     @staticmethod
     def _dump(record: BaseModel) -> bytes:
         return record.model_dump_json().encode()
+
+    # ------------------------------------------------------------------ sealed payloads
+    def _payload_key(self, what: str) -> str:
+        if self.launch_key is None:
+            raise PayloadRefused(f"{what} at {self.uri}: {NO_PAYLOAD_KEY}")
+        return self.launch_key
+
+    def _seal(self, key: str, purpose: bytes, data: bytes, what: str) -> bytes:
+        """``data`` sealed for the blob ``key`` (its place in the store is bound too)."""
+        launch_key = self._payload_key(what)
+        return sealed.seal_payload(data, launch_key, self.cluster_id, purpose, key)
+
+    def _open(self, key: str, purpose: bytes, what: str, limit: int | None = None) -> bytes | None:
+        """The plain bytes of the payload at ``key`` (None: absent); :class:`PayloadRefused`
+        if it is not this launch's, :class:`BlobTooLarge` past ``limit`` plain bytes."""
+        launch_key = self._payload_key(what)
+        cap = None if limit is None else sealed.sealed_size(limit, purpose)
+        blob = self._read(key, cap)
+        if blob is None:
+            return None
+        try:
+            return sealed.open_payload(blob, launch_key, self.cluster_id, purpose, key)
+        except sealed.Rejected as exc:
+            raise PayloadRefused(
+                f"{what} in {self.uri} is refused, not used: {exc} (not written there by "
+                "this cluster, which holds its launch key)"
+            ) from None
 
     # ------------------------------------------------------------------ the cluster id
     def claim(self, record: ClaimRecord) -> None:
@@ -535,16 +593,25 @@ class Rendezvous(ABC):
     def put_log(self, rank: int, text: str) -> None:
         """A node that failed leaves its last words here (``logs/rank-N``), so the
         launcher can say why even when the machine is gone or has no shell access."""
-        self._write(self._key(f"logs/rank-{rank}"), text[-4000:].encode())
+        key = self._key(f"logs/rank-{rank}")
+        data = text[-MAX_LOG_CHARS:].encode()
+        self._write(key, self._seal(key, LOG_PURPOSE, data, f"the last words of rank {rank}"))
 
     def read_logs(self) -> dict[int, str]:
+        """Every node's last words.  One that is not this launch's is left out: it would
+        say a node failed (a launcher takes the head's as the end of the run)."""
         out: dict[int, str] = {}
         prefix = self._key("logs/rank-")
+        self._payload_key("the nodes' last words")
         for key in self._list(prefix):
-            raw = self._read(key)
-            with contextlib.suppress(ValueError):
+            rank = key.removeprefix(prefix)
+            if not rank.isdigit():
+                continue
+            what = f"the last words of rank {rank}"
+            with contextlib.suppress(PayloadRefused, BlobTooLarge):  # 4: UTF-8's widest
+                raw = self._open(key, LOG_PURPOSE, what, 4 * MAX_LOG_CHARS)
                 if raw is not None:
-                    out[int(key.removeprefix(prefix))] = raw.decode(errors="replace")
+                    out[int(rank)] = raw.decode(errors="replace")
         return out
 
     def put_timeline(self, rank: int, marks: dict[str, float]) -> None:
@@ -562,10 +629,12 @@ class Rendezvous(ABC):
         return out
 
     def put_result(self, data: bytes) -> None:
-        self._write(self._key("result.json"), data)
+        key = self._key("result.json")
+        self._write(key, self._seal(key, RESULT_PURPOSE, data, "the workload's result"))
 
     def get_result(self) -> bytes | None:
-        return self._read(self._key("result.json"))
+        """The workload's result (:class:`PayloadRefused` if not this launch's)."""
+        return self._open(self._key("result.json"), RESULT_PURPOSE, "the workload's result")
 
     def mark_done(self, record: DoneRecord) -> None:
         self._write(self._key("done.json"), self._dump(record))
@@ -599,39 +668,63 @@ class Rendezvous(ABC):
     # ------------------------------------------------------------------ output
     def put_output(self, seq: int, data: bytes) -> None:
         """Chunk ``seq`` of what the workload printed (written once, in order)."""
-        self._write(self._key(f"output/{seq:08d}"), data)
+        self._put_chunk("output/", seq, data, OUTPUT_PURPOSE, "the workload's output")
 
     def read_output(self, start: int, emit: Callable[[bytes], None]) -> int:
         """Emit the workload's chunks from ``start`` on that exist now; the next number."""
-        return self._read_chunks("output/", start, emit)
+        return self._read_chunks("output/", start, emit, OUTPUT_PURPOSE, "the workload's output")
 
-    def _read_chunks(self, prefix: str, start: int, emit: Callable[[bytes], None]) -> int:
+    def _put_chunk(self, prefix: str, seq: int, data: bytes, purpose: bytes, what: str) -> None:
+        if len(data) > MAX_OUTPUT_CHUNK:
+            raise ValueError(f"an output chunk holds at most {MAX_OUTPUT_CHUNK} bytes")
+        key = self._key(f"{prefix}{seq:08d}")
+        self._write(key, self._seal(key, purpose, data, f"{what}, chunk {seq}"))
+
+    def _read_chunks(
+        self, prefix: str, start: int, emit: Callable[[bytes], None], purpose: bytes, what: str
+    ) -> int:
+        """Emit the chunks from ``start`` on that exist now; the next number.  A chunk that
+        is not this launch's (planted, changed, moved from another number or job) or is
+        larger than any a node writes is never shown: one line says so in its place."""
+        self._payload_key(what)
         seq = start
-        while (data := self._read(self._key(f"{prefix}{seq:08d}"))) is not None:
+        while True:
+            name = f"{what}, chunk {seq}"
+            try:
+                data = self._open(self._key(f"{prefix}{seq:08d}"), purpose, name, MAX_OUTPUT_CHUNK)
+            except (PayloadRefused, BlobTooLarge) as exc:
+                data = f"\n[syndeo: {exc}]\n".encode()
+            if data is None:
+                return seq
             emit(data)
             seq += 1
-        return seq
 
     # ------------------------------------------------------------------ jobs
     def put_workdir(self, digest: str, archive: bytes) -> None:
-        """A submitted work dir by its sha256; not uploaded again when already there."""
+        """A submitted work dir by its sha256 (of the plain archive, which its reader
+        checks); not uploaded again when already there."""
         key = self._key(f"workdirs/{digest}.tar.gz")
         if not self._list(key):
-            self._create(key, archive)  # identical bytes from a racing submit: both fine
+            # Another sealing of the same bytes from a racing submit: either one is fine.
+            self._create(key, self._seal(key, WORKDIR_PURPOSE, archive, "the work dir"))
 
     def get_workdir(self, digest: str) -> bytes | None:
-        """The work dir of that digest (:class:`BlobTooLarge` past ``MAX_JOB_ARCHIVE``)."""
-        return self._read(self._key(f"workdirs/{digest}.tar.gz"), MAX_JOB_ARCHIVE)
+        """The work dir of that digest (:class:`BlobTooLarge` past ``MAX_JOB_ARCHIVE``,
+        :class:`PayloadRefused` if not this launch's)."""
+        key = self._key(f"workdirs/{digest}.tar.gz")
+        return self._open(key, WORKDIR_PURPOSE, "the work dir", MAX_JOB_ARCHIVE)
 
     def put_wheelhouse(self, digest: str, archive: bytes) -> None:
         """The workload's wheels (a .tar.gz, syndeo/launcher/wheelhouse.py) by their sha256."""
         key = self._key(f"wheelhouses/{digest}.tar.gz")
         if not self._list(key):
-            self._create(key, archive)
+            self._create(key, self._seal(key, WHEELHOUSE_PURPOSE, archive, "the wheels"))
 
     def get_wheelhouse(self, digest: str) -> bytes | None:
-        """The wheelhouse of that digest (:class:`BlobTooLarge` past ``MAX_WHEELHOUSE``)."""
-        return self._read(self._key(f"wheelhouses/{digest}.tar.gz"), MAX_WHEELHOUSE)
+        """The wheelhouse of that digest (:class:`BlobTooLarge` past ``MAX_WHEELHOUSE``,
+        :class:`PayloadRefused` if not this launch's)."""
+        key = self._key(f"wheelhouses/{digest}.tar.gz")
+        return self._open(key, WHEELHOUSE_PURPOSE, "the wheels", MAX_WHEELHOUSE)
 
     def submit_job(self, spec: JobSpec) -> None:
         if spec.cluster_id != self.cluster_id or spec.attempt != self.attempt:
@@ -692,10 +785,12 @@ class Rendezvous(ABC):
         return state if state is not None and state.job_id == job_id else None
 
     def put_job_output(self, job_id: str, seq: int, data: bytes) -> None:
-        self._write(self._key(f"jobs/{job_id}/log/{seq:08d}"), data)
+        what = f"the output of job {job_id}"
+        self._put_chunk(f"jobs/{job_id}/log/", seq, data, JOB_OUTPUT_PURPOSE, what)
 
     def read_job_output(self, job_id: str, start: int, emit: Callable[[bytes], None]) -> int:
-        return self._read_chunks(f"jobs/{job_id}/log/", start, emit)
+        what = f"the output of job {job_id}"
+        return self._read_chunks(f"jobs/{job_id}/log/", start, emit, JOB_OUTPUT_PURPOSE, what)
 
     def request_cancel(self, job_id: str, key: str) -> None:
         """Ask the head to cancel ``job_id``, signed with the launch key ``key``."""
@@ -729,11 +824,16 @@ class Rendezvous(ABC):
         self._delete_prefix(self._key(f"ctl/cancel-{job_id}"))
 
     def put_job_outputs(self, job_id: str, archive: bytes) -> None:
-        self._write(self._key(f"jobs/{job_id}/outputs.tar.gz"), archive)
+        key = self._key(f"jobs/{job_id}/outputs.tar.gz")
+        what = f"the outputs of job {job_id}"
+        self._write(key, self._seal(key, JOB_OUTPUTS_PURPOSE, archive, what))
 
     def get_job_outputs(self, job_id: str) -> bytes | None:
-        """The job's outputs archive (:class:`BlobTooLarge` past ``MAX_OUTPUTS``)."""
-        return self._read(self._key(f"jobs/{job_id}/outputs.tar.gz"), MAX_OUTPUTS)
+        """The job's outputs archive (:class:`BlobTooLarge` past ``MAX_OUTPUTS``,
+        :class:`PayloadRefused` if not this launch's)."""
+        key = self._key(f"jobs/{job_id}/outputs.tar.gz")
+        what = f"the outputs of job {job_id}"
+        return self._open(key, JOB_OUTPUTS_PURPOSE, what, MAX_OUTPUTS)
 
     # ------------------------------------------------------------------ cleanup
     def cleanup(self, all_attempts: bool = False) -> None:

@@ -11,11 +11,13 @@ import sys
 import time
 from pathlib import Path
 
+from syndeo.core import launchkey
 from syndeo.rendezvous import open_rendezvous
 
 
 def test_a_worker_that_finds_no_head_says_why_in_the_rendezvous(tmp_path: Path) -> None:
     uri = (tmp_path / "rdv").as_uri()
+    key = launchkey.new_key()
     env = {
         **os.environ,
         "SYNDEO_CLUSTER_ID": "lastwords",
@@ -25,6 +27,7 @@ def test_a_worker_that_finds_no_head_says_why_in_the_rendezvous(tmp_path: Path) 
         "SYNDEO_SCRATCH": f"/tmp/sy-lw{os.getpid()}",
         "SYNDEO_JOIN_TIMEOUT": "1",
         "SYNDEO_NOT_BEFORE": str(time.time()),
+        "SYNDEO_LAUNCH_KEY": key,
     }
     try:
         out = subprocess.run(
@@ -38,7 +41,7 @@ def test_a_worker_that_finds_no_head_says_why_in_the_rendezvous(tmp_path: Path) 
     finally:
         shutil.rmtree(env["SYNDEO_SCRATCH"], ignore_errors=True)  # what this test made
     assert out.returncode != 0
-    logs = open_rendezvous(uri, "lastwords").read_logs()
+    logs = open_rendezvous(uri, "lastwords", launch_key=key).read_logs()
     assert list(logs) == [2], logs
     # The same one line the node printed, with the host it ran on.
     printed = out.stderr.strip().splitlines()[-1].removeprefix("syndeo: error: ")

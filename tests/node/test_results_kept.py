@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from syndeo.core import launchkey
 from syndeo.core.nodeconfig import NodeSettings
 from syndeo.node import workload
 from syndeo.node.raynode import RayProcess
@@ -32,6 +33,7 @@ def _settings(tmp_path: Path, rendezvous: str) -> NodeSettings:
         rendezvous=rendezvous,
         scratch=scratch,
         workdir=tmp_path / "work",
+        launch_key=launchkey.new_key(),
     )
 
 
@@ -46,7 +48,9 @@ def test_a_non_json_result_is_kept_and_its_place_named(tmp_path: Path) -> None:
     s = _settings(tmp_path, (tmp_path / "rdv").as_uri())
     result = s.scratch / "result.json"
     result.write_text('{"half": ')
-    rc, message = workload._upload_result(open_rendezvous(s.rendezvous, "kept"), result, 0, s)
+    rc, message = workload._upload_result(
+        open_rendezvous(s.rendezvous, "kept", launch_key=s.launch_key), result, 0, s
+    )
     assert rc == 1
     kept = s.workdir / "syndeo-kept-results" / "kept-a0-r0-result.json"  # type: ignore[operator]
     assert f"at {kept}" in message and "not valid JSON" in message, message
@@ -60,7 +64,9 @@ def test_a_failed_upload_keeps_the_result_and_says_where(
     s = _settings(tmp_path, _broken_store(tmp_path))
     result = s.scratch / "result.json"
     result.write_text('{"steps": 42}')
-    rc, message = workload._upload_result(open_rendezvous(s.rendezvous, "kept"), result, 0, s)
+    rc, message = workload._upload_result(
+        open_rendezvous(s.rendezvous, "kept", launch_key=s.launch_key), result, 0, s
+    )
     assert rc == 1
     kept = s.workdir / "syndeo-kept-results" / "kept-a0-r0-result.json"  # type: ignore[operator]
     assert "result not uploaded" in message and f"at {kept}" in message, message
@@ -71,7 +77,7 @@ def test_monitor_finish_logs_what_it_swallows(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     s = _settings(tmp_path, _broken_store(tmp_path))
-    rdv = open_rendezvous(s.rendezvous, "kept")
+    rdv = open_rendezvous(s.rendezvous, "kept", launch_key=s.launch_key)
     token = s.scratch / "token"
     monitor = workload.Monitor(s, rdv, "127.0.0.1:1", token, RayProcess(s, token, None))
     monitor.finish(3, "workload exited with status 3")  # must not raise

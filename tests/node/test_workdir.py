@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from syndeo.core import launchkey
 from syndeo.core.errors import ConfigError, RendezvousTimeout, WorkloadError
 from syndeo.core.nodeconfig import NodeSettings
 from syndeo.launcher.config import load_config
@@ -27,6 +28,8 @@ from syndeo.launcher.targets import get_target
 from syndeo.node import workdir
 from syndeo.node.workload import RAY_JOB_CONFIG_JSON_ENV_VAR
 from syndeo.rendezvous import open_rendezvous
+
+KEY = launchkey.new_key()
 
 
 def _project(root: Path) -> Path:
@@ -55,6 +58,7 @@ def _settings(tmp_path: Path, scratch: Path, digest: str, timeout: float = 5.0) 
         scratch=scratch,
         join_timeout=timeout,
         workdir_digest=digest,
+        launch_key=KEY,
     )
 
 
@@ -70,7 +74,7 @@ def test_the_head_unpacks_what_the_launcher_packed_waiting_for_it(
     archive = pack_workdir(_project(tmp_path / "proj"), ["*.bin"])
     digest = hashlib.sha256(archive).hexdigest()
     s = _settings(tmp_path, scratch, digest)
-    rdv = open_rendezvous(s.rendezvous, "wd")
+    rdv = open_rendezvous(s.rendezvous, "wd", launch_key=KEY)
     # The launcher stores it after the launch (a cloud's bucket exists only then).
     later = threading.Timer(0.5, rdv.put_workdir, (digest, archive))
     later.start()
@@ -90,15 +94,26 @@ def test_a_work_dir_that_never_comes_or_was_changed_is_never_run(
     archive = pack_workdir(_project(tmp_path / "proj"), [])
     digest = hashlib.sha256(archive).hexdigest()
     s = _settings(tmp_path, scratch, digest, timeout=0.3)
-    rdv = open_rendezvous(s.rendezvous, "wd")
+    rdv = open_rendezvous(s.rendezvous, "wd", launch_key=KEY)
     with pytest.raises(RendezvousTimeout, match=r"work dir .* did not reach .* within 0 s"):
         workdir.for_run(rdv, s)
-    # Planted under the digest: other bytes.
-    rdv._create(rdv._key(f"workdirs/{digest}.tar.gz"), archive[:-1] + b"x")
+    # Planted under the digest by someone without the launch key: refused unopened.
+    key = rdv._key(f"workdirs/{digest}.tar.gz")
+    rdv._create(key, archive)
+    with pytest.raises(WorkloadError, match=r"work dir cannot be used: .* is refused") as exc:
+        workdir.for_run(rdv, s)
+    assert exc.value.exit_code == 2
+    # Sealed with the key but other bytes than the digest's: never unpacked either.
+    rdv._delete_prefix(key)
+    rdv.put_workdir(digest, archive[:-1] + b"x")
     with pytest.raises(WorkloadError, match="does not match its digest") as exc:
         workdir.for_run(rdv, s)
     assert exc.value.exit_code == 2
     assert not (s.scratch / "work" / "prog.py").exists()
+    # A node started without the launch key opens no payload: one line says what to do.
+    keyless = s.model_copy(update={"launch_key": None})
+    with pytest.raises(WorkloadError, match=r"no launch key .* needs SYNDEO_LAUNCH_KEY"):
+        workdir.for_run(open_rendezvous(s.rendezvous, "wd"), keyless)
 
 
 def test_only_the_head_gets_the_digest_and_only_targets_without_the_files_pack(
@@ -162,10 +177,14 @@ def test_wheels_that_never_come_or_were_changed_are_never_installed(
     s = _settings(tmp_path, scratch, "ab" * 32, timeout=0.3).model_copy(
         update={"wheelhouse_digest": digest}
     )
-    rdv = open_rendezvous(s.rendezvous, "wd")
+    rdv = open_rendezvous(s.rendezvous, "wd", launch_key=KEY)
     with pytest.raises(RendezvousTimeout, match=r"wheels .* did not reach"):
         wheelhouse.install(rdv, s)
-    rdv.put_wheelhouse(digest, b"planted")
+    rdv._create(rdv._key(f"wheelhouses/{digest}.tar.gz"), b"planted")
+    with pytest.raises(WorkloadError, match=r"wheels cannot be used: .* is refused"):
+        wheelhouse.install(rdv, s)
+    rdv._delete_prefix(rdv._key("wheelhouses/"))
+    rdv.put_wheelhouse(digest, b"not the digest's")
     with pytest.raises(NodeError, match="do not match their digest"):
         wheelhouse.install(rdv, s)
     assert not (scratch / "pylib").exists()

@@ -15,10 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from syndeo.core import launchkey
 from syndeo.rendezvous import Rendezvous, open_rendezvous
 from testbeds.objectstores import Server, make_bucket, start_server
 from testbeds.osshost import VirtualHosts, virtual_hosted
 
+# The launch key the suite's clients hold (payloads are sealed with it).
+LAUNCH_KEY = launchkey.new_key()
 # The wire-protocol servers' kinds (testbeds/objectstores.py).
 CLOUD = ("s3", "gs", "az")
 # The contract suite's cloud backends: those, and oss, OSS's S3-compatible API as the OSS
@@ -34,8 +37,10 @@ class Backend:
     env: dict[str, str] = field(default_factory=dict)
     server: Server | None = None
 
-    def open(self, cluster_id: str = "c1", attempt: int = 0) -> Rendezvous:
-        return open_rendezvous(self.uri, cluster_id, attempt)
+    def open(
+        self, cluster_id: str = "c1", attempt: int = 0, launch_key: str | None = LAUNCH_KEY
+    ) -> Rendezvous:
+        return open_rendezvous(self.uri, cluster_id, attempt, launch_key)
 
 
 def fresh_name(tag: str = "t") -> str:

@@ -9,7 +9,10 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pytest
@@ -24,6 +27,7 @@ from syndeo.rendezvous import (
     JobSpec,
     JobState,
     NodeRecord,
+    PayloadRefused,
     Rendezvous,
     StatusRecord,
     passthrough_env,
@@ -516,3 +520,184 @@ def test_a_work_dir_is_stored_once_by_its_digest(backend: Backend) -> None:
     rv.put_workdir("d" * 64, b"another")  # same digest: nothing is written again
     assert backend.open().get_workdir("d" * 64) == b"archive"
     assert rv.get_workdir("e" * 64) is None
+
+
+# ---------------------------------------------------------------------- sealed payloads
+J2 = "j00002-abcdef"
+MARK = b"plain-marker-0123456789"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of payload: how it is put and taken, and where it lands in the store."""
+
+    put: Callable[[Rendezvous, bytes], None]
+    take: Callable[[Rendezvous], bytes | None]  # its plain bytes; None: absent
+    key: str
+    # Put elsewhere -- another digest, chunk number, job, rank or attempt -- and the key
+    # that lands at: moved from there to ``key``, it must be refused.
+    elsewhere: tuple[tuple[int, Callable[[Rendezvous, bytes], None], str], ...]
+
+
+def _chunks(read: Callable[[int, Callable[[bytes], None]], int]) -> bytes | None:
+    got: list[bytes] = []
+    read(0, got.append)
+    return b"".join(got) if got else None
+
+
+KINDS = {
+    "workdir": Kind(
+        lambda rv, d: rv.put_workdir("d" * 64, d),
+        lambda rv: rv.get_workdir("d" * 64),
+        f"a0/workdirs/{'d' * 64}.tar.gz",
+        ((0, lambda rv, d: rv.put_workdir("e" * 64, d), f"a0/workdirs/{'e' * 64}.tar.gz"),),
+    ),
+    "wheelhouse": Kind(
+        lambda rv, d: rv.put_wheelhouse("d" * 64, d),
+        lambda rv: rv.get_wheelhouse("d" * 64),
+        f"a0/wheelhouses/{'d' * 64}.tar.gz",
+        ((0, lambda rv, d: rv.put_wheelhouse("e" * 64, d), f"a0/wheelhouses/{'e' * 64}.tar.gz"),),
+    ),
+    "result": Kind(
+        lambda rv, d: rv.put_result(d),
+        lambda rv: rv.get_result(),
+        "a0/result.json",
+        ((1, lambda rv, d: rv.put_result(d), "a1/result.json"),),
+    ),
+    "job-outputs": Kind(
+        lambda rv, d: rv.put_job_outputs("j00001-abcdef", d),
+        lambda rv: rv.get_job_outputs("j00001-abcdef"),
+        "a0/jobs/j00001-abcdef/outputs.tar.gz",
+        ((0, lambda rv, d: rv.put_job_outputs(J2, d), f"a0/jobs/{J2}/outputs.tar.gz"),),
+    ),
+    "output": Kind(
+        lambda rv, d: rv.put_output(0, d),
+        lambda rv: _chunks(rv.read_output),
+        "a0/output/00000000",
+        (
+            (0, lambda rv, d: rv.put_output(1, d), "a0/output/00000001"),
+            (1, lambda rv, d: rv.put_output(0, d), "a1/output/00000000"),
+        ),
+    ),
+    "job-output": Kind(
+        lambda rv, d: rv.put_job_output("j00001-abcdef", 0, d),
+        lambda rv: _chunks(partial(rv.read_job_output, "j00001-abcdef")),
+        "a0/jobs/j00001-abcdef/log/00000000",
+        (
+            (
+                0,
+                lambda rv, d: rv.put_job_output("j00001-abcdef", 1, d),
+                "a0/jobs/j00001-abcdef/log/00000001",
+            ),
+            (0, lambda rv, d: rv.put_job_output(J2, 0, d), f"a0/jobs/{J2}/log/00000000"),
+        ),
+    ),
+    "last-words": Kind(
+        lambda rv, d: rv.put_log(1, d.decode()),
+        lambda rv: None if 1 not in (logs := rv.read_logs()) else logs[1].encode(),
+        "a0/logs/rank-1",
+        ((0, lambda rv, d: rv.put_log(2, d.decode()), "a0/logs/rank-2"),),
+    ),
+}
+
+
+def _refused(kind: Kind, rv: Rendezvous) -> bool:
+    """True if ``rv`` refuses what is stored at ``kind.key``: the blob getters raise, a
+    chunk is replaced by one line that says so, a node's last words are left out."""
+    assert rv._read(kind.key) is not None, "nothing stored to refuse"
+    try:
+        got = kind.take(rv)
+    except PayloadRefused as exc:
+        assert "refused" in str(exc) and MARK.decode() not in str(exc)
+        return True
+    if got is None:
+        return kind is KINDS["last-words"]
+    assert MARK not in got, got
+    return got.startswith(b"\n[syndeo: ") and b"is refused, not used" in got
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_every_payload_is_sealed_in_the_store_and_opens_with_the_launch_key(
+    backend: Backend, name: str
+) -> None:
+    kind = KINDS[name]
+    rv = backend.open()
+    assert kind.take(rv) is None
+    kind.put(rv, MARK + b" \xe2\x9c\x93")
+    stored = rv._read(kind.key)
+    assert stored is not None and MARK not in stored  # not the plain bytes
+    assert kind.take(backend.open()) == MARK + b" \xe2\x9c\x93"
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_a_payload_not_sealed_by_this_launch_for_its_place_is_refused(
+    backend: Backend, name: str
+) -> None:
+    kind = KINDS[name]
+    rv = backend.open()
+    # Sealed with another launch's key.
+    kind.put(backend.open(launch_key=launchkey.new_key()), MARK)
+    assert _refused(kind, rv)
+    rv._delete_prefix(kind.key)
+    # Sealed by another cluster (the same key), its blob copied here.
+    other = backend.open("c2")
+    kind.put(other, MARK)
+    rv._write(kind.key, other._read(kind.key) or b"")
+    assert _refused(kind, rv)
+    # This launch's blob with one byte changed; plain bytes written as they are.
+    rv._delete_prefix(kind.key)
+    kind.put(rv, MARK)
+    blob = bytearray(rv._read(kind.key) or b"")
+    blob[-1] ^= 1
+    rv._write(kind.key, bytes(blob))
+    assert _refused(kind, rv)
+    rv._write(kind.key, MARK)
+    assert _refused(kind, rv)
+    # Moved here from another place (digest, chunk number, job, rank, attempt).
+    for attempt, put, there in kind.elsewhere:
+        put(backend.open("c1", attempt), MARK)
+        rv._write(kind.key, rv._read(there) or b"")
+        rv._delete_prefix(there)  # moved, not copied
+        assert _refused(kind, rv), there
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_a_rendezvous_without_a_launch_key_stores_and_hands_out_no_payload(
+    backend: Backend, name: str
+) -> None:
+    kind = KINDS[name]
+    keyless = backend.open(launch_key=None)
+    with pytest.raises(PayloadRefused, match=r"no launch key .* SYNDEO_LAUNCH_KEY"):
+        kind.put(keyless, MARK)
+    assert keyless._list("") == []
+    kind.put(backend.open(), MARK)
+    with pytest.raises(PayloadRefused, match="`invoke down` it and start it again"):
+        kind.take(keyless)
+
+
+def test_the_size_caps_count_the_plain_bytes(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A payload of exactly its cap is taken (the sealed blob is longer), one byte more is
+    refused unread; an output chunk larger than a node writes is never shown."""
+    from syndeo.rendezvous import base
+
+    for cap in ("MAX_JOB_ARCHIVE", "MAX_WHEELHOUSE", "MAX_OUTPUTS"):
+        monkeypatch.setattr(base, cap, 1000)
+    rv = backend.open()
+    for put, get, fits, over in (
+        (rv.put_workdir, rv.get_workdir, "a" * 64, "b" * 64),
+        (rv.put_wheelhouse, rv.get_wheelhouse, "a" * 64, "b" * 64),
+        (rv.put_job_outputs, rv.get_job_outputs, "j00001-abcdef", J2),
+    ):
+        put(fits, b"x" * 1000)
+        assert get(fits) == b"x" * 1000
+        put(over, b"x" * 1001)
+        with pytest.raises(BlobTooLarge, match="more than"):
+            get(over)
+    rv.put_output(0, b"y" * 3000)
+    rv.put_output(1, b"z")
+    monkeypatch.setattr(base, "MAX_OUTPUT_CHUNK", 2999)
+    got: list[bytes] = []
+    assert rv.read_output(0, got.append) == 2
+    assert got[0].startswith(b"\n[syndeo: ") and b"more than" in got[0] and got[1] == b"z"

@@ -104,6 +104,9 @@ class TerraformTarget(Target):
                     )
         self.module_dir = terraform_root() / self.module
         self._rdv: tuple[tuple[str, str], Rendezvous] | None = None
+        # Launch keys of the clusters this target launched (the nodes' last words are
+        # sealed with it); a saved `up` cluster's is in its state.
+        self._launch_keys: dict[str, str | None] = {}
         self._node_creds: NodeCredentials | None = None
 
     # ------------------------------------------------------------------ per target
@@ -205,6 +208,7 @@ class TerraformTarget(Target):
     def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
         ws = self._workspace(spec.cluster_id)
         tf = Terraform(ws, echo=self.echo)
+        self._launch_keys[spec.cluster_id] = spec.launch_key
         launched = Launched(
             target=self.name,
             cluster_id=spec.cluster_id,
@@ -250,7 +254,11 @@ class TerraformTarget(Target):
         # One client per cluster: poll runs every second or so.
         key = (launched.rendezvous, launched.cluster_id)
         if self._rdv is None or self._rdv[0] != key:
-            self._rdv = (key, open_rendezvous(launched.rendezvous, launched.cluster_id, 0))
+            launch_key = launched_key(launched) or self._launch_keys.get(launched.cluster_id)
+            self._rdv = (
+                key,
+                open_rendezvous(launched.rendezvous, launched.cluster_id, 0, launch_key),
+            )
         return self._rdv[1]
 
     def poll(self, launched: Launched) -> int | None:
