@@ -32,6 +32,7 @@ class _Target(TerraformTarget):
 
     def __init__(self, answer: str | None) -> None:  # no config: poll needs none
         self._rdv = None
+        self._launch_keys = {}
         self.echo = None
         self.answer = answer
         self.asked: list[float] = []
@@ -46,6 +47,9 @@ class _Target(TerraformTarget):
         assert rank == 0
         self.asked.append(clock.now)
         return self.answer
+
+
+KEY = "ab" * 32  # the cluster's launch key, saved with its spec as `up` saves it
 
 
 class _Clock:
@@ -79,7 +83,7 @@ def launched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Launched:
         cluster_id="hg",
         rendezvous=uri,
         started_at=clock.now,
-        data={"join_timeout": 60},
+        data={"join_timeout": 60, "spec": {"launch_key": KEY}},
     )
 
 
@@ -123,10 +127,9 @@ def test_a_running_machine_is_asked_every_interval_and_silence_decides(
 
 
 def test_a_head_that_moves_again_is_not_asked(launched: Launched) -> None:
-    key = "cd" * 32
-    launched.data["spec"] = {"launch_key": key}
+    key = KEY
     target = _Target("gone")
-    rdv = open_rendezvous(launched.rendezvous, "hg", 0)
+    rdv = open_rendezvous(launched.rendezvous, "hg", 0, KEY)
     for step in range(3 * int(HEAD_ASK_S)):
         # The head refreshes its status every 2 s, signed: never quiet long enough to ask.
         if step % 2 == 0:
@@ -143,12 +146,11 @@ def test_only_the_heads_signed_done_record_ends_the_run(launched: Launched) -> N
     """Whoever can write the store plants a done record and a log of rank 0: the VM
     cluster would bill on with nobody watching it.  Neither ends the run (said once);
     the head's own record, signed with the launch key, does."""
-    key = "ab" * 32
-    launched.data["spec"] = {"launch_key": key}
+    key = KEY
     said: list[str] = []
     target = _Target(None)
     target.echo = said.append
-    rdv = open_rendezvous(launched.rendezvous, "hg", 0)
+    rdv = open_rendezvous(launched.rendezvous, "hg", 0, KEY)
     rdv.mark_done(DoneRecord(cluster_id="hg", attempt=0, exit_code=0, finished_at=2.0))
     rdv.put_log(0, "h: the head failed")
     for _ in range(3):
@@ -167,7 +169,7 @@ def test_a_status_rewritten_by_someone_else_is_no_sign_of_the_head(launched: Lau
     """Whoever can write the store rewrites the status every second (unsigned): the
     head still counts as silent, and the run ends when it would without them."""
     target = _Target(None)
-    rdv = open_rendezvous(launched.rendezvous, "hg", 0)
+    rdv = open_rendezvous(launched.rendezvous, "hg", 0, KEY)
     end, code = clock.now + HEAD_SILENT_S + 2, None
     while code is None and clock.now < end:
         rdv.publish_status(StatusRecord(phase="running", nodes_expected=2, updated_at=clock.now))

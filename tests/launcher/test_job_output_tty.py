@@ -47,7 +47,7 @@ def _job(tmp_path: Path, message: str) -> str:
             data={"spec": {"launch_key": KEY}, "attempt": 0},
         )
     )
-    rdv = open_rendezvous(uri, CID)
+    rdv = open_rendezvous(uri, CID, launch_key=KEY)  # output is sealed with it
     rdv.check()
     spec = JobSpec(job_id=JOB, cluster_id=CID, attempt=0, command=["x"], submitted_at=time.time())
     rdv.submit_job(spec.signed(KEY))

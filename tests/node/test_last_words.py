@@ -65,7 +65,7 @@ def test_a_head_that_fails_before_its_end_is_recorded_leaves_a_signed_done(
         "SYNDEO_SCRATCH": "/tmp/sy-lw-unused",  # named, never made: no node runs
         "SYNDEO_LAUNCH_KEY": key,
     }
-    rdv = open_rendezvous(uri, "lastwords")
+    rdv = open_rendezvous(uri, "lastwords", launch_key=key)  # last words are sealed with it
     _last_words(NodeSettings.from_env({**env, "SYNDEO_RANK": "1"}), rdv, "worker failed", 1)
     assert rdv.read_done() is None and rdv.read_logs()[1].endswith("worker failed")
     _last_words(NodeSettings.from_env({**env, "SYNDEO_RANK": "0"}), rdv, "ray failed", 3)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.helpers import ROOT, assert_nothing_left, reap
+from tests.support.helpers import assert_nothing_left, reap
 
 pytestmark = pytest.mark.gpu
 
@@ -62,7 +62,7 @@ def test_a_gpu_node_gives_its_gpu_to_a_task(tmp_path: Path, syndeo_home: Path) -
                 "--run",
                 f"python {probe}",
             ],
-            cwd=ROOT,
+            cwd=tmp_path,  # the program's own dir (never the checkout: tasks may write it)
             capture_output=True,
             text=True,
             timeout=600,

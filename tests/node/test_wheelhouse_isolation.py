@@ -57,7 +57,7 @@ def test_pip_runs_without_the_nodes_secrets_and_imports_nothing_planted(
     recorder, record = _recorder(tmp_path)
     monkeypatch.setattr(sys, "executable", str(recorder))
 
-    rdv = open_rendezvous((tmp_path / "rdv").as_uri(), "wheels")
+    rdv = open_rendezvous((tmp_path / "rdv").as_uri(), "wheels", launch_key="cd" * 32)
     archive = wheelhouse_archive("syndeo_isolation_probe")
     digest = hashlib.sha256(archive).hexdigest()
     rdv.put_wheelhouse(digest, archive)

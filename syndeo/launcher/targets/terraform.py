@@ -88,7 +88,6 @@ class TerraformTarget(Target):
 
     # The launch key of the cluster this object launched (a deploy's, whose spec is not
     # saved); a later command finds an ``up`` cluster's in its saved spec.
-    _launch_key: str | None = None
 
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         super().__init__(cfg, echo)
@@ -224,7 +223,6 @@ class TerraformTarget(Target):
         )
         if spec.layout is not None:
             launched.data["spec"] = spec.model_dump(mode="json")  # what grow/shrink need later
-        self._launch_key = spec.launch_key  # what the head's done record is checked with
         # `down` from another shell must know that destroy takes the bucket with it,
         # and how to find the store at all.
         launched.data["owns_rendezvous"] = self.creates_rendezvous(spec.rendezvous)
@@ -250,11 +248,16 @@ class TerraformTarget(Target):
             raise
         return launched
 
+    def _key_of(self, launched: Launched) -> str | None:
+        """The cluster's launch key: saved with an `up` cluster's spec, or (a deploy, which
+        saves none) the one this target launched it with."""
+        return launched_key(launched) or self._launch_keys.get(launched.cluster_id)
+
     def _rendezvous(self, launched: Launched) -> Rendezvous:
         # One client per cluster: poll runs every second or so.
         key = (launched.rendezvous, launched.cluster_id)
         if self._rdv is None or self._rdv[0] != key:
-            launch_key = launched_key(launched) or self._launch_keys.get(launched.cluster_id)
+            launch_key = self._key_of(launched)
             self._rdv = (
                 key,
                 open_rendezvous(launched.rendezvous, launched.cluster_id, 0, launch_key),
@@ -283,7 +286,7 @@ class TerraformTarget(Target):
         done = rdv.read_done()
         if done is None:
             return None
-        key = launched_key(launched) or self._launch_key
+        key = self._key_of(launched)
         if done.verified(key, launched.cluster_id, 0):
             return done
         mark = [done.signature, done.finished_at]
@@ -299,7 +302,7 @@ class TerraformTarget(Target):
         a status the head signed is a sign of it: a record rewritten by whoever can write
         the store must not keep a vanished head's cluster billing unnoticed."""
         st = rdv.read_status()
-        key = launched_key(launched) or self._launch_key
+        key = self._key_of(launched)
         signed = st is not None and st.verified(key, launched.cluster_id, 0)
         stamp = st.updated_at if st is not None and signed else None
         seen = launched.data.get("head_seen")
