@@ -175,6 +175,9 @@ def test_local_launcher_refuses_a_planted_scratch_root_and_starts_nothing(
     home = Path(f"/home/{OTHER}/sc-{uuid.uuid4().hex[:8]}")
     home.mkdir(mode=0o700)
     shutil.chown(home, OTHER, OTHER)
+    work = home / "work"  # the program's own dir, beside its SYNDEO_HOME (never around it)
+    work.mkdir(mode=0o700)
+    shutil.chown(work, OTHER, OTHER)
     try:
         proc = _run_as(
             OTHER,
@@ -193,7 +196,7 @@ def test_local_launcher_refuses_a_planted_scratch_root_and_starts_nothing(
                 "python -c pass",
             ],
             {"SYNDEO_HOME": str(home / "home")},
-            cwd=home,
+            cwd=work,
         )
         line = _one_line(proc)
         assert f"refusing scratch dir {root}: it belongs to {VICTIM}" in line, line
