@@ -50,11 +50,12 @@ _sy_walk() {
     esac
     _sy_level=$_sy_level/$_sy_part
     if [ ! -e "$_sy_level" ] && [ ! -L "$_sy_level" ]; then
-      # 0700 whatever the umask; made by us now, and checked below all the same.
-      mkdir -m 0700 "$_sy_level" 2> /dev/null || {
-        _sy_refuse "cannot create $_sy_level"
+      # 0700 whatever the umask; made by us now, and checked below all the same.  It
+      # may exist by now: the hosts of one cluster can share a home and check at once.
+      if ! _sy_err=$(mkdir -m 0700 "$_sy_level" 2>&1) && [ ! -e "$_sy_level" ]; then
+        _sy_refuse "cannot create $_sy_level (${_sy_err##*: })"
         return 1
-      }
+      fi
     fi
     _sy_one "$_sy_level" || return 1
   done

@@ -124,3 +124,21 @@ def test_a_relative_path_is_below_home_and_dotdot_is_refused(tmp_path: Path) -> 
     assert (home / ".syndeo" / "images").stat().st_mode & 0o777 == 0o700
     out = _sh(f"{tmp_path}/home/../home/x")
     assert out.returncode == 1 and "it names '..'" in out.stderr, out
+
+
+def test_hosts_sharing_a_home_check_the_same_new_dirs_at_once(tmp_path: Path) -> None:
+    """Every host checks (and makes) its node dir at the same moment; with a shared home
+    they make the same levels, and the one that loses a mkdir must not be refused."""
+    (tmp_path / "home").mkdir(mode=0o700)
+    for attempt in range(5):
+        path = tmp_path / "home" / str(attempt) / "clusters" / "c" / "a" / "b"
+        procs = [
+            subprocess.Popen(
+                ["sh", "-c", f'. {SNIPPET}; syndeo_secure_dir "$1" x', "sh", f"{path}/{rank}"],
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for rank in range(8)
+        ]
+        errors = [p.communicate(timeout=30)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0] * 8, errors
