@@ -6,6 +6,12 @@ a symlink -- and receive our auth token or Ray's sockets.  :func:`secure_dir` is
 one check every launcher and the node use: each level it is responsible for is
 created 0700 by us, or, if it already exists, accepted only as a real directory of
 ours that nobody else can write to.  Anything else is refused with one line.
+
+:func:`trusted_base` checks what :func:`secure_dir` takes as given: the base and every
+level above it up to ``/``.  Whoever can write a level can rename what is below it and
+put their own in its place, so each level must be root's or ours and writable by
+nobody else -- except a sticky one (``/tmp``), where others cannot touch our entries,
+and which is therefore accepted only above a level that is ours and private (0700).
 """
 
 from __future__ import annotations
@@ -97,3 +103,82 @@ def write_private(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
+
+
+# Links followed within one path before giving up (as the kernel's ELOOP limit).
+_MAX_LINKS = 40
+
+
+def _who(st: os.stat_result) -> str:
+    return "its group" if not st.st_mode & 0o002 else "others"
+
+
+def trusted_base(path: Path, what: str, change: str) -> None:
+    """Refuse ``path`` (one line) if another user could replace it or any level above it.
+
+    Every existing level from ``/`` down to ``path`` must be a directory of root's or
+    ours that neither its group nor others can write, or a sticky one (``/tmp``) whose
+    next level is ours and private; ``path`` itself may not be such a shared sticky
+    dir.  A symlink on the way is accepted when root or we own it, and its target is
+    checked the same way.  Levels that do not exist yet are left to the caller to create
+    (:func:`secure_dir`).  ``what`` names the path in the message, ``change`` the
+    setting to change instead (``[slurm] job_dir``).
+    """
+    path = Path(os.path.abspath(path))
+    where = f"refusing {what} {path}"
+    if _walk(path, where, change, 0):
+        raise InsecurePath(
+            f"{where}: it is writable by others (sticky, mode "
+            f"{stat.S_IMODE(os.stat(path).st_mode):04o}); set {change} to a directory of "
+            "yours inside it, mode 0700"
+        )
+
+
+def _walk(path: Path, where: str, change: str, links: int) -> bool:
+    """Check the levels of ``path``; True when its last level is a shared sticky dir."""
+    shared_above: Path | None = None
+    for level in (*reversed(path.parents), path):
+        try:
+            st = os.lstat(level)
+        except FileNotFoundError:
+            return False  # the rest is made by the caller, below a checked level
+        except OSError as exc:
+            raise InsecurePath(f"{where}: cannot read {level}: {exc.strerror}") from None
+        if shared_above is not None and (
+            st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o077
+        ):
+            raise InsecurePath(
+                f"{where}: {level} is in {shared_above}, which others can write, but is not "
+                f"ours and private (owner {_owner(st.st_uid)}, mode "
+                f"{stat.S_IMODE(st.st_mode):04o}); make it yours with mode 0700, or set "
+                f"{change} elsewhere"
+            )
+        shared_above = _check_level(level, st, where, change, links)
+    return shared_above is not None
+
+
+def _check_level(
+    level: Path, st: os.stat_result, where: str, change: str, links: int
+) -> Path | None:
+    """One level; returns it when it is a shared sticky dir (its next level must be ours)."""
+    if st.st_uid not in (0, os.getuid()):
+        raise InsecurePath(
+            f"{where}: {level} belongs to {_owner(st.st_uid)}, who could replace what is "
+            f"below it; set {change} to a directory of yours"
+        )
+    if stat.S_ISLNK(st.st_mode):
+        if links >= _MAX_LINKS:
+            raise InsecurePath(f"{where}: too many symlinks at {level}")
+        target = level.parent / os.readlink(level)  # an absolute target replaces the parent
+        return level if _walk(Path(os.path.abspath(target)), where, change, links + 1) else None
+    if not stat.S_ISDIR(st.st_mode):
+        raise InsecurePath(f"{where}: {level} is not a directory")
+    if not stat.S_IMODE(st.st_mode) & 0o022:
+        return None
+    if st.st_mode & stat.S_ISVTX:
+        return level
+    raise InsecurePath(
+        f"{where}: {level} is writable by {_who(st)} without the sticky bit (mode "
+        f"{stat.S_IMODE(st.st_mode):04o}), who could replace what is below it; "
+        f"`chmod go-w {level}`, or set {change} to a directory only you can write"
+    )

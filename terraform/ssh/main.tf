@@ -20,6 +20,16 @@ locals {
     SSH_KNOWN_HOSTS  = var.known_hosts_file
     SSH_CONNECT_TIME = tostring(local.connect_s)
   }
+  # Run on a host ahead of anything that writes to or reads from its node dir or image
+  # dir: each is refused (one line) unless no other user of the host can replace a
+  # level of it (securedir.sh).  Both are validated to plain path characters.
+  secure_sh       = file("${path.module}/securedir.sh")
+  check_image_dir = var.image == null ? "" : "syndeo_secure_dir \"${var.remote_image_dir}\" \"[ssh] remote_image_dir\" || exit 1\n"
+  check_dirs = { for k, m in module.nodes.machines : k => join("\n", [
+    local.secure_sh,
+    "syndeo_secure_dir \"${nonsensitive(m.host_dir)}\" \"[ssh] host_dir\" || exit 1",
+    local.check_image_dir,
+  ]) }
 }
 
 # Every node keyed by its rank (the module's rendering plus where it runs): the
@@ -59,8 +69,9 @@ resource "terraform_data" "reach" {
     environment = merge(local.ssh_env, {
       HOST     = each.value.host
       HOST_KEY = each.value.host_key
-      SCRIPT   = "true"
-      RETRY_S  = tostring(local.connect_s)
+      # Every host's dirs, before any upload or start on any host.
+      SCRIPT  = local.check_dirs[each.key]
+      RETRY_S = tostring(local.connect_s)
     })
   }
 }
@@ -75,10 +86,13 @@ resource "terraform_data" "image" {
   provisioner "local-exec" {
     command = "${path.module}/upload-image.sh"
     environment = merge(local.ssh_env, {
-      HOST   = each.value.host
-      SRC    = var.image
-      DEST   = local.image_remote
-      DIGEST = local.digest_hex
+      HOST = each.value.host
+      SRC  = var.image
+      DEST = local.image_remote
+      # Checked (securedir.sh) before the upload writes there.
+      IMAGE_DIR = var.remote_image_dir
+      CHECK_SH  = "${path.module}/securedir.sh"
+      DIGEST    = local.digest_hex
     })
   }
 }
@@ -110,7 +124,8 @@ resource "terraform_data" "node" {
       # nonsensitive: the script holds the launch key, and a sensitive value here would
       # make Terraform suppress on-host.sh's output (the host's error messages).  The
       # script itself is never printed: local-exec shows the command, not its environment.
-      SCRIPT = nonsensitive(each.value.start_command)
+      # The dirs checked again in the same session that writes and starts there.
+      SCRIPT = "${local.check_dirs[each.key]}\n${nonsensitive(each.value.start_command)}"
     })
   }
 

@@ -7,6 +7,11 @@ opts="-o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile=$SSH_K
 [ -z "$SSH_KEY" ] || opts="$opts -i $SSH_KEY -o IdentitiesOnly=yes"
 sshopts=$(printf '%s' "$opts" | sed 's/-P /-p /')
 target="$SSH_USER@$HOST"
+# Nothing is read from or written to the image dir unless no other user of the host
+# can replace a level of it (securedir.sh: one line and exit 1 if so).
+# shellcheck disable=SC2086
+{ cat "$CHECK_SH"; printf 'syndeo_secure_dir "%s" "[ssh] remote_image_dir" || exit 1\n' "$IMAGE_DIR"; } |
+  ssh $sshopts "$target" 'exec sh -s'
 # shellcheck disable=SC2086
 if ssh $sshopts "$target" "sha256sum '$DEST' 2>/dev/null" | grep -q "^$DIGEST "; then
   echo "syndeo: $HOST already has image $DIGEST"

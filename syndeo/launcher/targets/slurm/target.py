@@ -19,7 +19,7 @@ from syndeo.core.errors import ClusterLeftRunning, ConfigError, ImageError, Targ
 from syndeo.core.groups import Group
 from syndeo.core.nodeconfig import LAUNCH_KEY_VAR
 from syndeo.core.poll import Poller
-from syndeo.core.securedir import secure_dir
+from syndeo.core.securedir import secure_dir, trusted_base
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.nodecreds import STS_MAX_S, node_credentials
 from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
@@ -191,10 +191,16 @@ class SlurmTarget(Target):
         batch = self._jobs(spec)
         job = batch[0]
         base = self._base_dir()
+        # The base and every level above it are taken as they are by secure_dir below:
+        # whoever can write one of them (a group-writable project dir) could put their
+        # own jobs/ in place of ours.  Checked before anything is made there, and again
+        # once the levels mkdir adds exist (below a sticky /tmp, someone may win the race).
+        trusted_base(base, "job dir base", "[slurm] job_dir")
         try:
             base.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise TargetError(f"cannot create job dir {base}: {exc.strerror}") from None
+        trusted_base(base, "job dir base", "[slurm] job_dir")
         # The job dir holds the script, Slurm's log and the rank-0 exit status, under a
         # job_dir that other users may share: every level below it is ours and private,
         # or refused (one pre-created by someone else could hold a planted symlink).
