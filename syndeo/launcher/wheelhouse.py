@@ -180,6 +180,37 @@ def check_lines(requirements: Path, text: str) -> None:
             raise ConfigError(f"--requirements {requirements} line {number}: {shown!r}: {why}")
 
 
+def check_pins(requirements: Path, text: str, pins: dict[str, str], python: str) -> None:
+    """Refuse, in one line naming both versions, a requirement that the image's pin of the
+    same project does not satisfy (``ray==2.40`` against the image's ``ray==2.60.0``):
+    the nodes run the image's Ray and runtime, whatever the wheelhouse holds.  Extras of
+    a pinned project (``ray[tune]``) pass: the image's own copy stays and only what it
+    lacks is shipped.  Called before pip runs, so nothing is downloaded for it."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for number, line in _logical_lines(text):
+        words = line.split(" ")
+        cut = next((i for i, w in enumerate(words) if w.startswith("-")), len(words))
+        try:
+            req = Requirement(" ".join(words[:cut]))
+        except InvalidRequirement:
+            continue  # pip says what is wrong with it
+        pinned = pins.get(_norm(req.name))
+        if pinned is None or not req.specifier:
+            continue
+        # Markers as the nodes read them (their Python, not this one's).
+        if req.marker is not None and not req.marker.evaluate({"python_version": python}):
+            continue
+        version = pinned.split("==", 1)[1]
+        if not req.specifier.contains(version, prereleases=True):
+            raise ConfigError(
+                f"--requirements {requirements} line {number}: `{req.name}{req.specifier}` "
+                f"contradicts the image's `{pinned}` (the nodes run the image's own "
+                f"{req.name}): loosen the pin, or build an image with it "
+                "(packer/apptainer/requirements.in)"
+            )
+
+
 def _download(requirements: Path, listed: Path, python: str, tmp: Path) -> Path:
     """pip downloads the wheels of ``listed`` (the checked text of ``requirements``) into
     a directory below ``tmp``, a private directory of this run; that directory."""
@@ -274,6 +305,7 @@ def resolve(requirements: Path, python: str) -> bytes | None:
     # Read once: what was checked is what pip reads and what the cache is keyed by.
     text = requirements.read_text(encoding="utf-8", errors="replace")
     check_lines(requirements, text)
+    check_pins(requirements, text, image_pins(), python)
     cached = home() / "wheelhouses" / _key(text, python)
     if cached.with_suffix(".none").exists():
         return None

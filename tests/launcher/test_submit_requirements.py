@@ -94,7 +94,7 @@ def _bad_requirements_are_refused(tmp_path: Path, work: Path, syndeo_home: Path,
     """One line each, before anything reaches the cluster."""
     bad = {
         "nope.txt": "nope.txt: no such file",
-        "ray.txt": "conflicts with the image's own packages",
+        "ray.txt": "`ray==2.9.0` contradicts the image's `ray==2.60.0`",
         "none.txt": "no wheel of nosuch-package-syndeo-test for the nodes",
     }
     (tmp_path / "ray.txt").write_text("ray==2.9.0\n")
