@@ -4,9 +4,15 @@ and installed with pip from those files alone (no index: compute nodes seldom re
 one).  Ray's processes and the workload find them through PYTHONPATH, ahead of nothing
 the image has: the launcher left out every package the image pins.
 
-Two users: ``deploy`` (every node, before Ray starts: :func:`install`) and the head's job
-agent for ``submit`` (:func:`install_digest`: one directory per digest below the head's
-scratch, installed once however many jobs use it; Ray takes it to the other nodes).
+Two users: ``deploy`` (every node, before Ray starts: :func:`install`) and ``submit`` on
+an ``up`` cluster (:class:`Installer`): the head's job agent publishes the digests its
+jobs need (a record it signs), and every node -- the head too -- installs what it lacks
+into one directory per digest below its own scratch (``$SYNDEO_PYLIBS/<digest>``, kept
+for the cluster's life: a second job with the same wheels installs nothing), in a thread
+beside its loop, and says per rank what it has.  A node that joins later installs every
+wanted digest before it starts Ray, so no task lands on it first.  The job's workers
+find their node's copy through ``PYTHONPATH=${SYNDEO_PYLIBS}/<digest>``, which Ray
+expands with each worker's own environment: the wheels never pass through Ray.
 
 pip runs as a process of its own while tasks may already run (the job agent's case), so
 it gets nothing they must not have: the environment Ray's processes get (without the
@@ -26,16 +32,23 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from syndeo.core.archive import safe_extract
-from syndeo.core.errors import NodeError
+from syndeo.core.errors import NodeError, SyndeoError
 from syndeo.core.nodeconfig import LAUNCH_KEY_VAR, NodeSettings
 from syndeo.node.workdir import await_blob
-from syndeo.rendezvous import Rendezvous, without_secrets
+from syndeo.rendezvous import ReadyRecord, Rendezvous, without_secrets
 from syndeo.rendezvous.base import MAX_WHEELHOUSE
 
 PIP_TIMEOUT_S = 900.0
+# Where a node's Ray processes find the jobs' packages (syndeo/node/raynode.py: child_env).
+PYLIBS_VAR = "SYNDEO_PYLIBS"
+# How often a node of an `up` cluster looks at the wanted record.
+SYNC_EVERY_S = 3.0
 # Written last into a digest's directory: a half-done install (a node that died in pip)
 # is never taken for a finished one.
 COMPLETE = ".syndeo-installed"
@@ -72,6 +85,80 @@ def install_digest(rdv: Rendezvous, digest: str, root: Path) -> tuple[Path, bool
         shutil.rmtree(target, ignore_errors=True)  # a half-done one, never finished
         (Path(tmp) / "lib").rename(target)
     return target, True
+
+
+def pylibs(s: NodeSettings) -> Path:
+    """This node's directory of the jobs' packages, one directory per digest."""
+    return s.scratch / "pylibs"
+
+
+class Installer:
+    """Keeps this node's packages up to the head's wanted record: :meth:`sync` once (a
+    node that joins, before it starts Ray), :meth:`start` a thread that syncs every
+    :data:`SYNC_EVERY_S` beside the node's own loop (a slow install stalls nothing)."""
+
+    def __init__(self, rdv: Rendezvous, s: NodeSettings, log: Callable[[str], None]) -> None:
+        self.rdv, self.s, self.log = rdv, s, log
+        self.have: set[str] = set()
+        self.failed: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._said: list[str] | None = None
+
+    def sync(self) -> None:
+        """Install every wanted digest this node lacks, then say what it has."""
+        wanted = self.rdv.read_wanted(self.s.launch_key)
+        for digest in wanted.digests if wanted is not None else []:
+            if digest in self.have or digest in self.failed:
+                continue
+            began = time.monotonic()
+            try:
+                target, installed = install_digest(self.rdv, digest, pylibs(self.s))
+            except (SyndeoError, OSError) as exc:
+                self.failed[digest] = str(exc)
+                self.log(f"packages {digest[:12]}: {exc}")
+                continue
+            self.have.add(digest)
+            if installed:
+                size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
+                self.log(
+                    f"packages {digest[:12]} installed in {time.monotonic() - began:.1f} s "
+                    f"({size / 2**20:.1f} MiB installed)"
+                )
+            else:
+                self.log(f"packages {digest[:12]} already installed here: nothing to do")
+        self._report()
+
+    def _report(self) -> None:
+        said = sorted(self.have) + sorted(f"!{d}" for d in self.failed)
+        if said == self._said:
+            return  # nothing new: no write
+        root = pylibs(self.s)
+        free = shutil.disk_usage(root if root.is_dir() else self.s.scratch).free
+        self.rdv.put_ready(
+            ReadyRecord(
+                rank=self.s.rank,
+                digests=sorted(self.have),
+                failed=self.failed,
+                free_bytes=free,
+                updated_at=time.time(),
+            )
+        )
+        self._said = said
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="pylibs", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(SYNC_EVERY_S):
+            try:
+                self.sync()
+            except Exception as exc:  # the store has a bad moment: try again next time
+                self.log(f"packages: could not sync with the wanted record: {exc}")
 
 
 def pip_env(rdv: Rendezvous) -> dict[str, str]:

@@ -34,6 +34,8 @@ and per attempt below ``a<attempt>/``::
     jobs/<id>/outputs.tar.gz  the files the job left in its outputs/ directory
     workdirs/<sha256>    a submitted working directory (.tar.gz), by content
     wheelhouses/<sha256> the workload's extra packages as wheels (.tar.gz), by content
+    pylibs/wanted.json   the wheelhouses the head's jobs need on every node (head-signed)
+    pylibs/ready-<rank>.json  the wheelhouses installed on that rank's node
 
 Payloads -- ``logs/``, ``result.json``, ``output/``, ``jobs/<id>/log/``,
 ``jobs/<id>/outputs.tar.gz``, ``workdirs/``, ``wheelhouses/`` -- are sealed with the
@@ -205,6 +207,27 @@ class DoneRecord(_HeadSigned):
     message: str = ""
     finished_at: float
     lost_ranks: list[int] = []
+
+
+class WantedRecord(_HeadSigned):
+    """The wheelhouses (digests) the head's jobs need on every node of an ``up`` cluster:
+    each node installs what it lacks beside its own loop, a node that joins later before
+    it starts Ray.  Signed: only this launch's head decides what a node fetches."""
+
+    purpose: ClassVar[str] = "wanted wheelhouses"
+    digests: list[str] = []
+    updated_at: float
+
+
+class ReadyRecord(_Record):
+    """What one node has installed of the wanted wheelhouses, and why not, for each it
+    could not install (the head's job agent fails that job with it)."""
+
+    rank: int
+    digests: list[str] = []
+    failed: dict[str, str] = {}
+    free_bytes: int | None = None  # the node's scratch space left
+    updated_at: float
 
 
 # Job ids are made by `submit` (j<5 digits>-<6 hex>); anything else in a key is not ours.
@@ -725,6 +748,23 @@ class Rendezvous(ABC):
         :class:`PayloadRefused` if not this launch's)."""
         key = self._key(f"wheelhouses/{digest}.tar.gz")
         return self._open(key, WHEELHOUSE_PURPOSE, "the wheels", MAX_WHEELHOUSE)
+
+    def put_wanted(self, record: WantedRecord) -> None:
+        self._write(self._key("pylibs/wanted.json"), self._dump(record))
+
+    def read_wanted(self, key: str | None) -> WantedRecord | None:
+        """The wanted record if this launch's head signed it for this cluster and attempt."""
+        rec = self._read_model(self._key("pylibs/wanted.json"), WantedRecord)
+        if rec is None or not rec.verified(key, self.cluster_id, self.attempt):
+            return None
+        return rec
+
+    def put_ready(self, record: ReadyRecord) -> None:
+        self._write(self._key(f"pylibs/ready-{record.rank}.json"), self._dump(record))
+
+    def read_ready(self, rank: int) -> ReadyRecord | None:
+        rec = self._read_model(self._key(f"pylibs/ready-{rank}.json"), ReadyRecord)
+        return rec if rec is not None and rec.rank == rank else None
 
     def submit_job(self, spec: JobSpec) -> None:
         if spec.cluster_id != self.cluster_id or spec.attempt != self.attempt:
