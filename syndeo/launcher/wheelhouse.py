@@ -27,8 +27,8 @@ the same requirements file is not downloaded again on the next run.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
-import io
 import json
 import os
 import re
@@ -249,18 +249,20 @@ def _why(requirements: Path, python: str, stderr: str) -> str:
     return f"{where}: {last[0].removeprefix('ERROR: ')}"
 
 
-def _tar(wheels: list[Path]) -> bytes:
-    """The wheels as a reproducible .tar.gz (same wheels, same bytes: same digest); level 1:
-    wheels are compressed already, the archive rules (safe_extract) read gzip."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1, format=tarfile.PAX_FORMAT) as tar:
+def _tar(wheels: list[Path], out: Path) -> None:
+    """The wheels as a reproducible .tar.gz in ``out`` (same wheels, same bytes: same
+    digest: no name and no time in gzip's header); level 1: wheels are compressed
+    already, the archive rules (safe_extract) read gzip."""
+    with (
+        out.open("wb") as fh,
+        gzip.GzipFile(filename="", mode="wb", fileobj=fh, compresslevel=1, mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w|", format=tarfile.PAX_FORMAT) as tar,
+    ):
         for path in sorted(wheels, key=lambda p: p.name):
             info = tarfile.TarInfo(path.name)
             info.size, info.mtime, info.mode = path.stat().st_size, 0, 0o644
-            with path.open("rb") as fh:
-                tar.addfile(info, fh)
-    data = buf.getvalue()
-    return data[:4] + b"\0\0\0\0" + data[8:]  # gzip's own timestamp (bytes 4..8)
+            with path.open("rb") as wheel:
+                tar.addfile(info, wheel)
 
 
 def requirements_file(requirements: Path | None, workdir: Path | None) -> Path | None:
@@ -298,8 +300,24 @@ def _key(text: str, python: str) -> str:
 
 def resolve(requirements: Path, python: str) -> bytes | None:
     """The wheelhouse of ``requirements`` for CPython ``python`` (``3.11``) nodes, without
-    what they have already; None if nothing is left to install.  From the launcher's
-    cache when this file was resolved before for the same nodes and image."""
+    what they have already, in memory (``deploy``: at most ``MAX_WHEELHOUSE``); None if
+    nothing is left to install."""
+    path = resolve_file(requirements, python)
+    if path is None:
+        return None
+    if path.stat().st_size > MAX_WHEELHOUSE:
+        raise ConfigError(
+            f"--requirements {requirements}: {path.stat().st_size // 2**20} MiB of wheels, "
+            f"more than {MAX_WHEELHOUSE // 2**20} MiB for `deploy`: put large packages in "
+            "the image (packer/apptainer/requirements.in), or `up` and `submit` the program"
+        )
+    return path.read_bytes()
+
+
+def resolve_file(requirements: Path, python: str) -> Path | None:
+    """The wheelhouse file of ``requirements`` for CPython ``python`` nodes, in the
+    launcher's cache (resolved now unless this file was resolved before for the same
+    nodes and image); None if nothing is left to install."""
     if not requirements.is_file():
         raise ConfigError(f"--requirements {requirements}: no such file")
     # Read once: what was checked is what pip reads and what the cache is keyed by.
@@ -310,21 +328,21 @@ def resolve(requirements: Path, python: str) -> bytes | None:
     if cached.with_suffix(".none").exists():
         return None
     if cached.with_suffix(".tar.gz").is_file():
-        return cached.with_suffix(".tar.gz").read_bytes()
-    data = _resolve(requirements, text, python)
-    _remember(cached.with_suffix(".none" if data is None else ".tar.gz"), data or b"")
-    return data
+        return cached.with_suffix(".tar.gz")
+    private_dirs(cached.parent)
+    # Into the cache whole or not at all (a second launcher may be reading it).
+    tmp = cached.with_name(f".{cached.name}.{os.getpid()}")
+    try:
+        found = _resolve(requirements, text, python, tmp)
+        tmp.replace(cached.with_suffix(".tar.gz" if found else ".none"))
+    finally:
+        tmp.unlink(missing_ok=True)
+    return cached.with_suffix(".tar.gz") if found else None
 
 
-def _remember(path: Path, data: bytes) -> None:
-    """Into the cache whole or not at all (a second launcher may be reading it)."""
-    private_dirs(path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-
-
-def _resolve(requirements: Path, text: str, python: str) -> bytes | None:
+def _resolve(requirements: Path, text: str, python: str, out: Path) -> bool:
+    """Download the wheels and pack them into ``out``; False (an empty ``out``): the image
+    has them all."""
     pins = image_pins()
     with tempfile.TemporaryDirectory(prefix="syndeo-wheels-") as tmp:
         (Path(tmp) / "image-pins.txt").write_text("\n".join(sorted(pins.values())) + "\n")
@@ -332,13 +350,8 @@ def _resolve(requirements: Path, text: str, python: str) -> bytes | None:
         listed.write_text(text, encoding="utf-8")
         dest = _download(requirements, listed, python, Path(tmp))
         wheels = [w for w in dest.glob("*.whl") if _norm(w.name.split("-")[0]) not in pins]
+        out.write_bytes(b"")
         if not wheels:
-            return None
-        data = _tar(wheels)
-    if len(data) > MAX_WHEELHOUSE:
-        raise ConfigError(
-            f"--requirements {requirements}: {len(data) // 2**20} MiB of wheels, more than "
-            f"{MAX_WHEELHOUSE // 2**20} MiB: put large packages in the image "
-            "(packer/apptainer/requirements.in)"
-        )
-    return data
+            return False
+        _tar(wheels, out)
+    return True

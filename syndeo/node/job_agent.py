@@ -321,6 +321,8 @@ class JobAgent:
         )
         job = _Job(spec, submission_id, work, stream, time.time(), digest)
         self.running[job_id] = job
+        if digest is not None:  # said first in the job's own log
+            stream.feed(f"[syndeo] packages {digest[:12]} installed on every node\n".encode())
         # The driver runs in the unpacked dir (so outputs/ is where we look); Ray also
         # ships it to the workers as their working dir, so the job's modules import there.
         # `python` in the command must be the interpreter that has Ray (as for --run).

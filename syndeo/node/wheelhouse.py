@@ -25,7 +25,6 @@ and a private, empty working directory.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -36,13 +35,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from syndeo.core.archive import safe_extract
 from syndeo.core.errors import NodeError, SyndeoError
 from syndeo.core.nodeconfig import LAUNCH_KEY_VAR, NodeSettings
 from syndeo.node.workdir import await_blob
 from syndeo.rendezvous import ReadyRecord, Rendezvous, without_secrets
-from syndeo.rendezvous.base import MAX_WHEELHOUSE
 
 PIP_TIMEOUT_S = 900.0
 # Where a node's Ray processes find the jobs' packages (syndeo/node/raynode.py: child_env).
@@ -52,6 +51,9 @@ SYNC_EVERY_S = 3.0
 # Written last into a digest's directory: a half-done install (a node that died in pip)
 # is never taken for a finished one.
 COMPLETE = ".syndeo-installed"
+# What a wheelhouse may unpack to on a node (a bomb's cap, not a package's: torch's
+# wheels with CUDA are a few GiB); the node's free space is checked first.
+MAX_UNPACKED = 64 * 2**30
 
 
 def install(rdv: Rendezvous, s: NodeSettings) -> dict[str, str]:
@@ -68,23 +70,54 @@ def install(rdv: Rendezvous, s: NodeSettings) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(path)}
 
 
-def install_digest(rdv: Rendezvous, digest: str, root: Path) -> tuple[Path, bool]:
+def install_digest(
+    rdv: Rendezvous, digest: str, root: Path, log: Callable[[str], None] = lambda _m: None
+) -> tuple[Path, bool]:
     """The directory below ``root`` where the wheels of ``digest`` are installed, and
     whether that was done now (False: an earlier job installed them already).  The
-    launcher stored them before it submitted the job, so they are read, not waited for."""
+    launcher stored them before it submitted the job, so they are read, not waited for:
+    streamed into a file on ``root``'s disk (never whole in memory), then installed."""
     target = root / digest
     if (target / COMPLETE).is_file():
         return target, False
-    data = rdv.get_wheelhouse(digest)
-    if data is None or hashlib.sha256(data).hexdigest() != digest:
-        raise NodeError("the job's wheels are missing from the rendezvous or do not match")
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root, prefix=".part-") as tmp:
-        install_archive(data, Path(tmp) / "lib", root, pip_env(rdv))
+        archive = Path(tmp) / "wheels.tar.gz"
+        began, fetched = time.monotonic(), _Bytes()
+        if not rdv.get_wheelhouse_file(digest, archive, fetched.add):
+            raise NodeError("the job's wheels are missing from the rendezvous or do not match")
+        took = max(time.monotonic() - began, 1e-3)
+        log(
+            f"packages {digest[:12]}: {fetched.n / 2**20:.1f} MiB fetched in {took:.1f} s "
+            f"({fetched.n / 2**20 / took:.1f} MiB/s)"
+        )
+        _room_for(root, archive.stat().st_size)
+        with archive.open("rb") as fh:
+            install_archive(fh, Path(tmp) / "lib", root, pip_env(rdv))
+        archive.unlink()
         (Path(tmp) / "lib" / COMPLETE).write_text(digest + "\n")
         shutil.rmtree(target, ignore_errors=True)  # a half-done one, never finished
         (Path(tmp) / "lib").rename(target)
     return target, True
+
+
+class _Bytes:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def add(self, n: int) -> None:
+        self.n += n
+
+
+def _room_for(root: Path, packed: int) -> None:
+    """Refuse, in one line, wheels this node's scratch has no room to unpack and install
+    (about twice their packed size: wheels compress little, pip copies each in place)."""
+    free = shutil.disk_usage(root).free
+    if free < 2 * packed:
+        raise NodeError(
+            f"no room on this node for the job's wheels: {packed / 2**20:.0f} MiB packed need "
+            f"about {2 * packed / 2**20:.0f} MiB, {free / 2**20:.0f} MiB free in {root}"
+        )
 
 
 def pylibs(s: NodeSettings) -> Path:
@@ -113,7 +146,7 @@ class Installer:
                 continue
             began = time.monotonic()
             try:
-                target, installed = install_digest(self.rdv, digest, pylibs(self.s))
+                target, installed = install_digest(self.rdv, digest, pylibs(self.s), self.log)
             except (SyndeoError, OSError) as exc:
                 self.failed[digest] = str(exc)
                 self.log(f"packages {digest[:12]}: {exc}")
@@ -170,12 +203,14 @@ def pip_env(rdv: Rendezvous) -> dict[str, str]:
     return env
 
 
-def install_archive(data: bytes, target: Path, scratch: Path, env: dict[str, str]) -> None:
+def install_archive(
+    data: bytes | BinaryIO, target: Path, scratch: Path, env: dict[str, str]
+) -> None:
     """pip installs the wheels in the archive ``data`` into ``target``, from those files
     alone (unpacked below ``scratch``), in the environment ``env``."""
     with tempfile.TemporaryDirectory(dir=scratch, prefix="wheels-") as tmp:
         try:
-            safe_extract(data, Path(tmp) / "w", 2 * MAX_WHEELHOUSE)
+            safe_extract(data, Path(tmp) / "w", MAX_UNPACKED)
         except (ValueError, tarfile.TarError) as exc:
             raise NodeError(f"the workload's wheels cannot be unpacked: {exc}") from None
         wheels = sorted(str(p) for p in (Path(tmp) / "w").glob("*.whl"))

@@ -56,12 +56,14 @@ attempt 0 are never read by attempt 1, so stale head addresses cannot be used.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import re
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any, ClassVar, NamedTuple, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -230,6 +232,13 @@ class ReadyRecord(_Record):
     updated_at: float
 
 
+def _counted(pieces: Iterable[bytes], progress: Callable[[int], None] | None) -> Iterator[bytes]:
+    for piece in pieces:
+        if progress is not None:
+            progress(len(piece))
+        yield piece
+
+
 # Job ids are made by `submit` (j<5 digits>-<6 hex>); anything else in a key is not ours.
 JOB_ID_RE = re.compile(r"^j[0-9]{5}-[0-9a-f]{6}$")
 TERMINAL = ("succeeded", "failed", "cancelled", "rejected")
@@ -321,6 +330,9 @@ class Rendezvous(ABC):
     # Of those, the ones that are (or lead to) credentials: the node keeps them to itself,
     # Ray's processes and the workload start without them (rendezvous.without_secrets).
     env_secrets: ClassVar[tuple[str, ...]] = ()
+    # The largest object the store takes in one write as this backend makes it (None: no
+    # limit but the space where it lands); a larger wheelhouse is refused before upload.
+    max_object: ClassVar[int | None] = None
 
     def __init__(self, uri: str, cluster_id: str, attempt: int = 0) -> None:
         if not CLUSTER_ID_RE.match(cluster_id):
@@ -364,6 +376,17 @@ class Rendezvous(ABC):
     @abstractmethod
     def _delete_prefix(self, prefix: str) -> None:
         """Delete every key that starts with ``prefix`` ("" = the whole cluster scope)."""
+
+    def _create_stream(self, key: str, pieces: Iterable[bytes]) -> bool:
+        """:meth:`_create` of the bytes ``pieces`` yield; backends that can write a stream
+        without holding it whole override this."""
+        return self._create(key, b"".join(pieces))
+
+    def _read_stream(self, key: str) -> Iterator[bytes] | None:
+        """The bytes at ``key`` piece by piece (None: absent); backends that can read a
+        stream without holding it whole override this."""
+        data = self._read(key)
+        return None if data is None else iter([data])
 
     def check(self) -> None:  # noqa: B027 - optional hook, default is a no-op
         """Fail fast with a clear message if the location is unusable (override)."""
@@ -765,6 +788,57 @@ class Rendezvous(ABC):
     def read_ready(self, rank: int) -> ReadyRecord | None:
         rec = self._read_model(self._key(f"pylibs/ready-{rank}.json"), ReadyRecord)
         return rec if rec is not None and rec.rank == rank else None
+
+    def put_wheelhouse_file(
+        self, digest: str, path: Path, progress: Callable[[int], None] | None = None
+    ) -> bool:
+        """The wheelhouse file ``path`` (of sha256 ``digest``) sealed into the store record
+        by record, never whole in memory; ``progress`` gets each sealed piece's length.
+        False: already there, nothing sent."""
+        key = self._key(f"wheelhouses/{digest}.tar.gz")
+        if self._list(key):
+            return False
+        launch_key = self._payload_key("the wheels")
+
+        def plain() -> Iterator[bytes]:
+            with path.open("rb") as fh:
+                while piece := fh.read(sealed.CHUNK):
+                    yield piece
+
+        out = sealed.seal_chunks(plain(), launch_key, self.cluster_id, WHEELHOUSE_PURPOSE, key)
+        self._create_stream(key, _counted(out, progress))
+        return True
+
+    def get_wheelhouse_file(
+        self, digest: str, dest: Path, progress: Callable[[int], None] | None = None
+    ) -> bool:
+        """The wheelhouse of ``digest`` opened record by record into ``dest``; False (and
+        no ``dest``) if absent or not of that digest, :class:`PayloadRefused` if not
+        this launch's."""
+        key = self._key(f"wheelhouses/{digest}.tar.gz")
+        launch_key = self._payload_key("the wheels")
+        pieces = self._read_stream(key)
+        if pieces is None:
+            return False
+        sha = hashlib.sha256()
+        opened = sealed.open_chunks(
+            _counted(pieces, progress), launch_key, self.cluster_id, WHEELHOUSE_PURPOSE, key
+        )
+        try:
+            with dest.open("wb") as fh:
+                for plain in opened:
+                    sha.update(plain)
+                    fh.write(plain)
+        except sealed.Rejected as exc:
+            dest.unlink(missing_ok=True)
+            raise PayloadRefused(
+                f"the wheels in {self.uri} are refused, not used: {exc} (not written there "
+                "by this cluster, which holds its launch key)"
+            ) from None
+        if sha.hexdigest() != digest:
+            dest.unlink(missing_ok=True)
+            return False
+        return True
 
     def submit_job(self, spec: JobSpec) -> None:
         if spec.cluster_id != self.cluster_id or spec.attempt != self.attempt:

@@ -73,6 +73,7 @@ class _AlibabaChain(CredentialProvider):  # type: ignore[misc]
 
 class OSSRendezvous(S3Rendezvous):
     scheme = "oss"
+    max_object = 5 * 2**30  # one PutObject
     service = "OSS"
     env_passthrough: ClassVar[tuple[str, ...]] = (  # type: ignore[misc]
         *alicreds.KEY_ENV,

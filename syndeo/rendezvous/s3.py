@@ -46,6 +46,7 @@ _WRONG_REGION = (
 
 class S3Rendezvous(_cloud.CloudRendezvous):
     scheme = "s3"
+    max_object = 5 * 2**30  # one PutObject
     service = "S3"
     env_passthrough = (
         *("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"),

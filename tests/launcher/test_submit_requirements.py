@@ -66,7 +66,7 @@ print("NODES", len({node for node, _, _ in found}), flush=True)
 for _, path, size in found:
     print("BIG", path, size, flush=True)
 """
-BIG_MIB = 120  # more than the 100 MiB Ray's job upload takes
+BIG_MIB = 300  # three times what Ray's job upload takes (100 MiB)
 
 
 def invoke(*args: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -231,10 +231,37 @@ def _status_gaps(syndeo_home: Path, cid: str, stop: threading.Event, gaps: list[
     gaps.append(time.monotonic() - last_change)
 
 
+def _submit_big(tmp_path: Path, work: Path, links: Path) -> tuple[str, str, float]:
+    began = time.monotonic()
+    done = syndeo(
+        "submit", "--workdir", str(work), "--follow", "--", "python", "prog.py",
+        cwd=tmp_path, env={"PIP_FIND_LINKS": str(links)}, timeout=900,
+    )  # fmt: skip
+    took = time.monotonic() - began
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "413" not in done.stdout + done.stderr
+    sizes = re.findall(r"^BIG (\S+) (\d+)$", done.stdout, re.M)
+    assert "NODES 2" in done.stdout and len(sizes) == 2, done.stdout
+    assert all("/pylibs/" in p and int(n) == BIG_MIB * 2**20 for p, n in sizes), sizes
+    assert "installed on every node" in done.stdout  # the job's own log says it
+    return done.stdout, done.stderr, took
+
+
+def _node_figures(cid: str) -> tuple[list[str], list[float]]:
+    """The nodes' lines about fetching the big wheels, and their install times."""
+    logs = [Path(p).read_text() for p in load_launched(cid).data["logs"]]
+    lines = [m for log in logs for m in re.findall(r"([0-9.]+) MiB fetched in ([^\n]*)", log)]
+    fetched = [f"{mib} MiB in {rest}" for mib, rest in lines if float(mib) >= BIG_MIB]
+    said = r"installed in ([0-9.]+) s \(([0-9]+)\.[0-9] MiB installed\)"
+    installs = [float(t) for log in logs for t, mib in re.findall(said, log) if int(mib) >= BIG_MIB]
+    return fetched, installs
+
+
 def _a_big_package_without_ray_upload(tmp_path: Path, syndeo_home: Path, cid: str) -> None:
-    """A wheel larger than Ray's 100 MiB job upload (random bytes: it does not compress)
-    reaches both nodes from the store and imports there; the head's status goes on being
-    published while the nodes install it."""
+    """A wheel three times Ray's 100 MiB job upload (random bytes: it does not compress)
+    reaches both nodes from the store, streamed, and imports there; the head's status
+    goes on being published while the nodes install it; the same job again moves and
+    installs nothing."""
     links = tmp_path / "links"
     big_wheel(links, "bigpkg", BIG_MIB)
     work = tmp_path / "big"
@@ -245,26 +272,20 @@ def _a_big_package_without_ray_upload(tmp_path: Path, syndeo_home: Path, cid: st
     stop = threading.Event()
     watcher = threading.Thread(target=_status_gaps, args=(syndeo_home, cid, stop, gaps))
     watcher.start()
-    began = time.monotonic()
     try:
-        done = syndeo(
-            "submit", "--workdir", str(work), "--follow", "--", "python", "prog.py",
-            cwd=tmp_path, env={"PIP_FIND_LINKS": str(links)}, timeout=600,
-        )  # fmt: skip
+        _, err, took = _submit_big(tmp_path, work, links)
     finally:
         stop.set()
         watcher.join()
-    took = time.monotonic() - began
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    assert "413" not in done.stdout + done.stderr
-    sizes = re.findall(r"^BIG (\S+) (\d+)$", done.stdout, re.M)
-    assert "NODES 2" in done.stdout and len(sizes) == 2, done.stdout
-    assert all("/pylibs/" in p and int(n) == BIG_MIB * 2**20 for p, n in sizes), sizes
-    logs = [Path(p).read_text() for p in load_launched(cid).data["logs"]]
-    said = r"installed in ([0-9.]+) s \(([0-9]+)\.[0-9] MiB installed\)"
-    installs = [float(t) for log in logs for t, mib in re.findall(said, log) if int(mib) >= BIG_MIB]
-    assert len(installs) == 2, logs[0][-3000:]
+    assert re.search(r"wheels uploaded: 300\.[0-9] of 300\.[0-9] MiB, [0-9.]+ MiB/s", err), err
+    fetched, installs = _node_figures(cid)
+    assert len(fetched) == 2 and len(installs) == 2, fetched
     # The status every 2 s while the nodes installed (inside the loop it stopped for
     # the whole install on the head).
     assert max(gaps) < 6.0, (gaps, installs)
-    print(f"big job: {BIG_MIB} MiB wheel, submit to end {took:.1f} s, installs {installs} s")
+    print(f"FIGURES first: submit to end {took:.1f} s; {err.strip()}; nodes {fetched} {installs}")
+
+    _, err, took = _submit_big(tmp_path, work, links)
+    assert "nothing uploaded" in err and "wheels uploaded" not in err, err
+    assert _node_figures(cid) == (fetched, installs)  # nothing fetched, nothing installed
+    print(f"FIGURES second: submit to end {took:.1f} s; {err.strip()}")
