@@ -17,8 +17,11 @@ is not imported.
 
 The archive goes into the rendezvous by its sha256.  ``deploy``: every node installs it
 (syndeo/node/wheelhouse.py) before it starts Ray, so the workload and every task import
-it.  ``submit``: the head's job agent installs it and hands it to Ray as the job's own
-``py_modules`` (syndeo/node/job_agent.py).  Errors are one line, before anything starts.
+it.  ``submit``: streamed into the store at any size, and every node of the ``up``
+cluster installs it from there into a directory of its own that the job's PYTHONPATH
+names (syndeo/node/wheelhouse.py: Installer; syndeo/node/job_agent.py).  Errors are one
+line, before anything starts: a requirement the image's pins contradict is refused
+before pip runs (:func:`check_pins`).
 
 Resolved once: the archive is cached under $SYNDEO_HOME/wheelhouses by the digest of
 what decides it (the file's text, the nodes' Python and platform, the image's pins), so
