@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -163,6 +164,26 @@ class S3Rendezvous(_cloud.CloudRendezvous):
         if len(data) > limit:
             raise self._too_large(key, limit)
         return data
+
+    def _read_stream(self, key: str) -> Iterator[bytes] | None:
+        """The object's body 1 MiB at a time (a wheelhouse: never whole in memory)."""
+        with self._op("read", key):
+            try:
+                obj = self.client.get_object(Bucket=self.bucket, Key=self._name(key))
+            except ClientError as exc:
+                if self._code(exc) == "NoSuchKey":
+                    return None
+                raise
+        body = obj["Body"]
+
+        def pieces() -> Iterator[bytes]:
+            with self._op("read", key):
+                try:
+                    yield from body.iter_chunks(1 << 20)
+                finally:
+                    body.close()
+
+        return pieces()
 
     def _list(self, prefix: str) -> list[str]:
         with self._op("list", prefix):

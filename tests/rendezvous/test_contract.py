@@ -701,3 +701,32 @@ def test_the_size_caps_count_the_plain_bytes(
     got: list[bytes] = []
     assert rv.read_output(0, got.append) == 2
     assert got[0].startswith(b"\n[syndeo: ") and b"more than" in got[0] and got[1] == b"z"
+
+
+def test_a_wheelhouse_file_goes_through_the_store_and_back_whole(
+    backend: Backend, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Streamed out of a file and back into one, sealed, on every backend: the same bytes,
+    nothing for a digest the store does not hold, and a changed blob refused unkept."""
+    import hashlib
+
+    tmp = tmp_path_factory.mktemp("wheels")
+    src = tmp / "wheels.tar.gz"
+    src.write_bytes(os.urandom(3 * 2**20 + 17))
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()
+    rdv = backend.open()
+    seen: list[int] = []
+    assert rdv.put_wheelhouse_file(digest, src, seen.append)
+    assert sum(seen) > src.stat().st_size and len(seen) >= 4  # record by record
+    assert not rdv.put_wheelhouse_file(digest, src)  # there already
+    got = tmp / "got"
+    assert rdv.get_wheelhouse_file(digest, got, seen.append)
+    assert got.read_bytes() == src.read_bytes()
+    assert not rdv.get_wheelhouse_file("0" * 64, tmp / "none") and not (tmp / "none").exists()
+    key = f"a0/wheelhouses/{digest}.tar.gz"
+    blob = bytearray(rdv._read(key) or b"")
+    blob[2 * 2**20] ^= 1
+    rdv._write(key, bytes(blob))
+    with pytest.raises(PayloadRefused):
+        rdv.get_wheelhouse_file(digest, tmp / "changed")
+    assert not (tmp / "changed").exists()
