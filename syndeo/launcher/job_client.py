@@ -76,6 +76,8 @@ class Cluster(NamedTuple):
     key: str
     # The image its nodes run (None: bare nodes), for the Python its wheels are for.
     image: Path | None = None
+    # The architectures of its groups' machines, for the platform its wheels are for.
+    archs: tuple[str, ...] = ("x86_64",)
 
 
 def open_cluster(cluster_id: str | None) -> Cluster:
@@ -90,7 +92,9 @@ def open_cluster(cluster_id: str | None) -> Cluster:
         )
     image = launched.data.get("spec", {}).get("image")
     rdv = newest_attempt(launched, attempt, key)
-    return Cluster(rdv, key, Path(image) if image else None)
+    layout = launched.data.get("spec", {}).get("layout") or {}
+    archs = sorted({g.get("arch", "x86_64") for g in layout.get("groups", [])}) or ["x86_64"]
+    return Cluster(rdv, key, Path(image) if image else None, tuple(archs))
 
 
 def newest_attempt(launched: Launched, attempt: int, key: str | None) -> Rendezvous:
@@ -207,15 +211,16 @@ def submit(
         raise ConfigError("nothing to run: give the command after `--`, e.g. -- python train.py")
     variables = _env(env or [])
     cluster = open_cluster(cluster_id)
-    rdv, key, image = cluster
+    rdv, key, image, archs = cluster
     root = (workdir or Path.cwd()).resolve()
     archive = pack_workdir(root, excludes or [])
     # Resolved here, before anything is sent: a bad file is one line and no job.
     req = wheelhouse.requirements_file(requirements, root)
-    wheels = _resolved(req, wheelhouse.node_python(image), say) if req else None
+    python = wheelhouse.node_python(image)
+    wheels = {a: _resolved(req, python, a, say) for a in archs} if req else {}
     if rdv.read_head() is None:
         raise TargetError(f"cluster {rdv.cluster_id} has no head at {rdv.uri} (is it up?)")
-    wheels_digest = _store_wheels(rdv, wheels, say) if wheels is not None else None
+    by_arch = {a: _store_wheels(rdv, w, say) for a, w in wheels.items() if w is not None}
     digest = hashlib.sha256(archive).hexdigest()
     rdv.put_workdir(digest, archive)  # a no-op when this exact directory is there already
     spec = JobSpec(
@@ -225,7 +230,8 @@ def submit(
         command=command,
         env=variables,
         workdir_digest=digest,
-        wheelhouse_digest=wheels_digest,
+        wheelhouse_digest=next(iter(by_arch.values()), None),
+        wheelhouses=by_arch,
         submitted_at=time.time(),
         submitted_by=f"{getpass.getuser()}@{socket.gethostname()}",
     ).signed(key)
@@ -235,10 +241,10 @@ def submit(
     return cluster, spec
 
 
-def _resolved(req: Path, python: str, say: Callable[[str], None]) -> Path | None:
+def _resolved(req: Path, python: str, arch: str, say: Callable[[str], None]) -> Path | None:
     began = time.monotonic()
-    say(f"resolving {req} for the nodes (CPython {python})")
-    wheels = wheelhouse.resolve_file(req, python)
+    say(f"resolving {req} for the nodes (CPython {python}, {arch})")
+    wheels = wheelhouse.resolve_file(req, python, arch)
     took = time.monotonic() - began
     if wheels is None:
         say(f"{req}: the image has every package already ({took:.1f} s)")
@@ -330,7 +336,7 @@ def _job(cluster: Cluster, job_id: str) -> JobSpec:
 
 
 def list_jobs(cluster_id: str | None = None) -> tuple[Rendezvous, list[tuple[JobSpec, JobState]]]:
-    rdv, key, _image = open_cluster(cluster_id)
+    rdv, key, _image, _archs = open_cluster(cluster_id)
     out = []
     for spec in rdv.list_jobs(key):
         state = rdv.read_job_state(spec.job_id) or JobState(job_id=spec.job_id, state="pending")

@@ -47,8 +47,17 @@ from syndeo.core.errors import ConfigError
 from syndeo.launcher.state import home, private_dirs
 from syndeo.rendezvous.base import MAX_WHEELHOUSE
 
-# The nodes' platform: the image (Debian bookworm, x86-64) and the hosts bare nodes run on.
+# The nodes' platforms, by architecture (``uname -m``; a group's ``arch``): the image
+# (Debian bookworm) and the hosts bare nodes run on.
+ARCHS = ("x86_64", "aarch64")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+
+
+def platforms(arch: str) -> tuple[str, ...]:
+    """pip's platform tags for nodes of ``arch``."""
+    return tuple(p.replace("x86_64", arch) for p in PLATFORMS)
+
+
 # The image's pins (a source checkout has them; an installed syndeo pins only Ray).
 LOCK = Path(syndeo.__file__).resolve().parent.parent / "packer" / "apptainer" / "requirements.lock"
 
@@ -214,7 +223,7 @@ def check_pins(requirements: Path, text: str, pins: dict[str, str], python: str)
             )
 
 
-def _download(requirements: Path, listed: Path, python: str, tmp: Path) -> Path:
+def _download(requirements: Path, listed: Path, python: str, arch: str, tmp: Path) -> Path:
     """pip downloads the wheels of ``listed`` (the checked text of ``requirements``) into
     a directory below ``tmp``, a private directory of this run; that directory."""
     abi = "cp" + python.replace(".", "")
@@ -226,15 +235,15 @@ def _download(requirements: Path, listed: Path, python: str, tmp: Path) -> Path:
     # and says where packages come from.
     argv = [sys.executable, "-I", "-m", "pip", "download", "--disable-pip-version-check"]
     argv += ["--only-binary=:all:", "--python-version", python, "--implementation", "cp"]
-    argv += ["--abi", abi, *(f"--platform={p}" for p in PLATFORMS)]
+    argv += ["--abi", abi, *(f"--platform={p}" for p in platforms(arch))]
     argv += ["-d", str(dest), "-r", str(listed), "-c", str(tmp / "image-pins.txt")]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, cwd=cwd)
     if proc.returncode != 0:
-        raise ConfigError(_why(requirements, python, proc.stderr))
+        raise ConfigError(_why(requirements, python, arch, proc.stderr))
     return dest
 
 
-def _why(requirements: Path, python: str, stderr: str) -> str:
+def _why(requirements: Path, python: str, arch: str, stderr: str) -> str:
     """pip's refusal as one line naming the requirement and what to do."""
     where = f"--requirements {requirements}"
     missing = re.findall(r"No matching distribution found for (\S+)", stderr)
@@ -246,7 +255,7 @@ def _why(requirements: Path, python: str, stderr: str) -> str:
     if missing:
         return (
             f"{where}: no wheel of {missing[0]} for the nodes (CPython {python}, Linux "
-            "x86-64): binary wheels only, since nodes never build or reach an index"
+            f"{arch}): binary wheels only, since nodes never build or reach an index"
         )
     last = [ln for ln in stderr.splitlines() if ln.strip()][-1:] or ["pip failed"]
     return f"{where}: {last[0].removeprefix('ERROR: ')}"
@@ -285,17 +294,17 @@ def node_python(image: Path | None) -> str:
     return ".".join(version.split(".")[:2]) or f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
-def cache_key(requirements: Path, python: str) -> str:
+def cache_key(requirements: Path, python: str, arch: str = "x86_64") -> str:
     """What decides the wheelhouse: the file's text, the nodes' Python and platform, the
     image's pins (the file includes no other: :func:`check_lines`)."""
-    return _key(requirements.read_text(encoding="utf-8", errors="replace"), python)
+    return _key(requirements.read_text(encoding="utf-8", errors="replace"), python, arch)
 
 
-def _key(text: str, python: str) -> str:
+def _key(text: str, python: str, arch: str) -> str:
     decided = {
         "requirements": text,
         "python": python,
-        "platforms": PLATFORMS,
+        "platforms": platforms(arch),
         "pins": sorted(image_pins().values()),
     }
     return hashlib.sha256(json.dumps(decided, sort_keys=True).encode()).hexdigest()
@@ -317,7 +326,7 @@ def resolve(requirements: Path, python: str) -> bytes | None:
     return path.read_bytes()
 
 
-def resolve_file(requirements: Path, python: str) -> Path | None:
+def resolve_file(requirements: Path, python: str, arch: str = "x86_64") -> Path | None:
     """The wheelhouse file of ``requirements`` for CPython ``python`` nodes, in the
     launcher's cache (resolved now unless this file was resolved before for the same
     nodes and image); None if nothing is left to install."""
@@ -327,7 +336,7 @@ def resolve_file(requirements: Path, python: str) -> Path | None:
     text = requirements.read_text(encoding="utf-8", errors="replace")
     check_lines(requirements, text)
     check_pins(requirements, text, image_pins(), python)
-    cached = home() / "wheelhouses" / _key(text, python)
+    cached = home() / "wheelhouses" / _key(text, python, arch)
     if cached.with_suffix(".none").exists():
         return None
     if cached.with_suffix(".tar.gz").is_file():
@@ -336,14 +345,14 @@ def resolve_file(requirements: Path, python: str) -> Path | None:
     # Into the cache whole or not at all (a second launcher may be reading it).
     tmp = cached.with_name(f".{cached.name}.{os.getpid()}")
     try:
-        found = _resolve(requirements, text, python, tmp)
+        found = _resolve(requirements, text, python, arch, tmp)
         tmp.replace(cached.with_suffix(".tar.gz" if found else ".none"))
     finally:
         tmp.unlink(missing_ok=True)
     return cached.with_suffix(".tar.gz") if found else None
 
 
-def _resolve(requirements: Path, text: str, python: str, out: Path) -> bool:
+def _resolve(requirements: Path, text: str, python: str, arch: str, out: Path) -> bool:
     """Download the wheels and pack them into ``out``; False (an empty ``out``): the image
     has them all."""
     pins = image_pins()
@@ -351,7 +360,7 @@ def _resolve(requirements: Path, text: str, python: str, out: Path) -> bool:
         (Path(tmp) / "image-pins.txt").write_text("\n".join(sorted(pins.values())) + "\n")
         listed = Path(tmp) / "requirements.txt"
         listed.write_text(text, encoding="utf-8")
-        dest = _download(requirements, listed, python, Path(tmp))
+        dest = _download(requirements, listed, python, arch, Path(tmp))
         wheels = [w for w in dest.glob("*.whl") if _norm(w.name.split("-")[0]) not in pins]
         out.write_bytes(b"")
         if not wheels:

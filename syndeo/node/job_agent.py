@@ -36,7 +36,15 @@ from syndeo.core.archive import MAX_MEMBERS
 from syndeo.core.errors import BlobTooLarge, RendezvousError
 from syndeo.node import wheelhouse, workdir
 from syndeo.node.output_stream import OutputStream
-from syndeo.rendezvous import Control, JobSpec, JobState, PayloadRefused, Rendezvous, WantedRecord
+from syndeo.rendezvous import (
+    Control,
+    JobSpec,
+    JobState,
+    PayloadRefused,
+    ReadyRecord,
+    Rendezvous,
+    WantedRecord,
+)
 from syndeo.rendezvous.base import MAX_OUTPUTS
 
 MAX_RUNNING = 8
@@ -52,7 +60,7 @@ class _Job:
     work: Path
     stream: OutputStream
     started_at: float
-    digest: str | None = None  # its packages' wheelhouse
+    wheels: dict[str, str] = field(default_factory=dict)  # its packages, by architecture
     cancelled: bool = False
     stop_tail: threading.Event = field(default_factory=threading.Event)
     tail: threading.Thread | None = None
@@ -65,7 +73,7 @@ class _Installing:
 
     spec: JobSpec
     work: Path
-    digest: str
+    wheels: dict[str, str]  # the wheelhouse's digest by architecture
     deadline: float
 
 
@@ -106,7 +114,7 @@ class JobAgent:
         # through ``installer``, beside this loop); ``joined``: the ranks that must have
         # them before a job that needs them goes to Ray.
         self.installer, self.joined = installer, joined
-        self.wanted: list[str] | None = None
+        self.wanted: dict[str, list[str]] | None = None
         self.installing: dict[str, _Installing] = {}
         self.running: dict[str, _Job] = {}
         self.seen: set[str] = set()
@@ -218,15 +226,19 @@ class JobAgent:
             if why:
                 self._reject(spec, why, work)
                 return
-        if spec.wheelhouse_digest is None:
-            self._submit(job_id, spec, work, None)
+        wheels = spec.wheelhouses or (
+            {"x86_64": spec.wheelhouse_digest} if spec.wheelhouse_digest else {}
+        )
+        if not wheels:
+            self._submit(job_id, spec, work, {})
             return
         # Installed on every node beside this loop; submitted to Ray when they are.
         deadline = time.monotonic() + INSTALL_TIMEOUT_S
-        self.installing[job_id] = _Installing(spec, work, spec.wheelhouse_digest, deadline)
+        self.installing[job_id] = _Installing(spec, work, wheels, deadline)
         self._publish_wanted()
         self.rdv.put_job_state(JobState(job_id=job_id, state="installing"))
-        self.log(f"job {job_id}: its packages {spec.wheelhouse_digest[:12]} go to the nodes")
+        shown = ", ".join(f"{a} {d[:12]}" for a, d in sorted(wheels.items()))
+        self.log(f"job {job_id}: its packages ({shown}) go to the nodes")
 
     def _claim(self, job_id: str) -> JobSpec | None:
         """The job's spec if this agent is to run it: signed by this launch's launcher for
@@ -271,8 +283,13 @@ class JobAgent:
     def _publish_wanted(self) -> None:
         """The digests the jobs waiting for or running with packages need, signed, for
         every node (syndeo/node/wheelhouse.py: Installer), when that set changed."""
-        wanted = sorted({p.digest for p in self.installing.values()})
-        wanted = sorted({*wanted, *(j.digest for j in self.running.values() if j.digest)})
+        by_arch: dict[str, set[str]] = {}
+        for wheels in [p.wheels for p in self.installing.values()] + [
+            j.wheels for j in self.running.values()
+        ]:
+            for arch, digest in wheels.items():
+                by_arch.setdefault(arch, set()).add(digest)
+        wanted = {arch: sorted(digests) for arch, digests in sorted(by_arch.items())}
         if wanted == self.wanted or self.launch_key is None:
             return
         record = WantedRecord(
@@ -296,33 +313,47 @@ class JobAgent:
         ranks = set(self.joined()) | ({self.installer.s.rank} if self.installer else set())
         for rank in sorted(ranks):
             ready = self.rdv.read_ready(rank)
-            if ready is not None and pending.digest in ready.failed:
+            why = self._not_for(rank, ready, pending.wheels)
+            if why:
                 self._drop(job_id)
-                why = f"its packages on rank {rank}: {ready.failed[pending.digest]}"
                 self._reject(pending.spec, why, pending.work)
                 return
-            if ready is None or pending.digest not in ready.digests:
+            if ready is None or pending.wheels[ready.arch] not in ready.digests:
                 missing.append(rank)
         if not missing:
             self.installing.pop(job_id)
-            self._submit(job_id, pending.spec, pending.work, pending.digest)
+            self._submit(job_id, pending.spec, pending.work, pending.wheels)
         elif time.monotonic() > pending.deadline:
             self._drop(job_id)
             shown = ", ".join(map(str, missing))
             why = f"its packages not installed in {INSTALL_TIMEOUT_S:.0f} s on rank(s) {shown}"
             self._reject(pending.spec, why, pending.work)
 
-    def _submit(self, job_id: str, spec: JobSpec, work: Path, digest: str | None) -> None:
+    @staticmethod
+    def _not_for(rank: int, ready: ReadyRecord | None, wheels: dict[str, str]) -> str:
+        """Why the node of ``rank`` cannot have the job's packages ("": it can)."""
+        if ready is None:
+            return ""
+        if ready.arch not in wheels:
+            return (
+                f"rank {rank} is {ready.arch}, and its packages were resolved for "
+                f"{', '.join(sorted(wheels))} only (set the group's arch)"
+            )
+        failed = ready.failed.get(wheels[ready.arch])
+        return f"its packages on rank {rank}: {failed}" if failed else ""
+
+    def _submit(self, job_id: str, spec: JobSpec, work: Path, wheels: dict[str, str]) -> None:
         """Hand the job to Ray's Job API, say it runs, and tail its driver log."""
         submission_id = f"syndeo-{job_id}"
         stream = OutputStream(
             lambda seq, data: self.rdv.put_job_output(job_id, seq, data),
             on_error=lambda msg: self.log(f"job {job_id}: {msg}"),
         )
-        job = _Job(spec, submission_id, work, stream, time.time(), digest)
+        job = _Job(spec, submission_id, work, stream, time.time(), wheels)
         self.running[job_id] = job
-        if digest is not None:  # said first in the job's own log
-            stream.feed(f"[syndeo] packages {digest[:12]} installed on every node\n".encode())
+        if wheels:  # said first in the job's own log
+            shown = ", ".join(f"{a} {d[:12]}" for a, d in sorted(wheels.items()))
+            stream.feed(f"[syndeo] packages ({shown}) installed on every node\n".encode())
         # The driver runs in the unpacked dir (so outputs/ is where we look); Ray also
         # ships it to the workers as their working dir, so the job's modules import there.
         # `python` in the command must be the interpreter that has Ray (as for --run).
@@ -332,11 +363,13 @@ class JobAgent:
             f"&& exec {shlex.join(spec.command)}"
         )
         env_vars = dict(spec.env)
-        if digest is not None:
+        if wheels:
             # Each node's own installed copy: Ray expands ${SYNDEO_PYLIBS} (set for Ray's
-            # processes on every node) in each worker's environment.
+            # processes on every node) in each worker's environment.  One directory per
+            # architecture: a node has its own only, and Python skips the others.
             rest = env_vars.get("PYTHONPATH", "${PYTHONPATH}")
-            env_vars["PYTHONPATH"] = f"${{{wheelhouse.PYLIBS_VAR}}}/{digest}:{rest}"
+            dirs = [f"${{{wheelhouse.PYLIBS_VAR}}}/{d}" for _a, d in sorted(wheels.items())]
+            env_vars["PYTHONPATH"] = ":".join([*dirs, rest])
         runtime_env: dict[str, Any] = {"working_dir": str(work), "env_vars": env_vars}
         self.client().submit_job(
             entrypoint=entrypoint, submission_id=submission_id, runtime_env=runtime_env
@@ -384,7 +417,7 @@ class JobAgent:
         job_id = job.spec.job_id
         if self.running.pop(job_id, None) is None:
             return
-        if job.digest is not None:
+        if job.wheels:
             with contextlib.suppress(RendezvousError):
                 self._publish_wanted()  # the nodes keep their copy for a later job
         job.stop_tail.set()

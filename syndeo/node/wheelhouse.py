@@ -26,6 +26,7 @@ and a private, empty working directory.
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -46,6 +47,8 @@ from syndeo.rendezvous import ReadyRecord, Rendezvous, without_secrets
 PIP_TIMEOUT_S = 900.0
 # Where a node's Ray processes find the jobs' packages (syndeo/node/raynode.py: child_env).
 PYLIBS_VAR = "SYNDEO_PYLIBS"
+# This node's architecture, as the launcher names the wheels' (``uname -m``).
+ARCH = platform.machine()
 # How often a node of an `up` cluster looks at the wanted record.
 SYNC_EVERY_S = 3.0
 # Written last into a digest's directory: a half-done install (a node that died in pip)
@@ -141,7 +144,7 @@ class Installer:
     def sync(self) -> None:
         """Install every wanted digest this node lacks, then say what it has."""
         wanted = self.rdv.read_wanted(self.s.launch_key)
-        for digest in wanted.digests if wanted is not None else []:
+        for digest in wanted.digests.get(ARCH, []) if wanted is not None else []:
             if digest in self.have or digest in self.failed:
                 continue
             began = time.monotonic()
@@ -171,6 +174,7 @@ class Installer:
         self.rdv.put_ready(
             ReadyRecord(
                 rank=self.s.rank,
+                arch=ARCH,
                 digests=sorted(self.have),
                 failed=self.failed,
                 free_bytes=free,

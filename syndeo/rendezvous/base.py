@@ -217,7 +217,7 @@ class WantedRecord(_HeadSigned):
     it starts Ray.  Signed: only this launch's head decides what a node fetches."""
 
     purpose: ClassVar[str] = "wanted wheelhouses"
-    digests: list[str] = []
+    digests: dict[str, list[str]] = {}  # by architecture
     updated_at: float
 
 
@@ -226,6 +226,7 @@ class ReadyRecord(_Record):
     could not install (the head's job agent fails that job with it)."""
 
     rank: int
+    arch: str = "x86_64"  # the node's (``uname -m``)
     digests: list[str] = []
     failed: dict[str, str] = {}
     free_bytes: int | None = None  # the node's scratch space left
@@ -280,6 +281,9 @@ class JobSpec(_Record):
     # The job's extra packages (``submit --requirements``): wheels stored by digest
     # below ``wheelhouses/``, installed by the head's agent and handed to Ray for the job.
     wheelhouse_digest: str | None = None
+    # One wheelhouse per architecture of the cluster's groups (x86_64, aarch64): each
+    # node installs its own; ``wheelhouse_digest`` is the first of them.
+    wheelhouses: dict[str, str] = {}
     submitted_at: float
     submitted_by: str = ""
     # launchkey.sign_record(key, JOB_PURPOSE, the other fields) by the launcher that
