@@ -280,10 +280,11 @@ def _a_big_package_without_ray_upload(tmp_path: Path, syndeo_home: Path, cid: st
     assert re.search(r"wheels uploaded: 300\.[0-9] of 300\.[0-9] MiB, [0-9.]+ MiB/s", err), err
     fetched, installs = _node_figures(cid)
     assert len(fetched) == 2 and len(installs) == 2, fetched
-    # The status every 2 s while the nodes installed (inside the loop it stopped for
-    # the whole install on the head).
-    assert max(gaps) < 6.0, (gaps, installs)
+    # The status every 2 s while the nodes installed (measured: at most 2.2 s apart);
+    # an install inside the head's loop would stop it for the whole install (5.2-5.5 s here).
+    assert max(gaps) < 4.0, (gaps, installs)
     print(f"FIGURES first: submit to end {took:.1f} s; {err.strip()}; nodes {fetched} {installs}")
+    print(f"FIGURES status gaps while installing: longest {max(gaps):.1f} s")
 
     _, err, took = _submit_big(tmp_path, work, links)
     assert "nothing uploaded" in err and "wheels uploaded" not in err, err
