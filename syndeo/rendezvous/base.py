@@ -839,6 +839,11 @@ class Rendezvous(ABC):
                 f"the wheels in {self.uri} are refused, not used: {exc} (not written there "
                 "by this cluster, which holds its launch key)"
             ) from None
+        finally:
+            # A stream left half read holds its connection until collected: end it now.
+            close = getattr(pieces, "close", None)
+            if close is not None:
+                close()
         if sha.hexdigest() != digest:
             dest.unlink(missing_ok=True)
             return False
