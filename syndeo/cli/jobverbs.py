@@ -65,6 +65,7 @@ def run_submit(
         env=env,
         excludes=exclude,
         requirements=requirements,
+        say=ui.info,
     )
     if spec.wheelhouse_digest is not None:
         ui.info(f"wheels for the job resolved (sha256 {spec.wheelhouse_digest[:12]})")

@@ -17,6 +17,7 @@ import io
 import shutil
 import tarfile
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 # Entries (files and directories) in one archive: a work dir or outputs/ with more is
 # not something a person packs by hand (a venv or node_modules left in it, or a bomb).
@@ -29,9 +30,10 @@ class UnsafeArchive(ValueError):
 
 
 def safe_extract(
-    data: bytes, dest: Path, max_bytes: int, max_members: int = MAX_MEMBERS
+    data: bytes | BinaryIO, dest: Path, max_bytes: int, max_members: int = MAX_MEMBERS
 ) -> list[str]:
-    """Unpack ``data`` into ``dest``; the names of the files unpacked.
+    """Unpack ``data`` (the archive's bytes, or a file open on it) into ``dest``; the
+    names of the files unpacked.
 
     Raises :class:`UnsafeArchive` (or :class:`tarfile.TarError` for a corrupt one) and
     leaves ``dest`` as it was (what this call created is removed).
@@ -48,13 +50,14 @@ def safe_extract(
 
 
 def _extract(
-    data: bytes, dest: Path, max_bytes: int, max_members: int, created: list[Path]
+    data: bytes | BinaryIO, dest: Path, max_bytes: int, max_members: int, created: list[Path]
 ) -> list[str]:
     names: list[str] = []
     root = dest.resolve()
     total = 0
     # "r|gz": a stream, one header at a time; nothing is kept of members already seen.
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r|gz") as tar:
+    fileobj = io.BytesIO(data) if isinstance(data, bytes) else data
+    with tarfile.open(fileobj=fileobj, mode="r|gz") as tar:
         count = 0
         while (m := tar.next()) is not None:
             # TarFile keeps every header it read, also when streaming (not in its stubs).

@@ -16,12 +16,20 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 GROUP_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 HEAD_GROUP = "head"
+# AWS instance families of Arm (Graviton) machines: a1, and a "g" after the generation
+# (m7g, c6gn, r8gd, t4g, x2gd, im4gn, is4gen, g5g, hpc7g).
+_AWS_ARM = re.compile(r"^(a1|[a-z]+[0-9]+g[a-z]*)\.")
+
+
+def implied_arch(aws: dict[str, Any]) -> str:
+    """The machines' architecture a group's AWS instance type implies (``uname -m``)."""
+    return "aarch64" if _AWS_ARM.match(str(aws.get("instance_type", ""))) else "x86_64"
 
 
 class GroupConfig(BaseModel):
@@ -41,6 +49,9 @@ class GroupConfig(BaseModel):
     # (default 0) and this many nodes; it starts at min_nodes, added by the watcher.
     max_nodes: int | None = Field(default=None, ge=1, le=4096)
     container: Path | None = None  # None = the top-level container
+    # The machines' architecture (None: what its AWS instance type implies, else x86_64):
+    # a job's wheels are resolved for each architecture the cluster's groups have.
+    arch: Literal["x86_64", "aarch64"] | None = None
     # Per-group [slurm] overrides (partition, gres_name, gpu_request, account, qos,
     # time, extra_sbatch); checked by the Slurm target together with the [slurm] section.
     slurm: dict[str, Any] = {}
@@ -77,6 +88,7 @@ class Group(BaseModel):
     # added and removed like a `grow`n one, so any of them can be the one let go.
     autoscale: tuple[int, int] | None = None
     container: Path | None = None
+    arch: str = "x86_64"
     slurm: dict[str, Any] = {}
     ssh: dict[str, Any] = {}
     aws: dict[str, Any] = {}
@@ -180,6 +192,7 @@ def build_layout(
                 min_nodes=0 if scale else (g.min_nodes if g.min_nodes is not None else g.nodes),
                 autoscale=scale,
                 container=g.container if g.container is not None else container,
+                arch=g.arch or implied_arch(g.aws),
                 slurm=dict(g.slurm),
                 ssh=dict(g.ssh),
                 aws=dict(g.aws),

@@ -37,11 +37,18 @@ import pathspec
 
 from syndeo.core.archive import MAX_MEMBERS, UnsafeArchive, safe_extract
 from syndeo.core.errors import BlobTooLarge, ConfigError, TargetError
+from syndeo.core.sealed import sealed_size
 from syndeo.launcher import wheelhouse
 from syndeo.launcher.spec import Launched, launched_key
 from syndeo.launcher.state import WATCH_POKE, cluster_dir, home, load_launched, private_dirs
 from syndeo.rendezvous import JobSpec, JobState, PayloadRefused, Rendezvous, open_rendezvous
-from syndeo.rendezvous.base import JOB_ID_RE, MAX_JOB_ARCHIVE, MAX_OUTPUTS, TERMINAL
+from syndeo.rendezvous.base import (
+    JOB_ID_RE,
+    MAX_JOB_ARCHIVE,
+    MAX_OUTPUTS,
+    TERMINAL,
+    WHEELHOUSE_PURPOSE,
+)
 
 # Never packed, whatever the ignore files say: version control, caches, environments.
 ALWAYS_EXCLUDED = [".git/", "__pycache__/", "*.pyc", ".venv/", "venv/", ".syndeo/", "results/"]
@@ -69,6 +76,8 @@ class Cluster(NamedTuple):
     key: str
     # The image its nodes run (None: bare nodes), for the Python its wheels are for.
     image: Path | None = None
+    # The architectures of its groups' machines, for the platform its wheels are for.
+    archs: tuple[str, ...] = ("x86_64",)
 
 
 def open_cluster(cluster_id: str | None) -> Cluster:
@@ -83,7 +92,9 @@ def open_cluster(cluster_id: str | None) -> Cluster:
         )
     image = launched.data.get("spec", {}).get("image")
     rdv = newest_attempt(launched, attempt, key)
-    return Cluster(rdv, key, Path(image) if image else None)
+    layout = launched.data.get("spec", {}).get("layout") or {}
+    archs = sorted({g.get("arch", "x86_64") for g in layout.get("groups", [])}) or ["x86_64"]
+    return Cluster(rdv, key, Path(image) if image else None, tuple(archs))
 
 
 def newest_attempt(launched: Launched, attempt: int, key: str | None) -> Rendezvous:
@@ -192,25 +203,26 @@ def submit(
     env: list[str] | None = None,
     excludes: list[str] | None = None,
     requirements: Path | None = None,
+    say: Callable[[str], None] = lambda _m: None,
 ) -> tuple[Cluster, JobSpec]:
-    """Record a job for the cluster's head and ring its doorbell; the job's spec."""
+    """Record a job for the cluster's head and ring its doorbell; the job's spec.  What it
+    does with the job's packages (resolving, uploading: bytes and rate) goes to ``say``."""
     if not command or not "".join(command).strip():
         raise ConfigError("nothing to run: give the command after `--`, e.g. -- python train.py")
     variables = _env(env or [])
     cluster = open_cluster(cluster_id)
-    rdv, key, image = cluster
+    rdv, key, image, archs = cluster
     root = (workdir or Path.cwd()).resolve()
     archive = pack_workdir(root, excludes or [])
     # Resolved here, before anything is sent: a bad file is one line and no job.
     req = wheelhouse.requirements_file(requirements, root)
-    wheels = wheelhouse.resolve(req, wheelhouse.node_python(image)) if req else None
+    python = wheelhouse.node_python(image)
+    wheels = {a: _resolved(req, python, a, say) for a in archs} if req else {}
     if rdv.read_head() is None:
         raise TargetError(f"cluster {rdv.cluster_id} has no head at {rdv.uri} (is it up?)")
+    by_arch = {a: _store_wheels(rdv, w, say) for a, w in wheels.items() if w is not None}
     digest = hashlib.sha256(archive).hexdigest()
     rdv.put_workdir(digest, archive)  # a no-op when this exact directory is there already
-    wheels_digest = hashlib.sha256(wheels).hexdigest() if wheels is not None else None
-    if wheels is not None and wheels_digest is not None:
-        rdv.put_wheelhouse(wheels_digest, wheels)  # also stored once, by content
     spec = JobSpec(
         job_id=f"j{int(time.time()) % 100000:05d}-{secrets.token_hex(3)}",
         cluster_id=rdv.cluster_id,
@@ -218,7 +230,8 @@ def submit(
         command=command,
         env=variables,
         workdir_digest=digest,
-        wheelhouse_digest=wheels_digest,
+        wheelhouse_digest=next(iter(by_arch.values()), None),
+        wheelhouses=by_arch,
         submitted_at=time.time(),
         submitted_by=f"{getpass.getuser()}@{socket.gethostname()}",
     ).signed(key)
@@ -226,6 +239,90 @@ def submit(
     with contextlib.suppress(OSError):  # a cluster without a watcher has no such dir
         (cluster_dir(rdv.cluster_id) / WATCH_POKE).touch()
     return cluster, spec
+
+
+def _resolved(req: Path, python: str, arch: str, say: Callable[[str], None]) -> Path | None:
+    began = time.monotonic()
+    say(f"resolving {req} for the nodes (CPython {python}, {arch})")
+    wheels = wheelhouse.resolve_file(req, python, arch)
+    took = time.monotonic() - began
+    if wheels is None:
+        say(f"{req}: the image has every package already ({took:.1f} s)")
+    else:
+        say(f"{req}: {wheels.stat().st_size / 2**20:.1f} MiB of wheels ({took:.1f} s)")
+    return wheels
+
+
+def _file_digest(path: Path) -> str:
+    sha = hashlib.sha256()
+    with path.open("rb") as fh:
+        while piece := fh.read(1 << 20):
+            sha.update(piece)
+    return sha.hexdigest()
+
+
+def _store_wheels(rdv: Rendezvous, wheels: Path, say: Callable[[str], None]) -> str:
+    """Store the wheelhouse file by its sha256 (once per cluster), streamed, after the
+    limits that apply are checked; its digest."""
+    size = wheels.stat().st_size
+    digest = _file_digest(wheels)
+    _check_limits(rdv, size, say)
+    progress = _Progress(sealed_size(size, WHEELHOUSE_PURPOSE), say)
+    if rdv.put_wheelhouse_file(digest, wheels, progress):
+        progress.done()
+    else:
+        say(f"wheels {digest[:12]} are in the store already: nothing uploaded")
+    return digest
+
+
+def _check_limits(rdv: Rendezvous, size: int, say: Callable[[str], None]) -> None:
+    """One line, before anything is uploaded, for wheels the store cannot take in one
+    object or a node has no room for (about 3 times their packed size: the archive, its
+    unpacked wheels, the installed tree), as the nodes last said."""
+    mib = size / 2**20
+    stored = sealed_size(size, WHEELHOUSE_PURPOSE)
+    if rdv.max_object is not None and stored > rdv.max_object:
+        raise ConfigError(
+            f"the job's wheels are {mib:.0f} MiB, more than {rdv.uri} takes in one object "
+            f"({rdv.max_object / 2**20:.0f} MiB): put large packages in the image "
+            "(packer/apptainer/requirements.in)"
+        )
+    status = rdv.read_status()
+    known = [r for r in map(rdv.read_ready, status.nodes_joined if status else []) if r]
+    short = [r for r in known if r.free_bytes is not None and r.free_bytes < 3 * size]
+    if short:
+        free = short[0].free_bytes or 0
+        raise ConfigError(
+            f"the job's wheels are {mib:.0f} MiB and need about {3 * mib:.0f} MiB on each "
+            f"node; rank {short[0].rank} has {free / 2**20:.0f} MiB free in its scratch"
+        )
+    if not any(r.free_bytes is not None for r in known):
+        say("the nodes' free space is not known yet: each node checks it before it installs")
+
+
+class _Progress:
+    """Bytes sent and rate, said at most every 2 s and at the end."""
+
+    def __init__(self, total: int, say: Callable[[str], None]) -> None:
+        self.total, self.say, self.sent = total, say, 0
+        self.began = self.last = time.monotonic()
+
+    def __call__(self, n: int) -> None:
+        self.sent += n
+        if time.monotonic() - self.last >= 2.0:
+            self.last = time.monotonic()
+            self.say(f"uploading wheels: {self._figures()}")
+
+    def _figures(self) -> str:
+        took = max(time.monotonic() - self.began, 1e-3)
+        return (
+            f"{self.sent / 2**20:.1f} of {self.total / 2**20:.1f} MiB, "
+            f"{self.sent / 2**20 / took:.1f} MiB/s"
+        )
+
+    def done(self) -> None:
+        took = time.monotonic() - self.began
+        self.say(f"wheels uploaded: {self._figures()}, {took:.1f} s")
 
 
 def _job(cluster: Cluster, job_id: str) -> JobSpec:
@@ -239,7 +336,7 @@ def _job(cluster: Cluster, job_id: str) -> JobSpec:
 
 
 def list_jobs(cluster_id: str | None = None) -> tuple[Rendezvous, list[tuple[JobSpec, JobState]]]:
-    rdv, key, _image = open_cluster(cluster_id)
+    rdv, key, _image, _archs = open_cluster(cluster_id)
     out = []
     for spec in rdv.list_jobs(key):
         state = rdv.read_job_state(spec.job_id) or JobState(job_id=spec.job_id, state="pending")

@@ -17,8 +17,11 @@ is not imported.
 
 The archive goes into the rendezvous by its sha256.  ``deploy``: every node installs it
 (syndeo/node/wheelhouse.py) before it starts Ray, so the workload and every task import
-it.  ``submit``: the head's job agent installs it and hands it to Ray as the job's own
-``py_modules`` (syndeo/node/job_agent.py).  Errors are one line, before anything starts.
+it.  ``submit``: streamed into the store at any size, and every node of the ``up``
+cluster installs it from there into a directory of its own that the job's PYTHONPATH
+names (syndeo/node/wheelhouse.py: Installer; syndeo/node/job_agent.py).  Errors are one
+line, before anything starts: a requirement the image's pins contradict is refused
+before pip runs (:func:`check_pins`).
 
 Resolved once: the archive is cached under $SYNDEO_HOME/wheelhouses by the digest of
 what decides it (the file's text, the nodes' Python and platform, the image's pins), so
@@ -27,8 +30,8 @@ the same requirements file is not downloaded again on the next run.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
-import io
 import json
 import os
 import re
@@ -44,8 +47,17 @@ from syndeo.core.errors import ConfigError
 from syndeo.launcher.state import home, private_dirs
 from syndeo.rendezvous.base import MAX_WHEELHOUSE
 
-# The nodes' platform: the image (Debian bookworm, x86-64) and the hosts bare nodes run on.
+# The nodes' platforms, by architecture (``uname -m``; a group's ``arch``): the image
+# (Debian bookworm) and the hosts bare nodes run on.
+ARCHS = ("x86_64", "aarch64")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+
+
+def platforms(arch: str) -> tuple[str, ...]:
+    """pip's platform tags for nodes of ``arch``."""
+    return tuple(p.replace("x86_64", arch) for p in PLATFORMS)
+
+
 # The image's pins (a source checkout has them; an installed syndeo pins only Ray).
 LOCK = Path(syndeo.__file__).resolve().parent.parent / "packer" / "apptainer" / "requirements.lock"
 
@@ -180,7 +192,38 @@ def check_lines(requirements: Path, text: str) -> None:
             raise ConfigError(f"--requirements {requirements} line {number}: {shown!r}: {why}")
 
 
-def _download(requirements: Path, listed: Path, python: str, tmp: Path) -> Path:
+def check_pins(requirements: Path, text: str, pins: dict[str, str], python: str) -> None:
+    """Refuse, in one line naming both versions, a requirement that the image's pin of the
+    same project does not satisfy (``ray==2.40`` against the image's ``ray==2.60.0``):
+    the nodes run the image's Ray and runtime, whatever the wheelhouse holds.  Extras of
+    a pinned project (``ray[tune]``) pass: the image's own copy stays and only what it
+    lacks is shipped.  Called before pip runs, so nothing is downloaded for it."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for number, line in _logical_lines(text):
+        words = line.split(" ")
+        cut = next((i for i, w in enumerate(words) if w.startswith("-")), len(words))
+        try:
+            req = Requirement(" ".join(words[:cut]))
+        except InvalidRequirement:
+            continue  # pip says what is wrong with it
+        pinned = pins.get(_norm(req.name))
+        if pinned is None or not req.specifier:
+            continue
+        # Markers as the nodes read them (their Python, not this one's).
+        if req.marker is not None and not req.marker.evaluate({"python_version": python}):
+            continue
+        version = pinned.split("==", 1)[1]
+        if not req.specifier.contains(version, prereleases=True):
+            raise ConfigError(
+                f"--requirements {requirements} line {number}: `{req.name}{req.specifier}` "
+                f"contradicts the image's `{pinned}` (the nodes run the image's own "
+                f"{req.name}): loosen the pin, or build an image with it "
+                "(packer/apptainer/requirements.in)"
+            )
+
+
+def _download(requirements: Path, listed: Path, python: str, arch: str, tmp: Path) -> Path:
     """pip downloads the wheels of ``listed`` (the checked text of ``requirements``) into
     a directory below ``tmp``, a private directory of this run; that directory."""
     abi = "cp" + python.replace(".", "")
@@ -192,15 +235,15 @@ def _download(requirements: Path, listed: Path, python: str, tmp: Path) -> Path:
     # and says where packages come from.
     argv = [sys.executable, "-I", "-m", "pip", "download", "--disable-pip-version-check"]
     argv += ["--only-binary=:all:", "--python-version", python, "--implementation", "cp"]
-    argv += ["--abi", abi, *(f"--platform={p}" for p in PLATFORMS)]
+    argv += ["--abi", abi, *(f"--platform={p}" for p in platforms(arch))]
     argv += ["-d", str(dest), "-r", str(listed), "-c", str(tmp / "image-pins.txt")]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, cwd=cwd)
     if proc.returncode != 0:
-        raise ConfigError(_why(requirements, python, proc.stderr))
+        raise ConfigError(_why(requirements, python, arch, proc.stderr))
     return dest
 
 
-def _why(requirements: Path, python: str, stderr: str) -> str:
+def _why(requirements: Path, python: str, arch: str, stderr: str) -> str:
     """pip's refusal as one line naming the requirement and what to do."""
     where = f"--requirements {requirements}"
     missing = re.findall(r"No matching distribution found for (\S+)", stderr)
@@ -212,24 +255,26 @@ def _why(requirements: Path, python: str, stderr: str) -> str:
     if missing:
         return (
             f"{where}: no wheel of {missing[0]} for the nodes (CPython {python}, Linux "
-            "x86-64): binary wheels only, since nodes never build or reach an index"
+            f"{arch}): binary wheels only, since nodes never build or reach an index"
         )
     last = [ln for ln in stderr.splitlines() if ln.strip()][-1:] or ["pip failed"]
     return f"{where}: {last[0].removeprefix('ERROR: ')}"
 
 
-def _tar(wheels: list[Path]) -> bytes:
-    """The wheels as a reproducible .tar.gz (same wheels, same bytes: same digest); level 1:
-    wheels are compressed already, the archive rules (safe_extract) read gzip."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1, format=tarfile.PAX_FORMAT) as tar:
+def _tar(wheels: list[Path], out: Path) -> None:
+    """The wheels as a reproducible .tar.gz in ``out`` (same wheels, same bytes: same
+    digest: no name and no time in gzip's header); level 1: wheels are compressed
+    already, the archive rules (safe_extract) read gzip."""
+    with (
+        out.open("wb") as fh,
+        gzip.GzipFile(filename="", mode="wb", fileobj=fh, compresslevel=1, mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w|", format=tarfile.PAX_FORMAT) as tar,
+    ):
         for path in sorted(wheels, key=lambda p: p.name):
             info = tarfile.TarInfo(path.name)
             info.size, info.mtime, info.mode = path.stat().st_size, 0, 0o644
-            with path.open("rb") as fh:
-                tar.addfile(info, fh)
-    data = buf.getvalue()
-    return data[:4] + b"\0\0\0\0" + data[8:]  # gzip's own timestamp (bytes 4..8)
+            with path.open("rb") as wheel:
+                tar.addfile(info, wheel)
 
 
 def requirements_file(requirements: Path | None, workdir: Path | None) -> Path | None:
@@ -249,17 +294,17 @@ def node_python(image: Path | None) -> str:
     return ".".join(version.split(".")[:2]) or f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
-def cache_key(requirements: Path, python: str) -> str:
+def cache_key(requirements: Path, python: str, arch: str = "x86_64") -> str:
     """What decides the wheelhouse: the file's text, the nodes' Python and platform, the
     image's pins (the file includes no other: :func:`check_lines`)."""
-    return _key(requirements.read_text(encoding="utf-8", errors="replace"), python)
+    return _key(requirements.read_text(encoding="utf-8", errors="replace"), python, arch)
 
 
-def _key(text: str, python: str) -> str:
+def _key(text: str, python: str, arch: str) -> str:
     decided = {
         "requirements": text,
         "python": python,
-        "platforms": PLATFORMS,
+        "platforms": platforms(arch),
         "pins": sorted(image_pins().values()),
     }
     return hashlib.sha256(json.dumps(decided, sort_keys=True).encode()).hexdigest()
@@ -267,46 +312,58 @@ def _key(text: str, python: str) -> str:
 
 def resolve(requirements: Path, python: str) -> bytes | None:
     """The wheelhouse of ``requirements`` for CPython ``python`` (``3.11``) nodes, without
-    what they have already; None if nothing is left to install.  From the launcher's
-    cache when this file was resolved before for the same nodes and image."""
+    what they have already, in memory (``deploy``: at most ``MAX_WHEELHOUSE``); None if
+    nothing is left to install."""
+    path = resolve_file(requirements, python)
+    if path is None:
+        return None
+    if path.stat().st_size > MAX_WHEELHOUSE:
+        raise ConfigError(
+            f"--requirements {requirements}: {path.stat().st_size // 2**20} MiB of wheels, "
+            f"more than {MAX_WHEELHOUSE // 2**20} MiB for `deploy`: put large packages in "
+            "the image (packer/apptainer/requirements.in), or `up` and `submit` the program"
+        )
+    return path.read_bytes()
+
+
+def resolve_file(requirements: Path, python: str, arch: str = "x86_64") -> Path | None:
+    """The wheelhouse file of ``requirements`` for CPython ``python`` nodes, in the
+    launcher's cache (resolved now unless this file was resolved before for the same
+    nodes and image); None if nothing is left to install."""
     if not requirements.is_file():
         raise ConfigError(f"--requirements {requirements}: no such file")
     # Read once: what was checked is what pip reads and what the cache is keyed by.
     text = requirements.read_text(encoding="utf-8", errors="replace")
     check_lines(requirements, text)
-    cached = home() / "wheelhouses" / _key(text, python)
+    check_pins(requirements, text, image_pins(), python)
+    cached = home() / "wheelhouses" / _key(text, python, arch)
     if cached.with_suffix(".none").exists():
         return None
     if cached.with_suffix(".tar.gz").is_file():
-        return cached.with_suffix(".tar.gz").read_bytes()
-    data = _resolve(requirements, text, python)
-    _remember(cached.with_suffix(".none" if data is None else ".tar.gz"), data or b"")
-    return data
+        return cached.with_suffix(".tar.gz")
+    private_dirs(cached.parent)
+    # Into the cache whole or not at all (a second launcher may be reading it).
+    tmp = cached.with_name(f".{cached.name}.{os.getpid()}")
+    try:
+        found = _resolve(requirements, text, python, arch, tmp)
+        tmp.replace(cached.with_suffix(".tar.gz" if found else ".none"))
+    finally:
+        tmp.unlink(missing_ok=True)
+    return cached.with_suffix(".tar.gz") if found else None
 
 
-def _remember(path: Path, data: bytes) -> None:
-    """Into the cache whole or not at all (a second launcher may be reading it)."""
-    private_dirs(path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-
-
-def _resolve(requirements: Path, text: str, python: str) -> bytes | None:
+def _resolve(requirements: Path, text: str, python: str, arch: str, out: Path) -> bool:
+    """Download the wheels and pack them into ``out``; False (an empty ``out``): the image
+    has them all."""
     pins = image_pins()
     with tempfile.TemporaryDirectory(prefix="syndeo-wheels-") as tmp:
         (Path(tmp) / "image-pins.txt").write_text("\n".join(sorted(pins.values())) + "\n")
         listed = Path(tmp) / "requirements.txt"
         listed.write_text(text, encoding="utf-8")
-        dest = _download(requirements, listed, python, Path(tmp))
+        dest = _download(requirements, listed, python, arch, Path(tmp))
         wheels = [w for w in dest.glob("*.whl") if _norm(w.name.split("-")[0]) not in pins]
+        out.write_bytes(b"")
         if not wheels:
-            return None
-        data = _tar(wheels)
-    if len(data) > MAX_WHEELHOUSE:
-        raise ConfigError(
-            f"--requirements {requirements}: {len(data) // 2**20} MiB of wheels, more than "
-            f"{MAX_WHEELHOUSE // 2**20} MiB: put large packages in the image "
-            "(packer/apptainer/requirements.in)"
-        )
-    return data
+            return False
+        _tar(wheels, out)
+    return True

@@ -33,14 +33,24 @@ from pathlib import Path
 from typing import Any
 
 from syndeo.core.archive import MAX_MEMBERS
-from syndeo.core.errors import BlobTooLarge, NodeError, RendezvousError
+from syndeo.core.errors import BlobTooLarge, RendezvousError
 from syndeo.node import wheelhouse, workdir
 from syndeo.node.output_stream import OutputStream
-from syndeo.rendezvous import Control, JobSpec, JobState, PayloadRefused, Rendezvous
+from syndeo.rendezvous import (
+    Control,
+    JobSpec,
+    JobState,
+    PayloadRefused,
+    ReadyRecord,
+    Rendezvous,
+    WantedRecord,
+)
 from syndeo.rendezvous.base import MAX_OUTPUTS
 
 MAX_RUNNING = 8
 TAIL_S = 0.25
+# How long a job's packages may take to reach every joined node before the job fails.
+INSTALL_TIMEOUT_S = 1800.0
 
 
 @dataclass
@@ -50,9 +60,21 @@ class _Job:
     work: Path
     stream: OutputStream
     started_at: float
+    wheels: dict[str, str] = field(default_factory=dict)  # its packages, by architecture
     cancelled: bool = False
     stop_tail: threading.Event = field(default_factory=threading.Event)
     tail: threading.Thread | None = None
+
+
+@dataclass
+class _Installing:
+    """A job whose packages the nodes are installing: submitted to Ray once every joined
+    node has them."""
+
+    spec: JobSpec
+    work: Path
+    wheels: dict[str, str]  # the wheelhouse's digest by architecture
+    deadline: float
 
 
 def _pack_outputs(outputs: Path) -> bytes | None:
@@ -81,14 +103,19 @@ class JobAgent:
         ray_temp_dir: Path,
         scratch: Path,
         log: Callable[[str], None],
+        installer: wheelhouse.Installer | None = None,
+        joined: Callable[[], set[int]] = set,
     ) -> None:
         self.rdv, self.launch_key, self.log = rdv, launch_key, log
         # Ray's dashboard on the head's own 127.0.0.1 ("" = started without it).
         self.dashboard = dashboard.split("//")[-1]
         self.ray_temp_dir, self.jobs_dir = ray_temp_dir, scratch / "jobs"
-        # The jobs' packages (submit --requirements), one directory per digest, kept for
-        # the cluster's life: a second job with the same ones installs nothing.
-        self.pylibs = scratch / "pylibs"
+        # The jobs' packages (submit --requirements): every node installs them (the head
+        # through ``installer``, beside this loop); ``joined``: the ranks that must have
+        # them before a job that needs them goes to Ray.
+        self.installer, self.joined = installer, joined
+        self.wanted: dict[str, list[str]] | None = None
+        self.installing: dict[str, _Installing] = {}
         self.running: dict[str, _Job] = {}
         self.seen: set[str] = set()
         # Cancel requests refused, by job and reason: each is said once, however often
@@ -122,6 +149,11 @@ class JobAgent:
                 if (job_id, why) not in self.refused:
                     self.refused.add((job_id, why))
                     self.log(f"ignoring a cancel request for job {job_id}: {why}")
+            elif job_id in self.installing:
+                pending = self.installing[job_id]
+                self._drop(job_id)
+                why = "cancelled while its packages were installed"
+                self._reject(pending.spec, why, pending.work)
             elif job is not None and not job.cancelled:
                 job.cancelled = True
                 self._safely(job_id, lambda j=job: self.client().stop_job(j.submission_id))  # type: ignore[misc]
@@ -132,6 +164,8 @@ class JobAgent:
         """Notice jobs that ended (called about once a second)."""
         for job_id, job in list(self.running.items()):
             self._safely(job_id, lambda j=job: self._check(j))  # type: ignore[misc]
+        for job_id, pending in list(self.installing.items()):
+            self._safely(job_id, lambda p=pending: self._installed(p))  # type: ignore[misc]
 
     def signal_all(self, signum: int) -> int:
         """Send ``signum`` to every running job's driver (its process group: Ray starts
@@ -148,6 +182,11 @@ class JobAgent:
 
     def stop_all(self) -> None:
         """The cluster is stopping: its jobs end with it (and say so)."""
+        if self.installer is not None:
+            self.installer.stop()
+        for job_id, pending in list(self.installing.items()):
+            self._drop(job_id)
+            self._reject(pending.spec, "the cluster was stopped", pending.work)
         for job in list(self.running.values()):
             job.cancelled = True
             with contextlib.suppress(Exception):
@@ -164,6 +203,8 @@ class JobAgent:
             if job is not None:
                 self._finish(job, "failed", None, why)
             else:  # it never started: say so, or its followers wait forever
+                if job_id in self.installing:
+                    self._drop(job_id)
                 with contextlib.suppress(Exception):
                     self.rdv.put_job_state(
                         JobState(job_id=job_id, state="failed", message=why, ended_at=time.time())
@@ -185,14 +226,19 @@ class JobAgent:
             if why:
                 self._reject(spec, why, work)
                 return
-        modules: list[str] = []
-        if spec.wheelhouse_digest is not None:
-            try:
-                modules.append(self._py_module(spec.wheelhouse_digest))
-            except (NodeError, BlobTooLarge, PayloadRefused) as exc:
-                self._reject(spec, f"its packages: {exc}", work)
-                return
-        self._submit(job_id, spec, work, modules)
+        wheels = spec.wheelhouses or (
+            {"x86_64": spec.wheelhouse_digest} if spec.wheelhouse_digest else {}
+        )
+        if not wheels:
+            self._submit(job_id, spec, work, {})
+            return
+        # Installed on every node beside this loop; submitted to Ray when they are.
+        deadline = time.monotonic() + INSTALL_TIMEOUT_S
+        self.installing[job_id] = _Installing(spec, work, wheels, deadline)
+        self._publish_wanted()
+        self.rdv.put_job_state(JobState(job_id=job_id, state="installing"))
+        shown = ", ".join(f"{a} {d[:12]}" for a, d in sorted(wheels.items()))
+        self.log(f"job {job_id}: its packages ({shown}) go to the nodes")
 
     def _claim(self, job_id: str) -> JobSpec | None:
         """The job's spec if this agent is to run it: signed by this launch's launcher for
@@ -220,7 +266,7 @@ class JobAgent:
                 "this cluster runs without Ray's dashboard (`up --no-dashboard`), "
                 "which Ray's Job API needs"
             )
-        if len(self.running) >= MAX_RUNNING:
+        if len(self.running) + len(self.installing) >= MAX_RUNNING:
             return f"{MAX_RUNNING} jobs are running already; submit it again later"
         return None
 
@@ -234,30 +280,80 @@ class JobAgent:
             return str(exc)
         return workdir.unpack(archive, digest, work)
 
-    def _py_module(self, digest: str) -> str:
-        """The job's packages, installed here once per digest, as the URI of one Ray
-        ``py_modules`` entry: Ray gives it to the job's driver and to its workers on every
-        node, and to no other job.  Uploaded as Ray's SDK uploads a ``working_dir`` (the
-        packages at the top of the archive, which goes on sys.path); a ``py_modules``
-        directory would be uploaded under its own name, one level too deep.  Stored by
-        content: a job with the same packages uploads nothing, and each node keeps them
-        unpacked in Ray's runtime_env cache."""
-        began = time.monotonic()
-        pylib, installed = wheelhouse.install_digest(self.rdv, digest, self.pylibs)
-        if installed:
-            self.log(f"packages {digest[:12]} installed in {time.monotonic() - began:.1f} s")
-        upload = self.client()._upload_package_if_needed
-        return str(upload(str(pylib), include_gitignore=False, include_parent_dir=False))
+    def _publish_wanted(self) -> None:
+        """The digests the jobs waiting for or running with packages need, signed, for
+        every node (syndeo/node/wheelhouse.py: Installer), when that set changed."""
+        by_arch: dict[str, set[str]] = {}
+        for wheels in [p.wheels for p in self.installing.values()] + [
+            j.wheels for j in self.running.values()
+        ]:
+            for arch, digest in wheels.items():
+                by_arch.setdefault(arch, set()).add(digest)
+        wanted = {arch: sorted(digests) for arch, digests in sorted(by_arch.items())}
+        if wanted == self.wanted or self.launch_key is None:
+            return
+        record = WantedRecord(
+            cluster_id=self.rdv.cluster_id,
+            attempt=self.rdv.attempt,
+            digests=wanted,
+            updated_at=time.time(),
+        )
+        self.rdv.put_wanted(record.signed(self.launch_key))
+        self.wanted = wanted
 
-    def _submit(self, job_id: str, spec: JobSpec, work: Path, modules: list[str]) -> None:
+    def _drop(self, job_id: str) -> None:
+        self.installing.pop(job_id, None)
+        with contextlib.suppress(RendezvousError):
+            self._publish_wanted()
+
+    def _installed(self, pending: _Installing) -> None:
+        """Submit the job once every joined node has its packages; fail it with the first
+        node's reason, or when they take too long."""
+        job_id, missing = pending.spec.job_id, []
+        ranks = set(self.joined()) | ({self.installer.s.rank} if self.installer else set())
+        for rank in sorted(ranks):
+            ready = self.rdv.read_ready(rank)
+            why = self._not_for(rank, ready, pending.wheels)
+            if why:
+                self._drop(job_id)
+                self._reject(pending.spec, why, pending.work)
+                return
+            if ready is None or pending.wheels[ready.arch] not in ready.digests:
+                missing.append(rank)
+        if not missing:
+            self.installing.pop(job_id)
+            self._submit(job_id, pending.spec, pending.work, pending.wheels)
+        elif time.monotonic() > pending.deadline:
+            self._drop(job_id)
+            shown = ", ".join(map(str, missing))
+            why = f"its packages not installed in {INSTALL_TIMEOUT_S:.0f} s on rank(s) {shown}"
+            self._reject(pending.spec, why, pending.work)
+
+    @staticmethod
+    def _not_for(rank: int, ready: ReadyRecord | None, wheels: dict[str, str]) -> str:
+        """Why the node of ``rank`` cannot have the job's packages ("": it can)."""
+        if ready is None:
+            return ""
+        if ready.arch not in wheels:
+            return (
+                f"rank {rank} is {ready.arch}, and its packages were resolved for "
+                f"{', '.join(sorted(wheels))} only (set the group's arch)"
+            )
+        failed = ready.failed.get(wheels[ready.arch])
+        return f"its packages on rank {rank}: {failed}" if failed else ""
+
+    def _submit(self, job_id: str, spec: JobSpec, work: Path, wheels: dict[str, str]) -> None:
         """Hand the job to Ray's Job API, say it runs, and tail its driver log."""
         submission_id = f"syndeo-{job_id}"
         stream = OutputStream(
             lambda seq, data: self.rdv.put_job_output(job_id, seq, data),
             on_error=lambda msg: self.log(f"job {job_id}: {msg}"),
         )
-        job = _Job(spec, submission_id, work, stream, time.time())
+        job = _Job(spec, submission_id, work, stream, time.time(), wheels)
         self.running[job_id] = job
+        if wheels:  # said first in the job's own log
+            shown = ", ".join(f"{a} {d[:12]}" for a, d in sorted(wheels.items()))
+            stream.feed(f"[syndeo] packages ({shown}) installed on every node\n".encode())
         # The driver runs in the unpacked dir (so outputs/ is where we look); Ray also
         # ships it to the workers as their working dir, so the job's modules import there.
         # `python` in the command must be the interpreter that has Ray (as for --run).
@@ -266,9 +362,15 @@ class JobAgent:
             f'cd {shlex.quote(str(work))} && export PATH={bindir}:"$PATH" '
             f"&& exec {shlex.join(spec.command)}"
         )
-        runtime_env: dict[str, Any] = {"working_dir": str(work), "env_vars": dict(spec.env)}
-        if modules:
-            runtime_env["py_modules"] = modules
+        env_vars = dict(spec.env)
+        if wheels:
+            # Each node's own installed copy: Ray expands ${SYNDEO_PYLIBS} (set for Ray's
+            # processes on every node) in each worker's environment.  One directory per
+            # architecture: a node has its own only, and Python skips the others.
+            rest = env_vars.get("PYTHONPATH", "${PYTHONPATH}")
+            dirs = [f"${{{wheelhouse.PYLIBS_VAR}}}/{d}" for _a, d in sorted(wheels.items())]
+            env_vars["PYTHONPATH"] = ":".join([*dirs, rest])
+        runtime_env: dict[str, Any] = {"working_dir": str(work), "env_vars": env_vars}
         self.client().submit_job(
             entrypoint=entrypoint, submission_id=submission_id, runtime_env=runtime_env
         )
@@ -315,6 +417,9 @@ class JobAgent:
         job_id = job.spec.job_id
         if self.running.pop(job_id, None) is None:
             return
+        if job.wheels:
+            with contextlib.suppress(RendezvousError):
+                self._publish_wanted()  # the nodes keep their copy for a later job
         job.stop_tail.set()
         if job.tail is not None:
             job.tail.join(timeout=10)

@@ -213,6 +213,7 @@ def run_worker(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
         raise NodeError(f"head of {s.cluster_id!r} published no auth token")
     token_path = s.scratch / "token"
     _write_private(token_path, token)
+    installer = _pylibs(s, rdv)
     with _ray(RayProcess(s, token_path, head_address=head.address), tl) as ray_proc:
         try:
             if not ray_proc.wait_started(s.join_timeout, _over(rdv, head.address)):
@@ -236,6 +237,8 @@ def run_worker(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
             # counts a node once its raylet registers, a moment before that).
             _leave_timeline(s, rdv, tl, ray_proc)
         log(s, f"joined head {head.address}")
+        if installer is not None:
+            installer.start()
         # Joined: from here on Ray says whether the head is there, and the store is
         # read rarely (and may be down for minutes without taking this node out).
         with _spot_notices(s, rdv, head.address, token_path, ray_proc):
@@ -257,6 +260,20 @@ def run_worker(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
         raise NodeError(
             f"head {head.address} is gone (its GCS refuses connections) and left no done record"
         )
+
+
+def _pylibs(s: NodeSettings, rdv: Rendezvous) -> wheelhouse.Installer | None:
+    """An `up` cluster's worker: the packages of the head's jobs, those wanted now
+    installed before Ray starts (no task can land here first), later ones beside the
+    wait loop.  None for a workload's cluster (its wheels come before Ray: deploy)."""
+    if s.run.strip():
+        return None
+    installer = wheelhouse.Installer(rdv, s, lambda m: log(s, m))
+    try:
+        installer.sync()
+    except SyndeoError as exc:  # the store has a bad moment: the thread tries again
+        log(s, f"packages: could not sync with the wanted record: {exc}")
+    return installer
 
 
 def _over(rdv: Rendezvous, head_address: str) -> Callable[[], bool]:

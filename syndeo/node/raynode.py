@@ -120,6 +120,9 @@ def child_env(settings: NodeSettings) -> dict[str, str]:
     and opens the TLS bundle.  Any task can read its own environment."""
     env = without_secrets(settings.rendezvous, os.environ)
     env.pop(LAUNCH_KEY_VAR, None)
+    # Each node's own copy of the jobs' packages: a job's PYTHONPATH names
+    # ${SYNDEO_PYLIBS}/<digest>, which Ray expands in each worker's environment.
+    env["SYNDEO_PYLIBS"] = str(settings.scratch / "pylibs")
     return env
 
 

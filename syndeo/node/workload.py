@@ -29,7 +29,7 @@ from typing import Any
 from syndeo.core.errors import JoinTimeout, NodeError, RendezvousError, WorkloadError
 from syndeo.core.nodeconfig import NodeSettings
 from syndeo.core.poll import Poller
-from syndeo.node import autoscale, poweroff, workdir
+from syndeo.node import autoscale, poweroff, wheelhouse, workdir
 from syndeo.node.groupwatch import GroupWatch
 from syndeo.node.job_agent import JobAgent
 from syndeo.node.output_stream import OutputStream
@@ -431,7 +431,11 @@ def _serve(monitor: Monitor) -> tuple[int, str]:
         monitor.ray_proc.temp_dir,
         monitor.s.scratch,
         lambda msg: log(monitor.s, msg),
+        wheelhouse.Installer(monitor.rdv, monitor.s, lambda msg: log(monitor.s, msg)),
+        lambda: monitor.ever_joined - monitor.lost,
     )
+    if agent.installer is not None:
+        agent.installer.start()  # the jobs' packages, beside this loop
     health, control = _Every(HEALTH_EVERY_S), _Every(STOP_EVERY_S)
     why = "stopped on request"
     try:

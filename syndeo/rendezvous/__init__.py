@@ -24,8 +24,10 @@ from syndeo.rendezvous.base import (
     JobState,
     NodeRecord,
     PayloadRefused,
+    ReadyRecord,
     Rendezvous,
     StatusRecord,
+    WantedRecord,
 )
 
 # scheme -> (module, class).  Cloud backends live in their own modules so that
@@ -97,8 +99,10 @@ __all__ = [
     "NodeRecord",
     "PayloadRefused",
     "Poller",
+    "ReadyRecord",
     "Rendezvous",
     "StatusRecord",
+    "WantedRecord",
     "backend_class",
     "open_rendezvous",
     "passthrough_env",

@@ -56,6 +56,7 @@ def _code(exc: HttpResponseError) -> str | None:
 
 class AzureRendezvous(_cloud.CloudRendezvous):
     scheme = "az"
+    max_object = 50_000 * 4 * 2**20  # block blob: 50,000 blocks of the SDK's 4 MiB
     service = "Azure Blob"
     env_passthrough = (
         *("AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_KEY"),

@@ -34,6 +34,8 @@ and per attempt below ``a<attempt>/``::
     jobs/<id>/outputs.tar.gz  the files the job left in its outputs/ directory
     workdirs/<sha256>    a submitted working directory (.tar.gz), by content
     wheelhouses/<sha256> the workload's extra packages as wheels (.tar.gz), by content
+    pylibs/wanted.json   the wheelhouses the head's jobs need on every node (head-signed)
+    pylibs/ready-<rank>.json  the wheelhouses installed on that rank's node
 
 Payloads -- ``logs/``, ``result.json``, ``output/``, ``jobs/<id>/log/``,
 ``jobs/<id>/outputs.tar.gz``, ``workdirs/``, ``wheelhouses/`` -- are sealed with the
@@ -54,12 +56,14 @@ attempt 0 are never read by attempt 1, so stale head addresses cannot be used.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import re
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any, ClassVar, NamedTuple, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -207,6 +211,35 @@ class DoneRecord(_HeadSigned):
     lost_ranks: list[int] = []
 
 
+class WantedRecord(_HeadSigned):
+    """The wheelhouses (digests) the head's jobs need on every node of an ``up`` cluster:
+    each node installs what it lacks beside its own loop, a node that joins later before
+    it starts Ray.  Signed: only this launch's head decides what a node fetches."""
+
+    purpose: ClassVar[str] = "wanted wheelhouses"
+    digests: dict[str, list[str]] = {}  # by architecture
+    updated_at: float
+
+
+class ReadyRecord(_Record):
+    """What one node has installed of the wanted wheelhouses, and why not, for each it
+    could not install (the head's job agent fails that job with it)."""
+
+    rank: int
+    arch: str = "x86_64"  # the node's (``uname -m``)
+    digests: list[str] = []
+    failed: dict[str, str] = {}
+    free_bytes: int | None = None  # the node's scratch space left
+    updated_at: float
+
+
+def _counted(pieces: Iterable[bytes], progress: Callable[[int], None] | None) -> Iterator[bytes]:
+    for piece in pieces:
+        if progress is not None:
+            progress(len(piece))
+        yield piece
+
+
 # Job ids are made by `submit` (j<5 digits>-<6 hex>); anything else in a key is not ours.
 JOB_ID_RE = re.compile(r"^j[0-9]{5}-[0-9a-f]{6}$")
 TERMINAL = ("succeeded", "failed", "cancelled", "rejected")
@@ -248,6 +281,9 @@ class JobSpec(_Record):
     # The job's extra packages (``submit --requirements``): wheels stored by digest
     # below ``wheelhouses/``, installed by the head's agent and handed to Ray for the job.
     wheelhouse_digest: str | None = None
+    # One wheelhouse per architecture of the cluster's groups (x86_64, aarch64): each
+    # node installs its own; ``wheelhouse_digest`` is the first of them.
+    wheelhouses: dict[str, str] = {}
     submitted_at: float
     submitted_by: str = ""
     # launchkey.sign_record(key, JOB_PURPOSE, the other fields) by the launcher that
@@ -298,6 +334,9 @@ class Rendezvous(ABC):
     # Of those, the ones that are (or lead to) credentials: the node keeps them to itself,
     # Ray's processes and the workload start without them (rendezvous.without_secrets).
     env_secrets: ClassVar[tuple[str, ...]] = ()
+    # The largest object the store takes in one write as this backend makes it (None: no
+    # limit but the space where it lands); a larger wheelhouse is refused before upload.
+    max_object: ClassVar[int | None] = None
 
     def __init__(self, uri: str, cluster_id: str, attempt: int = 0) -> None:
         if not CLUSTER_ID_RE.match(cluster_id):
@@ -341,6 +380,17 @@ class Rendezvous(ABC):
     @abstractmethod
     def _delete_prefix(self, prefix: str) -> None:
         """Delete every key that starts with ``prefix`` ("" = the whole cluster scope)."""
+
+    def _create_stream(self, key: str, pieces: Iterable[bytes]) -> bool:
+        """:meth:`_create` of the bytes ``pieces`` yield; backends that can write a stream
+        without holding it whole override this."""
+        return self._create(key, b"".join(pieces))
+
+    def _read_stream(self, key: str) -> Iterator[bytes] | None:
+        """The bytes at ``key`` piece by piece (None: absent); backends that can read a
+        stream without holding it whole override this."""
+        data = self._read(key)
+        return None if data is None else iter([data])
 
     def check(self) -> None:  # noqa: B027 - optional hook, default is a no-op
         """Fail fast with a clear message if the location is unusable (override)."""
@@ -725,6 +775,79 @@ class Rendezvous(ABC):
         :class:`PayloadRefused` if not this launch's)."""
         key = self._key(f"wheelhouses/{digest}.tar.gz")
         return self._open(key, WHEELHOUSE_PURPOSE, "the wheels", MAX_WHEELHOUSE)
+
+    def put_wanted(self, record: WantedRecord) -> None:
+        self._write(self._key("pylibs/wanted.json"), self._dump(record))
+
+    def read_wanted(self, key: str | None) -> WantedRecord | None:
+        """The wanted record if this launch's head signed it for this cluster and attempt."""
+        rec = self._read_model(self._key("pylibs/wanted.json"), WantedRecord)
+        if rec is None or not rec.verified(key, self.cluster_id, self.attempt):
+            return None
+        return rec
+
+    def put_ready(self, record: ReadyRecord) -> None:
+        self._write(self._key(f"pylibs/ready-{record.rank}.json"), self._dump(record))
+
+    def read_ready(self, rank: int) -> ReadyRecord | None:
+        rec = self._read_model(self._key(f"pylibs/ready-{rank}.json"), ReadyRecord)
+        return rec if rec is not None and rec.rank == rank else None
+
+    def put_wheelhouse_file(
+        self, digest: str, path: Path, progress: Callable[[int], None] | None = None
+    ) -> bool:
+        """The wheelhouse file ``path`` (of sha256 ``digest``) sealed into the store record
+        by record, never whole in memory; ``progress`` gets each sealed piece's length.
+        False: already there, nothing sent."""
+        key = self._key(f"wheelhouses/{digest}.tar.gz")
+        if self._list(key):
+            return False
+        launch_key = self._payload_key("the wheels")
+
+        def plain() -> Iterator[bytes]:
+            with path.open("rb") as fh:
+                while piece := fh.read(sealed.CHUNK):
+                    yield piece
+
+        out = sealed.seal_chunks(plain(), launch_key, self.cluster_id, WHEELHOUSE_PURPOSE, key)
+        self._create_stream(key, _counted(out, progress))
+        return True
+
+    def get_wheelhouse_file(
+        self, digest: str, dest: Path, progress: Callable[[int], None] | None = None
+    ) -> bool:
+        """The wheelhouse of ``digest`` opened record by record into ``dest``; False (and
+        no ``dest``) if absent or not of that digest, :class:`PayloadRefused` if not
+        this launch's."""
+        key = self._key(f"wheelhouses/{digest}.tar.gz")
+        launch_key = self._payload_key("the wheels")
+        pieces = self._read_stream(key)
+        if pieces is None:
+            return False
+        sha = hashlib.sha256()
+        opened = sealed.open_chunks(
+            _counted(pieces, progress), launch_key, self.cluster_id, WHEELHOUSE_PURPOSE, key
+        )
+        try:
+            with dest.open("wb") as fh:
+                for plain in opened:
+                    sha.update(plain)
+                    fh.write(plain)
+        except sealed.Rejected as exc:
+            dest.unlink(missing_ok=True)
+            raise PayloadRefused(
+                f"the wheels in {self.uri} are refused, not used: {exc} (not written there "
+                "by this cluster, which holds its launch key)"
+            ) from None
+        finally:
+            # A stream left half read holds its connection until collected: end it now.
+            close = getattr(pieces, "close", None)
+            if close is not None:
+                close()
+        if sha.hexdigest() != digest:
+            dest.unlink(missing_ok=True)
+            return False
+        return True
 
     def submit_job(self, spec: JobSpec) -> None:
         if spec.cluster_id != self.cluster_id or spec.attempt != self.attempt:

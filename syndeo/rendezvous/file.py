@@ -13,6 +13,7 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -59,14 +60,15 @@ class FileRendezvous(Rendezvous):
                 f"cannot create rendezvous directory {path}: {exc.strerror}"
             ) from exc
 
-    def _tmp_with(self, directory: Path, data: bytes) -> str:
+    def _tmp_with(self, directory: Path, data: bytes | Iterable[bytes]) -> str:
         try:
             fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")  # mkstemp is 0600
         except OSError as exc:
             raise RendezvousError(f"cannot write in {directory}: {exc.strerror}") from exc
         try:
             with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+                for piece in [data] if isinstance(data, bytes) else data:
+                    fh.write(piece)
                 fh.flush()
                 os.fsync(fh.fileno())
         except BaseException as exc:
@@ -90,7 +92,25 @@ class FileRendezvous(Rendezvous):
         if not os.access(self.root, os.W_OK | os.X_OK):
             raise RendezvousError(f"rendezvous directory {self.root} is not writable")
 
-    def _create(self, key: str, data: bytes) -> bool:
+    def _create_stream(self, key: str, pieces: Iterable[bytes]) -> bool:
+        return self._create(key, pieces)
+
+    def _read_stream(self, key: str) -> Iterator[bytes] | None:
+        try:
+            fh = self._path(key).open("rb")
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise RendezvousError(f"cannot read {self._path(key)}: {exc.strerror}") from exc
+
+        def pieces() -> Iterator[bytes]:
+            with fh:
+                while piece := fh.read(1 << 20):
+                    yield piece
+
+        return pieces()
+
+    def _create(self, key: str, data: bytes | Iterable[bytes]) -> bool:
         dest = self._path(key)
         self._ensure_dir(dest.parent)
         tmp = self._tmp_with(dest.parent, data)

@@ -34,6 +34,7 @@ _TIMEOUT = (_cloud.CONNECT_TIMEOUT_S, _cloud.READ_TIMEOUT_S)
 
 class GCSRendezvous(_cloud.CloudRendezvous):
     scheme = "gs"
+    max_object = 5 * 2**40  # one object
     service = "GCS"
     env_passthrough = (
         *("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT"),

@@ -33,7 +33,7 @@ from botocore.exceptions import ClientError
 
 from syndeo.core.errors import RendezvousError
 from syndeo.rendezvous import _cloud, alicreds
-from syndeo.rendezvous.s3 import S3Rendezvous
+from syndeo.rendezvous.s3 import PART, S3Rendezvous
 
 ENDPOINT_ENV = "SYNDEO_OSS_ENDPOINT"
 REGION_ENV = "ALIBABA_CLOUD_REGION"
@@ -73,6 +73,7 @@ class _AlibabaChain(CredentialProvider):  # type: ignore[misc]
 
 class OSSRendezvous(S3Rendezvous):
     scheme = "oss"
+    max_object = 10_000 * PART  # a multipart upload (S3Rendezvous._create_stream)
     service = "OSS"
     env_passthrough: ClassVar[tuple[str, ...]] = (  # type: ignore[misc]
         *alicreds.KEY_ENV,

@@ -65,7 +65,8 @@ def test_wheels_for_the_nodes_without_what_the_image_has(tmp_path: Path, syndeo_
 @pytest.mark.parametrize(
     ("line", "says"),
     [
-        ("ray==2.9.0", "conflicts with the image's own packages"),
+        ("ray==2.9.0", "line 1: `ray==2.9.0` contradicts the image's `ray==2.60.0`"),
+        ("numpy>=3", "line 1: `numpy>=3` contradicts the image's `numpy==2.4.6`"),
         ("nosuch-package-syndeo-test", "no wheel of nosuch-package-syndeo-test for the nodes"),
     ],
 )
@@ -81,6 +82,28 @@ def test_bad_requirements_are_one_line_before_anything_starts(
     [err] = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert says in err and "Traceback" not in proc.stderr
     assert not (syndeo_home / "rendezvous").exists()  # nothing claimed, nothing started
+
+
+def test_a_pin_against_the_image_is_refused_before_pip_runs(
+    tmp_path: Path, syndeo_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Named with both versions, and before any index is asked: pip here has none that
+    answers, so only a refusal made before pip can name them."""
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    req = tmp_path / "requirements.txt"
+    req.write_text("typer\nray[tune]\nray[data] ==2.40.0 ; python_version >= '3.8'\n")
+    with pytest.raises(ConfigError) as exc:
+        wheelhouse.resolve(req, "3.11")
+    assert str(exc.value) == (
+        f"--requirements {req} line 3: `ray==2.40.0` contradicts the image's `ray==2.60.0` "
+        "(the nodes run the image's own ray): loosen the pin, or build an image with it "
+        "(packer/apptainer/requirements.in)"
+    )
+    assert not (syndeo_home / "wheelhouses").exists()
+    # Extras of a pinned project, a pin the image satisfies, a marker for other nodes: pass.
+    ok = "ray[tune]\nray>=2.52,<3\nnumpy<2 ; python_version < '3.0'\nclick\n"
+    wheelhouse.check_pins(req, ok, wheelhouse.image_pins(), "3.11")
 
 
 def test_a_requirements_file_that_does_not_exist(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import os
 import tarfile
 import zipfile
 from pathlib import Path
@@ -66,3 +67,34 @@ def plant_pip(where: Path, marker: Path) -> None:
     (where / "pip" / "__init__.py").write_text(code)
     (where / "pip" / "__main__.py").write_text(code)
     (where / "sitecustomize.py").write_text(code)
+
+
+def big_wheel(where: Path, name: str, mib: int) -> Path:
+    """A wheel ``name`` 1.0 in ``where`` holding ``mib`` MiB of random bytes (nothing to
+    compress: as large packed as installed), written chunk by chunk."""
+    dist = f"{name}-1.0.dist-info"
+    small = {
+        f"{name}/__init__.py": b"import os\nBLOB = os.path.join(os.path.dirname(__file__), "
+        b"'blob.bin')\n",
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
+        f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        b"Tag: py3-none-any\n",
+    }
+    where.mkdir(parents=True, exist_ok=True)
+    path = where / f"{name}-1.0-py3-none-any.whl"
+    record = []
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for member, data in small.items():
+            zf.writestr(member, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            record.append(f"{member},sha256={digest.decode()},{len(data)}")
+        sha = hashlib.sha256()
+        with zf.open(f"{name}/blob.bin", "w", force_zip64=True) as out:
+            for _ in range(mib):
+                chunk = os.urandom(2**20)
+                sha.update(chunk)
+                out.write(chunk)
+        digest = base64.urlsafe_b64encode(sha.digest()).rstrip(b"=")
+        record.append(f"{name}/blob.bin,sha256={digest.decode()},{mib * 2**20}")
+        zf.writestr(f"{dist}/RECORD", "\n".join([*record, f"{dist}/RECORD,,"]) + "\n")
+    return path
