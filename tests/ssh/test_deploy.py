@@ -29,29 +29,14 @@ from testbeds.users import CI_PYTHON, CI_USER, UserRun, as_user, give_to_ci_user
 from tests.support.helpers import launcher_of
 from tests.support.listeners import assert_ray_ports
 from tests.support.programs import check_packed_run, write_project
+from tests.support.ssh import BENCH
+from tests.support.ssh import assert_clean as _assert_clean
+from tests.support.ssh import body as _body
+from tests.support.ssh import launcher as _launcher
+from tests.support.ssh import ssh_section as _ssh_section
+from tests.support.ssh import terraform_log as _terraform_log
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
-
-BENCH = "[bench]\nsamples_per_cpu = 200\nrepeats = 1\n"
-
-
-def _ssh_section(
-    bed: sshhosts.Bed, hosts: list[str] | None = None, extra: str = "", flags: bool = False
-) -> str:
-    """The [ssh] table; with ``flags`` its hosts and key are left to the command line."""
-    hosts = hosts or [h.ip for h in bed.hosts]
-    # With flags the file names a wrong login, host and key: only the flags can work.
-    named = (
-        'hosts = ["192.0.2.1"]\nuser = "nobody"\nkey = "/nonexistent"\n'
-        if flags
-        else f'hosts = {json.dumps(hosts)}\nkey = "{bed.key}"\n'
-    )
-    return (
-        f'[ssh]\n{named}known_hosts = "{bed.known_hosts}"\n'
-        f'python = "{CI_PYTHON}"\nconnect_timeout_s = 20\n'
-        # Each host's own disk: the image is uploaded to every host separately.
-        f'remote_image_dir = "{sshhosts.HOST_DISK}/images"\n{extra}'
-    )
 
 
 @pytest.fixture
@@ -64,37 +49,10 @@ def run(ssh_hosts: sshhosts.Bed) -> Iterator[UserRun]:
     run.remove()
 
 
-def _body(
-    run: UserRun, bed: sshhosts.Bed, rendezvous: str = "", extra: str = "", flags: bool = False
-) -> str:
-    rendezvous = rendezvous or (run.root / "rdv").as_uri()
-    return (
-        f'target = "ssh"\ncpus_per_node = 1\njoin_timeout_s = 120\nrendezvous = "{rendezvous}"\n'
-        f"{extra}{BENCH}{_ssh_section(bed, flags=flags)}"
-    )
-
-
 def _flags(bed: sshhosts.Bed) -> list[str]:
     """The ssh options of docs/targets/ssh.md: ``--hosts h1,h2,h3 --ssh-user U --ssh-key K``."""
     hosts = ",".join(h.ip for h in bed.hosts)
     return ["--hosts", hosts, "--ssh-user", bed.user, "--ssh-key", str(bed.key)]
-
-
-def _assert_clean(bed: sshhosts.Bed, run: UserRun) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        left = {h.name: sshhosts.host_processes(bed, h, CI_USER) for h in bed.hosts}
-        if not any(left.values()):
-            break
-        time.sleep(0.5)
-    assert not any(left.values()), f"processes left on the hosts: {left}"
-    for state in (run.home / "clusters").glob("*/terraform/terraform.tfstate"):
-        resources = json.loads(state.read_text()).get("resources", [])
-        assert resources == [], f"{state} still holds {resources}"
-    # This run's clusters left no node files on the hosts (the hosts share /home here).
-    ours = [p.name for p in (run.home / "clusters").glob("ssh-*")]
-    host_side = Path(f"/home/{CI_USER}/.syndeo/clusters")
-    assert not [p for cid in ours for p in host_side.glob(f"{cid}/*/node.pid")]
 
 
 def _benchmark(outcome: dict[str, Any], nodes: int = 3) -> dict[str, Any]:
@@ -227,17 +185,6 @@ def test_unreachable_rendezvous_the_nodes_error_reaches_the_user(
 
 
 # ---------------------------------------------------------------------- interrupts
-def _launcher(run: UserRun, body: str) -> subprocess.Popen[str]:
-    cfg = run.config(body)
-    return subprocess.Popen(
-        as_user([str(CI_PYTHON), "-m", "syndeo", "deploy", "--config", str(cfg)], run.env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=run.root,
-    )
-
-
 def test_ctrl_c_during_apply_destroys(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
     # A host that does not answer holds the apply at its reach step for a while:
     # a deterministic point inside the apply to interrupt.
@@ -278,13 +225,6 @@ def test_sigterm_during_the_run_destroys(ssh_hosts: sshhosts.Bed, run: UserRun) 
     assert "Destroy complete" in _terraform_log(run), err
     assert not list((run.root / "rdv").glob("*/a0/head.json")), "records left behind"
     _assert_clean(ssh_hosts, run)
-
-
-def _terraform_log(run: UserRun) -> str:
-    return "\n".join(
-        p.read_text(errors="replace")
-        for p in (run.home / "clusters").glob("*/terraform/terraform.log")
-    )
 
 
 def _wait_terraform(run: UserRun, needle: str, timeout: float = 300) -> None:

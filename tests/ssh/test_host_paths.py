@@ -26,8 +26,11 @@ import pytest
 from syndeo.image.manifest import image_digest
 from testbeds import netns, sshhosts
 from testbeds.users import CI_USER, UserRun, give_to_ci_user
-from tests.ssh.test_deploy import _assert_clean, _body, _launcher, _terraform_log
 from tests.support.helpers import launcher_of
+from tests.support.ssh import assert_clean as _assert_clean
+from tests.support.ssh import body as _body
+from tests.support.ssh import launcher as _launcher
+from tests.support.ssh import terraform_log as _terraform_log
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 
