@@ -23,6 +23,7 @@ from tenacity import (
 )
 
 from syndeo.core.errors import ConfigError, TargetError
+from syndeo.launcher.targets.base import StartRefused
 
 # States in which the job and all its processes are gone.
 TERMINAL = frozenset(
@@ -172,6 +173,42 @@ def _gres_count(field: str, gres: str, kind: str | None = None) -> int:
     return total
 
 
+# sbatch's refusals (Slurm's slurm_errno.c wording), by what a retry can expect: the
+# same request never passes (a bad account, partition, QOS or shape), or it may once a
+# limit lifts or an admin brings the partition back (QOS/association limits, a partition
+# INACTIVE or DRAIN).  Anything else (a busy or unreachable controller) is transient.
+_PERMANENT = (
+    "invalid account",
+    "invalid partition",
+    "invalid qos",
+    "invalid generic resource",
+    "invalid feature",
+    "node configuration is not available",
+    "not permitted to use this partition",
+    "requested time limit is invalid",
+    "node count specification invalid",
+    "access/permission denied",
+)
+_QUOTA = (
+    "partition not available",
+    "inactive",
+    "job violates accounting/qos policy",
+    "qosmax",
+    "assocmax",
+    "job submit limit",
+    "maxsubmit",
+)
+
+
+def refusal_kind(said: str) -> str:
+    """``"permanent"``, ``"quota"`` or ``"transient"``: what sbatch's message ``said``
+    lets a retry expect (:class:`StartRefused`)."""
+    low = said.lower()
+    if any(p in low for p in _PERMANENT):
+        return "permanent"
+    return "quota" if any(q in low for q in _QUOTA) else "transient"
+
+
 def submit(
     script: str,
     env: Mapping[str, str] | None = None,
@@ -195,7 +232,8 @@ def submit(
     argv = ["sbatch", "--parsable", f"--export={export}", *options]
     proc = _slurm(argv, timeout=60, stdin=script, env=env, unset=unset)
     if proc.returncode != 0:
-        raise TargetError(f"sbatch refused the job: {_last_line(proc).removeprefix('sbatch: ')}")
+        said = _last_line(proc).removeprefix("sbatch: ")
+        raise StartRefused(f"sbatch refused the job: {said}", refusal_kind(said))
     # --parsable prints "<id>" or "<id>;<cluster>".
     return proc.stdout.strip().split(";")[0]
 
