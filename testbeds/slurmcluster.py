@@ -65,6 +65,9 @@ class LocalCluster(BaseModel):
     # The last gpu_nodes nodes form partition GPU_PARTITION, each with a gres gpu:1
     # whose "device" is /dev/null: Ray sees one logical GPU per node; nothing real.
     gpu_nodes: int = Field(default=0, ge=0)
+    # Non-zero: Slurm tracks memory as a consumable (CR_Core_Memory) and gives each job
+    # this many MiB per CPU unless it asks (DefMemPerCPU), as many sites do.
+    mem_per_cpu_mb: int = Field(default=0, ge=0)
 
     @property
     def cpu_nodes(self) -> list[LocalNode]:
@@ -189,11 +192,13 @@ def up(
     subnet: str = "10.99.0",
     timeout: float = 60.0,
     gpu_nodes: int = 0,
+    mem_per_cpu_mb: int = 0,
 ) -> LocalCluster:
     """Start the cluster (or return the running one if it has the same shape).
 
     ``gpu_nodes``: that many more nodes, in a second partition ``gpu``, each with a
     ``gpu:1`` generic resource backed by /dev/null (the default partition is unchanged).
+    ``mem_per_cpu_mb``: memory tracked per job (CR_Core_Memory, DefMemPerCPU).
     """
     _require_root()
     check_base(base)
@@ -208,6 +213,7 @@ def up(
             len(running.nodes) == nodes + gpu_nodes
             and running.cpus_per_node == cpus_per_node
             and running.gpu_nodes == gpu_nodes
+            and running.mem_per_cpu_mb == mem_per_cpu_mb
         ):
             return running
         raise TargetError(
@@ -222,6 +228,7 @@ def up(
             for i in range(1, nodes + gpu_nodes + 1)
         ],
         gpu_nodes=gpu_nodes,
+        mem_per_cpu_mb=mem_per_cpu_mb,
         cpus_per_node=cpus_per_node,
         memory_mb=memory_mb,
         partition=partition,
@@ -330,6 +337,7 @@ def _write_configs(c: LocalCluster) -> None:
         "gpu_partition": GPU_PARTITION,
         "cpus": c.cpus_per_node,
         "memory_mb": c.memory_mb,
+        "mem_per_cpu_mb": c.mem_per_cpu_mb,
         "partition": c.partition,
     }
     etc = c.base / "etc"

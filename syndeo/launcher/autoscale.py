@@ -15,13 +15,15 @@ follows demand starts empty, so every node of it is such a node).
 
 from __future__ import annotations
 
+import random
 import time
+from dataclasses import dataclass
 
 from syndeo.core.clouds import POWERS_OFF
 from syndeo.core.errors import ConfigError, SyndeoError
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.spec import ClusterSpec, Launched
-from syndeo.launcher.targets.base import Target
+from syndeo.launcher.targets.base import StartRefused, Target
 from syndeo.launcher.ui import Ui
 from syndeo.rendezvous import StatusRecord
 from syndeo.rendezvous.base import DemandRecord
@@ -59,6 +61,45 @@ def check(cfg: DeployConfig, verb: str, target: type[Target]) -> None:
                 )
 
 
+# A failed start waits before the next try, twice as long after each failure in a row
+# (with jitter, so that watchers do not retry in step): a transient refusal (a busy
+# controller) from TRANSIENT_S, one a limit or an admin lifts (a quota, a partition
+# INACTIVE) from QUOTA_S, each up to its cap.  A permanent one (a bad account) stops the
+# group's starts until the watcher starts again: the same request would only fail again.
+TRANSIENT_S, TRANSIENT_MAX_S = 10.0, 300.0
+QUOTA_S, QUOTA_MAX_S = 60.0, 900.0
+
+
+def refusal_kind(exc: SyndeoError) -> str:
+    """What a failed start was: "permanent", "quota" or "transient" (StartRefused)."""
+    if isinstance(exc, StartRefused):
+        return exc.kind
+    return "permanent" if isinstance(exc, ConfigError) else "transient"
+
+
+@dataclass
+class Backoff:
+    """A group's failed starts in a row, and when the next may be tried."""
+
+    failures: int = 0
+    not_before: float = 0.0
+    stopped: bool = False
+
+    def failed(self, kind: str, now: float) -> float:
+        """Count a failure of ``kind``; the seconds until the next try (inf: none)."""
+        self.failures += 1
+        if kind == "permanent":
+            self.stopped = True
+            return float("inf")
+        base, cap = (QUOTA_S, QUOTA_MAX_S) if kind == "quota" else (TRANSIENT_S, TRANSIENT_MAX_S)
+        wait = min(cap, base * 2.0 ** (self.failures - 1)) * random.uniform(0.75, 1.0)
+        self.not_before = now + wait
+        return wait
+
+    def ready(self, now: float) -> bool:
+        return not self.stopped and now >= self.not_before
+
+
 class Scaler:
     def __init__(self, target: Target, spec: ClusterSpec, autostop_s: float | None, ui: Ui) -> None:
         self.target, self.spec, self.ui = target, spec, ui
@@ -67,12 +108,13 @@ class Scaler:
         self.bounds = {g.name: g.autoscale for g in groups if g.autoscale is not None}
         self._refused = -1  # an unsigned record's seq, said once
         self._held: tuple[str, int] | None = None  # a request beyond bounds, said once
+        self.backoff: dict[str, Backoff] = {g: Backoff() for g in self.bounds}
 
     def observe(self, launched: Launched, st: StatusRecord | None) -> bool:
         """Bring each group to what the head's latest request asks (within its bounds);
         True once the cluster has been idle for ``autostop`` (the watcher then takes it
-        down).  Each call compares the request with what exists, so a failed start is
-        tried again at the next status and nothing is done twice."""
+        down).  Each call compares the request with what exists, so nothing is done
+        twice; a failed start is tried again once its group's :class:`Backoff` allows."""
         demand = st.demand if st is not None else None
         if st is None or demand is None:
             return False
@@ -112,15 +154,35 @@ class Scaler:
             )
             if stopped:
                 self.ui.info(f"group {group}: let go {', '.join(stopped)} (Ray's autoscaler)")
-            self._add(launched, group, want - (len(staying) - len(surplus)))
         except SyndeoError as exc:  # tried again at the next status
             self.ui.info(f"group {group}: could not follow demand: {exc}")
+            return
+        self._add(launched, group, want - (len(staying) - len(surplus)))
 
     def _add(self, launched: Launched, group: str, count: int) -> None:
         # One node per call where a target's unit would hold several nodes together
         # (a Slurm job): each must be free to go on its own.
         unit = self.target.grow_unit or count
-        while count > 0:
-            started = self.target.grow(launched, group, min(unit, count))
+        backoff = self.backoff[group]
+        while count > 0 and backoff.ready(time.monotonic()):
+            try:
+                started = self.target.grow(launched, group, min(unit, count))
+            except SyndeoError as exc:
+                self._failed(group, exc)
+                return
+            backoff.failures, backoff.not_before = 0, 0.0  # what started stays started
             self.ui.info(f"group {group}: started {started} (Ray's autoscaler)")
             count -= min(unit, count)
+
+    def _failed(self, group: str, exc: SyndeoError) -> None:
+        kind = refusal_kind(exc)
+        wait = self.backoff[group].failed(kind, time.monotonic())
+        if kind == "permanent":
+            self.ui.info(
+                f"group {group}: could not follow demand: {exc}; not tried again (a "
+                "permanent refusal): fix it and start the cluster again"
+            )
+        else:
+            self.ui.info(
+                f"group {group}: could not follow demand ({kind}): {exc}; next try in {wait:.0f} s"
+            )

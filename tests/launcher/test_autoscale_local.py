@@ -84,7 +84,8 @@ def _follow_demand_then_stop(syndeo_home: Path, cid: str, work: Path) -> None:
     wide = syndeo("submit", "--cluster-id", cid, "--follow", "--", "python", "wide.py", cwd=work)
     assert wide.returncode == 0, wide.stderr[-3000:]
     assert "nodes used 3" in wide.stdout
-    assert "group worker: started" in log.read_text()
+    # (The nodes may join and the job end before the watcher has logged the start.)
+    _wait_for("the start logged", lambda: "group worker: started" in log.read_text(), 60)
     listed = json.loads(syndeo("status", "--json", cwd=work).stdout)  # while it serves
     row = next(r for r in listed if r["cluster_id"] == cid)
     assert (row["state"], row["groups"][1]["name"]) == ("serving", "worker")

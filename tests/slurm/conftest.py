@@ -34,9 +34,10 @@ def node_scratch() -> list[Path]:
 
 
 @contextlib.contextmanager
-def local_slurm(gpu_nodes: int = 0) -> Iterator[slurmcluster.LocalCluster]:
-    """The local cluster (3 CPU nodes, and ``gpu_nodes`` in partition ``gpu``), up for a
-    test module and down afterwards, leaving nothing."""
+def local_slurm(gpu_nodes: int = 0, mem_per_cpu_mb: int = 0) -> Iterator[slurmcluster.LocalCluster]:
+    """The local cluster (3 CPU nodes, and ``gpu_nodes`` in partition ``gpu``; memory
+    tracked with ``mem_per_cpu_mb`` per CPU where non-zero), up for a test module and
+    down afterwards, leaving nothing."""
     assert os.geteuid() == 0, "the Slurm tests need root (they start a local Slurm cluster)"
     assert CI_PYTHON.exists(), f"{CI_PYTHON} missing: run scripts/setup.d/slurm.sh"
     # The cluster owns machine-wide names (/etc/slurm, its bridge and namespaces):
@@ -47,7 +48,9 @@ def local_slurm(gpu_nodes: int = 0) -> Iterator[slurmcluster.LocalCluster]:
         ours = not slurmcluster.is_up()
         FOREIGN_SCRATCH.clear()
         FOREIGN_SCRATCH.update(Path("/tmp").glob("sy-*"))
-        cluster = slurmcluster.up(nodes=3, cpus_per_node=4, gpu_nodes=gpu_nodes)
+        cluster = slurmcluster.up(
+            nodes=3, cpus_per_node=4, gpu_nodes=gpu_nodes, mem_per_cpu_mb=mem_per_cpu_mb
+        )
         old = os.environ.get("SLURM_CONF")
         os.environ["SLURM_CONF"] = str(cluster.conf)
         try:

@@ -41,10 +41,12 @@ def test_a_watcher_job_takes_an_idle_cluster_down_and_leaves_nothing(
             if r["cluster_id"] == cid
         )
         assert row["watcher"] is True, row
-        # Idle (no job, no Ray task) for 20 s: the job runs `down` itself.
-        wait_for("autostop", lambda: not (state / "launched.json").exists(), 180)
-        log = (state / "watch.log").read_text()
-        assert f"watching cluster {cid}" in log and "is down (autostop)" in log, log
+        # Idle (no job, no Ray task) for 20 s: the job runs `down` itself. `down` removes
+        # launched.json before the watcher logs its last line: wait for that line.
+        log = state / "watch.log"
+        wait_for("autostop", lambda: "is down (autostop)" in log.read_text(), 180)
+        assert f"watching cluster {cid}" in log.read_text(), log.read_text()
+        assert not (state / "launched.json").exists()
         wait_for("every job of the cluster ended", lambda: not ci_jobs(), 60)
     finally:
         if (state / "launched.json").exists():

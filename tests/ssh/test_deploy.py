@@ -670,6 +670,10 @@ def test_a_group_follows_demand_on_its_pool_of_hosts(ssh_hosts: sshhosts.Bed, ru
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         assert "nodes 2" in done.stdout
         log = run.home / "clusters" / cid / "watch.log"
+        # (The node may join and the job end before the watcher has logged the start.)
+        deadline = time.monotonic() + 60
+        while f"started rank 1 on {h2}" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(1)
         assert f"group auto: started rank 1 on {h2}" in log.read_text(), log.read_text()
         deadline = time.monotonic() + 120
         while "let go" not in log.read_text() and time.monotonic() < deadline:

@@ -50,6 +50,17 @@ def rendezvous_binds(spec: ClusterSpec) -> list[Path]:
     return [parse_file_uri(spec.rendezvous) / spec.cluster_id]
 
 
+class StartRefused(TargetError):
+    """A target refused to start nodes, with what kind of refusal it was, so that whoever
+    retries (syndeo/launcher/autoscale.py) knows how: ``"permanent"`` (the same request
+    will never succeed: stop and say so), ``"quota"`` (a limit or a state an admin or the
+    provider lifts in time: try again after long), ``"transient"`` (soon)."""
+
+    def __init__(self, message: str, kind: str = "transient") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 class Target(ABC):
     name: ClassVar[str]
     # True if the head's own output reaches the launcher through the target (a local

@@ -23,6 +23,7 @@ from tenacity import (
 )
 
 from syndeo.core.errors import ConfigError, TargetError
+from syndeo.launcher.targets.base import StartRefused
 
 # States in which the job and all its processes are gone.
 TERMINAL = frozenset(
@@ -172,6 +173,59 @@ def _gres_count(field: str, gres: str, kind: str | None = None) -> int:
     return total
 
 
+# What Slurm's commands need to find the site's configuration: kept when a job's
+# own Slurm variables are stripped from sbatch's environment.
+KEPT_SLURM_ENV = frozenset({"SLURM_CONF"})
+
+
+def inherited_slurm_env(environ: Mapping[str, str]) -> list[str]:
+    """The ``SLURM_*``/``SBATCH_*`` variables of ``environ`` a new job must not inherit.
+
+    Inside a job (the watcher's, an ``salloc`` shell) they describe that job: with
+    ``--export=ALL`` its ``SLURM_MEM_PER_NODE`` would reach the new job's ``srun``
+    ("mutually exclusive" beside the ``SLURM_MEM_PER_CPU`` of a site's DefMemPerCPU) or
+    size Ray's memory; ``SBATCH_*`` would override the script's own ``#SBATCH`` lines."""
+    return sorted(
+        k for k in environ if k.startswith(("SLURM_", "SBATCH_")) and k not in KEPT_SLURM_ENV
+    )
+
+
+# sbatch's refusals (Slurm's slurm_errno.c wording), by what a retry can expect: the
+# same request never passes (a bad account, partition, QOS or shape), or it may once a
+# limit lifts or an admin brings the partition back (QOS/association limits, a partition
+# INACTIVE or DRAIN).  Anything else (a busy or unreachable controller) is transient.
+_PERMANENT = (
+    "invalid account",
+    "invalid partition",
+    "invalid qos",
+    "invalid generic resource",
+    "invalid feature",
+    "node configuration is not available",
+    "not permitted to use this partition",
+    "requested time limit is invalid",
+    "node count specification invalid",
+    "access/permission denied",
+)
+_QUOTA = (
+    "partition not available",
+    "inactive",
+    "job violates accounting/qos policy",
+    "qosmax",
+    "assocmax",
+    "job submit limit",
+    "maxsubmit",
+)
+
+
+def refusal_kind(said: str) -> str:
+    """``"permanent"``, ``"quota"`` or ``"transient"``: what sbatch's message ``said``
+    lets a retry expect (:class:`StartRefused`)."""
+    low = said.lower()
+    if any(p in low for p in _PERMANENT):
+        return "permanent"
+    return "quota" if any(q in low for q in _QUOTA) else "transient"
+
+
 def submit(
     script: str,
     env: Mapping[str, str] | None = None,
@@ -191,11 +245,14 @@ def submit(
     ``--export=ALL`` whatever the user's ``SBATCH_EXPORT`` says (NONE on some sites'
     login nodes): the script exports every setting itself, but the secrets it only
     names reach the job through sbatch's environment.  ``export="NONE"``: a job that
-    needs nothing of it (the script sets what it needs)."""
+    needs nothing of it (the script sets what it needs).  No ``SLURM_*``/``SBATCH_*``
+    variable of ours reaches sbatch but ``SLURM_CONF`` (:func:`inherited_slurm_env`)."""
     argv = ["sbatch", "--parsable", f"--export={export}", *options]
+    unset = [*unset, *inherited_slurm_env(os.environ)]
     proc = _slurm(argv, timeout=60, stdin=script, env=env, unset=unset)
     if proc.returncode != 0:
-        raise TargetError(f"sbatch refused the job: {_last_line(proc).removeprefix('sbatch: ')}")
+        said = _last_line(proc).removeprefix("sbatch: ")
+        raise StartRefused(f"sbatch refused the job: {said}", refusal_kind(said))
     # --parsable prints "<id>" or "<id>;<cluster>".
     return proc.stdout.strip().split(";")[0]
 

@@ -66,6 +66,9 @@ class SlurmTarget(Target):
         self._group_states: dict[str, str] = {}
         # Every question about this cluster's jobs: batched, rate-limited, backing off.
         self._queue = queue.jobs()
+        # (group, nodes) the partition was checked for: a watcher that grows a group
+        # again and again asks sinfo once, not at every try.
+        self._checked: set[tuple[str, int]] = set()
 
     # ------------------------------------------------------------------ building the job
     def _base_dir(self) -> Path:
@@ -308,7 +311,9 @@ class SlurmTarget(Target):
         """Submit ``nodes`` more nodes of ``group`` that join the running head; the job id."""
         spec, g = self._saved_group(launched, group)
         base = int(launched.data["next_rank"])
-        self._check_group(g, nodes)
+        if (group, nodes) not in self._checked:
+            self._check_group(g, nodes)
+            self._checked.add((group, nodes))
         entry = self._submit(self._job(spec, g, rank_base=base, nodes=nodes))
         launched.data["groups"].append(entry)
         launched.data["next_rank"] = base + nodes
