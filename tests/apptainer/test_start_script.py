@@ -26,6 +26,8 @@ pytestmark = [pytest.mark.apptainer, pytest.mark.slow]
 SCRIPT = Path(__file__).resolve().parents[2] / "terraform/modules/node/files/syndeo-node"
 PROBE = """
 import json, os, pathlib
+from syndeo.core.nodeconfig import load_env_fd
+load_env_fd()  # as `syndeo node` does first: the node's variables come on a pipe
 scratch = pathlib.Path(os.environ["SYNDEO_SCRATCH"])
 (scratch / "written-inside").write_text("x")
 print("PROBE " + json.dumps({
@@ -39,7 +41,7 @@ args=("$@")
 n=${#args[@]}
 [[ ${args[n-2]} == syndeo && ${args[n-1]} == node ]] || { echo "shim: $*" >&2; exit 9; }
 printf 'ARGV %s\\n' "${args[@]:0:n-2}" >&2
-exec APPTAINER "${args[@]:0:n-2}" python3 -c "$SYNDEO_TEST_PROBE"
+exec APPTAINER "${args[@]:0:n-2}" python3 -c "$PROBE_CODE"
 """
 
 
@@ -75,7 +77,8 @@ def test_the_start_script_runs_the_node_in_the_image_with_only_its_environment(
         os.chown(path, run_uid, -1)
     host = {
         "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin",
-        "SYNDEO_TEST_PROBE": PROBE,
+        "PROBE_CODE": PROBE,  # the shim's (not the node's: no SYNDEO_ prefix)
+        "SYNDEO_TEST_MARK": "forwarded",
         "HOST_ONLY_SECRET": "must-not-leak",
         "AWS_SECRET_ACCESS_KEY": "not-forwarded",
     }
@@ -99,7 +102,9 @@ def test_the_start_script_runs_the_node_in_the_image_with_only_its_environment(
         if key.startswith("SYNDEO_") or key == "AWS_ENDPOINT_URL_S3":
             assert inside.get(key) == value, key
     assert "HOST_ONLY_SECRET" not in inside and "AWS_SECRET_ACCESS_KEY" not in inside
-    assert "SYNDEO_TEST_PROBE" in inside  # SYNDEO_*: the script forwards its own prefix
+    assert inside.get("SYNDEO_TEST_MARK") == "forwarded"  # SYNDEO_*: its own prefix
+    # On the pipe, never in the container's environment (Apptainer's PID 1 keeps that).
+    assert inside.get("SYNDEO_ENV_FD") is None and "PROBE_CODE" not in inside
     # The GPU rule: a GPU node gets the driver (--nv) and the devices it was given.
     assert ("--nv" in argv) == (gpus > 0), argv
     assert inside.get("CUDA_VISIBLE_DEVICES") == ("0" if gpus else None)

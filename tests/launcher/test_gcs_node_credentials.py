@@ -379,6 +379,7 @@ def test_a_node_that_queued_past_its_token_renews_from_the_job_dir(
     real_get = requests.get
     monkeypatch.setattr(requests, "get", lambda url, **kw: reads.append(url) or real_get(url, **kw))
     key, shared = new_key(), tmp_path / FILE_NAME
+    shared.parent.mkdir(mode=0o700, exist_ok=True)  # the launcher makes it at submit
     shared.write_bytes(seal_token("from-the-job-dir", time.time() + 3000, key, "gc-queued"))
     node = _node_env(gcs, "long-expired", time.time() - 7200, key) | {FILE_VAR: str(shared)}
     with environ(node):

@@ -84,7 +84,9 @@ def test_spawn_log_sees_every_node_a_deploy_starts(syndeo_home: Path, tmp_path: 
         tmp_path=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert nodes == [[sys.executable, "-m", "syndeo", "node"]], nodes
+    # One node, isolated (-I: nothing of the directory it starts in on its path).
+    [node] = nodes
+    assert node[:2] == [sys.executable, "-I"] and node[-3:] == ["-m", "syndeo", "node"], nodes
 
 
 def _one_line(proc: subprocess.CompletedProcess[str]) -> str:

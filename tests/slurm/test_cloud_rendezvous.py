@@ -53,6 +53,10 @@ def test_container_nodes_meet_in_s3_with_credentials_only_in_the_environment(
         assert set(result["node_ips"]) == NODE_IPS  # type: ignore[arg-type]
         assert list_keys(s3, "slurm-rdv") == []  # the cluster's records are cleaned up
     script = next((user_run.home / "slurm" / "jobs").glob("*/job.sbatch")).read_text()
-    assert 'APPTAINERENV_AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY}"' in script
+    # Named on the node's pipe (never in the container's environment), by reference.
+    launch = next(line for line in script.splitlines() if "apptainer exec" in line)
+    names = launch.split(" syndeo-env ", 1)[1].split(" -- ", 1)[0].split()
+    assert "AWS_SECRET_ACCESS_KEY" in names
+    assert "APPTAINERENV_AWS_SECRET_ACCESS_KEY" not in script
     assert secret not in script and s3.endpoint not in script  # by reference only
     assert_clean(slurm_cluster)

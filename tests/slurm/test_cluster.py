@@ -248,7 +248,9 @@ def test_requeued_job_starts_clean(
 ) -> None:
     """``scontrol requeue`` mid-run: attempt 1 gets its own rendezvous scope, ignores
     attempt 0's records (its head address is dead) and completes the workload."""
-    cfg = user_run.config(job_config(tasks=40, seconds=1.0, slurm="requeue = true\n"))
+    # The job alone, launched without deploy's preparations (no TLS authority is made).
+    body = "tls = false\n" + job_config(tasks=40, seconds=1.0, slurm="requeue = true\n")
+    cfg = user_run.config(body)
     out = subprocess.run(
         as_user([str(CI_PYTHON), str(HERE / "submit_as_user.py"), str(cfg)], user_run.env),
         capture_output=True,
