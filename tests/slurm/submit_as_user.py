@@ -23,8 +23,11 @@ def main() -> int:
     cluster_id = new_cluster_id("slurm")
     uri = target.default_rendezvous()
     open_rendezvous(uri, cluster_id).check()
-    launched = target.launch(ClusterSpec.from_config(cfg, uri, cluster_id))
-    print(json.dumps({"cluster_id": cluster_id, "rendezvous": uri, **launched.data}))
+    spec = ClusterSpec.from_config(cfg, uri, cluster_id)
+    launched = target.launch(spec)
+    # The launch key to the test (only): the job's result is sealed with it.
+    out = {"cluster_id": cluster_id, "rendezvous": uri, "launch_key": spec.launch_key}
+    print(json.dumps({**out, **launched.data}))
     return 0
 
 

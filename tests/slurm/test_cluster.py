@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from syndeo.launcher.targets.slurm import commands
+from syndeo.rendezvous import open_rendezvous
 from testbeds import slurmcluster
 from testbeds.machine import SLURM_TESTBED_LOCK
 from testbeds.users import CI_PYTHON, CI_USER, INVOKE, UserRun, as_user, give_to_ci_user
@@ -274,7 +275,8 @@ def test_requeued_job_starts_clean(
     assert not (scope / "a0").exists(), "attempt 0's records were not cleaned up"
     done = json.loads((scope / "a1" / "done.json").read_text())
     assert done["exit_code"] == 0
-    assert json.loads((scope / "a1" / "result.json").read_text())["tasks_done"] == 40
+    sealed = open_rendezvous(job["rendezvous"], job["cluster_id"], 1, job["launch_key"])
+    assert json.loads(sealed.get_result() or b"{}")["tasks_done"] == 40
     log = Path(job["log"]).read_text()
     assert "attempt 0" in log and "attempt 1" in log  # --open-mode=append kept both
     assert_clean(slurm_cluster)
