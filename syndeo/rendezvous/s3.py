@@ -147,14 +147,20 @@ class S3Rendezvous(_cloud.CloudRendezvous):
         with self._op("write", key):
             self.client.put_object(Bucket=self.bucket, Key=self._name(key), Body=data)
 
+    def _get(self, key: str) -> Any:
+        """The object's GetObject answer, or None where there is none."""
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self._name(key))
+        except ClientError as exc:
+            if self._code(exc) == "NoSuchKey":
+                return None
+            raise
+
     def _read(self, key: str, limit: int | None = None) -> bytes | None:
         with self._op("read", key):
-            try:
-                obj = self.client.get_object(Bucket=self.bucket, Key=self._name(key))
-            except ClientError as exc:
-                if self._code(exc) == "NoSuchKey":
-                    return None
-                raise
+            obj = self._get(key)
+            if obj is None:
+                return None
             body = obj["Body"]
             if limit is None:
                 return bytes(body.read())
@@ -213,12 +219,9 @@ class S3Rendezvous(_cloud.CloudRendezvous):
     def _read_stream(self, key: str) -> Iterator[bytes] | None:
         """The object's body 1 MiB at a time (a wheelhouse: never whole in memory)."""
         with self._op("read", key):
-            try:
-                obj = self.client.get_object(Bucket=self.bucket, Key=self._name(key))
-            except ClientError as exc:
-                if self._code(exc) == "NoSuchKey":
-                    return None
-                raise
+            obj = self._get(key)
+        if obj is None:
+            return None
         body = obj["Body"]
 
         def pieces() -> Iterator[bytes]:

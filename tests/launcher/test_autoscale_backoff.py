@@ -14,18 +14,31 @@ from syndeo.launcher.targets.slurm import commands
 @pytest.mark.parametrize(
     ("said", "kind"),
     [
-        ("error: Batch job submission failed: Invalid account or account/partition "
-         "combination specified", "permanent"),
-        ("error: Batch job submission failed: Requested node configuration is not available",
-         "permanent"),
-        ("error: Batch job submission failed: Required partition not available (inactive or "
-         "drain)", "quota"),
-        ("error: Batch job submission failed: Job violates accounting/QOS policy (job submit "
-         "limit, user's size and/or time limits)", "quota"),
-        ("error: Batch job submission failed: Socket timed out on send/recv operation",
-         "transient"),
+        (
+            "error: Batch job submission failed: Invalid account or account/partition "
+            "combination specified",
+            "permanent",
+        ),
+        (
+            "error: Batch job submission failed: Requested node configuration is not available",
+            "permanent",
+        ),
+        (
+            "error: Batch job submission failed: Required partition not available (inactive or "
+            "drain)",
+            "quota",
+        ),
+        (
+            "error: Batch job submission failed: Job violates accounting/QOS policy (job submit "
+            "limit, user's size and/or time limits)",
+            "quota",
+        ),
+        (
+            "error: Batch job submission failed: Socket timed out on send/recv operation",
+            "transient",
+        ),
     ],
-)  # fmt: skip
+)
 def test_sbatch_refusals_are_classified(said: str, kind: str) -> None:
     assert commands.refusal_kind(said) == kind
     assert refusal_kind(StartRefused(f"sbatch refused the job: {said}", kind)) == kind

@@ -60,18 +60,36 @@ def test_a_node_that_joins_later_has_the_running_jobs_packages(
         up = syndeo("up", "--config", str(cfg), "--cluster-id", cid, cwd=tmp_path, timeout=300)
         assert up.returncode == 0, up.stderr[-3000:]
         sub = syndeo(
-            "submit", "--cluster-id", cid, "--workdir", str(work), "--", "python", "prog.py",
-            cwd=tmp_path, env=env, timeout=300,
-        )  # fmt: skip
+            "submit",
+            "--cluster-id",
+            cid,
+            "--workdir",
+            str(work),
+            "--",
+            "python",
+            "prog.py",
+            cwd=tmp_path,
+            env=env,
+            timeout=300,
+        )
         assert sub.returncode == 0, sub.stderr[-3000:]
         job_id = sub.stdout.split()[0]
         waiting = syndeo_home / "rendezvous" / cid / "a0" / "jobs" / job_id / "state.json"
         head_log = syndeo_home / "clusters" / cid / "node-0.log"
         _wait_for(lambda: f"job {job_id} started" in head_log.read_text(), waiting)
         grow = syndeo(
-            "grow", "--cluster-id", cid, "--group", "cpu", "--nodes", "1", "--wait-s", "180",
-            cwd=tmp_path, timeout=300,
-        )  # fmt: skip
+            "grow",
+            "--cluster-id",
+            cid,
+            "--group",
+            "cpu",
+            "--nodes",
+            "1",
+            "--wait-s",
+            "180",
+            cwd=tmp_path,
+            timeout=300,
+        )
         assert grow.returncode == 0, grow.stderr[-3000:]
         logs = syndeo(
             "logs", "--cluster-id", cid, "--job", job_id, "--follow", cwd=tmp_path, timeout=300

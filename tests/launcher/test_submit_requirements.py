@@ -234,9 +234,17 @@ def _status_gaps(syndeo_home: Path, cid: str, stop: threading.Event, gaps: list[
 def _submit_big(tmp_path: Path, work: Path, links: Path) -> tuple[str, str, float]:
     began = time.monotonic()
     done = syndeo(
-        "submit", "--workdir", str(work), "--follow", "--", "python", "prog.py",
-        cwd=tmp_path, env={"PIP_FIND_LINKS": str(links)}, timeout=900,
-    )  # fmt: skip
+        "submit",
+        "--workdir",
+        str(work),
+        "--follow",
+        "--",
+        "python",
+        "prog.py",
+        cwd=tmp_path,
+        env={"PIP_FIND_LINKS": str(links)},
+        timeout=900,
+    )
     took = time.monotonic() - began
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "413" not in done.stdout + done.stderr

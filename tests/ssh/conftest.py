@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -21,6 +22,7 @@ import pytest
 
 from testbeds import sshhosts
 from testbeds.objectstores import Server, start_server
+from testbeds.users import CI_USER, UserRun, give_to_ci_user
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / ".testbed" / "ssh"
@@ -54,3 +56,14 @@ def bed_s3(ssh_hosts: sshhosts.Bed, tmp_path_factory: pytest.TempPathFactory) ->
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def run(ssh_hosts: sshhosts.Bed) -> Iterator[UserRun]:
+    """One run of the CI user on the bed: its dir and, beside it, its SYNDEO_HOME."""
+    root = Path(f"/home/{CI_USER}/t-{uuid.uuid4().hex[:8]}")
+    root.mkdir(mode=0o700)
+    give_to_ci_user(root)
+    run = UserRun(root)
+    yield run
+    run.remove()

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,16 +36,6 @@ from tests.support.ssh import ssh_section as _ssh_section
 from tests.support.ssh import terraform_log as _terraform_log
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
-
-
-@pytest.fixture
-def run(ssh_hosts: sshhosts.Bed) -> Iterator[UserRun]:
-    root = Path(f"/home/{CI_USER}/t-{uuid.uuid4().hex[:8]}")
-    root.mkdir(mode=0o700)
-    give_to_ci_user(root)
-    run = UserRun(root)
-    yield run
-    run.remove()
 
 
 def _flags(bed: sshhosts.Bed) -> list[str]:

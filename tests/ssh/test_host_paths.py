@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -33,15 +31,6 @@ from tests.support.ssh import launcher as _launcher
 from tests.support.ssh import terraform_log as _terraform_log
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
-
-
-@pytest.fixture
-def run(ssh_hosts: sshhosts.Bed) -> Iterator[UserRun]:
-    root = Path(f"/home/{CI_USER}/t-{uuid.uuid4().hex[:8]}")
-    root.mkdir(mode=0o700)
-    give_to_ci_user(root)
-    yield UserRun(root)
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_a_host_dir_others_can_write_is_refused_before_anything_is_written(
