@@ -138,7 +138,9 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     """One ``deploy --tls`` (2 nodes) for the tests below; the launch key and the CA it
     used are recorded to look for them afterwards."""
     tmp = tmp_path_factory.mktemp("tls-deploy")
-    home, results, rdv = tmp / "home", tmp / "res", tmp / "rdv"
+    # SYNDEO_HOME beside the work dir, never inside it (the launcher refuses that).
+    home = tmp_path_factory.mktemp("tls-home") / "home"
+    results, rdv = tmp / "res", tmp / "rdv"
     cid = "tls-deploy"
     made: list[tls.Authority] = []
     real = tls.new_authority
@@ -221,7 +223,12 @@ def test_deploy_tls_leaves_neither_key_in_deploy_json_logs_or_results(
     [authority] = deployed["authority"]
     body = b"".join(ln for ln in authority.key_pem.splitlines() if b"-----" not in ln)
     # What the run wrote (the workload's own source aside: it names what it looks for).
-    written = [p for p in deployed["tmp"].rglob("*") if p.is_file() and p.name != "workload.py"]
+    written = [
+        p
+        for top in (deployed["tmp"], deployed["home"])
+        for p in top.rglob("*")
+        if p.is_file() and p.name != "workload.py"
+    ]
     names = {p.name for p in written}
     assert {"deploy.json", "timeline.json", "workload.log", "node-0.log"} <= names
     for path in written:

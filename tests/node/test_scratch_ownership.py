@@ -139,7 +139,12 @@ def test_container_node_checks_every_level_below_its_base(
     # with the forwarded environment, which is what this does.
     bindir = victim_dir / "bin"
     bindir.mkdir()
-    (bindir / "apptainer").write_text(f"#!/bin/sh\nexec {CI_PYTHON} -m syndeo node\n")
+    # Like Apptainer, it hands APPTAINERENV_SYNDEO_ENV_FD in as SYNDEO_ENV_FD (the pipe
+    # the script fills with the node's variables).
+    (bindir / "apptainer").write_text(
+        "#!/bin/sh\nexport SYNDEO_ENV_FD=$APPTAINERENV_SYNDEO_ENV_FD\n"
+        f"exec {CI_PYTHON} -m syndeo node\n"
+    )
     env = {
         **_node_env(victim_dir, scratch),
         "SYNDEO_SCRATCH_BASE": "/var/tmp",
