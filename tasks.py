@@ -51,6 +51,12 @@ down = verb_task(
     verbs.run_down,
     "Tear down a cluster started with `invoke up` (the only one up, if no id is given).",
 )
+watch = verb_task(
+    "watch",
+    verbs.run_watch,
+    "Start the watcher of a cluster started with `invoke up` again after it died "
+    "(it applies autoscaling, autostop and replacements).",
+)
 grow = verb_task(
     "grow",
     verbs.run_grow,
@@ -147,7 +153,18 @@ def docs(c: Context, port: int = 8000, out: str | None = None) -> None:
 
 
 ns = Collection(
-    deploy, up, check, down, grow, shrink, bench, bench_bringup, report, compare, bench_rendezvous
+    deploy,
+    up,
+    check,
+    down,
+    watch,
+    grow,
+    shrink,
+    bench,
+    bench_bringup,
+    report,
+    compare,
+    bench_rendezvous,
 )
 ns.add_task(docs)
 ns.add_task(status)

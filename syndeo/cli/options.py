@@ -163,6 +163,8 @@ VERBS: dict[str, list[Option]] = {
     # What deploy/up would get: checked before anything is created (syndeo.launcher.preflight).
     "check": [CONFIG, *CLUSTER, *UP],
     "down": [CLUSTER_ID],
+    # The watcher of an `up` cluster, started again after it died (syndeo/launcher/watch.py).
+    "watch": [CLUSTER_ID],
     "grow": [
         CLUSTER_ID,
         GROUP,

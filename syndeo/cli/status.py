@@ -75,9 +75,16 @@ def _money(r: ClusterStatus) -> tuple[str, str]:
 
 
 def _notes(rows: list[ClusterStatus]) -> str:
-    """Why a cluster is unreachable or unpriced, one line each, below the table."""
+    """Why a cluster is unreachable or unpriced, or that its watcher died: one line
+    each, below the table."""
     lines = [f"{r.cluster_id}: {r.error}" for r in rows if r.error is not None]
     lines += [f"{r.cluster_id}: unpriced: {r.unpriced}" for r in rows if r.unpriced is not None]
+    lines += [
+        # Short enough for the narrowest table: a caption wraps at the table's width.
+        f"{r.cluster_id}: watcher not running; restart: `syndeo watch --cluster-id {r.cluster_id}`"
+        for r in rows
+        if r.watcher_dead
+    ]
     return "\n".join(lines)
 
 

@@ -120,6 +120,12 @@ def run_down(cluster_id: str | None = None, ui: Ui | None = None) -> str:
     return cid
 
 
+def run_watch(cluster_id: str | None = None, ui: Ui | None = None) -> str:
+    from syndeo.launcher.watch import restart
+
+    return restart(cluster_id, ui or Ui())
+
+
 def run_grow(
     group: str,
     nodes: int,
@@ -151,6 +157,11 @@ def add_commands(sub: Any) -> None:
             run_check,
         ),
         "down": ("tear down a cluster started with `up`", run_down),
+        "watch": (
+            "start the watcher of an `up` cluster again after it died (autoscaling, autostop, "
+            "replacements)",
+            run_watch,
+        ),
         "grow": ("add nodes of a node group to a cluster started with `up`", run_grow),
         "shrink": ("remove a node group's added nodes from an `up` cluster", run_shrink),
         "status": (

@@ -13,10 +13,11 @@ import time
 
 from syndeo.core.errors import ConfigError, JoinTimeout
 from syndeo.launcher.config import load_config
+from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.state import load_launched, save_launched
 from syndeo.launcher.targets import get_target
 from syndeo.launcher.ui import Ui
-from syndeo.launcher.watch import cluster_lock
+from syndeo.launcher.watch import cluster_lock, note_nodes
 from syndeo.rendezvous import open_rendezvous
 
 
@@ -48,7 +49,9 @@ def grow(
         rdv = open_rendezvous(launched.rendezvous, launched.cluster_id)
         st = rdv.read_status()
         before = st.groups.get(group, [0, 0])[0] if st else 0
+        asked_at = time.time()
         started = target.grow(launched, group, nodes, hosts=hosts)
+        note_nodes(target, launched, _spec(launched), asked_at)  # cost from the request on
         save_launched(launched)  # `down` and `shrink` must know the new machines
     ui.info(f"cluster {cid}: {nodes} node(s) of group {group} started ({started})")
     if wait_s is not None:
@@ -78,6 +81,11 @@ def shrink(
         launched = load_launched(cid)
         target = get_target(load_config(target=launched.target), echo=ui.echo)
         stopped = target.shrink(launched, group, nodes)
+        note_nodes(target, launched, _spec(launched), time.time())  # their cost ends here
         save_launched(launched)
     ui.info(f"cluster {cid}: stopped {', '.join(stopped)} of group {group}")
     return stopped
+
+
+def _spec(launched: Launched) -> ClusterSpec:
+    return ClusterSpec.model_validate(launched.data["spec"])

@@ -24,13 +24,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import psutil
 from pydantic import BaseModel
 
 from syndeo.compare.catalog import Catalog, load_catalog
 from syndeo.compare.errors import CompareError
 from syndeo.core.clouds import CLOUDS
 from syndeo.core.errors import SyndeoError, TargetError
+from syndeo.launcher import ledger
 from syndeo.launcher import watch as watcher
 from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.state import home, saved_store_env
@@ -70,6 +70,9 @@ class ClusterStatus(BaseModel):
     autostop_s: float | None = None
     autostop_in_s: float | None = None
     watcher: bool = False  # the watcher that applies autoscaling and autostop runs
+    # ``up`` started a watcher and it has died while the cluster serves on (``syndeo
+    # watch`` starts it again)
+    watcher_dead: bool = False
     usd_so_far: float | None = None
     usd_per_h: float | None = None
     unpriced: str | None = None  # a cloud cluster without a price: why
@@ -129,7 +132,8 @@ def cluster_status(path: Path, now: float) -> ClusterStatus:
         idle_signed=signed,
         autostop_s=autostop,
         autostop_in_s=_round(left),
-        watcher=_watcher_runs(launched),
+        watcher=watcher.alive(launched),
+        watcher_dead=_watcher_dead(launched, state),
         store_requests=seen.requests,
     )
     if launched.target not in CLOUDS:
@@ -256,19 +260,11 @@ def _groups(spec: ClusterSpec | None, st: StatusRecord | None) -> list[GroupNode
     return out
 
 
-def _watcher_runs(launched: Launched) -> bool:
-    """Whether the watcher ``up`` started runs (its pid, with the same start time; a
-    watcher job elsewhere, by the mark it leaves at each poll)."""
-    entry = launched.data.get("watcher")
-    if isinstance(entry, dict):
-        with contextlib.suppress(OSError):
-            alive = (home() / "clusters" / launched.cluster_id / watcher.ALIVE).stat()
-            return time.time() - alive.st_mtime < 3 * watcher.WATCH_EVERY_S
-        return False
-    with contextlib.suppress(psutil.Error, TypeError, ValueError, IndexError):
-        if entry:
-            return abs(psutil.Process(int(entry[0])).create_time() - float(entry[1])) < 0.01
-    return False
+def _watcher_dead(launched: Launched, state: str) -> bool:
+    """A cluster that ``up`` gave a watcher, still there, whose watcher is gone (killed,
+    crashed, its job out of time): autoscaling, autostop and replacements are off."""
+    ended = state in ("done", "failed", "unreadable")
+    return watcher.expected(launched) and not ended and not watcher.alive(launched)
 
 
 # ---------------------------------------------------------------------- cost (clouds)
@@ -309,8 +305,8 @@ def _cost(
     now: float,
 ) -> tuple[float | None, float | None, str | None]:
     """(USD so far, USD per hour, why unpriced): the machines it was launched with since
-    the apply began, and each node added since (its group's type) from when it joined --
-    nodes let go before are not counted."""
+    the apply began, and each node added since (its group's type) from its start request
+    to its end, those let go before now too (:mod:`syndeo.launcher.ledger`)."""
     machines = launched.data.get("machines") or {}
     if machines.get("api_endpoint"):
         return None, None, f"not {launched.target} itself (API at {machines['api_endpoint']})"
@@ -328,6 +324,10 @@ def _cost(
         ranks = added.get(str(g["name"]), [])
         per_h += rate * (int(g["count"] or 0) + len(ranks))
         seconds = int(g["count"] or 0) * (now - started)
-        seconds += sum(now - joined_at.get(r, now) for r in ranks)
+        # Added nodes from their start request to their end, gone ones too (the
+        # ledger); one the ledger does not know (saved before it) from when it joined.
+        seconds_added, known = ledger.node_seconds(launched, str(g["name"]), now)
+        seconds += seconds_added
+        seconds += sum(now - joined_at.get(r, now) for r in ranks if r not in known)
         so_far += rate * max(0.0, seconds) / 3600
     return round(so_far, 4), round(per_h, 4), None

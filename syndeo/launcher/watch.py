@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -32,7 +33,8 @@ from types import FrameType
 import psutil
 from rich.text import Text
 
-from syndeo.core.errors import SyndeoError, TargetError
+from syndeo.core.errors import ConfigError, SyndeoError, TargetError
+from syndeo.launcher import ledger
 from syndeo.launcher.autoscale import Scaler
 from syndeo.launcher.config import RecoverySettings, load_config
 from syndeo.launcher.nodecreds import gcs_tokens
@@ -76,6 +78,8 @@ ALIVE = "watch.alive"
 # How long ``down`` waits for a watcher to end (one in a terraform apply first lets
 # Terraform save its state).
 STOP_WAIT_S = 90.0
+# The longest wait after unexpected errors in a row (see _Errors).
+ERROR_WAIT_MAX_S = 300.0
 
 
 @contextlib.contextmanager
@@ -143,6 +147,51 @@ def stop(launched: Launched, target: Target) -> None:
         except psutil.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+
+
+def alive(launched: Launched) -> bool:
+    """Whether the watcher ``up`` started for ``launched`` runs: its pid with the same
+    start time, or (a watcher job elsewhere) the mark it leaves at each poll."""
+    entry = launched.data.get("watcher")
+    if isinstance(entry, dict):
+        with contextlib.suppress(OSError):
+            mark = (cluster_dir(launched.cluster_id) / ALIVE).stat()
+            return time.time() - mark.st_mtime < 3 * WATCH_EVERY_S
+        return False
+    with contextlib.suppress(psutil.Error, TypeError, ValueError, IndexError):
+        if entry:
+            return abs(psutil.Process(int(entry[0])).create_time() - float(entry[1])) < 0.01
+    return False
+
+
+def expected(launched: Launched) -> bool:
+    """Whether ``launched`` should have a watcher: ``up`` started one (autostop, a group
+    that follows demand, replacing lost nodes or renewing a token asked for it)."""
+    return "watcher" in launched.data and "spec" in launched.data
+
+
+def restart(cluster_id: str | None, ui: Ui) -> str:
+    """Start the watcher of a running ``up`` cluster again after it died (a killed
+    process, a crash, a watcher job that hit its time limit); the cluster's id.  Nothing
+    is done if it runs."""
+    launched = load_launched(cluster_id)
+    if not expected(launched):
+        raise ConfigError(
+            f"cluster {launched.cluster_id} has no watcher to start: it was started without "
+            "autostop, max_nodes or replacing lost nodes (or by `deploy --keep`)"
+        )
+    target = get_target(load_config(target=launched.target), echo=ui.echo)
+    with cluster_lock(launched.cluster_id):
+        launched = load_launched(launched.cluster_id)
+        if alive(launched):
+            ui.info(f"the watcher of cluster {launched.cluster_id} runs already")
+            return launched.cluster_id
+        stop(launched, target)  # a watcher job the queue still holds: never two watchers
+        spec = ClusterSpec.model_validate(launched.data["spec"])
+        settings = RecoverySettings.model_validate(launched.data.get("recovery", {}))
+        start(launched, spec, settings, target)
+    ui.info(f"the watcher of cluster {launched.cluster_id} runs again (log: watch.log)")
+    return launched.cluster_id
 
 
 class _LogUi(Ui):
@@ -228,39 +277,101 @@ def watch(cluster_id: str, ui: Ui) -> int:
     launched = load_launched(cluster_id)
     target = get_target(load_config(target=launched.target), echo=ui.echo)
     current = _Attempt(target, launched, ui)
-    events = cluster_dir(cluster_id) / "recovery.json"
     renewer = _renewer(launched, current.spec, ui)
+    errors = _Errors(ui)
     ui.info(f"watching cluster {cluster_id} (replace_lost={current.settings.replace_lost})")
     while True:
-        # Under the lock and from the file: a grow in another shell is not undone, and
-        # what the target notes while polling (e.g. which Slurm node ran which rank,
-        # when the head was last seen) is kept for the next poll and for `down`.
-        with cluster_lock(cluster_id):
-            try:
-                launched = load_launched(cluster_id)
-            except TargetError:
-                ui.info(f"cluster {cluster_id} is gone (down): the watcher stops")
-                return 0
-            before, events_before = launched.model_dump_json(), json.dumps(current.recovery.events)
-            try:
-                outcome = current.step(launched)
-            except SyndeoError as exc:  # a store outage: the cluster may well run on
-                ui.info(f"syndeo: could not read the cluster's records, will retry: {exc}")
-                outcome = None
-            if outcome == "ended":
-                ui.info(f"cluster {cluster_id} has ended: the watcher stops")
-                return 0
-            if launched.model_dump_json() != before:
-                save_launched(launched)
-            if json.dumps(current.recovery.events) != events_before:
-                write_atomic(events, json.dumps(current.recovery.events, indent=2).encode())
+        try:
+            outcome = _poll(cluster_id, current)
+            if outcome == "idle":
+                return _autostop(cluster_id, current.scaler, ui)
+            if renewer is not None:
+                renewer.tick()  # outside the lock: an STS call must not hold up a grow
+        except Exception as exc:  # anything a poll did not expect: see _Errors
+            outcome = None
+            wait = errors.failed(exc, current.pace())
+        else:
+            errors.passed()
+            wait = current.pace()
         (cluster_dir(cluster_id) / ALIVE).touch()
-        if outcome == "idle":
-            return _autostop(cluster_id, current.scaler, ui)
-        if renewer is not None:
-            renewer.tick()  # outside the lock: an STS call must not hold up a grow
-        if _nap(cluster_dir(cluster_id) / WATCH_POKE, current.pace()):
+        if outcome == "ended":
+            return 0
+        if _nap(cluster_dir(cluster_id) / WATCH_POKE, wait):
             current.poked_at = time.monotonic()
+
+
+def _poll(cluster_id: str, current: _Attempt) -> str | None:
+    """One poll under the cluster's lock: "ended" (the cluster is gone or has ended),
+    "idle" (autostop is due) or None."""
+    ui = current.ui
+    # Under the lock and from the file: a grow in another shell is not undone, and
+    # what the target notes while polling (e.g. which Slurm node ran which rank,
+    # when the head was last seen) is kept for the next poll and for `down`.
+    with cluster_lock(cluster_id):
+        try:
+            launched = load_launched(cluster_id)
+        except TargetError:
+            ui.info(f"cluster {cluster_id} is gone (down): the watcher stops")
+            return "ended"
+        before, events_before = launched.model_dump_json(), json.dumps(current.recovery.events)
+        asked_at = time.time()  # a node this poll starts was asked for from here on
+        try:
+            outcome = current.step(launched)
+        except SyndeoError as exc:  # a store outage: the cluster may well run on
+            ui.info(f"syndeo: could not read the cluster's records, will retry: {exc}")
+            outcome = None
+        if outcome == "ended":
+            ui.info(f"cluster {cluster_id} has ended: the watcher stops")
+            return "ended"
+        note_nodes(current.target, launched, current.spec, asked_at)
+        if launched.model_dump_json() != before:
+            save_launched(launched)
+        if json.dumps(current.recovery.events) != events_before:
+            events = cluster_dir(cluster_id) / "recovery.json"
+            write_atomic(events, json.dumps(current.recovery.events, indent=2).encode())
+    return outcome
+
+
+def note_nodes(target: Target, launched: Launched, spec: ClusterSpec, asked_at: float) -> None:
+    """The nodes added now in the cluster's ledger, what ``status`` counts as cost."""
+    if spec.layout is None:
+        return  # nothing is ever added to it
+    try:
+        added = {g.name: target.added(launched, g.name) for g in spec.layout.groups}
+    except TargetError:
+        return  # a target that adds no node to a running cluster
+    ledger.note(launched, added, asked_at, time.time())
+
+
+class _Errors:
+    """Unexpected errors in the watcher's polls (a bug, a library's surprise, a disk that
+    refused a write): each is said in watch.log with a count, and the watcher carries on
+    -- a cluster that serves for days must not lose its autoscaling, autostop and
+    replacements to one bad answer.  Errors in a row wait longer, doubling up to
+    ERROR_WAIT_MAX_S, so a lasting one does not fill the log or hammer a service."""
+
+    def __init__(self, ui: Ui) -> None:
+        self.ui = ui
+        self.total = 0
+        self.in_row = 0
+
+    def failed(self, exc: Exception, pace: float) -> float:
+        self.total += 1
+        self.in_row += 1
+        wait = min(ERROR_WAIT_MAX_S, pace * 2.0**self.in_row)
+        what = "".join(traceback.format_exception_only(exc)).strip().replace("\n", " ")
+        self.ui.info(
+            f"unexpected error in a poll ({self.total} so far, {self.in_row} in a row): "
+            f"{what}; the watcher carries on, next poll in {wait:.0f} s"
+        )
+        if self.in_row == 1:  # where it came from, once per run of errors
+            self.ui.info("".join(traceback.format_exception(exc)).rstrip())
+        return wait
+
+    def passed(self) -> None:
+        if self.in_row:
+            self.ui.info(f"polls work again after {self.in_row} unexpected error(s) in a row")
+        self.in_row = 0
 
 
 def _nap(poke: Path, seconds: float) -> bool:

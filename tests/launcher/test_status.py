@@ -24,7 +24,7 @@ import pytest
 from syndeo.core import launchkey
 from syndeo.core.groups import GroupConfig, Layout, build_layout
 from syndeo.launcher.spec import ClusterSpec, Launched
-from syndeo.launcher.state import cluster_dir, save_launched
+from syndeo.launcher.state import cluster_dir, load_launched, save_launched
 from syndeo.launcher.status import clusters
 from syndeo.rendezvous import JobSpec, JobState, NodeRecord, StatusRecord, open_rendezvous
 from syndeo.rendezvous.base import SCALE_PURPOSE, DemandRecord
@@ -308,3 +308,21 @@ def test_a_head_that_stopped_publishing_is_shown_silent() -> None:
 
     row = ClusterStatus(cluster_id="quiet", target="local", state="serving", status_age_s=303.0)
     assert "serving (silent 5m 03s)" in render_table([row])
+
+
+def test_cost_so_far_counts_the_nodes_that_came_and_went(syndeo_home: Path, tmp_path: Path) -> None:
+    """The priced AWS cluster above, whose ledger (what the watcher notes) also holds a
+    worker started 60 min ago and let go 40 min ago: its 20 min at $0.34/h are part of
+    the cost so far, and the worker running now counts from its start request 35 min
+    ago, not from its join 30 min ago.  The price per hour is what runs now."""
+    _aws_priced((tmp_path / "rdv").as_uri(), NOW)
+    launched = load_launched("aws-priced")
+    launched.data["ledger"] = [
+        {"group": "worker", "rank": 2, "start": NOW - 3600, "end": NOW - 2400},
+        {"group": "worker", "rank": 1, "start": NOW - 2100, "end": None},
+    ]
+    save_launched(launched)
+    row = clusters("aws-priced", now=NOW)[0]
+    head, worker = 0.1785 * 2, 0.34 * (35 + 20) / 60
+    assert row.usd_so_far == pytest.approx(head + worker, abs=1e-4)
+    assert row.usd_per_h == pytest.approx(0.5185)

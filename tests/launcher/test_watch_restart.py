@@ -1,0 +1,139 @@
+"""The watcher of a local ``up`` cluster survives an unexpected error in a poll, and
+once killed, ``status`` says so in one line and ``syndeo watch`` brings it back, after
+which the cluster follows demand again: one real cluster, driven as a user would."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from syndeo.launcher.state import load_launched, save_launched
+from syndeo.launcher.watch import cluster_lock
+from tests.support.helpers import assert_nothing_left, syndeo
+
+# Two one-CPU tasks on two nodes, on a cluster of one one-CPU node: Ray's autoscaler
+# asks for a worker (the placement group waits for it).
+WIDE = """\
+import ray
+from ray.util.placement_group import placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy as In
+
+ray.init()
+pg = placement_group([{"CPU": 1}] * 2, strategy="STRICT_SPREAD")
+ray.get(pg.ready(), timeout=240)
+
+@ray.remote(num_cpus=1)
+def task():
+    return ray.get_runtime_context().get_node_id()
+
+where = [task.options(scheduling_strategy=In(pg, placement_group_bundle_index=i)).remote()
+         for i in range(2)]
+print("nodes used", len(set(ray.get(where))), flush=True)
+"""
+
+
+def _wait_for(what: str, check: object, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s: {what}"
+        time.sleep(0.5)
+
+
+def _row(cid: str, work: Path) -> dict[str, object]:
+    listed = json.loads(syndeo("status", "--json", cwd=work).stdout)
+    row: dict[str, object] = next(r for r in listed if r["cluster_id"] == cid)
+    return row
+
+
+@pytest.mark.cluster
+def test_a_killed_watcher_is_shown_brought_back_and_follows_demand_again(
+    syndeo_home: Path, tmp_path: Path
+) -> None:
+    cid = "twatch"
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "wide.py").write_text(WIDE)
+    up = syndeo("up", "--cluster-id", cid, "--max-nodes", "2", "--idle-timeout", "10s", cwd=work)
+    assert up.returncode == 0, up.stderr[-3000:]
+    try:
+        log = syndeo_home / "clusters" / cid / "watch.log"
+        _survives_an_unexpected_error(cid, log)
+        _killed_shown_and_restarted(cid, work)
+        since, asked_after = len(log.read_text()), time.time()
+        wide = syndeo(
+            "submit", "--cluster-id", cid, "--follow", "--", "python", "wide.py", cwd=work
+        )
+        assert wide.returncode == 0, wide.stderr[-3000:]
+        assert "nodes used 2" in wide.stdout
+        # The restarted watcher, not an earlier one, started the worker Ray asked for.
+        _wait_for(
+            "the start logged", lambda: "group worker: started" in log.read_text()[since:], 60
+        )
+        # Idle for 10 s, Ray lets the worker go: the ledger keeps when it was asked for
+        # and when it ended (what `status` counts as cost on a cloud).
+        _wait_for("the worker let go", lambda: "let go rank" in log.read_text()[since:], 120)
+        _wait_for("its end in the ledger", lambda: _ledger(cid)[-1]["end"] is not None, 30)
+        entry = _ledger(cid)[-1]
+        assert entry["group"] == "worker" and asked_after <= entry["start"] < entry["end"]
+    finally:  # whatever failed, nothing of the cluster outlives the test
+        if (syndeo_home / "clusters" / cid / "launched.json").exists():
+            syndeo("down", "--cluster-id", cid, cwd=work)
+    assert_nothing_left(cid)
+
+
+def _ledger(cid: str) -> list[dict[str, Any]]:
+    book: list[dict[str, Any]] = load_launched(cid).data.get("ledger", [])
+    return book or [{"end": None}]
+
+
+def _survives_an_unexpected_error(cid: str, log: Path) -> None:
+    """A value in the saved state that its poll cannot read: the watcher says so with a
+    count, waits, and carries on once the state is right again."""
+    pid = int(load_launched(cid).data["watcher"][0])
+    with cluster_lock(cid):
+        launched = load_launched(cid)
+        had = launched.data.get("grown")
+        launched.data["grown"] = "not a list"
+        save_launched(launched)
+    try:
+        said = "unexpected error in a poll (1 so far"
+        _wait_for("the error logged", lambda: said in log.read_text(), 30)
+    finally:  # put right whatever happened: `down` reads it too
+        with cluster_lock(cid):
+            launched = load_launched(cid)
+            if had is None:
+                launched.data.pop("grown")
+            else:
+                launched.data["grown"] = had
+            save_launched(launched)
+    _wait_for("polls again", lambda: "polls work again after" in log.read_text(), 60)
+    assert psutil.pid_exists(pid) and "the watcher stops" not in log.read_text()
+
+
+def _killed_shown_and_restarted(cid: str, work: Path) -> None:
+    pid, started = load_launched(cid).data["watcher"]
+    os.kill(int(pid), signal.SIGKILL)
+    psutil.Process(int(pid)).wait(10)  # not our child: psutil polls until it is gone
+    row = _row(cid, work)
+    assert (row["watcher"], row["watcher_dead"]) == (False, True)
+    table = syndeo("status", cwd=work).stdout
+    note = f"{cid}: watcher not running; restart: `syndeo watch --cluster-id {cid}`"
+    assert note in table.splitlines(), table  # one line
+
+    again = syndeo("watch", "--cluster-id", cid, cwd=work)
+    assert again.returncode == 0, again.stderr[-3000:]
+    entry = load_launched(cid).data["watcher"]
+    assert entry[0] != pid and entry[1] != started
+    row = _row(cid, work)
+    assert (row["watcher"], row["watcher_dead"]) == (True, False)
+    # Once more: it runs, so nothing is started twice.
+    twice = syndeo("watch", "--cluster-id", cid, cwd=work)
+    assert twice.returncode == 0 and "runs already" in twice.stderr + twice.stdout
+    assert load_launched(cid).data["watcher"] == entry
