@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import pwd
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -226,12 +227,21 @@ def refusal_kind(said: str) -> str:
     return "quota" if any(q in low for q in _QUOTA) else "transient"
 
 
+# How long sbatch may take to answer.  One that does not (a busy controller) may have
+# queued the job all the same: see :func:`submit`'s ``marker``.
+SUBMIT_TIMEOUT_S = 60.0
+# The markers of this process's submissions whose sbatch did not answer: their job may
+# exist, so each is looked up before it is submitted again.
+_UNANSWERED: set[str] = set()
+
+
 def submit(
     script: str,
     env: Mapping[str, str] | None = None,
     unset: Sequence[str] = (),
     options: Sequence[str] = (),
     export: str = "ALL",
+    marker: str | None = None,
 ) -> str:
     """Submit the batch script ``script`` (its text); the job id.
 
@@ -246,15 +256,62 @@ def submit(
     login nodes): the script exports every setting itself, but the secrets it only
     names reach the job through sbatch's environment.  ``export="NONE"``: a job that
     needs nothing of it (the script sets what it needs).  No ``SLURM_*``/``SBATCH_*``
-    variable of ours reaches sbatch but ``SLURM_CONF`` (:func:`inherited_slurm_env`)."""
+    variable of ours reaches sbatch but ``SLURM_CONF`` (:func:`inherited_slurm_env`).
+
+    ``marker``: what names this one job of the cluster (its rank), kept as the job's
+    comment.  An sbatch that does not answer within ``SUBMIT_TIMEOUT_S`` may have
+    queued the job before the controller's reply was lost: the job is then looked up by
+    its name and marker and adopted, now and before any later submission with the same
+    marker -- a retry never makes a second job for the same rank."""
     argv = ["sbatch", "--parsable", f"--export={export}", *options]
+    if marker is not None:
+        if marker in _UNANSWERED and (found := adopt(script, marker)) is not None:
+            _UNANSWERED.discard(marker)
+            return found
+        argv.append(f"--comment={marker}")
     unset = [*unset, *inherited_slurm_env(os.environ)]
-    proc = _slurm(argv, timeout=60, stdin=script, env=env, unset=unset)
+    try:
+        proc = _slurm(argv, timeout=SUBMIT_TIMEOUT_S, stdin=script, env=env, unset=unset)
+    except SlurmUnreachable:
+        if marker is None:
+            raise
+        _UNANSWERED.add(marker)
+        if (found := adopt(script, marker)) is None:
+            raise
+        _UNANSWERED.discard(marker)
+        return found
     if proc.returncode != 0:
         said = _last_line(proc).removeprefix("sbatch: ")
         raise StartRefused(f"sbatch refused the job: {said}", refusal_kind(said))
+    if marker is not None:
+        _UNANSWERED.discard(marker)
     # --parsable prints "<id>" or "<id>;<cluster>".
     return proc.stdout.strip().split(";")[0]
+
+
+def adopt(script: str, marker: str) -> str | None:
+    """The id of this user's job that ``script`` (its ``--job-name``) submitted with
+    ``marker`` as its comment and that has not ended, if there is one (one ``squeue``);
+    :class:`SlurmUnreachable` if the controller does not answer -- then nobody knows,
+    and nothing may be submitted again yet."""
+    name = next(
+        (
+            line.split("=", 1)[1].strip()
+            for line in script.splitlines()
+            if line.startswith("#SBATCH --job-name=")
+        ),
+        None,
+    )
+    user = pwd.getpwuid(os.getuid()).pw_name
+    argv = ["squeue", "-h", "-u", user, "-O", "JobID:|,Comment:|"]
+    proc = _slurm([*argv, f"--name={name}"] if name else argv)
+    if proc.returncode != 0:
+        raise SlurmUnreachable(f"cannot look up the job of {marker}: {_last_line(proc)}")
+    for line in proc.stdout.splitlines():
+        job_id, _, rest = line.partition("|")
+        if rest.rstrip("|").strip() == marker:
+            return job_id.strip()
+    return None
 
 
 def job_info(

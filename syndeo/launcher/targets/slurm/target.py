@@ -255,7 +255,11 @@ class SlurmTarget(Target):
         _write_private(job.job_dir / script_name(job), text)
         if job.secret_env:
             _write_private(secrets_path(job), secrets_text(job))
-        job_id = commands.submit(text, unset=job.unset_env, options=options)
+        # Its rank's name in the queue: a retry after an sbatch that did not answer adopts
+        # the job it may have queued (commands.submit).
+        marker = f"syndeo:{job.cluster_id}:{script_name(job).removesuffix('.sbatch')}"
+        marker += f":a{job.attempt_base}"
+        job_id = commands.submit(text, unset=job.unset_env, options=options, marker=marker)
         if self.echo is not None:
             what = f" (group {job.group}, {job.shape.nodes} node(s))" if job.group else ""
             self.echo(
