@@ -48,6 +48,8 @@ def check(cfg: DeployConfig, verb: str, target: type[Target]) -> None:
             f"autostop_grace is for VMs that can power themselves off ({', '.join(POWERS_OFF)}); "
             f"on {cfg.target} only the watcher stops an idle cluster: leave it out"
         )
+    if verb == "up" and cfg.target == "slurm":
+        _check_slurm_up(cfg)
     if follows_demand(cfg) and target.added is Target.added:
         raise ConfigError(f"the {cfg.target} target cannot add nodes by itself: no max_nodes")
     if follows_demand(cfg) and cfg.target == "ssh":
@@ -59,6 +61,25 @@ def check(cfg: DeployConfig, verb: str, target: type[Target]) -> None:
                     "on hosts you list: give it [groups.ssh] pool = [...] (at least "
                     "max_nodes hosts)"
                 )
+
+
+def _check_slurm_up(cfg: DeployConfig) -> None:
+    """What an ``up`` cluster on Slurm cannot do with its time limit, in one line each:
+    its head serves until Slurm ends the job at ``time`` (there is no workload whose end
+    a requeue would continue), and a requeued head is an attempt the nodes the
+    autoscaler added, each a job of its own, never join."""
+    slurm = cfg.slurm or {}
+    if follows_demand(cfg) and (slurm.get("requeue") or slurm.get("max_requeues")):
+        raise ConfigError(
+            "slurm.requeue/max_requeues and max_nodes cannot be combined: a requeued head "
+            "would start an attempt that the nodes added for demand never join (drop one)"
+        )
+    if slurm.get("max_requeues"):
+        raise ConfigError(
+            "slurm.max_requeues continues a deploy's workload past its time limit; an `up` "
+            "cluster is not requeued then (it serves until slurm.time): use deploy, or a "
+            "longer slurm.time"
+        )
 
 
 # A failed start waits before the next try, twice as long after each failure in a row
