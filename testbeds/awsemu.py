@@ -11,7 +11,8 @@ One root daemon (``python -m testbeds.awsemu serve``) is the cloud:
   content is the SIF given to ``up``, which every instance sees at ``/opt/syndeo``
   (where ``packer/cloud/files/provision.sh`` installs it).
 - **the hypervisor**: every instance that turns ``running`` in moto becomes a machine:
-  a network namespace at its private IP on the bridge, its own hostname, mount
+  a network namespace at its private IP on the bridge, its own hostname (which every
+  machine resolves, as the VPC's DNS does: DNS_SUFFIX), mount
   namespace and disk (a private ``/var/tmp``, where nodes keep their scratch, and the
   VM's files), an instance
   metadata service at 169.254.169.254 (:mod:`testbeds.imds`) serving the
@@ -81,6 +82,14 @@ STOPPED_SCRIPT = NODE_FILES / "syndeo-node-stopped"  # the unit's ExecStopPost
 # Where a machine finds the bed's `poweroff` (first on systemd's PATH), and the mark it
 # leaves on the machine's disk for the hypervisor.
 POWEROFF_DIR = "/usr/local/sbin"
+# The VPC's DNS as EC2 answers it (enable_dns_hostnames, terraform/aws/network.tf): each
+# instance's hostname (ip-A-B-C-D) and its name under DNS_SUFFIX resolve to its private
+# IP, from every instance.  The bed keeps one hosts file, bind-mounted over each
+# machine's /etc/hosts (Apptainer binds that into the node's container), with a line
+# added for each instance as it boots.  A name derives from its IP, so a line never
+# changes; the file is appended to, never replaced (a bind mount holds the inode).
+DNS_SUFFIX = "ec2.internal"
+HOSTS_HEAD = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
 POWEROFF_MARK = "powered-off"
 SYSTEMD_PATH = cloudinit.SYSTEMD_PATH
 
@@ -343,6 +352,9 @@ class Cloud:
         if manifest.exists():
             shutil.copyfile(manifest, image / "syndeo.sif.manifest.json")
         self._power_button()
+        hosts = self.base / "hosts"
+        hosts.write_text(HOSTS_HEAD)
+        os.chmod(hosts, 0o644)
         self.server = ThreadedMotoServer(ip_address=GATEWAY, port=0, verbose=False)
         self.server.start()
         host, port = self.server.get_host_and_port()
@@ -556,9 +568,11 @@ class Cloud:
             os.chmod(d, mode)
         os.chown(disk, pw.pw_uid, pw.pw_gid)
         name = "ip-" + host.ip.replace(".", "-")
+        self._resolve(host.ip, name)
         inner = " && ".join(
             [
                 f"hostname {name}",
+                f"mount --bind {shlex.quote(str(self.base / 'hosts'))} /etc/hosts",
                 f"mount --bind {shlex.quote(str(disk))} {sshhosts.HOST_DISK}",
                 f"mount --bind {shlex.quote(str(self.base / 'image'))} {IMAGE_DIR}",
                 f"mount --bind {shlex.quote(str(self.sif))} {IMAGE_DIR / 'syndeo.sif'}",
@@ -608,6 +622,15 @@ class Cloud:
         host.meta = self._metadata(host, inst)
         sock = imds.listen_in(netns.NETNS_DIR / host.netns)
         host.server = imds.serve(sock, host.meta, self._credentials, self._profile)
+
+    def _resolve(self, ip: str, name: str) -> None:
+        """``name`` (and its name under DNS_SUFFIX) resolves to ``ip`` on every machine."""
+        line = f"{ip} {name}.{DNS_SUFFIX} {name}\n"
+        with self.lock:
+            hosts = self.base / "hosts"
+            if line not in hosts.read_text().splitlines(keepends=True):
+                with hosts.open("a") as out:
+                    out.write(line)
 
     def _metadata(self, host: Host, inst: dict[str, Any]) -> imds.Instance:
         opts = inst.get("MetadataOptions", {})

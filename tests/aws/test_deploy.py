@@ -120,11 +120,39 @@ def test_deploy_runs_whole(aws_user: AwsUser) -> None:
     )
 
 
+# What a task on EC2 may do: find its own address by its hostname (the VPC's DNS
+# answers for every instance's ip-A-B-C-D name), and the driver a peer's by its name.
+RESOLVES = """
+import socket
+
+@ray.remote(num_cpus=1, scheduling_strategy="SPREAD")
+def resolve():
+    import socket, time
+    time.sleep(1)
+    name = socket.gethostname()
+    return name, socket.gethostbyname(name), ray.util.get_node_ip_address()
+
+for name, ip, node_ip in ray.get([resolve.remote() for _ in range(4)]):
+    print("RESOLVES", name, ip, node_ip, socket.gethostbyname(name + ".ec2.internal"))
+"""
+
+
+def _check_resolved(stdout: str) -> None:
+    found = [ln.split()[1:] for ln in stdout.splitlines() if ln.startswith("RESOLVES")]
+    assert len(found) == 4, stdout[-3000:]
+    for name, ip, node_ip, by_driver in found:
+        assert ip == node_ip == by_driver and name == "ip-" + ip.replace(".", "-"), found
+    assert len({name for name, *_ in found}) == 2  # both VMs
+
+
 def test_your_program_and_its_files_run_on_the_vms(aws_user: AwsUser) -> None:
     """docs/getting-started.md, Your own program, on the emulated AWS: the work dir packed
     into the bucket the apply created (stored only once it exists: the head waits for
-    it), run in the head's unpacked copy, its module imported by tasks on both VMs."""
+    it), run in the head's unpacked copy, its module imported by tasks on both VMs; and
+    each VM's hostname resolves, as on EC2, from a task and from the driver."""
     proj = write_project(aws_user.root / "proj")
+    with (proj / "prog.py").open("a") as prog:
+        prog.write(RESOLVES)
     give_to_ci_user(proj)
     res = aws_user.invoke(
         "deploy",
@@ -146,4 +174,5 @@ def test_your_program_and_its_files_run_on_the_vms(aws_user: AwsUser) -> None:
     assert res.returncode == 0, failed(res)
     assert "packed for the head" in res.stdout + res.stderr
     check_packed_run(res.stdout, proj, nodes=2)
+    _check_resolved(res.stdout)
     assert_nothing_left(aws_user.state)
