@@ -293,9 +293,9 @@ def watch(cluster_id: str, ui: Ui) -> int:
         else:
             errors.passed()
             wait = current.pace()
-        (cluster_dir(cluster_id) / ALIVE).touch()
         if outcome == "ended":
-            return 0
+            return 0  # (its dir may be gone: `down` removes it)
+        (cluster_dir(cluster_id) / ALIVE).touch()
         if _nap(cluster_dir(cluster_id) / WATCH_POKE, wait):
             current.poked_at = time.monotonic()
 
