@@ -2,6 +2,7 @@
 ``grow`` of one node on the same cluster, and how soon an idle node goes.
 
     python -m benchmarks.autoscale [--target local|slurm] [--out x.json]
+    python -m benchmarks.autoscale --fault 120 [--out x.json]
 
 One ``up`` cluster (bare nodes, file rendezvous, a fresh $SYNDEO_HOME) with two groups
 beside the head: ``auto`` follows demand (max_nodes 1, idle timeout 10 s) and ``manual``
@@ -15,6 +16,11 @@ one-node job of its own.  In the same run:
   command, the start, the join);
 - release: from the job's end to the watcher's "let go" of the idle node, against the
   idle timeout (goal: within it + 30 s);
+- the fault case (``--fault SECONDS``, Slurm, root): the partition set INACTIVE while
+  a job's placement group waits for a node of ``auto``; for SECONDS, what the
+  launcher asks of slurmctld (each call, through logging wrappers on the CI user's
+  PATH), the sbatch calls among them against the goal (at most 8 in 2 minutes), and
+  the refusals the watcher logged;
 - the store: the status record with and without the signed demand in it (bytes).  The
   scaler has no store handle at all (syndeo/launcher/autoscale.py: it is handed the
   status the watcher reads anyway), so it adds no request; that is by construction and
@@ -70,6 +76,16 @@ name = "manual"
 nodes = 0
 {ALONE}
 """
+# The fault case: a job whose placement group waits for a node the partition cannot
+# start (it is cancelled with the cluster), and the goal for what that may cost.
+WAIT_JOB = """\
+import ray
+from ray.util.placement_group import placement_group
+ray.init()
+pg = placement_group([{"CPU": 1}] * 2, strategy="STRICT_SPREAD")
+ray.get(pg.ready(), timeout=3600)
+"""
+FAULT_GOAL = 8  # sbatch calls at most in 2 minutes of unmet demand, every one refused
 # Runs ``syndeo ARGS`` in a directory to the end: (its wall time, its output).
 Runner = Callable[..., tuple[float, str]]
 JOB = """\
@@ -176,12 +192,104 @@ def _slurm() -> dict[str, Any]:
                 slurmcluster.down()
 
 
+def _set_partition(name: str, state: str) -> None:
+    """An administrator's ``scontrol update`` of the bed's partition (as root)."""
+    import subprocess
+
+    subprocess.run(["scontrol", "update", f"PartitionName={name}", f"State={state}"], check=True)
+
+
+def _fault_window(run: Runner, work: Path, cid: str, seconds: float) -> tuple[float, float]:
+    """The partition INACTIVE while a job waits for a node of ``auto``: (start, end)."""
+    _set_partition("debug", "INACTIVE")
+    try:
+        start = time.time()
+        run("submit", "--cluster-id", cid, "--", "python", "wait.py", cwd=work)
+        time.sleep(seconds)
+        return start, time.time()
+    finally:
+        _set_partition("debug", "UP")
+
+
+def fault(seconds: float) -> dict[str, Any]:
+    """The fault case on the local Slurm test cluster: the partition set INACTIVE (every
+    sbatch refused) while a placement group waits for a second node, for ``seconds``;
+    what the launcher asked of slurmctld meanwhile (logging wrappers first on the CI
+    user's PATH, testbeds/slurmrpc.py) and what its watcher said."""
+    from testbeds import slurmcluster, slurmrpc
+    from testbeds.machine import SLURM_TESTBED_LOCK, machine_lock
+    from testbeds.users import CI_PYTHON, CI_USER, UserRun, as_user, give_to_ci_user
+
+    user = UserRun(Path(f"/home/{CI_USER}/bfault-{os.getpid()}"))
+    cid = "bfault"
+    with machine_lock(SLURM_TESTBED_LOCK, "local Slurm test cluster"):
+        ours = not slurmcluster.is_up()
+        os.environ["SLURM_CONF"] = str(slurmcluster.up(nodes=3, cpus_per_node=4).conf)
+        user.root.mkdir(mode=0o700)
+        try:
+            give_to_ci_user(user.root)
+            bindir, calls = slurmrpc.make_wrappers(user.root)
+            env = {**user.env, "PATH": slurmrpc.user_path(bindir)}
+            (work := user.root / "work").mkdir()
+            (work / "scale.toml").write_text(SLURM_CONFIG)
+            (work / "wait.py").write_text(WAIT_JOB)
+            for path in (work, *work.iterdir()):
+                give_to_ci_user(path)
+
+            def run(*args: str, cwd: Path) -> tuple[float, str]:
+                return _syndeo(
+                    *args, cwd=cwd, argv=as_user([str(CI_PYTHON), "-m", "syndeo", *args], env)
+                )
+
+            run("up", "--config", "scale.toml", "--cluster-id", cid, cwd=work)
+            log = Path(user.env["SYNDEO_HOME"]) / "clusters" / cid / "watch.log"
+            try:
+                start, end = _fault_window(run, work, cid, seconds)
+                said = log.read_text()
+            finally:
+                run("down", "--cluster-id", cid, cwd=work)
+            return _fault_result(slurmrpc.read_calls(calls), start, end, said)
+        finally:
+            shutil.rmtree(user.root, ignore_errors=True)
+            if ours:
+                slurmcluster.down()
+
+
+def _fault_result(calls: list[Any], start: float, end: float, said: str) -> dict[str, Any]:
+    from testbeds import slurmrpc
+
+    cost = slurmrpc.rate(calls, start, end)
+    sbatch = sum(1 for c in calls if start <= c.at <= end and not c.job and c.argv[0] == "sbatch")
+    minutes = (end - start) / 60
+    return {
+        "case": "fault",
+        "target": "slurm",
+        "fault": "partition INACTIVE while a placement group waits for a second node",
+        "fault_s": round(end - start, 1),
+        "slurmctld": cost,
+        "sbatch_calls": sbatch,
+        "sbatch_per_min": round(sbatch / minutes, 2),
+        "goal_sbatch_per_2_min": FAULT_GOAL,
+        "within_goal": sbatch / minutes * 2 <= FAULT_GOAL,
+        "refusals_logged": said.count("could not follow demand"),
+        "cloud_api": None,  # the emulated AWS's case is not measured yet
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--target", choices=["local", "slurm"], default="local")
+    parser.add_argument(
+        "--fault",
+        type=float,
+        metavar="SECONDS",
+        help="the fault case instead (Slurm): the partition INACTIVE for SECONDS",
+    )
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     args = parser.parse_args(argv)
-    if args.target == "slurm":
+    if args.fault is not None:
+        result = fault(args.fault)
+    elif args.target == "slurm":
         result = _slurm()
     else:
         with tempfile.TemporaryDirectory(prefix="bscale-") as tmp:

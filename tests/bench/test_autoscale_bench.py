@@ -51,3 +51,31 @@ def test_the_autoscale_benchmark_measures_demand_manual_grow_and_release(
 def test_the_autoscale_benchmark_runs_on_the_local_slurm_cluster(tmp_path: Path) -> None:
     """``--target slurm``: the same figures, each node a one-node job of the CI user's."""
     assert _measured(tmp_path, "--target", "slurm")["target"] == "slurm"
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+def test_the_fault_case_counts_what_a_group_that_cannot_start_asks_of_slurmctld(
+    tmp_path: Path,
+) -> None:
+    """``--fault SECONDS``: the partition INACTIVE while a node is wanted; kept short here
+    (30 s: the first refusal and its backoff), the 2-minute run is the benchmark's."""
+    out = tmp_path / "fault.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.autoscale", "--fault", "30", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got: dict[str, Any] = json.loads(out.read_text())
+    assert json.loads(proc.stdout) == got
+    assert (got["case"], got["target"]) == ("fault", "slurm") and got["fault_s"] >= 30
+    # The watcher did try, was refused, and said so; the counts are the wrappers' own.
+    assert got["sbatch_calls"] >= 1 and got["refusals_logged"] >= 1
+    assert got["slurmctld"]["by_command"]["sbatch"] == got["sbatch_calls"]
+    assert got["sbatch_per_min"] == pytest.approx(
+        got["sbatch_calls"] / (got["fault_s"] / 60), rel=0.02
+    )
