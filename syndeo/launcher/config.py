@@ -246,7 +246,8 @@ class DeployConfig(_Strict, ClusterOptions):
         # The same rule as terraform/modules/node (tests/iac/test_node_module.py).
         if v is not None and not RENDEZVOUS_RE.match(v):
             raise ValueError(
-                "use file:///dir, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix"
+                "use file:///dir, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix "
+                "or oss://bucket/prefix"
             )
         return v
 

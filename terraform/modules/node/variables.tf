@@ -14,7 +14,7 @@ variable "node" {
     cluster_id = string
     # Number of nodes; rank 0 is the Ray head.
     node_count = number
-    # Where nodes meet: file:///shared/dir, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix (the cloud modules set it from their bucket).
+    # Where nodes meet: file:///shared/dir, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix or oss://bucket/prefix (the cloud modules set it from their bucket).
     rendezvous = string
     # Name of the target that starts these nodes, recorded in results (the cloud and ssh modules set it).
     target = string
