@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-# The node settings as top-level variables, before b367dd6 (a historical list: new
+# The node settings as top-level variables, in the oldest shape (a fixed list: new
 # settings are never added here).
 _FLAT_NODE = (
     "node_count",
