@@ -7,16 +7,12 @@ succeeded, its exit code when it failed, 130 when cancelled, 2 when rejected).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from functools import partial
 from pathlib import Path
-from typing import Any
 
 from rich.table import Table
 
-from syndeo.cli.options import add_arguments
 from syndeo.launcher import job_client
 from syndeo.launcher.ui import Ui
 from syndeo.rendezvous import JobState
@@ -71,7 +67,7 @@ def run_submit(
         ui.info(f"wheels for the job resolved (sha256 {spec.wheelhouse_digest[:12]})")
     print(spec.job_id, flush=True)
     if not follow:
-        ui.info(f"submitted to {spec.cluster_id}: `invoke logs {spec.job_id} --follow`")
+        ui.info(f"submitted to {spec.cluster_id}: syndeo logs {spec.job_id} --follow")
         return 0
     state = job_client.logs(spec.job_id, _write, follow=True, cluster=cluster)
     _say_end(ui, state)
@@ -126,42 +122,3 @@ def run_fetch(job: str, cluster_id: str | None = None, out: Path | None = None) 
     files = job_client.fetch(job, dest, cluster_id=rdv.cluster_id)
     Ui().info(f"{len(files)} file(s) of {job} in {dest}")
     return 0
-
-
-def _call(fn: Any, args: argparse.Namespace) -> int:
-    options = {k: v for k, v in vars(args).items() if k not in ("func", "command")}
-    return int(fn(**options))
-
-
-def add_commands(sub: Any) -> None:
-    p = sub.add_parser(
-        "submit", help="run a program on an `up` cluster: syndeo submit [options] -- CMD …"
-    )
-    add_arguments(p, "submit")
-    p.add_argument("program", nargs=argparse.REMAINDER, help="-- then the command to run")
-    p.set_defaults(func=_submit_from_args)
-    described = {
-        "jobs": ("the jobs of an `up` cluster", run_jobs),
-        "logs": ("a job's output (--follow: until it ends)", run_logs),
-        "cancel": ("cancel a job", run_cancel),
-        "fetch": ("download the files a job left in its outputs/", run_fetch),
-    }
-    for verb, (help_text, fn) in described.items():
-        p = sub.add_parser(verb, help=help_text, description=help_text)
-        add_arguments(p, verb)
-        p.set_defaults(func=partial(_call, fn))
-
-
-def _submit_from_args(args: argparse.Namespace) -> int:
-    command = list(args.program)
-    if command[:1] == ["--"]:
-        command = command[1:]
-    return run_submit(
-        command,
-        cluster_id=args.cluster_id,
-        workdir=args.workdir,
-        env=args.env,
-        exclude=args.exclude,
-        follow=bool(args.follow),
-        requirements=args.requirements,
-    )

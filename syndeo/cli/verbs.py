@@ -6,16 +6,12 @@ Both front ends pass the same keyword names (the :class:`DeployConfig` fields) t
 
 from __future__ import annotations
 
-import argparse
 import json
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
 
-from syndeo.cli.options import add_arguments
-from syndeo.cli.status import run_status
 from syndeo.launcher.config import DeployConfig, load_config
 from syndeo.launcher.deploy import Outcome, UpInfo, deploy, down, plan, raise_for_outcome, up
 from syndeo.launcher.ui import Ui
@@ -89,12 +85,12 @@ def run_up(ui: Ui | None = None, **options: Any) -> UpInfo:
         f"    export RAY_ADDRESS={info.address} RAY_AUTH_MODE=token "
         f"RAY_AUTH_TOKEN_PATH={info.token_path}{tls}\n"
         f"  Submit a job (from anywhere that can reach the rendezvous):\n"
-        f"    invoke submit --cluster-id {info.cluster_id} --follow -- python my_script.py\n"
-        f"    then: invoke jobs | invoke logs JOB --follow | invoke cancel JOB | "
-        f"invoke fetch JOB\n"
+        f"    syndeo submit --cluster-id {info.cluster_id} --follow -- python my_script.py\n"
+        f"    then: syndeo jobs | syndeo logs JOB --follow | syndeo cancel JOB | "
+        f"syndeo fetch JOB\n"
         f"  Dashboard (bound to the head's 127.0.0.1 only): "
         f"ssh -N -L 8265:127.0.0.1:{port} <head host>, then http://127.0.0.1:8265\n"
-        f"  Stop it:  invoke down --cluster-id {info.cluster_id}",
+        f"  Stop it:  syndeo down --cluster-id {info.cluster_id}",
         highlight=False,
         markup=False,  # addresses and paths the head published: text, never markup
     )
@@ -140,31 +136,3 @@ def run_shrink(
     from syndeo.launcher.grow import shrink
 
     return shrink(cluster_id, group, nodes, ui)
-
-
-def add_commands(sub: Any) -> None:
-    described = {
-        "deploy": ("bring a cluster up, run the workload, tear it down", run_deploy),
-        "up": ("bring a cluster up and leave it serving", run_up),
-        "check": (
-            "check that deploy/up can start (settings, credentials, image); creates nothing",
-            run_check,
-        ),
-        "down": ("tear down a cluster started with `up`", run_down),
-        "grow": ("add nodes of a node group to a cluster started with `up`", run_grow),
-        "shrink": ("remove a node group's added nodes from an `up` cluster", run_shrink),
-        "status": (
-            "this user's clusters on this machine: nodes, state, jobs, idle, cost",
-            run_status,
-        ),
-    }
-    for verb, (help_text, fn) in described.items():
-        p = sub.add_parser(verb, help=help_text, description=help_text)
-        add_arguments(p, verb)
-        p.set_defaults(func=partial(_call, fn))
-
-
-def _call(fn: Any, args: argparse.Namespace) -> int:
-    options = {k: v for k, v in vars(args).items() if k not in ("func", "command")}
-    fn(**options)
-    return 0  # failures raise SyndeoError, which the CLI turns into its exit code
