@@ -1,5 +1,5 @@
 """``submit``, ``jobs``, ``logs``, ``cancel``, ``fetch``: jobs on an ``up`` cluster, for
-both front ends (the work is in :mod:`syndeo.launcher.job_client`).
+both front ends, over the Python API (:class:`syndeo.api.Cluster`).
 
 Exit status of ``submit --follow`` and ``logs --follow``: the job's own (0 when it
 succeeded, its exit code when it failed, 130 when cancelled, 2 when rejected).
@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from syndeo.api import Cluster, ended, exit_status
 from syndeo.launcher import job_client
 from syndeo.launcher.ui import Ui
 from syndeo.rendezvous import JobState
@@ -23,24 +24,9 @@ def _write(data: bytes) -> None:
     sys.stdout.buffer.flush()
 
 
-def exit_status(state: JobState | None) -> int:
-    if state is None:
-        return 1
-    if state.state == "succeeded":
-        return 0
-    if state.state == "cancelled":
-        return 130
-    if state.state == "rejected":
-        return 2
-    return state.exit_code or 1
-
-
 def _say_end(ui: Ui, state: JobState | None) -> None:
-    if state is None:
-        return
-    detail = f" (exit {state.exit_code})" if state.exit_code is not None else ""
-    why = f": {state.message}" if state.message else ""
-    ui.info(f"job {state.job_id} {state.state}{detail}{why}")
+    if state is not None:
+        ui.info(ended(state))
 
 
 def run_submit(
@@ -54,22 +40,20 @@ def run_submit(
     requirements: Path | None = None,
 ) -> int:
     ui = ui or Ui()
-    cluster, spec = job_client.submit(
+    job_client.check_request(command, env)  # before the cluster is looked for
+    job = Cluster.attach(cluster_id).submit(
         command,
-        cluster_id=cluster_id,
-        workdir=workdir,
-        env=env,
-        excludes=exclude,
+        workdir=workdir or Path.cwd(),
         requirements=requirements,
-        say=ui.info,
+        env=env,
+        exclude=exclude or (),
+        ui=ui,
     )
-    if spec.wheelhouse_digest is not None:
-        ui.info(f"wheels for the job resolved (sha256 {spec.wheelhouse_digest[:12]})")
-    print(spec.job_id, flush=True)
+    print(job.id, flush=True)
     if not follow:
-        ui.info(f"submitted to {spec.cluster_id}: syndeo logs {spec.job_id} --follow")
+        ui.info(f"submitted to {job.cluster.id}: syndeo logs {job.id} --follow")
         return 0
-    state = job_client.logs(spec.job_id, _write, follow=True, cluster=cluster)
+    state = job.stream(_write, follow=True)
     _say_end(ui, state)
     return exit_status(state)
 
@@ -100,7 +84,7 @@ def run_jobs(cluster_id: str | None = None, ui: Ui | None = None) -> int:
 
 
 def run_logs(job: str, cluster_id: str | None = None, follow: bool = False) -> int:
-    state = job_client.logs(job, _write, cluster_id=cluster_id, follow=follow)
+    state = Cluster.attach(cluster_id).job(job).stream(_write, follow=follow)
     if follow:
         _say_end(Ui(), state)
         return exit_status(state)
@@ -108,17 +92,17 @@ def run_logs(job: str, cluster_id: str | None = None, follow: bool = False) -> i
 
 
 def run_cancel(job: str, cluster_id: str | None = None) -> int:
-    state = job_client.cancel(job, cluster_id)
-    if state is not None and state.state in ("succeeded", "failed", "cancelled", "rejected"):
-        Ui().info(f"job {job} has ended already ({state.state})")
+    state = Cluster.attach(cluster_id).job(job).cancel()
+    if state.done:
+        Ui().info(f"job {job} has ended already ({state.value})")
     else:
         Ui().info(f"asked the head to cancel {job}")
     return 0
 
 
 def run_fetch(job: str, cluster_id: str | None = None, out: Path | None = None) -> int:
-    rdv = job_client.open_cluster(cluster_id).rdv
-    dest = out or Path("results") / rdv.cluster_id / "jobs" / job
-    files = job_client.fetch(job, dest, cluster_id=rdv.cluster_id)
+    found = Cluster.attach(cluster_id).job(job)
+    dest = out or Path("results") / found.cluster.id / "jobs" / job
+    files = found.fetch(dest)
     Ui().info(f"{len(files)} file(s) of {job} in {dest}")
     return 0

@@ -1,7 +1,7 @@
-"""Command-line verbs over :mod:`syndeo.launcher.deploy`, shared by ``syndeo …`` and ``invoke …``.
+"""The cluster verbs of both command lines, over the Python API (:mod:`syndeo.api`).
 
-Both front ends pass the same keyword names (the :class:`DeployConfig` fields) to
-:func:`config_from`, so an option means the same thing wherever it is typed.
+Both front ends pass the same keyword names (the DeployConfig fields), so an option
+means the same thing wherever it is typed, and the same in Python.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from typing import Any
 
 from rich.text import Text
 
+from syndeo import api
 from syndeo.launcher.config import DeployConfig, load_config
-from syndeo.launcher.deploy import Outcome, UpInfo, deploy, down, plan, raise_for_outcome, up
+from syndeo.launcher.deploy import Outcome, UpInfo, raise_for_outcome
 from syndeo.launcher.ui import Ui
 
 
@@ -62,9 +63,9 @@ def run_deploy(
 ) -> Outcome | None:
     ui = ui or Ui()
     if dry_run:
-        ui.out.print(plan(config_from(**options)), end="", highlight=False, markup=False)
+        ui.out.print(api.plan(**options), end="", highlight=False, markup=False)
         return None
-    outcome = deploy(config_from(**options), ui, keep=keep)
+    outcome = api.deploy(ui=ui, keep=keep, check=False, **options)
     print_outcome(outcome, ui)
     raise_for_outcome(outcome)
     return outcome
@@ -72,7 +73,8 @@ def run_deploy(
 
 def run_up(ui: Ui | None = None, **options: Any) -> UpInfo:
     ui = ui or Ui()
-    info = up(config_from(**options), ui)
+    info = api.up(ui=ui, **options).info
+    assert info is not None  # started here
     dash = info.dashboard_url.split("//")[-1]
     port = dash.rsplit(":", 1)[-1] if dash else "<port>"
     # With --tls the cluster takes only clients with a certificate its CA signed: the
@@ -111,9 +113,10 @@ def run_check(ui: Ui | None = None, **options: Any) -> list[str]:
 
 def run_down(cluster_id: str | None = None, ui: Ui | None = None) -> str:
     ui = ui or Ui()
-    cid = down(cluster_id, ui)
-    ui.info(f"cluster {cid} is down")
-    return cid
+    cluster = api.Cluster.attach(cluster_id)
+    cluster.down(ui)
+    ui.info(f"cluster {cluster.id} is down")
+    return cluster.id
 
 
 def run_grow(
@@ -123,16 +126,12 @@ def run_grow(
     wait_s: float | None = None,
     ui: Ui | None = None,
     hosts: str | None = None,
-) -> str:
-    from syndeo.launcher.grow import grow
-
+) -> None:
     names = [h.strip() for h in hosts.split(",") if h.strip()] if hosts else None
-    return grow(cluster_id, group, nodes, wait_s, ui, hosts=names)
+    api.Cluster.attach(cluster_id).grow(group, nodes, wait_s, names, ui or Ui())
 
 
 def run_shrink(
     group: str, nodes: int | None = None, cluster_id: str | None = None, ui: Ui | None = None
 ) -> list[str]:
-    from syndeo.launcher.grow import shrink
-
-    return shrink(cluster_id, group, nodes, ui)
+    return api.Cluster.attach(cluster_id).shrink(group, nodes, ui or Ui())
