@@ -127,3 +127,9 @@ def test_invoke_help_shows_long_options_only() -> None:
     options = [line.strip() for line in out.stdout.splitlines() if line.startswith("  -")]
     assert options and all(line.startswith("--") for line in options)
     assert not [line for line in options if line.startswith("--,") or line.startswith("--=")]
+
+
+def test_the_reference_lists_every_verb_as_its_help_says() -> None:
+    page = (ROOT / "docs" / "reference" / "cli.md").read_text()
+    listed = re.findall(r"^\| `syndeo ([a-z]+)` \| (.+) \|$", page, flags=re.M)
+    assert listed == [(v.name, v.help) for v in VERBS.values()]
