@@ -195,6 +195,14 @@ def _env(pairs: list[str]) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------- the verbs
+def check_request(command: list[str], env: list[str] | None) -> dict[str, str]:
+    """A job's command and environment, checked before any cluster is looked for (a
+    mistake in them is one line); its environment as a mapping."""
+    if not command or not "".join(command).strip():
+        raise ConfigError("nothing to run: give the command after `--`, e.g. -- python train.py")
+    return _env(env or [])
+
+
 def submit(
     command: list[str],
     *,
@@ -207,9 +215,7 @@ def submit(
 ) -> tuple[Cluster, JobSpec]:
     """Record a job for the cluster's head and ring its doorbell; the job's spec.  What it
     does with the job's packages (resolving, uploading: bytes and rate) goes to ``say``."""
-    if not command or not "".join(command).strip():
-        raise ConfigError("nothing to run: give the command after `--`, e.g. -- python train.py")
-    variables = _env(env or [])
+    variables = check_request(command, env)
     cluster = open_cluster(cluster_id)
     rdv, key, image, archs = cluster
     root = (workdir or Path.cwd()).resolve()
@@ -419,6 +425,12 @@ def logs(
             time.sleep(FOLLOW_POLL_S)
     finally:
         shown.close()
+
+
+def job_state(job_id: str, cluster: Cluster) -> JobState | None:
+    """The job's state as its head last wrote it (None: not taken yet), its words plain."""
+    _job(cluster, job_id)
+    return _shown(cluster.rdv.read_job_state(job_id))
 
 
 def cancel(job_id: str, cluster_id: str | None = None) -> JobState | None:
