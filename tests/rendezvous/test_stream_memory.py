@@ -76,3 +76,26 @@ def test_a_wheelhouse_streams_through_the_store_in_bounded_memory(
     # 9-15 MiB down, for 40 MiB as for 80 MiB), where a whole payload would be 64 MiB.
     assert up < PAYLOAD // 2, f"upload peak {up / 2**20:.1f} MiB"
     assert down < PAYLOAD // 3, f"download peak {down / 2**20:.1f} MiB"
+
+
+@pytest.mark.parametrize("kind", CLOUD)
+def test_a_wheelhouse_cut_short_leaves_nothing_in_the_store(
+    kind: str,
+    tmp_path: Path,
+    shared_server: Callable[[str], Server],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The launcher fails after two parts went up (its disk, a Ctrl-C): no object is left
+    under the digest, so the next submit uploads it whole rather than finding a cut one."""
+    rdv = cloud_backend(kind, shared_server(kind), monkeypatch).open()
+    key = "a0/wheelhouses/" + "ab" * 32 + ".tar.gz"
+
+    def cut() -> Iterator[bytes]:
+        for _ in range(20):
+            yield os.urandom(2**20)
+        raise OSError("the launcher's disk failed")
+
+    with pytest.raises(OSError, match="disk failed"):
+        rdv._create_stream(key, cut())
+    assert rdv._list("a0/wheelhouses/") == []
+    assert rdv._create_stream(key, iter([b"whole"])) and rdv._read(key) == b"whole"
