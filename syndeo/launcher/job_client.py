@@ -250,7 +250,7 @@ def submit(
 def _resolved(req: Path, python: str, arch: str, say: Callable[[str], None]) -> Path | None:
     began = time.monotonic()
     say(f"resolving {req} for the nodes (CPython {python}, {arch})")
-    wheels = wheelhouse.resolve_file(req, python, arch)
+    wheels = wheelhouse.resolve_file(req, python, arch, say)
     took = time.monotonic() - began
     if wheels is None:
         say(f"{req}: the image has every package already ({took:.1f} s)")

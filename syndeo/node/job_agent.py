@@ -118,6 +118,7 @@ class JobAgent:
         self.installing: dict[str, _Installing] = {}
         self.running: dict[str, _Job] = {}
         self.seen: set[str] = set()
+        self.told: set[tuple[int, str]] = set()  # (rank, note) said in a job's log already
         # Cancel requests refused, by job and reason: each is said once, however often
         # a planter writes it again.
         self.refused: set[tuple[str, str]] = set()
@@ -309,7 +310,7 @@ class JobAgent:
     def _installed(self, pending: _Installing) -> None:
         """Submit the job once every joined node has its packages; fail it with the first
         node's reason, or when they take too long."""
-        job_id, missing = pending.spec.job_id, []
+        job_id, missing, said = pending.spec.job_id, [], []
         ranks = set(self.joined()) | ({self.installer.s.rank} if self.installer else set())
         for rank in sorted(ranks):
             ready = self.rdv.read_ready(rank)
@@ -320,14 +321,24 @@ class JobAgent:
                 return
             if ready is None or pending.wheels[ready.arch] not in ready.digests:
                 missing.append(rank)
+            else:
+                said.append(self._said_by(rank, ready.notes.get(pending.wheels[ready.arch], "")))
         if not missing:
             self.installing.pop(job_id)
-            self._submit(job_id, pending.spec, pending.work, pending.wheels)
+            self._submit(job_id, pending.spec, pending.work, pending.wheels, said)
         elif time.monotonic() > pending.deadline:
             self._drop(job_id)
             shown = ", ".join(map(str, missing))
             why = f"its packages not installed in {INSTALL_TIMEOUT_S:.0f} s on rank(s) {shown}"
             self._reject(pending.spec, why, pending.work)
+
+    def _said_by(self, rank: int, note: str) -> str:
+        """A line of the job's log: what the node of ``rank`` did to have its packages
+        (said for the first job that needed them; a later one finds them there)."""
+        if not note or (rank, note) in self.told:
+            return f"rank {rank}: installed already (for an earlier job)"
+        self.told.add((rank, note))
+        return f"rank {rank}: {note}"
 
     @staticmethod
     def _not_for(rank: int, ready: ReadyRecord | None, wheels: dict[str, str]) -> str:
@@ -342,8 +353,16 @@ class JobAgent:
         failed = ready.failed.get(wheels[ready.arch])
         return f"its packages on rank {rank}: {failed}" if failed else ""
 
-    def _submit(self, job_id: str, spec: JobSpec, work: Path, wheels: dict[str, str]) -> None:
-        """Hand the job to Ray's Job API, say it runs, and tail its driver log."""
+    def _submit(
+        self,
+        job_id: str,
+        spec: JobSpec,
+        work: Path,
+        wheels: dict[str, str],
+        said: list[str] | None = None,
+    ) -> None:
+        """Hand the job to Ray's Job API, say it runs (and ``said``: how its packages came
+        to the nodes), and tail its driver log."""
         submission_id = f"syndeo-{job_id}"
         stream = OutputStream(
             lambda seq, data: self.rdv.put_job_output(job_id, seq, data),
@@ -354,6 +373,8 @@ class JobAgent:
         if wheels:  # said first in the job's own log
             shown = ", ".join(f"{a} {d[:12]}" for a, d in sorted(wheels.items()))
             stream.feed(f"[syndeo] packages ({shown}) installed on every node\n".encode())
+            for line in said or []:
+                stream.feed(f"[syndeo]   {line}\n".encode())
         # The driver runs in the unpacked dir (so outputs/ is where we look); Ray also
         # ships it to the workers as their working dir, so the job's modules import there.
         # `python` in the command must be the interpreter that has Ray (as for --run).

@@ -229,6 +229,9 @@ class ReadyRecord(_Record):
     arch: str = "x86_64"  # the node's (``uname -m``)
     digests: list[str] = []
     failed: dict[str, str] = {}
+    # What the node said of each digest it installed itself: the packages, the bytes
+    # fetched and installed, the seconds (the head's agent writes it into the job's log).
+    notes: dict[str, str] = {}
     free_bytes: int | None = None  # the node's scratch space left
     updated_at: float
 
