@@ -172,3 +172,49 @@ def test_a_node_that_never_joins_is_given_up_and_started_again(
         down = user_syndeo(user_run, "down", "--cluster-id", cid)
     assert down.returncode == 0, down.stderr[-2000:]
     assert ci_jobs() == {}
+
+
+def test_demand_that_goes_away_cancels_the_node_still_queued(
+    slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun, inactive_later: None
+) -> None:
+    cfg = user_run.config(
+        'target = "slurm"\ncpus_per_node = 1\njoin_timeout_s = 120\n'
+        '[slurm]\npartition = "debug"\ntime = "00:15:00"\n'
+        '[[groups]]\nname = "cpu"\nmax_nodes = 1\n'
+    )
+    job = user_run.root / "job"
+    job.mkdir()
+    (job / "spread.py").write_text(SPREAD)
+    give_to_ci_user(job)
+    give_to_ci_user(job / "spread.py")
+    cid = f"sgo-{uuid.uuid4().hex[:6]}"
+    up = user_syndeo(user_run, "up", "--config", str(cfg), "--cluster-id", cid, timeout=400)
+    here = user_run.home / "clusters" / cid
+    log = here / "watch.log"
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        _partition(slurm_cluster, "DOWN")  # the node job waits in the queue
+        driver = user_syndeo(
+            user_run,
+            *("submit", "--cluster-id", cid, "--workdir", str(job), "--"),
+            *("python", "spread.py"),
+        )
+        assert driver.returncode == 0, driver.stderr[-2000:]
+        wait_for("the node job", lambda: _node_job(here / "launched.json", 1), 120)
+        node = _node_job(here / "launched.json", 1)
+        assert node in ci_jobs()
+        # The work goes: nothing waits for a node any more, and the queued job goes too.
+        gone = user_syndeo(
+            user_run, "cancel", "--job", driver.stdout.split()[0], "--cluster-id", cid
+        )
+        assert gone.returncode == 0, gone.stderr[-2000:]
+        wait_for("the queued node let go", lambda: f"let go {node}" in _said(log), 120)
+        wait_for("its job gone from the queue", lambda: node not in ci_jobs(), 60)
+        time.sleep(15)  # and not started again
+        assert list(ci_jobs()) == [
+            str(json.loads((here / "launched.json").read_text())["data"]["job_id"])
+        ]
+    finally:
+        down = user_syndeo(user_run, "down", "--cluster-id", cid)
+    assert down.returncode == 0, down.stderr[-2000:]
+    assert ci_jobs() == {}
