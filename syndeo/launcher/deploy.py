@@ -152,7 +152,7 @@ def _wheels(cfg: DeployConfig, spec: ClusterSpec) -> tuple[ClusterSpec, bytes | 
 
 def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous, Payload]:
     target = get_target(cfg, echo=ui.echo)
-    if cfg.recovery.replace_lost and not target.replaces_lost:
+    if cfg.recovery.replace_lost and not target.can_replace():
         raise ConfigError(
             f"[recovery] replace_lost: the {cfg.target} target cannot replace a lost node "
             "yet; turn it off for this target"
@@ -754,7 +754,7 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
     # them is on by default wherever the target can ([recovery] replace_lost = false: off).
     explicit = "replace_lost" in cfg.recovery.model_fields_set
     recovery = cfg.recovery.model_copy(
-        update={"replace_lost": cfg.recovery.replace_lost if explicit else target.replaces_lost}
+        update={"replace_lost": cfg.recovery.replace_lost if explicit else target.can_replace()}
     )
     return _UpRun(ui, target, spec, rdv).run(recovery, cfg.autostop_s)
 

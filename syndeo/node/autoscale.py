@@ -97,6 +97,7 @@ def write_config(s: NodeSettings, temp_dir: Path) -> Path | None:
             "syndeo_want": str(want_path(s.scratch)),
             "syndeo_temp_dir": str(temp_dir),
             "syndeo_groups": sorted(groups),
+            "syndeo_min": {name: least for name, (least, *_) in groups.items()},
         },
         "available_node_types": types,
         "head_node_type": HEAD_TYPE,

@@ -49,7 +49,6 @@ _GONE = ("terminated", "shutting-down", "deleted", "deleting")
 class AwsTarget(CloudTarget):
     name = "aws"
     module = "aws"
-    replaces_lost = True
     node_resource = "aws_instance.node"
     scheme = "s3"
     own = ("permissions_boundary", "api_max_retries")

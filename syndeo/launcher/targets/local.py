@@ -31,7 +31,14 @@ from syndeo.launcher import command
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
 from syndeo.launcher.state import cluster_dir, home
-from syndeo.launcher.targets.base import SCRATCH_BASE, Target, rendezvous_binds, short_scratch
+from syndeo.launcher.targets.base import (
+    SCRATCH_BASE,
+    NodeState,
+    NodeView,
+    Target,
+    rendezvous_binds,
+    short_scratch,
+)
 
 MAX_LOCAL_NODES = 64
 # What a dry run prints of a node's environment (never forwarded credentials).
@@ -47,7 +54,6 @@ STOP_GRACE_S = 30.0
 class LocalTarget(Target):
     name = "local"
     shows_head_output = True
-    replaces_lost = True
 
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         super().__init__(cfg, echo)
@@ -290,6 +296,37 @@ class LocalTarget(Target):
         grown = launched.data.get("grown", [])
         return [int(e["rank"]) for e in grown if e["group"] == group and "gone" not in e]
 
+    def observe(self, launched: Launched, group: str, joined: set[int]) -> list[NodeView]:
+        """Each added node by its process (pid and start time, so never someone else's)."""
+        out = []
+        for e in launched.data.get("grown", []):
+            if e["group"] != group or "gone" in e:
+                continue
+            rank = int(e["rank"])
+            if self._running(launched, rank):
+                state = NodeState.JOINED if rank in joined else NodeState.STARTING
+                out.append(NodeView(rank, group, state))
+                continue
+            e["gone"] = True  # reported once, here
+            log = Path(launched.data["logs"][rank])
+            tail = _last_error(log)
+            why = f"its process ended (log {log}{': ' + tail if tail else ''})"
+            out.append(
+                NodeView(rank, group, NodeState.GONE if rank in joined else NodeState.FAILED, why)
+            )
+        return out
+
+    def _running(self, launched: Launched, rank: int) -> bool:
+        pid, ctime = launched.data["pids"][rank], launched.data["create_times"][rank]
+        child = self._procs.get(pid)  # started by this process: reaped here
+        if child is not None and child.poll() is not None:
+            return False
+        try:
+            proc = psutil.Process(pid)
+            return abs(proc.create_time() - ctime) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
     def shrink(
         self,
         launched: Launched,
@@ -370,3 +407,13 @@ class LocalTarget(Target):
 
     def describe(self, launched: Launched) -> str:
         return f"node logs: {cluster_dir(launched.cluster_id)}"
+
+
+def _last_error(log: Path) -> str:
+    """The node log's last line that says what went wrong, if any (a short one)."""
+    with contextlib.suppress(OSError):
+        lines = log.read_text(errors="replace").splitlines()
+        bad = [ln for ln in lines if "rror" in ln or "syndeo:" in ln]
+        if bad:
+            return bad[-1].strip()[:300]
+    return ""

@@ -116,7 +116,6 @@ class SshTarget(TerraformTarget):
     # node environment (written 0600 on each host).
     forward_credentials = True
     grows = True  # terraform/ssh takes var.grown
-    replaces_lost = True
     node_resource = "terraform_data.node"  # its start runs again on the same host
 
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:

@@ -375,6 +375,10 @@ class TerraformTarget(Target):
     # some and applies (Terraform destroys only those), down destroys them with the rest.
     grows: ClassVar[bool] = False  # whether terraform/<module> takes node.grown
 
+    @classmethod
+    def can_grow(cls) -> bool:
+        return cls.grows  # its grow/shrink are there; the module decides
+
     def grown_nodes(
         self,
         launched: Launched,

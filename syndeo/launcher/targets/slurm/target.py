@@ -24,7 +24,7 @@ from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.nodecreds import STS_MAX_S, node_credentials
 from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
 from syndeo.launcher.state import home, private_dirs
-from syndeo.launcher.targets.base import Target, rendezvous_binds
+from syndeo.launcher.targets.base import NodeState, NodeView, Target, rendezvous_binds
 from syndeo.launcher.targets.slurm import commands, queue, watcher
 from syndeo.launcher.targets.slurm.render import (
     RUNTIME_VARS,
@@ -54,7 +54,6 @@ _WHY = {
 class SlurmTarget(Target):
     name = "slurm"
     shows_head_output = True
-    replaces_lost = True
 
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         super().__init__(cfg, echo)
@@ -320,6 +319,34 @@ class SlurmTarget(Target):
         return str(entry["job_id"])
 
     grow_unit = 1  # a job holds its nodes together: one node each, to let each go alone
+
+    def observe(self, launched: Launched, group: str, joined: set[int]) -> list[NodeView]:
+        """Each added node by its job's state, from the one batched, paced query that
+        covers every job of the cluster (queue.py): a job that is pending is QUEUED (with
+        Slurm's reason), one that ended is GONE or FAILED with why."""
+        self._queue.watch(*_job_ids(launched))
+        out = []
+        for e in launched.data["groups"]:
+            if e["group"] != group or e["rank_base"] == 0 or e.get("gone"):
+                continue
+            info = self._queue.info(str(e["job_id"]), on_retry=self._say)
+            ranks = sorted(_job_ranks(e))
+            if info.finished:
+                e["gone"] = True  # reported once, here
+                why = _WHY.get(info.state) or f"ended {info.state}"
+                why = f"Slurm job {info.job_id} {why}"
+                for r in ranks:
+                    state = NodeState.GONE if r in joined else NodeState.FAILED
+                    out.append(NodeView(r, group, state, why))
+            elif info.state == "PENDING":
+                reason = info.reason if info.reason not in ("", "None") else ""
+                out += [NodeView(r, group, NodeState.QUEUED, reason) for r in ranks]
+            else:
+                out += [
+                    NodeView(r, group, NodeState.JOINED if r in joined else NodeState.STARTING)
+                    for r in ranks
+                ]
+        return out
 
     def added(self, launched: Launched, group: str) -> list[int]:
         return sorted(
