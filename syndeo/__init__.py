@@ -5,4 +5,11 @@ environment variables; see :mod:`syndeo.node.main`.  Importing this package impo
 cloud SDK and not Ray: those load lazily where they are used.
 """
 
-__version__ = "0.1.0"
+from importlib import metadata as _metadata
+
+# The version is written once, in pyproject.toml; an installed syndeo (a wheel, an editable
+# install, the image's) carries it in its metadata.
+try:
+    __version__ = _metadata.version("syndeo")
+except _metadata.PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
