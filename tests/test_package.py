@@ -154,16 +154,11 @@ def test_a_user_project_runs_from_the_installed_wheel(venv: Path, tmp_path: Path
     (proj / "prog.py").write_text(PROGRAM)
     (proj / "helper.py").write_text("def greeting() -> str:\n    return 'hello-from-helper'\n")
     (proj / "requirements.txt").write_text("typer\n")
-    site = Path(
-        _run([str(venv / "python"), "-c", "import syndeo; print(syndeo.__file__)"]).stdout.strip()
-    ).parent
-    assert not site.is_relative_to(ROOT)  # the installed package, not the checkout
-    before = _snapshot(site)
     env = _user(tmp_path, venv)
 
-    def syndeo(*args: str) -> subprocess.CompletedProcess[str]:
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(venv / "syndeo"), *args],
+            argv,
             cwd=proj,
             env=env,
             capture_output=True,
@@ -173,6 +168,13 @@ def test_a_user_project_runs_from_the_installed_wheel(venv: Path, tmp_path: Path
             check=False,
         )
 
+    def syndeo(*args: str) -> subprocess.CompletedProcess[str]:
+        return run(str(venv / "syndeo"), *args)
+
+    where = run(str(venv / "python"), "-c", "import syndeo; print(syndeo.__file__)")
+    site = Path(where.stdout.strip()).parent
+    assert site.is_relative_to(venv.parent), where  # the installed package, not the checkout
+    before = _snapshot(site)
     ran = syndeo("deploy", "--target", "local", "--nodes", "2", "--run", "python prog.py")
     assert ran.returncode == 0, (ran.stdout + ran.stderr)[-3000:]
     assert "NODES 2" in ran.stdout and "GREETING hello-from-helper typer" in ran.stdout
