@@ -83,10 +83,12 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
 
 @pytest.fixture(scope="module")
 def venv(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtualenv outside the clone with the wheel installed: its bin/."""
+    """A fresh virtualenv outside the clone with the wheel installed as a user of the
+    clouds installs it (the cloud targets' extras): its bin/."""
     where = tmp_path_factory.mktemp("user") / "venv"
     _run([sys.executable, "-m", "venv", str(where)])
-    _run([str(where / "bin" / "python"), "-m", "pip", "install", "-q", str(built.wheel)])
+    pip = [str(where / "bin" / "python"), "-m", "pip", "install", "-q"]
+    _run([*pip, f"{built.wheel}[cloud,iac]"])
     return where / "bin"
 
 
