@@ -92,10 +92,11 @@ def venv(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return where / "bin"
 
 
-def _tracked(src: Path, top: str) -> dict[str, bytes]:
-    """The files of ``top`` in the clean copy (a git archive holds only tracked files)."""
+def _tracked(src: Path, top: str) -> dict[str, tuple[bytes, bool]]:
+    """The files of ``top`` in the clean copy (a git archive holds only tracked files),
+    and whether each is executable (Terraform runs some: terraform/ssh/on-host.sh)."""
     return {
-        str(p.relative_to(src / top)): p.read_bytes()
+        str(p.relative_to(src / top)): (p.read_bytes(), os.access(p, os.X_OK))
         for p in sorted((src / top).rglob("*"))
         if p.is_file() and not p.is_symlink()
     }
@@ -106,7 +107,11 @@ def test_the_wheel_and_sdist_carry_the_root_directories_as_they_are(built: Built
         names = set(whl.namelist())
         for top in MAPPED:
             prefix = f"syndeo/data/{top}/"
-            inside = {n[len(prefix) :]: whl.read(n) for n in names if n.startswith(prefix)}
+            inside = {
+                n[len(prefix) :]: (whl.read(n), bool(whl.getinfo(n).external_attr >> 16 & 0o111))
+                for n in names
+                if n.startswith(prefix)
+            }
             assert inside == _tracked(built.src, top), f"{top}/ in the wheel differs"
         # The package's own data files travel too (what check, compare and Slurm read).
         for name in (
