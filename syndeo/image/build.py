@@ -120,7 +120,7 @@ def build(
     definition: Path | None = None,
 ) -> ImageManifest:
     """Build (or reuse) the image; returns its manifest.  ``definition`` overrides the
-    one for ``base`` (tests use it; the install script and lock stay the checkout's)."""
+    one for ``base`` (tests use it; the install script and lock stay the package's)."""
     repo = source_tree(repo)
     definition = _definition(base, definition)
     output = (output or repo / ".syndeo" / "image" / f"syndeo-{base}.sif").resolve()
