@@ -18,10 +18,16 @@ def test_a_failed_pip_install_fails_setup_with_pips_error(tmp_path: Path) -> Non
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
     shutil.copy(ROOT / "scripts" / "setup", repo / "scripts" / "setup")
+    (repo / "broken").mkdir()
+    (repo / "broken" / "__init__.py").write_text("")
+    # The real project's build backend (scripts/setup installs it; no isolation here, so
+    # an editable install of the plain kind, which needs nothing more).
     (repo / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
         '[project]\nname = "syndeo-broken"\nversion = "0"\n'
         'dependencies = ["syndeo-no-such-distribution==9.9"]\n'
         "[project.optional-dependencies]\nbench = []\ncloud = []\ndev = []\n"
+        '[tool.hatch.build.targets.wheel]\npackages = ["broken"]\ndev-mode-dirs = ["."]\n'
     )
     # The venv exists already, and what the closing import check needs is importable
     # (this repo's packages): only the pip exit status can fail setup.
