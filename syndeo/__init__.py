@@ -9,6 +9,7 @@ package imports no cloud SDK and not Ray, nor the launcher: the API loads on fir
 
 from __future__ import annotations
 
+from importlib import metadata as _metadata
 from typing import TYPE_CHECKING, Any
 
 from syndeo.core.errors import SyndeoError
@@ -16,7 +17,12 @@ from syndeo.core.errors import SyndeoError
 if TYPE_CHECKING:
     from syndeo.api import Cluster, Job, JobResult, JobState, deploy, plan, up
 
-__version__ = "0.1.0"
+# The version is written once, in pyproject.toml; an installed syndeo (a wheel, an editable
+# install, the image's) carries it in its metadata.
+try:
+    __version__ = _metadata.version("syndeo")
+except _metadata.PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
 __all__ = [
     "Cluster",
     "Job",

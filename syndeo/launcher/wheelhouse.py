@@ -46,8 +46,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import syndeo
 from syndeo.core.errors import ConfigError
+from syndeo.core.resources import data_dir
 from syndeo.launcher.state import home, private_dirs
 from syndeo.rendezvous.base import MAX_WHEELHOUSE
 
@@ -69,8 +69,9 @@ def platforms(arch: str) -> tuple[str, ...]:
     return tuple(p.replace("x86_64", arch) for p in PLATFORMS)
 
 
-# The image's pins (a source checkout has them; an installed syndeo pins only Ray).
-LOCK = Path(syndeo.__file__).resolve().parent.parent / "packer" / "apptainer" / "requirements.lock"
+def image_lock() -> Path:
+    """The image's pins, as the package carries them."""
+    return data_dir("packer") / "apptainer" / "requirements.lock"
 
 
 def _norm(name: str) -> str:
@@ -79,12 +80,7 @@ def _norm(name: str) -> str:
 
 def image_pins() -> dict[str, str]:
     """Project name -> ``name==version`` of what every node has already."""
-    if LOCK.is_file():
-        lines = LOCK.read_text().splitlines()
-    else:
-        from importlib.metadata import version
-
-        lines = [f"ray=={version('ray')}"]
+    lines = image_lock().read_text().splitlines()
     pins = [ln.split("#")[0].strip() for ln in lines]
     return {_norm(p.split("==")[0]): p for p in pins if "==" in p}
 

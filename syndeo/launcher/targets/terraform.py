@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 from syndeo.core.errors import ConfigError, TargetError, tear_down_after
 from syndeo.core.groups import Group, Layout
 from syndeo.core.nodeconfig import cluster_options
+from syndeo.core.resources import copy_tree, data_dir
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.nodecreds import STS_MAX_S, NodeCredentials, node_credentials
 from syndeo.launcher.spec import ClusterSpec, Launched, launched_key, saved_group
@@ -52,15 +53,35 @@ HEAD_ASK_S = 15.0
 
 
 def terraform_root() -> Path:
-    """``terraform/`` of this checkout, or ``$SYNDEO_TERRAFORM_DIR``."""
+    """The package's ``terraform/`` (read only), or ``$SYNDEO_TERRAFORM_DIR``."""
     env = os.environ.get("SYNDEO_TERRAFORM_DIR")
-    root = Path(env) if env else Path(__file__).resolve().parents[3] / "terraform"
+    root = Path(env) if env else data_dir("terraform")
     if not (root / "modules" / "node").is_dir():
         raise TargetError(
-            f"Terraform modules not found at {root}: run from a syndeo checkout or set "
-            "SYNDEO_TERRAFORM_DIR to its terraform/ directory"
+            f"Terraform modules not found at {root}: "
+            + (
+                "point SYNDEO_TERRAFORM_DIR at a syndeo terraform/ directory"
+                if env
+                else "reinstall syndeo (pip install --force-reinstall syndeo-*.whl)"
+            )
         )
     return root
+
+
+def working_copy(module_dir: Path, dest: Path) -> Path:
+    """``module_dir`` copied under ``dest``, where Terraform runs it: ``terraform init``
+    writes its lock file into its working directory, which must not be the installed
+    package (read only, shared by every cluster).  The copy also keeps a cluster's own
+    modules for its later grow, shrink and destroy, whatever syndeo is installed then.
+    A shipped module keeps its neighbours (``../modules/node``); any other is copied
+    alone."""
+    root = terraform_root()
+    if not module_dir.is_relative_to(root):
+        copy_tree(module_dir.parent, dest, (module_dir.name,))
+        return dest / module_dir.name
+    rel = module_dir.relative_to(root)
+    copy_tree(root, dest, tuple(dict.fromkeys((rel.parts[0], "modules"))))
+    return dest / rel
 
 
 @contextlib.contextmanager
@@ -206,6 +227,7 @@ class TerraformTarget(Target):
 
     def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
         ws = self._workspace(spec.cluster_id)
+        ws = Workspace(working_copy(ws.module_dir, ws.source_dir), ws.cluster_dir)
         tf = Terraform(ws, echo=self.echo)
         self._launch_keys[spec.cluster_id] = spec.launch_key
         launched = Launched(
