@@ -120,8 +120,12 @@ class Monitor:
         self.idle_drained: set[int] = set()  # ranks Ray's autoscaler drained as idle
         self._demand_seq: object = None  # the last autoscaler request published
         self._status_seq = 0  # the last status record's sequence number
-        # An `up` cluster: since when no job and no Ray task has run (for --autostop).
+        # An `up` cluster: since when nothing has run or waited (for --autostop), why it
+        # is busy ("" when it is not), and since when it serves.
         self.idle_since: float | None = None
+        self.busy = ""
+        self._busy_at = 0.0  # when it was last seen busy
+        self.serving_since = time.time()
 
     # ------------------------------------------------------------------ Ray's GCS
     def connect(self) -> None:
@@ -183,20 +187,36 @@ class Monitor:
         return True
 
     def observe_idle(self, jobs_running: bool) -> None:
-        """Since when nothing has run: no submitted job, and every node idle in Ray."""
-        idle_s = 0.0
-        if not jobs_running:
+        """Since when nothing has run or waited: no submitted job, every node idle in
+        Ray, no demand waiting for a node, no node on its way and (unless
+        ``autostop_wait_for`` says otherwise) no connected driver."""
+        wait_for = self.s.autostop_wait_for or "drivers"
+        if wait_for == "none":  # autostop is a time limit from the start
+            self.idle_since = self.serving_since
+            return
+        idle_s, why = 0.0, "a submitted job runs" if jobs_running else ""
+        if not why and (n := autoscale.unjoined(self.s, self.groups.counts())):
+            why = f"{n} node(s) asked for have not joined"
+        if not why:
             try:
-                idle_s = autoscale.cluster_idle_s(self._gcs)
+                idle_s, why = autoscale.cluster_activity(self._gcs, wait_for == "drivers")
             except Exception as exc:  # a busy GCS: not idle, for now
+                why = "Ray's GCS did not answer"
                 log(
                     self.s,
                     f"asking Ray's GCS how long its nodes have been idle failed: {_why(exc)}",
                 )
+        if why != self.busy and self.s.autostop_s is not None:
+            log(self.s, f"busy: {why}" if why else "no job, driver or waiting demand")
+        self.busy = why
+        if why:
+            self._busy_at = time.time()
         if idle_s <= 0:
             self.idle_since = None
         elif self.idle_since is None:
-            self.idle_since = time.time() - idle_s
+            # Idle from when the last thing that kept it busy went, not from when its
+            # nodes last ran a task: a driver that waited an hour has just left.
+            self.idle_since = max(time.time() - idle_s, self._busy_at)
 
     # ------------------------------------------------------------------ status
     def publish(self, phase: str, message: str = "", force: bool = False) -> None:
@@ -423,6 +443,7 @@ class _Every:
 def _serve(monitor: Monitor) -> tuple[int, str]:
     """An ``up`` cluster: serve until asked to stop, running submitted jobs meanwhile."""
     monitor.workload_started = True
+    monitor.serving_since = time.time()
     monitor.publish("serving", force=True)
     agent = JobAgent(
         monitor.rdv,
