@@ -32,6 +32,7 @@ from syndeo.core.poll import Poller
 from syndeo.node import autoscale, poweroff, wheelhouse, workdir
 from syndeo.node.groupwatch import GroupWatch
 from syndeo.node.job_agent import JobAgent
+from syndeo.node.leaving import released_by_ray
 from syndeo.node.output_stream import OutputStream
 from syndeo.node.raynode import RayProcess, child_env
 from syndeo.rendezvous import (
@@ -161,7 +162,7 @@ class Monitor:
         idle_drained: set[int] = set()
         for info in nodes:
             labels = dict(info.labels)
-            if labels.get("syndeo-cluster") == self.s.cluster_id and _let_go_idle(info):
+            if labels.get("syndeo-cluster") == self.s.cluster_id and released_by_ray(info):
                 with contextlib.suppress(KeyError, ValueError):
                     idle_drained.add(int(labels["syndeo-rank"]))
             if info.state == alive and labels.get("syndeo-cluster") == self.s.cluster_id:
@@ -381,12 +382,6 @@ class Monitor:
             )
         except Exception as exc:
             log(self.s, f"could not record the end of the run ({message}): {_why(exc)}")
-
-
-def _let_go_idle(info: Any) -> bool:
-    """True for a node Ray's autoscaler drained because it was idle (its death reason)."""
-    death = info.death_info
-    return bool(death.reason == type(death).Reason.Value("AUTOSCALER_DRAIN_IDLE"))
 
 
 def _why(exc: BaseException) -> str:
