@@ -216,8 +216,9 @@ class Monitor:
             self.idle_since = None
         elif self.idle_since is None:
             # Idle from when the last thing that kept it busy went, not from when its
-            # nodes last ran a task: a driver that waited an hour has just left.
-            self.idle_since = max(time.time() - idle_s, self._busy_at)
+            # nodes last ran a task: a driver that waited an hour has just left.  Nor
+            # from before the cluster served: a slow start is no idle time of the user's.
+            self.idle_since = max(time.time() - idle_s, self._busy_at, self.serving_since)
 
     # ------------------------------------------------------------------ status
     def publish(self, phase: str, message: str = "", force: bool = False) -> None:
