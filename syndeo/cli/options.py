@@ -96,7 +96,7 @@ CONFIG = Option("config", "TOML file with settings; options override it")
 CLUSTER_ID = Option("cluster_id", "the cluster's id (default: the only one up)")
 # The settings every node shares that only `up` takes (autostop, with its grace on the
 # clouds): options of up and check, not of deploy.
-UP_ONLY = ("autostop_s", "autostop_grace_s")
+UP_ONLY = ("autostop_s", "autostop_grace_s", "autostop_wait_for")
 CLUSTER = [
     *from_settings(
         DeployConfig,

@@ -32,6 +32,7 @@ from syndeo.core.poll import Poller
 from syndeo.node import autoscale, poweroff, wheelhouse, workdir
 from syndeo.node.groupwatch import GroupWatch
 from syndeo.node.job_agent import JobAgent
+from syndeo.node.leaving import released_by_ray
 from syndeo.node.output_stream import OutputStream
 from syndeo.node.raynode import RayProcess, child_env
 from syndeo.rendezvous import (
@@ -120,8 +121,12 @@ class Monitor:
         self.idle_drained: set[int] = set()  # ranks Ray's autoscaler drained as idle
         self._demand_seq: object = None  # the last autoscaler request published
         self._status_seq = 0  # the last status record's sequence number
-        # An `up` cluster: since when no job and no Ray task has run (for --autostop).
+        # An `up` cluster: since when nothing has run or waited (for --autostop), why it
+        # is busy ("" when it is not), and since when it serves.
         self.idle_since: float | None = None
+        self.busy = ""
+        self._busy_at = 0.0  # when it was last seen busy
+        self.serving_since = time.time()
 
     # ------------------------------------------------------------------ Ray's GCS
     def connect(self) -> None:
@@ -157,7 +162,7 @@ class Monitor:
         idle_drained: set[int] = set()
         for info in nodes:
             labels = dict(info.labels)
-            if labels.get("syndeo-cluster") == self.s.cluster_id and _let_go_idle(info):
+            if labels.get("syndeo-cluster") == self.s.cluster_id and released_by_ray(info):
                 with contextlib.suppress(KeyError, ValueError):
                     idle_drained.add(int(labels["syndeo-rank"]))
             if info.state == alive and labels.get("syndeo-cluster") == self.s.cluster_id:
@@ -183,20 +188,37 @@ class Monitor:
         return True
 
     def observe_idle(self, jobs_running: bool) -> None:
-        """Since when nothing has run: no submitted job, and every node idle in Ray."""
-        idle_s = 0.0
-        if not jobs_running:
+        """Since when nothing has run or waited: no submitted job, every node idle in
+        Ray, no demand waiting for a node, no node on its way and (unless
+        ``autostop_wait_for`` says otherwise) no connected driver."""
+        wait_for = self.s.autostop_wait_for or "drivers"
+        if wait_for == "none":  # autostop is a time limit from the start
+            self.idle_since = self.serving_since
+            return
+        idle_s, why = 0.0, "a submitted job runs" if jobs_running else ""
+        if not why and (n := autoscale.unjoined(self.s, self.groups.counts())):
+            why = f"{n} node(s) asked for have not joined"
+        if not why:
             try:
-                idle_s = autoscale.cluster_idle_s(self._gcs)
+                idle_s, why = autoscale.cluster_activity(self._gcs, wait_for == "drivers")
             except Exception as exc:  # a busy GCS: not idle, for now
+                why = "Ray's GCS did not answer"
                 log(
                     self.s,
                     f"asking Ray's GCS how long its nodes have been idle failed: {_why(exc)}",
                 )
+        if why != self.busy and self.s.autostop_s is not None:
+            log(self.s, f"busy: {why}" if why else "no job, driver or waiting demand")
+        self.busy = why
+        if why:
+            self._busy_at = time.time()
         if idle_s <= 0:
             self.idle_since = None
         elif self.idle_since is None:
-            self.idle_since = time.time() - idle_s
+            # Idle from when the last thing that kept it busy went, not from when its
+            # nodes last ran a task: a driver that waited an hour has just left.  Nor
+            # from before the cluster served: a slow start is no idle time of the user's.
+            self.idle_since = max(time.time() - idle_s, self._busy_at, self.serving_since)
 
     # ------------------------------------------------------------------ status
     def publish(self, phase: str, message: str = "", force: bool = False) -> None:
@@ -363,12 +385,6 @@ class Monitor:
             log(self.s, f"could not record the end of the run ({message}): {_why(exc)}")
 
 
-def _let_go_idle(info: Any) -> bool:
-    """True for a node Ray's autoscaler drained because it was idle (its death reason)."""
-    death = info.death_info
-    return bool(death.reason == type(death).Reason.Value("AUTOSCALER_DRAIN_IDLE"))
-
-
 def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".strip()
 
@@ -423,6 +439,7 @@ class _Every:
 def _serve(monitor: Monitor) -> tuple[int, str]:
     """An ``up`` cluster: serve until asked to stop, running submitted jobs meanwhile."""
     monitor.workload_started = True
+    monitor.serving_since = time.time()
     monitor.publish("serving", force=True)
     agent = JobAgent(
         monitor.rdv,
