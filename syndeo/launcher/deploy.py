@@ -41,7 +41,14 @@ from syndeo.launcher.nodecreds import gcs_tokens
 from syndeo.launcher.preflight import check_workload
 from syndeo.launcher.recovery import Recovery
 from syndeo.launcher.spec import ClusterSpec, Launched, launched_key
-from syndeo.launcher.state import cluster_dir, forget, load_launched, save_launched, write_atomic
+from syndeo.launcher.state import (
+    cluster_dir,
+    forget,
+    load_launched,
+    save_launched,
+    store_env,
+    write_atomic,
+)
 from syndeo.launcher.statusgate import StatusGate
 from syndeo.launcher.targets import Target, get_target, target_class
 from syndeo.launcher.targets.base import new_cluster_id
@@ -233,7 +240,7 @@ def _follow(
     while True:
         # The launcher's own attempt (a restart after a lost head) unless the target
         # knows better (Slurm: that base plus the job's requeues).
-        attempt = int(launched.data.get("attempt", spec.attempt))
+        attempt = launched.attempt_or(spec.attempt)
         if attempt != rdv.attempt:
             # The target restarted the cluster (a requeued Slurm job): follow the new
             # attempt's records; the old ones are stale by design.
@@ -349,7 +356,7 @@ def _restart(
     """
     # Past every attempt the target has seen (a requeued Slurm job counts up on its
     # own): the new nodes can never meet records of an earlier attempt.
-    attempt = max(rdv.attempt, int(launched.data.get("attempt", spec.attempt))) + 1
+    attempt = max(rdv.attempt, launched.attempt_or(spec.attempt)) + 1
     event: dict[str, Any] = {
         "attempt": rdv.attempt,
         "head_exit": rc,
@@ -500,7 +507,7 @@ class _DeployRun:
         try:
             yield
         except BaseException:
-            unobserved = self.launched is not None and self.launched.data.get("unobserved")
+            unobserved = self.launched is not None and self.launched.unobserved
             if not (self.finished or self.keep or self.owned or unobserved):
                 with contextlib.suppress(Exception):
                     self.rdv.cleanup(all_attempts=True)
@@ -780,8 +787,8 @@ class _UpRun:
                 g.autoscale for g in self.spec.layout.groups
             )
             if recovery.replace_lost or renew or scales or autostop_s is not None:
-                launched.data["renew_gcs_token"] = renew
-                launched.data["autostop_s"] = autostop_s
+                launched.renew_gcs_token = renew
+                launched.autostop_s = autostop_s
                 watcher.start(launched, self.spec, recovery, self.target)
             info = self._info()
             cluster.pop_all()  # it serves: `down` releases it now
@@ -803,7 +810,7 @@ class _UpRun:
             cluster.push(self._tear_down)
             # The spec, its launch key with it (0600): what signs the jobs submitted later
             # and what a grow or a replacement needs.
-            launched.data["spec"] = spec.model_dump(mode="json")
+            launched.spec = spec
             renewal.start(launched)
             cluster.callback(renewal.stop)
             save_launched(launched)
@@ -860,7 +867,7 @@ class _UpRun:
 
     def _forget_records(self, _type: object, exc: BaseException | None, _tb: object) -> bool:
         """The id is free again -- unless we lost sight of a job that still uses them."""
-        if not (self.launched is not None and self.launched.data.get("unobserved")):
+        if not (self.launched is not None and self.launched.unobserved):
             with contextlib.suppress(Exception):
                 self.rdv.cleanup(all_attempts=True)
         return False
@@ -874,6 +881,7 @@ def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) 
     """
     ui = ui or Ui()
     launched = load_launched(cluster_id)
+    os.environ.update(store_env(launched))
     from syndeo.launcher.config import load_config
 
     target = get_target(load_config(target=launched.target))
@@ -882,14 +890,14 @@ def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) 
     watcher.stop(launched, target)
     launched = load_launched(launched.cluster_id)
     # The stop request goes to the head that runs now: after a requeue, a later attempt.
-    attempt, key = int(launched.data.get("attempt", 0)), launched_key(launched)
+    attempt, key = launched.attempt_or(0), launched_key(launched)
     rdv = open_rendezvous(launched.rendezvous, launched.cluster_id, attempt)
     with contextlib.suppress(RendezvousError):  # a store that is gone: stop all the same
         rdv = newest_attempt(launched, attempt, key)
     try:
         # After a teardown that failed, the run is over and its stop was asked for: what
         # is left is the teardown, not a head to wait for.
-        if not launched.data.get("destroy_failed"):
+        if not launched.destroy_failed:
             rdv.request_stop("down")
             target.hurry()
             deadline = time.monotonic() + timeout_s
@@ -899,7 +907,7 @@ def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) 
     except RendezvousError:
         pass  # its store is gone or never came up (a launch killed early): stop all the same
     target.stop(launched)
-    if not launched.data.get("owns_rendezvous"):
+    if not launched.owns_rendezvous:
         rdv.cleanup(all_attempts=True)  # (a bucket made with the cluster went with it)
     for path in gcs_tokens.token_files(launched):  # the nodes' token in a Slurm job dir
         path.unlink(missing_ok=True)

@@ -112,7 +112,7 @@ class Recovery:
         if "interrupted" in event:
             # The old node still runs, drained, until the cloud takes its VM: a target
             # that can leave it alone until then does (local: it stays till stop).
-            launched.data["draining"] = sorted({*launched.data.get("draining", []), rank})
+            launched.draining = sorted({*launched.draining, rank})
         # When the launcher started it: a VM target's apply takes a while, and the
         # replacement may have joined before it returns.
         begun = self._now()
