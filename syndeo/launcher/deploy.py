@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import partial
 from pathlib import Path
 from types import FrameType
@@ -58,6 +59,7 @@ from syndeo.rendezvous import (
     ClaimRecord,
     DoneRecord,
     PayloadRefused,
+    Phase,
     Rendezvous,
     StatusRecord,
     open_rendezvous,
@@ -75,6 +77,14 @@ DOWN_POLL_S = 1.0
 EXIT_GRACE_S = 60.0
 
 
+class Teardown(StrEnum):
+    """What became of a run's machines (said after the run, written to deploy.json)."""
+
+    TORN_DOWN = "torn down"
+    KEPT_UP = "kept up"  # --keep
+    LEFT_UP = "left up"  # the teardown failed; the message says what may still exist
+
+
 @dataclass
 class Outcome:
     cluster_id: str
@@ -86,9 +96,7 @@ class Outcome:
     # The rendezvous attempt that finished: above 0 after the launcher restarted the
     # cluster for a lost head ([recovery] max_restarts) or Slurm requeued its job.
     attempt: int = 0
-    # What became of the machines: "torn down", "kept up" (--keep) or "left up" (the
-    # teardown failed; the message says what may still exist).
-    teardown: str = "torn down"
+    teardown: Teardown = Teardown.TORN_DOWN
 
 
 @contextlib.contextmanager
@@ -219,7 +227,7 @@ def _follow(
     rdv: Rendezvous,
     spec: ClusterSpec,
     ui: Ui,
-    until_phase: str | None = None,
+    until_phase: Phase | None = None,
     output: WorkloadLog | None = None,
     recovery: Recovery | None = None,
 ) -> tuple[int | None, DoneRecord | None, dict[str, float], Rendezvous]:
@@ -378,7 +386,7 @@ def _restart(
 
 
 def _running(st: StatusRecord | None) -> bool:
-    return st is not None and st.phase == "running"
+    return st is not None and st.phase == Phase.RUNNING
 
 
 def _read_timelines(rdv: Rendezvous) -> dict[int, Any]:
@@ -661,7 +669,13 @@ class _DeployRun:
         if self.teardown_failure is not None:
             message = f"{message}; and the teardown failed: {self.teardown_failure}"
             exit_code = exit_code or 1
-        teardown = "kept up" if self.keep else "left up" if self.teardown_failure else "torn down"
+        teardown = (
+            Teardown.KEPT_UP
+            if self.keep
+            else Teardown.LEFT_UP
+            if self.teardown_failure
+            else Teardown.TORN_DOWN
+        )
         outcome = Outcome(
             cluster_id=spec.cluster_id,
             exit_code=exit_code,
@@ -818,7 +832,7 @@ class _UpRun:
                 rdv.check()  # the bucket exists only now; the nodes wait for the bundle
                 launcher_tls.deliver(rdv, spec, authority)
             rc, done, _, self.rdv = _follow(
-                self.target, launched, rdv, spec, self.ui, until_phase="serving"
+                self.target, launched, rdv, spec, self.ui, until_phase=Phase.SERVING
             )
         renewal.stop(remove=False)  # the watcher renews from here on
         if rc is not None:

@@ -48,7 +48,14 @@ from syndeo.launcher.state import (
     private_dirs,
     store_env,
 )
-from syndeo.rendezvous import JobSpec, JobState, PayloadRefused, Rendezvous, open_rendezvous
+from syndeo.rendezvous import (
+    JobPhase,
+    JobSpec,
+    JobState,
+    PayloadRefused,
+    Rendezvous,
+    open_rendezvous,
+)
 from syndeo.rendezvous.base import (
     JOB_ID_RE,
     MAX_JOB_ARCHIVE,
@@ -353,7 +360,9 @@ def list_jobs(cluster_id: str | None = None) -> tuple[Rendezvous, list[tuple[Job
     rdv, key, _image, _archs = open_cluster(cluster_id)
     out = []
     for spec in rdv.list_jobs(key):
-        state = rdv.read_job_state(spec.job_id) or JobState(job_id=spec.job_id, state="pending")
+        state = rdv.read_job_state(spec.job_id) or JobState(
+            job_id=spec.job_id, state=JobPhase.PENDING
+        )
         out.append((spec, _shown(state) or state))
     return rdv, sorted(out, key=lambda pair: pair[0].submitted_at)
 

@@ -34,7 +34,7 @@ from syndeo.core.errors import SyndeoError, TargetError
 from syndeo.launcher import watch as watcher
 from syndeo.launcher.spec import ClusterSpec, JobWatcher, Launched, StateVersionError
 from syndeo.launcher.state import home, saved_store_env
-from syndeo.rendezvous import Rendezvous, StatusRecord, open_rendezvous
+from syndeo.rendezvous import JobPhase, Phase, Rendezvous, StatusRecord, open_rendezvous
 
 # The head publishes its status every few seconds: one older than this says it is silent.
 SILENT_S = 30.0
@@ -204,12 +204,12 @@ def _jobs_running(
 ) -> int | None:
     """Jobs in state "running" of those this launcher signed; none read when the head's
     signed record says the cluster is idle (no job runs then)."""
-    if st is None or st.phase != "serving" or key is None:
+    if st is None or st.phase != Phase.SERVING or key is None:
         return None
     if idle_s is not None and idle_s > 0:
         return 0
     states = (rdv.read_job_state(job.job_id) for job in rdv.list_jobs(key))
-    return sum(1 for s in states if s is not None and s.state == "running")
+    return sum(1 for s in states if s is not None and s.state == JobPhase.RUNNING)
 
 
 # ---------------------------------------------------------------------- what it says

@@ -52,6 +52,7 @@ from syndeo.launcher.statusgate import StatusGate
 from syndeo.launcher.targets import Target, get_target
 from syndeo.launcher.ui import Ui
 from syndeo.rendezvous import StatusRecord, open_rendezvous
+from syndeo.rendezvous.base import ENDED
 
 # One status read per poll (the store of a cluster that serves for days is asked as
 # little as it can be): a lost node is reported by the head within about 10 s anyway.
@@ -194,7 +195,7 @@ class _Attempt:
     def step(self, launched: Launched) -> str | None:
         """One poll: "ended", "idle" (autostop is due) or None (go on watching)."""
         st = self.last = self.gate.take(self.rdv.read_status())
-        said_ended = st is not None and st.phase in ("done", "failed")
+        said_ended = st is not None and st.phase in ENDED
         if st is not None and not said_ended:
             self.ended_since = None  # the head serves on: a later "done" waits afresh
         if said_ended or time.monotonic() >= self.next_target_poll:
