@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from syndeo.core.errors import ConfigError, TargetError
 from syndeo.core.groups import Group, Layout
@@ -280,7 +280,7 @@ class SlurmPart(_State):
 class TerraformPart(_State):
     """What a Terraform-backed target (ssh and the clouds) knows of its machines."""
 
-    target: Literal["ssh", "aws", "gcp", "azure", "alibaba"]
+    target: str  # ssh, or a cloud
     module_dir: str
     workspace: str
     join_timeout: float
@@ -295,7 +295,18 @@ class TerraformPart(_State):
     last_rank: int = 0
 
 
-TargetPart = Annotated[LocalPart | SlurmPart | TerraformPart, Field(discriminator="target")]
+def _part_kind(value: Any) -> str:
+    """Which part a target's is: its own for local and Slurm, else the Terraform one."""
+    target = value.get("target") if isinstance(value, dict) else getattr(value, "target", None)
+    return target if target in ("local", "slurm") else "terraform"
+
+
+TargetPart = Annotated[
+    Annotated[LocalPart, Tag("local")]
+    | Annotated[SlurmPart, Tag("slurm")]
+    | Annotated[TerraformPart, Tag("terraform")],
+    Discriminator(_part_kind),
+]
 
 # The keys of the previous launcher's ``data`` that every target shares (the rest was
 # the target's own).
@@ -362,9 +373,9 @@ class Launched(_State):
 
     def _part(self, kind: type[_P]) -> _P:
         if not isinstance(self.part, kind):
+            what = kind.__name__.removesuffix("Part").lower()
             raise TargetError(
-                f"cluster {self.cluster_id} was started on {self.target}, not "
-                f"{kind.model_fields['target'].annotation}"
+                f"cluster {self.cluster_id} was started on {self.target}: it has no {what} state"
             )
         return self.part
 

@@ -28,7 +28,7 @@ from tests.support.launched import make_launched, spec_for
 class _Target(TerraformTarget):
     """Only what ``poll`` reads: the rendezvous and the provider's answer."""
 
-    name = "ssh"
+    name = "fake"
     module = "ssh"
 
     def __init__(self, answer: str | None) -> None:  # no config: poll needs none
@@ -80,12 +80,12 @@ def launched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Launched:
     )
     rdv.publish_status(StatusRecord(phase="running", nodes_expected=2, updated_at=1.0))
     return make_launched(
-        "ssh",
+        "fake",
         "hg",
         uri,
         clock.now,
         part={"join_timeout": 60},
-        spec=spec_for("ssh", "hg", uri, launch_key=KEY),
+        spec=spec_for("fake", "hg", uri, launch_key=KEY),
     )
 
 
@@ -157,7 +157,7 @@ def test_only_the_heads_signed_done_record_ends_the_run(launched: Launched) -> N
     rdv.put_log(0, "h: the head failed")
     for _ in range(3):
         assert target.poll(launched) is None
-    assert said == ["ssh: a done record not signed by this cluster's head: ignored"]
+    assert said == ["fake: a done record not signed by this cluster's head: ignored"]
     other = DoneRecord(cluster_id="other", attempt=0, exit_code=0, finished_at=2.0)
     rdv.mark_done(other.signed(key))  # the head's record of another cluster
     assert target.poll(launched) is None

@@ -214,7 +214,7 @@ class TerraformTarget(Target):
             rendezvous=spec.rendezvous,
             started_at=spec.not_before,
             part=TerraformPart(
-                target=self.name,  # type: ignore[arg-type]  # one of the Terraform targets
+                target=self.name,
                 module_dir=str(ws.module_dir),
                 workspace=str(ws.cluster_dir),
                 join_timeout=spec.join_timeout,
