@@ -1,9 +1,9 @@
 """The saved state of an ``up`` cluster (``launched.json``): typed, read from the files
 the previous launcher wrote (tests/golden/launched-v1-*.json, written by a real ``up``,
-``grow`` and ``shrink`` on the local target and a real ``up`` and ``grow`` on the local
-Slurm cluster), refused in one line when it is of a version this launcher does not
-know, changed by one writer under the cluster's lock, and loaded without touching the
-launcher's environment."""
+``grow`` and ``shrink`` on the local target, and a real ``up`` and ``grow`` on the local
+Slurm cluster and on the ssh bed), refused in one line when it is of a version this
+launcher does not know, changed by one writer under the cluster's lock, and loaded
+without touching the launcher's environment."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from syndeo.launcher.spec import (
     ProcWatcher,
     SlurmPart,
     StateVersionError,
+    TerraformPart,
 )
 from syndeo.launcher.state import load_launched, save_launched, store_env, update_launched
 from tests.support.helpers import syndeo
@@ -82,6 +83,22 @@ def test_a_slurm_state_file_of_the_previous_launcher_loads_typed(syndeo_home: Pa
     assert launched.renew_gcs_token is False and launched.autostop_s is None
     with pytest.raises(TargetError, match="started on slurm"):
         _ = launched.local  # the wrong target's part is an error, not an empty one
+
+
+def test_an_ssh_state_file_of_the_previous_launcher_loads_typed(syndeo_home: Path) -> None:
+    _install(syndeo_home, "launched-v1-ssh.json", "old-ssh")
+    launched = load_launched("old-ssh")
+    part = launched.tf
+    assert isinstance(part, TerraformPart) and part.target == "ssh"
+    assert part.module_dir.endswith("/terraform/ssh") and part.workspace.endswith("/terraform")
+    assert part.join_timeout == 120.0 and part.last_rank == 2
+    assert part.machines["hosts"] == ["10.98.43.11", "10.98.43.12"]
+    assert part.outputs["head_ip"] == "10.98.43.11"
+    assert part.head_seen is not None and part.head_seen[1] >= part.head_seen[0]
+    assert not part.destroyed and part.head_failure is None
+    assert launched.owns_rendezvous is False and launched.rendezvous_env == {}
+    assert isinstance(launched.watcher, ProcWatcher)
+    assert launched.saved_spec().target == "ssh"
 
 
 def test_a_state_file_of_an_unknown_version_is_refused_in_one_line(
