@@ -95,7 +95,7 @@ class Recovery:
         return round(t - self._t0_wall, 3)
 
     def _replace(self, launched: Launched, rank: int, event: dict[str, Any]) -> None:
-        if rank in launched.data.get("demand_ranks", []):
+        if rank in launched.demand_ranks:
             # Its group follows demand: Ray's autoscaler asks again for what it still
             # needs, and the watcher starts that (syndeo/launcher/autoscale.py), so no
             # replacement, and none of max_replacements used.

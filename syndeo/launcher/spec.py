@@ -318,6 +318,7 @@ _COMMON_V1 = (
     "autostop_s",
     "renew_gcs_token",
     "draining",
+    "demand_ranks",
     "unobserved",
     "owns_rendezvous",
     "destroy_failed",
@@ -343,6 +344,8 @@ class Launched(_State):
     autostop_s: float | None = None
     renew_gcs_token: bool = False
     draining: list[int] = []  # replaced ranks whose old node still runs
+    # Ranks the autoscaler started for demand: replaced by demand, not by [recovery].
+    demand_ranks: list[int] = []
     unobserved: bool = False  # the launcher lost sight of it: never cancel it blind
     owns_rendezvous: bool = False  # the target's destroy takes the store with it
     destroy_failed: bool = False

@@ -298,16 +298,16 @@ class LocalTarget(Target):
     def observe(self, launched: Launched, group: str, joined: set[int]) -> list[NodeView]:
         """Each added node by its process (pid and start time, so never someone else's)."""
         out = []
-        for e in launched.data.get("grown", []):
-            if e["group"] != group or "gone" in e:
+        for e in launched.local.grown:
+            if e.group != group or e.gone:
                 continue
-            rank = int(e["rank"])
+            rank = e.rank
             if self._running(launched, rank):
                 state = NodeState.JOINED if rank in joined else NodeState.STARTING
                 out.append(NodeView(rank, group, state))
                 continue
-            e["gone"] = True  # reported once, here
-            log = Path(launched.data["logs"][rank])
+            e.gone = True  # reported once, here
+            log = Path(launched.local.logs[rank])
             tail = _last_error(log)
             why = f"its process ended (log {log}{': ' + tail if tail else ''})"
             out.append(
@@ -316,7 +316,7 @@ class LocalTarget(Target):
         return out
 
     def _running(self, launched: Launched, rank: int) -> bool:
-        pid, ctime = launched.data["pids"][rank], launched.data["create_times"][rank]
+        pid, ctime = launched.local.pids[rank], launched.local.create_times[rank]
         child = self._procs.get(pid)  # started by this process: reaped here
         if child is not None and child.poll() is not None:
             return False

@@ -324,13 +324,13 @@ class SlurmTarget(Target):
         Slurm's reason), one that ended is GONE or FAILED with why."""
         self._queue.watch(*_job_ids(launched))
         out = []
-        for e in launched.data["groups"]:
-            if e["group"] != group or e["rank_base"] == 0 or e.get("gone"):
+        for e in launched.slurm.groups:
+            if e.group != group or e.rank_base == 0 or e.gone:
                 continue
-            info = self._queue.info(str(e["job_id"]), on_retry=self._say)
+            info = self._queue.info(e.job_id, on_retry=self._say)
             ranks = sorted(_job_ranks(e))
             if info.finished:
-                e["gone"] = True  # reported once, here
+                e.gone = True  # reported once, here
                 why = _WHY.get(info.state) or f"ended {info.state}"
                 why = f"Slurm job {info.job_id} {why}"
                 for r in ranks:
