@@ -150,7 +150,7 @@ class Scaler:
         except SyndeoError as exc:  # asked again at the next status
             self.ui.info(f"group {group}: could not see its nodes: {exc}")
             return
-        owned = launched.data.setdefault("demand_ranks", [])
+        owned = launched.demand_ranks
         owned += [v.rank for v in views if v.rank not in owned]  # not for [recovery]
         if any(v.state is NodeState.JOINED and (v.rank, v.state) not in self._since for v in views):
             self.backoff[group].failures = 0  # a node came: the group's starts work again

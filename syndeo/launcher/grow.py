@@ -9,15 +9,16 @@ Ray can still place its work.
 
 from __future__ import annotations
 
+import os
 import time
 
 from syndeo.core.errors import ConfigError, JoinTimeout
 from syndeo.launcher.config import load_config
-from syndeo.launcher.state import load_launched, save_launched
+from syndeo.launcher.spec import Launched
+from syndeo.launcher.state import load_launched, store_env, update_launched
 from syndeo.launcher.targets import get_target
 from syndeo.launcher.ui import Ui
-from syndeo.launcher.watch import cluster_lock
-from syndeo.rendezvous import open_rendezvous
+from syndeo.rendezvous import Rendezvous, open_rendezvous
 
 
 def grow(
@@ -34,11 +35,11 @@ def grow(
     if nodes < 1:
         raise ConfigError(f"nodes: must be >= 1, got {nodes}")
     ui = ui or Ui()
-    cid = load_launched(cluster_id).cluster_id
-    # One change of the cluster's state at a time (the watcher of an `up` cluster
-    # replaces lost nodes): read it under the lock, save it before letting go.
-    with cluster_lock(cid):
-        launched = load_launched(cid)
+    found = load_launched(cluster_id)
+    cid = found.cluster_id
+    os.environ.update(store_env(found))
+
+    def add(launched: Launched) -> tuple[Rendezvous, int, str]:
         if hosts and launched.target != "ssh":
             raise ConfigError(
                 f"--hosts names the machines of an ssh cluster's new nodes; the "
@@ -48,8 +49,11 @@ def grow(
         rdv = open_rendezvous(launched.rendezvous, launched.cluster_id)
         st = rdv.read_status()
         before = st.groups.get(group, [0, 0])[0] if st else 0
-        started = target.grow(launched, group, nodes, hosts=hosts)
-        save_launched(launched)  # `down` and `shrink` must know the new machines
+        return rdv, before, target.grow(launched, group, nodes, hosts=hosts)
+
+    # One change of the cluster's state at a time (the watcher of an `up` cluster
+    # replaces lost nodes): `down` and `shrink` must know the new machines.
+    rdv, before, started = update_launched(cid, add)
     ui.info(f"cluster {cid}: {nodes} node(s) of group {group} started ({started})")
     if wait_s is not None:
         deadline = time.monotonic() + wait_s
@@ -74,10 +78,11 @@ def shrink(
     """Stop nodes of ``group`` (never the head); the head carries on without them."""
     ui = ui or Ui()
     cid = load_launched(cluster_id).cluster_id
-    with cluster_lock(cid):
-        launched = load_launched(cid)
+
+    def remove(launched: Launched) -> list[str]:
         target = get_target(load_config(target=launched.target), echo=ui.echo)
-        stopped = target.shrink(launched, group, nodes)
-        save_launched(launched)
+        return target.shrink(launched, group, nodes)
+
+    stopped = update_launched(cid, remove)
     ui.info(f"cluster {cid}: stopped {', '.join(stopped)} of group {group}")
     return stopped

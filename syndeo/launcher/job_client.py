@@ -40,8 +40,22 @@ from syndeo.core.errors import BlobTooLarge, ConfigError, TargetError
 from syndeo.core.sealed import sealed_size
 from syndeo.launcher import wheelhouse
 from syndeo.launcher.spec import Launched, launched_key
-from syndeo.launcher.state import WATCH_POKE, cluster_dir, home, load_launched, private_dirs
-from syndeo.rendezvous import JobSpec, JobState, PayloadRefused, Rendezvous, open_rendezvous
+from syndeo.launcher.state import (
+    WATCH_POKE,
+    cluster_dir,
+    home,
+    load_launched,
+    private_dirs,
+    store_env,
+)
+from syndeo.rendezvous import (
+    JobPhase,
+    JobSpec,
+    JobState,
+    PayloadRefused,
+    Rendezvous,
+    open_rendezvous,
+)
 from syndeo.rendezvous.base import (
     JOB_ID_RE,
     MAX_JOB_ARCHIVE,
@@ -83,18 +97,19 @@ class Cluster(NamedTuple):
 def open_cluster(cluster_id: str | None) -> Cluster:
     """The cluster ``up`` started (the only one up when no id is given)."""
     launched = load_launched(cluster_id)
-    attempt = int(launched.data.get("attempt", 0))
+    os.environ.update(store_env(launched))
+    attempt = launched.attempt_or(0)
     key = launched_key(launched)
     if key is None:
         raise TargetError(
             f"cluster {launched.cluster_id} was started without a launch key (an older "
             "syndeo), so its head runs no job: `invoke down` it and `invoke up` again"
         )
-    image = launched.data.get("spec", {}).get("image")
+    spec = launched.saved_spec()
     rdv = newest_attempt(launched, attempt, key)
-    layout = launched.data.get("spec", {}).get("layout") or {}
-    archs = sorted({g.get("arch", "x86_64") for g in layout.get("groups", [])}) or ["x86_64"]
-    return Cluster(rdv, key, Path(image) if image else None, tuple(archs))
+    groups = spec.layout.groups if spec.layout is not None else []
+    archs = sorted({g.arch for g in groups}) or ["x86_64"]
+    return Cluster(rdv, key, spec.image, tuple(archs))
 
 
 def newest_attempt(launched: Launched, attempt: int, key: str | None) -> Rendezvous:
@@ -345,7 +360,9 @@ def list_jobs(cluster_id: str | None = None) -> tuple[Rendezvous, list[tuple[Job
     rdv, key, _image, _archs = open_cluster(cluster_id)
     out = []
     for spec in rdv.list_jobs(key):
-        state = rdv.read_job_state(spec.job_id) or JobState(job_id=spec.job_id, state="pending")
+        state = rdv.read_job_state(spec.job_id) or JobState(
+            job_id=spec.job_id, state=JobPhase.PENDING
+        )
         out.append((spec, _shown(state) or state))
     return rdv, sorted(out, key=lambda pair: pair[0].submitted_at)
 

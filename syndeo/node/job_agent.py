@@ -45,7 +45,7 @@ from syndeo.rendezvous import (
     Rendezvous,
     WantedRecord,
 )
-from syndeo.rendezvous.base import MAX_OUTPUTS
+from syndeo.rendezvous.base import MAX_OUTPUTS, JobPhase
 
 MAX_RUNNING = 8
 TAIL_S = 0.25
@@ -192,7 +192,7 @@ class JobAgent:
             job.cancelled = True
             with contextlib.suppress(Exception):
                 self.client().stop_job(job.submission_id)
-            self._finish(job, "cancelled", None, "the cluster was stopped")
+            self._finish(job, JobPhase.CANCELLED, None, "the cluster was stopped")
 
     def _safely(self, job_id: str, fn: Callable[[], None]) -> None:
         try:
@@ -202,13 +202,15 @@ class JobAgent:
             self.log(f"job {job_id}: {why}")
             job = self.running.get(job_id)
             if job is not None:
-                self._finish(job, "failed", None, why)
+                self._finish(job, JobPhase.FAILED, None, why)
             else:  # it never started: say so, or its followers wait forever
                 if job_id in self.installing:
                     self._drop(job_id)
                 with contextlib.suppress(Exception):
                     self.rdv.put_job_state(
-                        JobState(job_id=job_id, state="failed", message=why, ended_at=time.time())
+                        JobState(
+                            job_id=job_id, state=JobPhase.FAILED, message=why, ended_at=time.time()
+                        )
                     )
 
     # ------------------------------------------------------------------ one job
@@ -237,7 +239,7 @@ class JobAgent:
         deadline = time.monotonic() + INSTALL_TIMEOUT_S
         self.installing[job_id] = _Installing(spec, work, wheels, deadline)
         self._publish_wanted()
-        self.rdv.put_job_state(JobState(job_id=job_id, state="installing"))
+        self.rdv.put_job_state(JobState(job_id=job_id, state=JobPhase.INSTALLING))
         shown = ", ".join(f"{a} {d[:12]}" for a, d in sorted(wheels.items()))
         self.log(f"job {job_id}: its packages ({shown}) go to the nodes")
 
@@ -395,7 +397,9 @@ class JobAgent:
         self.client().submit_job(
             entrypoint=entrypoint, submission_id=submission_id, runtime_env=runtime_env
         )
-        self.rdv.put_job_state(JobState(job_id=job_id, state="running", started_at=job.started_at))
+        self.rdv.put_job_state(
+            JobState(job_id=job_id, state=JobPhase.RUNNING, started_at=job.started_at)
+        )
         job.tail = threading.Thread(target=self._tail, args=(job,), daemon=True)
         job.tail.start()
         self.log(f"job {job_id} started: {shlex.join(spec.command)}")
@@ -427,14 +431,14 @@ class JobAgent:
             return
         exit_code = getattr(info, "driver_exit_code", None)
         if job.cancelled or info.status == JobStatus.STOPPED:
-            self._finish(job, "cancelled", exit_code, "")
+            self._finish(job, JobPhase.CANCELLED, exit_code, "")
         elif info.status == JobStatus.SUCCEEDED:
-            self._finish(job, "succeeded", 0 if exit_code is None else exit_code, "")
+            self._finish(job, JobPhase.SUCCEEDED, 0 if exit_code is None else exit_code, "")
         else:
             # Ray's message repeats the log's tail: its first line says what happened.
-            self._finish(job, "failed", exit_code, (info.message or "").split(",")[0][:300])
+            self._finish(job, JobPhase.FAILED, exit_code, (info.message or "").split(",")[0][:300])
 
-    def _finish(self, job: _Job, state: str, exit_code: int | None, message: str) -> None:
+    def _finish(self, job: _Job, state: JobPhase, exit_code: int | None, message: str) -> None:
         job_id = job.spec.job_id
         if self.running.pop(job_id, None) is None:
             return
@@ -476,7 +480,7 @@ class JobAgent:
         self.rdv.put_job_state(
             JobState(
                 job_id=spec.job_id,
-                state="rejected",
+                state=JobPhase.REJECTED,
                 message=why,
                 ended_at=time.time(),
             )

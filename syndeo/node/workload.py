@@ -43,7 +43,7 @@ from syndeo.rendezvous import (
     Rendezvous,
     StatusRecord,
 )
-from syndeo.rendezvous.base import NO_PAYLOAD_KEY
+from syndeo.rendezvous.base import NO_PAYLOAD_KEY, Phase
 from syndeo.rendezvous.tolerant import Tolerant, retry_until
 
 # While a workload runs the head's loop ticks every TICK_S (the workload's exit is
@@ -221,7 +221,7 @@ class Monitor:
             self.idle_since = max(time.time() - idle_s, self._busy_at, self.serving_since)
 
     # ------------------------------------------------------------------ status
-    def publish(self, phase: str, message: str = "", force: bool = False) -> None:
+    def publish(self, phase: Phase, message: str = "", force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._last_status < STATUS_EVERY_S:
             return
@@ -243,7 +243,7 @@ class Monitor:
             groups=self.groups.counts(),
             nodes_lost=sorted(self.lost),
             interrupted=[self.interrupted[r] for r in sorted(self.interrupted)],
-            demand=autoscale.demand(self.s, self.idle_since) if phase == "serving" else None,
+            demand=autoscale.demand(self.s, self.idle_since) if phase == Phase.SERVING else None,
         )
         signed = self._signed(record)
         self.store.call(lambda: self.rdv.publish_status(signed), None)
@@ -310,7 +310,7 @@ class Monitor:
 
     # ------------------------------------------------------------------ phases
     def wait_for_nodes(self, timeout_s: float) -> None:
-        self.publish("waiting", force=True)
+        self.publish(Phase.WAITING, force=True)
         stop_checks = _Every(STOP_EVERY_S)
 
         def all_joined() -> bool | None:
@@ -322,7 +322,7 @@ class Monitor:
             # The store, unlike Ray's GCS, is not asked at the join-polling rate.
             if stop_checks.due() and self.rdv.stop_requested():
                 raise NodeError("stop requested while waiting for nodes")
-            self.publish("waiting", force=self.ever_joined != before)
+            self.publish(Phase.WAITING, force=self.ever_joined != before)
             return None
 
         # A GCS query is cheap: a joined node is seen within 0.2 s.
@@ -363,7 +363,7 @@ class Monitor:
                     self.check_health()
             # Before the done record: a launcher that reads "done" stops reading the
             # status, so the status it can still read must already be the last one.
-            self.publish("done" if exit_code == 0 else "failed", message, force=True)
+            self.publish(Phase.DONE if exit_code == 0 else Phase.FAILED, message, force=True)
             done = DoneRecord(
                 cluster_id=self.s.cluster_id,
                 attempt=self.s.attempt,
@@ -440,7 +440,7 @@ def _serve(monitor: Monitor) -> tuple[int, str]:
     """An ``up`` cluster: serve until asked to stop, running submitted jobs meanwhile."""
     monitor.workload_started = True
     monitor.serving_since = time.time()
-    monitor.publish("serving", force=True)
+    monitor.publish(Phase.SERVING, force=True)
     agent = JobAgent(
         monitor.rdv,
         monitor.s.launch_key,
@@ -474,7 +474,7 @@ def _serve(monitor: Monitor) -> tuple[int, str]:
                     why = _stop_for_autostop(monitor)
                     break
             # A new request of the autoscaler goes out at once, not at the next status.
-            monitor.publish("serving", force=monitor.demand_changed())
+            monitor.publish(Phase.SERVING, force=monitor.demand_changed())
             time.sleep(TICK_S)
     finally:
         agent.stop_all()
@@ -514,7 +514,7 @@ def run_workload(
     result_path, progress_path = Path(env["SYNDEO_RESULT_PATH"]), Path(env["SYNDEO_PROGRESS_FILE"])
     for stale in (result_path, progress_path):
         stale.unlink(missing_ok=True)
-    monitor.publish("running", force=True)
+    monitor.publish(Phase.RUNNING, force=True)
     monitor.workload_started = True
     try:
         # Output through a pipe: echoed to this node's log as before, and streamed into
@@ -581,7 +581,7 @@ def _watch(proc: subprocess.Popen[bytes], monitor: Monitor, progress_path: Path)
             monitor.stopped = True
             _kill_group(proc)
             return
-        monitor.publish("running")
+        monitor.publish(Phase.RUNNING)
         time.sleep(TICK_S)
 
 

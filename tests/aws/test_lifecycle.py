@@ -594,7 +594,7 @@ def _states(state: awsemu.State, ids: list[str]) -> dict[str, str]:
 def _kill_watcher(user: AwsUser, cid: str) -> None:
     """A closed laptop: the cluster's watcher ends without a word (by its recorded pid)."""
     launched = json.loads((user.home / "clusters" / cid / "launched.json").read_text())
-    pid = int(launched["data"]["watcher"][0])
+    pid = int(launched["watcher"]["pid"])
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
     while os.path.exists(f"/proc/{pid}") and "zombie" not in _proc_state(pid):

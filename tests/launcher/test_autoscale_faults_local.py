@@ -75,7 +75,7 @@ def test_a_node_killed_before_it_joins_is_seen_and_started_again(
         assert job.returncode == 0, job.stderr[-3000:]
 
         def rank1() -> tuple[int, float] | None:
-            data = json.loads((here / "launched.json").read_text())["data"]
+            data = json.loads((here / "launched.json").read_text())["part"]
             if len(data["pids"]) < 2:
                 return None
             return int(data["pids"][1]), float(data["create_times"][1])

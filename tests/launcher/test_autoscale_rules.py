@@ -24,6 +24,7 @@ from syndeo.launcher.targets.base import NodeState, NodeView, Target
 from syndeo.launcher.ui import Ui
 from syndeo.rendezvous import StatusRecord
 from syndeo.rendezvous.base import SCALE_PURPOSE, DemandRecord
+from tests.support.launched import make_launched
 
 
 class _Recorder(Target):
@@ -102,7 +103,7 @@ def _setup(
     cfg = load_config(**({"max_nodes": 3, "idle_timeout_s": "30s"} | cfg_fields))
     spec = ClusterSpec.from_config(cfg, rendezvous="file:///nowhere", cluster_id="rules")
     target = target or _Recorder()
-    launched = Launched(target="local", cluster_id="rules", rendezvous="file:///x", started_at=0)
+    launched = make_launched("local", "rules", "file:///x")
     return Scaler(target, spec, autostop_s, Ui()), target, spec, launched
 
 

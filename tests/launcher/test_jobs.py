@@ -229,7 +229,7 @@ def _wait_for_output(cwd: Path, job: str) -> None:
 
 def _head_log(syndeo_home: Path, cid: str) -> Path:
     launched = json.loads((syndeo_home / "clusters" / cid / "launched.json").read_text())
-    return Path(launched["data"]["logs"][0])
+    return Path(launched["part"]["logs"][0])
 
 
 def _wait_in_log(log: Path, text: str, timeout_s: float = 60) -> None:

@@ -127,7 +127,7 @@ def test_an_up_cluster_replaces_a_lost_worker_until_down(tmp_path: Path, syndeo_
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         state = syndeo_home / "clusters" / cid
-        pid, _ctime = json.loads((state / "launched.json").read_text())["data"]["watcher"]
+        pid = json.loads((state / "launched.json").read_text())["watcher"]["pid"]
         assert psutil.Process(pid).is_running()
         assert kill_rank(cid, 2) >= 2
         deadline = time.monotonic() + 240

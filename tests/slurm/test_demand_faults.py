@@ -110,7 +110,7 @@ def _said(log: Path) -> str:
 
 def _node_job(launched: Path, rank: int) -> str:
     """The Slurm job the watcher submitted for ``rank`` (launched.json, as it saved it)."""
-    for entry in json.loads(launched.read_text())["data"]["groups"]:
+    for entry in json.loads(launched.read_text())["part"]["groups"]:
         if int(entry["rank_base"]) == rank:
             return str(entry["job_id"])
     return ""
@@ -212,7 +212,7 @@ def test_demand_that_goes_away_cancels_the_node_still_queued(
         wait_for("its job gone from the queue", lambda: node not in ci_jobs(), 60)
         time.sleep(15)  # and not started again
         assert list(ci_jobs()) == [
-            str(json.loads((here / "launched.json").read_text())["data"]["job_id"])
+            str(json.loads((here / "launched.json").read_text())["part"]["job_id"])
         ]
     finally:
         down = user_syndeo(user_run, "down", "--cluster-id", cid)
