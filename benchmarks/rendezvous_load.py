@@ -42,7 +42,14 @@ from typing import Any
 from benchmarks.rendezvous_latency import _head, _target
 from syndeo.core.errors import SyndeoError
 from syndeo.node import leaving, workload
-from syndeo.rendezvous import DoneRecord, NodeRecord, Rendezvous, StatusRecord, open_rendezvous
+from syndeo.rendezvous import (
+    DoneRecord,
+    NodeRecord,
+    Phase,
+    Rendezvous,
+    StatusRecord,
+    open_rendezvous,
+)
 
 PRIMITIVES = ("_create", "_write", "_read", "_list", "_delete_prefix")
 
@@ -92,7 +99,7 @@ def _worker_after(rv: Rendezvous, head_gone: threading.Event) -> None:
     )
 
 
-def _status(phase: str, workers: int) -> StatusRecord:
+def _status(phase: Phase, workers: int) -> StatusRecord:
     return StatusRecord(phase=phase, nodes_expected=workers + 1, updated_at=time.time())
 
 
@@ -105,7 +112,7 @@ def _head_loop(rv: Rendezvous, policy: str, seconds: float, workers: int) -> Non
             rv.stop_requested()
             if time.monotonic() - last >= 1.0:
                 last = time.monotonic()
-                rv.publish_status(_status("running", workers))
+                rv.publish_status(_status(Phase.RUNNING, workers))
             time.sleep(0.25)
         return
     next_stop = next_status = 0.0
@@ -116,7 +123,7 @@ def _head_loop(rv: Rendezvous, policy: str, seconds: float, workers: int) -> Non
             rv.stop_requested()
         if now >= next_status:
             next_status = now + workload.STATUS_EVERY_S
-            rv.publish_status(_status("running", workers))
+            rv.publish_status(_status(Phase.RUNNING, workers))
         time.sleep(workload.TICK_S)
 
 

@@ -92,14 +92,14 @@ def _deploy(tmp: Path, proj: Path, run: int) -> dict[str, Any]:
 def _submit(tmp: Path, proj: Path, cid: str) -> dict[str, Any]:
     from syndeo.launcher.state import load_launched
 
-    log = Path(load_launched(cid).data["logs"][0])
+    log = Path(load_launched(cid).local.logs[0])
     before = log.read_text(errors="replace")
     wall, out = _syndeo(
         "submit", "--workdir", str(proj), "--follow", "--", "python", "prog.py", cwd=tmp
     )
     assert "NODES 2" in out, out[-2000:]
     said = re.findall(r"installed in ([0-9.]+) s", log.read_text(errors="replace")[len(before) :])
-    scratch = Path(load_launched(cid).data["scratch"][0])
+    scratch = Path(load_launched(cid).local.scratch[0])
     return {
         "submit_follow_wall_s": wall,
         "head_install_s": float(said[0]) if said else 0.0,

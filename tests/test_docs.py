@@ -128,8 +128,18 @@ def test_terraform_tables_are_generated_from_the_modules() -> None:
 
 
 def test_readme_is_short_and_starts_with_the_two_commands() -> None:
+    """The first block is exactly the two commands a fresh clone needs (run the main job on
+    the local target; the suite CI runs), and what follows it says how to install the wheel
+    and what is verified where, before the second section starts."""
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 200
-    first_block = readme.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
-    assert first_block[0].startswith("./scripts/setup && .venv/bin/invoke deploy --target local")
-    assert first_block[1].startswith("./scripts/test ")
+    before, block, after = readme.split("```", 2)[0], *readme.split("```", 2)[1:]
+    assert "Ray" in before and before.count("\n## ") == 0
+    commands = [ln for ln in block.removeprefix("bash\n").splitlines() if ln.strip()]
+    assert len(commands) == 2, commands
+    assert commands[0].startswith("./scripts/setup && .venv/bin/invoke deploy --target local")
+    assert commands[1].startswith("./scripts/test ") and "--quick" not in block
+    first_screen = after.split("\n## ", 1)[0]
+    assert "pip install syndeo-" in first_screen and "-py3-none-any.whl" in first_screen
+    assert "emulated AWS" in first_screen and "real cloud account" in first_screen
+    assert "./scripts/test --quick" in first_screen

@@ -79,6 +79,8 @@ def test_target_has_the_common_verbs_and_no_node_logic(name: str) -> None:
         "grow",
         "shrink",
         "added",
+        "observe",
+        "can_grow",
         "wait",
         "hurry",
         "check",

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Slurm test cluster prerequisites (issue 5): slurmctld, slurmd, client tools, munge,
+# Slurm test cluster prerequisites: slurmctld, slurmd, client tools, munge,
 # and the unprivileged user `syndeo-ci` that submits jobs in tests.  Idempotent.
 #
 # Always `-t bookworm`: another setup script may add Debian sid for apptainer, and an

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SSH test-bed prerequisites (issue 9): Debian's openssh-server and openssh-client, and
+# SSH test-bed prerequisites: Debian's openssh-server and openssh-client, and
 # the unprivileged user `syndeo-ci` that logs in to the bed's hosts with a key.
 # Idempotent: safe to run again; every step checks before it changes anything.
 #

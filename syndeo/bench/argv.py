@@ -12,19 +12,26 @@ def bench_argv(
     env: str = "all",
     mode: str = "count",
     protocol: str = "paper",
-    samples_per_cpu: int = 1000,
-    repeats: int = 4,
-    envs_per_actor: int = 16,
+    samples_per_cpu: int | None = None,
+    repeats: int | None = None,
+    envs_per_actor: int | None = None,
     workers: str | None = None,
     rllib: bool = False,
     local_limit: bool = True,
     out: str | None = None,
 ) -> list[str]:
-    """The workload argv; comma-separated lists become repeated values."""
+    """The workload argv; comma-separated lists become repeated values.  A number left
+    None is left out: the benchmark's own default (BenchConfig) applies."""
     argv = ["python", "-m", "syndeo.bench", "run", "--env", *env.split(",")]
     argv += ["--mode", *mode.split(","), "--protocol", protocol]
-    argv += ["--samples-per-cpu", str(samples_per_cpu), "--repeats", str(repeats)]
-    argv += ["--envs-per-actor", str(envs_per_actor)]
+    numbers = {
+        "--samples-per-cpu": samples_per_cpu,
+        "--repeats": repeats,
+        "--envs-per-actor": envs_per_actor,
+    }
+    for flag, value in numbers.items():
+        if value is not None:
+            argv += [flag, str(value)]
     if workers:
         argv += ["--workers", workers]
     if rllib:

@@ -50,10 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     # "extend": both `--env A B` and `--env A --env B` (how the deploy config writes it) work.
     run.add_argument("--env", nargs="+", action="extend", help="'all' (default), names or ids")
     run.add_argument("--mode", nargs="+", action="extend", help="count (default) and/or collect")
+    # Numbers left out are BenchConfig's defaults: declared there, once.
     run.add_argument("--protocol", default="paper", help="paper | steady")
-    run.add_argument("--samples-per-cpu", type=int, default=1000)
-    run.add_argument("--repeats", type=int, default=4)
-    run.add_argument("--envs-per-actor", type=int, default=16)
+    run.add_argument("--samples-per-cpu", type=int, default=None)
+    run.add_argument("--repeats", type=int, default=None)
+    run.add_argument("--envs-per-actor", type=int, default=None)
     run.add_argument("--hidden", type=_ints, default=[64, 64], help="e.g. 64,64")
     run.add_argument("--env-version", default="v5", help="v5 | v4 (MuJoCo ids)")
     run.add_argument("--steady-seconds", type=float, default=5.0)
@@ -77,14 +78,21 @@ def config_from_args(a: argparse.Namespace) -> BenchConfig:
             raise BenchError(f"unknown mode {mode!r}: use count and/or collect")
     if a.protocol not in ("paper", "steady"):
         raise BenchError(f"unknown protocol {a.protocol!r}: use paper or steady")
+    given = {
+        k: v
+        for k, v in (
+            ("samples_per_cpu", a.samples_per_cpu),
+            ("repeats", a.repeats),
+            ("envs_per_actor", a.envs_per_actor),
+        )
+        if v is not None
+    }
     try:
         return BenchConfig(
             envs=a.env or ["all"],
             modes=a.mode or ["count"],
             protocol=a.protocol,
-            samples_per_cpu=a.samples_per_cpu,
-            repeats=a.repeats,
-            envs_per_actor=a.envs_per_actor,
+            **given,
             hidden=tuple(a.hidden),
             env_version=a.env_version,
             steady_seconds=a.steady_seconds,

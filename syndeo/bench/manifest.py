@@ -42,6 +42,10 @@ def versions() -> dict[str, str]:
 def git_commit() -> str | None:
     """Commit of the syndeo checkout, if it is one (inside an image it usually is not)."""
     repo = Path(__file__).resolve().parents[2]
+    # An installed syndeo's parent is site-packages, perhaps inside some other project's
+    # repository: only a syndeo source tree has its commit.
+    if not (repo / "pyproject.toml").is_file() or not (repo / "syndeo").is_dir():
+        return None
     try:
         out = subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "HEAD"],

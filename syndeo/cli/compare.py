@@ -9,11 +9,10 @@ Everything printed that came from a file (env ids, hardware names, paths) goes t
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -182,29 +181,3 @@ def run_compare(
         else:
             console.print(t)
     say(UNIT, *(f"not compared: {s}" for s in found.skipped), f"report: {md} and {html}")
-
-
-def add_command(sub: Any) -> None:
-    p = sub.add_parser("compare", help="cost/throughput of every measured run; --plan for N steps")
-    p.add_argument("--results", default="results", help="directory of deploy.json/result.json")
-    p.add_argument("--catalog", default=None, help="price CSV overriding/extending the shipped one")
-    p.add_argument(
-        "--out",
-        default="compare-report",
-        help="where report.md/.html and PNGs (or plan.md/.html) go",
-    )
-    p.add_argument("--config", default=None, help="TOML with [cost.onprem] settings")
-    p.add_argument("--plan", action="store_true", help="predict cost and time for --steps")
-    p.add_argument("--steps", default="1e9", help="steps to plan for (default 1e9)")
-    p.add_argument("--env", default=None, help="env id to plan for, e.g. Humanoid-v5")
-    p.add_argument("--mode", default=None, help="count | collect (default: count if measured)")
-    p.add_argument("--target", default=None, help="targets to plan for, comma-separated")
-    p.add_argument("--basis", default=None, help="measured target unmeasured types scale from")
-    p.add_argument("--sizes", default="1,2,4,8,16", help="node/instance counts to plan")
-    p.set_defaults(func=_call)
-
-
-def _call(args: argparse.Namespace) -> int:
-    options = {k: v for k, v in vars(args).items() if k not in ("func", "command")}
-    run_compare(**options)
-    return 0  # failures raise SyndeoError, which the CLI turns into its exit code

@@ -1,5 +1,5 @@
 """``submit``, ``jobs``, ``logs``, ``cancel``, ``fetch``: jobs on an ``up`` cluster, for
-both front ends (the work is in :mod:`syndeo.launcher.job_client`).
+both front ends, over the Python API (:class:`syndeo.api.Cluster`).
 
 Exit status of ``submit --follow`` and ``logs --follow``: the job's own (0 when it
 succeeded, its exit code when it failed, 130 when cancelled, 2 when rejected).
@@ -7,16 +7,13 @@ succeeded, its exit code when it failed, 130 when cancelled, 2 when rejected).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from functools import partial
 from pathlib import Path
-from typing import Any
 
 from rich.table import Table
 
-from syndeo.cli.options import add_arguments
+from syndeo.api import Cluster, ended, exit_status
 from syndeo.launcher import job_client
 from syndeo.launcher.ui import Ui
 from syndeo.rendezvous import JobState
@@ -27,24 +24,9 @@ def _write(data: bytes) -> None:
     sys.stdout.buffer.flush()
 
 
-def exit_status(state: JobState | None) -> int:
-    if state is None:
-        return 1
-    if state.state == "succeeded":
-        return 0
-    if state.state == "cancelled":
-        return 130
-    if state.state == "rejected":
-        return 2
-    return state.exit_code or 1
-
-
 def _say_end(ui: Ui, state: JobState | None) -> None:
-    if state is None:
-        return
-    detail = f" (exit {state.exit_code})" if state.exit_code is not None else ""
-    why = f": {state.message}" if state.message else ""
-    ui.info(f"job {state.job_id} {state.state}{detail}{why}")
+    if state is not None:
+        ui.info(ended(state))
 
 
 def run_submit(
@@ -58,22 +40,20 @@ def run_submit(
     requirements: Path | None = None,
 ) -> int:
     ui = ui or Ui()
-    cluster, spec = job_client.submit(
+    job_client.check_request(command, env)  # before the cluster is looked for
+    job = Cluster.attach(cluster_id).submit(
         command,
-        cluster_id=cluster_id,
-        workdir=workdir,
-        env=env,
-        excludes=exclude,
+        workdir=workdir or Path.cwd(),
         requirements=requirements,
-        say=ui.info,
+        env=env,
+        exclude=exclude or (),
+        ui=ui,
     )
-    if spec.wheelhouse_digest is not None:
-        ui.info(f"wheels for the job resolved (sha256 {spec.wheelhouse_digest[:12]})")
-    print(spec.job_id, flush=True)
+    print(job.id, flush=True)
     if not follow:
-        ui.info(f"submitted to {spec.cluster_id}: `invoke logs {spec.job_id} --follow`")
+        ui.info(f"submitted to {job.cluster.id}: syndeo logs {job.id} --follow")
         return 0
-    state = job_client.logs(spec.job_id, _write, follow=True, cluster=cluster)
+    state = job.stream(_write, follow=True)
     _say_end(ui, state)
     return exit_status(state)
 
@@ -104,7 +84,7 @@ def run_jobs(cluster_id: str | None = None, ui: Ui | None = None) -> int:
 
 
 def run_logs(job: str, cluster_id: str | None = None, follow: bool = False) -> int:
-    state = job_client.logs(job, _write, cluster_id=cluster_id, follow=follow)
+    state = Cluster.attach(cluster_id).job(job).stream(_write, follow=follow)
     if follow:
         _say_end(Ui(), state)
         return exit_status(state)
@@ -112,56 +92,17 @@ def run_logs(job: str, cluster_id: str | None = None, follow: bool = False) -> i
 
 
 def run_cancel(job: str, cluster_id: str | None = None) -> int:
-    state = job_client.cancel(job, cluster_id)
-    if state is not None and state.state in ("succeeded", "failed", "cancelled", "rejected"):
-        Ui().info(f"job {job} has ended already ({state.state})")
+    state = Cluster.attach(cluster_id).job(job).cancel()
+    if state.done:
+        Ui().info(f"job {job} has ended already ({state.value})")
     else:
         Ui().info(f"asked the head to cancel {job}")
     return 0
 
 
 def run_fetch(job: str, cluster_id: str | None = None, out: Path | None = None) -> int:
-    rdv = job_client.open_cluster(cluster_id).rdv
-    dest = out or Path("results") / rdv.cluster_id / "jobs" / job
-    files = job_client.fetch(job, dest, cluster_id=rdv.cluster_id)
+    found = Cluster.attach(cluster_id).job(job)
+    dest = out or Path("results") / found.cluster.id / "jobs" / job
+    files = found.fetch(dest)
     Ui().info(f"{len(files)} file(s) of {job} in {dest}")
     return 0
-
-
-def _call(fn: Any, args: argparse.Namespace) -> int:
-    options = {k: v for k, v in vars(args).items() if k not in ("func", "command")}
-    return int(fn(**options))
-
-
-def add_commands(sub: Any) -> None:
-    p = sub.add_parser(
-        "submit", help="run a program on an `up` cluster: syndeo submit [options] -- CMD …"
-    )
-    add_arguments(p, "submit")
-    p.add_argument("program", nargs=argparse.REMAINDER, help="-- then the command to run")
-    p.set_defaults(func=_submit_from_args)
-    described = {
-        "jobs": ("the jobs of an `up` cluster", run_jobs),
-        "logs": ("a job's output (--follow: until it ends)", run_logs),
-        "cancel": ("cancel a job", run_cancel),
-        "fetch": ("download the files a job left in its outputs/", run_fetch),
-    }
-    for verb, (help_text, fn) in described.items():
-        p = sub.add_parser(verb, help=help_text, description=help_text)
-        add_arguments(p, verb)
-        p.set_defaults(func=partial(_call, fn))
-
-
-def _submit_from_args(args: argparse.Namespace) -> int:
-    command = list(args.program)
-    if command[:1] == ["--"]:
-        command = command[1:]
-    return run_submit(
-        command,
-        cluster_id=args.cluster_id,
-        workdir=args.workdir,
-        env=args.env,
-        exclude=args.exclude,
-        follow=bool(args.follow),
-        requirements=args.requirements,
-    )

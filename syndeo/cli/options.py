@@ -1,12 +1,11 @@
-"""The one option table of both front ends.
+"""Options, and the groups of them the verbs share (the verbs: :mod:`syndeo.cli.commands`).
 
-``syndeo deploy|up|down|grow|shrink`` builds its argparse options from it, and
-``invoke …`` builds its tasks from it (:mod:`syndeo.cli.verb_tasks`).  An option that is
-a setting (a :class:`~syndeo.launcher.config.DeployConfig` or ``[bench]`` field) is made
-from that field -- its help, type and name are declared there, once, beside its default
-and bounds; the rest are the verbs' own arguments and the target sections' machine
-options (``--instance-type``: ``vm_instance_type``, the chosen cloud's ``instance_type``).
-An option has one name on both command lines, whatever the keyword it becomes.
+An option that is a setting (a :class:`~syndeo.launcher.config.DeployConfig` or
+``[bench]`` field) is made from that field -- its help, type and name are declared there,
+once, beside its default and bounds; the rest are the verbs' own arguments and the target
+sections' machine options (``--instance-type``: ``vm_instance_type``, the chosen cloud's
+``instance_type``).  An option has one name on both command lines, whatever the keyword
+it becomes.
 """
 
 from __future__ import annotations
@@ -33,7 +32,8 @@ class Option:
     type: Callable[[str], Any] | None = None  # None: text
     switch: bool = False  # --x turns it on
     negatable: bool = False  # --x / --no-x
-    repeat: bool = False  # syndeo: repeat the option; invoke: comma-separated
+    repeat: bool = False  # a list: syndeo repeats the option; invoke, see `split`
+    split: bool = True  # invoke: one comma-separated value (False: repeat it, as syndeo)
     name: str | None = None  # on the command line, where it differs from the keyword
     required: bool = False
     default: Any = None
@@ -96,7 +96,7 @@ CONFIG = Option("config", "TOML file with settings; options override it")
 CLUSTER_ID = Option("cluster_id", "the cluster's id (default: the only one up)")
 # The settings every node shares that only `up` takes (autostop, with its grace on the
 # clouds): options of up and check, not of deploy.
-UP_ONLY = ("autostop_s", "autostop_grace_s")
+UP_ONLY = ("autostop_s", "autostop_grace_s", "autostop_wait_for")
 CLUSTER = [
     *from_settings(
         DeployConfig,
@@ -128,7 +128,7 @@ CLUSTER = [
         "aws/gcp/azure/alibaba: the Packer-baked VM image (AMI, GCP, Azure or ECS image id)",
         name="image",
     ),
-    Option("vm_spot", "aws/gcp/azure/alibaba: spot/preemptible VMs", switch=True, name="spot"),
+    Option("vm_spot", "aws/gcp/azure/alibaba: spot or preemptible VMs", switch=True, name="spot"),
     *from_settings(
         DeployConfig, *(f for f in ClusterOptions.model_fields if f not in UP_ONLY), "tls"
     ),
@@ -139,97 +139,6 @@ RUN = [
 ]
 # A cluster that follows demand and stops itself (syndeo/launcher/autoscale.py).
 UP = from_settings(DeployConfig, "min_nodes", "max_nodes", *UP_ONLY)
-GROUP = Option("group", "the node group ([[groups]] name)", required=True)
-
-VERBS: dict[str, list[Option]] = {
-    "deploy": [
-        CONFIG,
-        *CLUSTER,
-        *RUN,
-        Option(
-            "keep",
-            "leave the cluster up afterwards (`down` removes it)",
-            switch=True,
-            default=False,
-        ),
-        Option(
-            "dry_run",
-            "print what would be launched (scripts, tfvars, commands); start nothing",
-            switch=True,
-            default=False,
-        ),
-    ],
-    "up": [CONFIG, *CLUSTER, *UP],
-    # What deploy/up would get: checked before anything is created (syndeo.launcher.preflight).
-    "check": [CONFIG, *CLUSTER, *UP],
-    "down": [CLUSTER_ID],
-    # The watcher of an `up` cluster, started again after it died (syndeo/launcher/watch.py).
-    "watch": [CLUSTER_ID],
-    "grow": [
-        CLUSTER_ID,
-        GROUP,
-        Option("nodes", "how many nodes to add (default 1)", int, default=1),
-        Option("wait_s", "wait up to this many seconds until they joined", float),
-        Option("hosts", "ssh: the new nodes' machines, comma-separated (one node each)"),
-    ],
-    "shrink": [
-        CLUSTER_ID,
-        GROUP,
-        Option("nodes", "at least this many nodes (default: all added ones)", int),
-    ],
-    # Every cluster of this user on this machine (syndeo/launcher/status.py).
-    "status": [
-        Option("cluster_id", "only this cluster (default: all of them)"),
-        Option(
-            "as_json",
-            "a JSON list (stable keys) instead of the table",
-            switch=True,
-            name="json",
-            default=False,
-        ),
-    ],
-}
-
-
-# Jobs on an `up` cluster, through its rendezvous (the command follows `--`).
-JOB = Option("job", "the job id `submit` printed (see `jobs`)", required=True)
+GROUP = Option("group", "the node group (its name in the config's [[groups]])", required=True)
+JOB = Option("job", "the job id submit printed (see: syndeo jobs)", required=True)
 FOLLOW = Option("follow", "keep showing the output until the job ends", switch=True, default=False)
-VERBS.update(
-    {
-        "submit": [
-            CLUSTER_ID,
-            Option("workdir", "directory to upload and run in (default: here)", Path),
-            Option("env", "NAME=VALUE for the job (repeatable)", repeat=True),
-            Option("exclude", ".gitignore-style pattern not to upload (repeatable)", repeat=True),
-            *from_settings(DeployConfig, "requirements"),
-            FOLLOW,
-        ],
-        "jobs": [CLUSTER_ID],
-        "logs": [JOB, CLUSTER_ID, FOLLOW],
-        "cancel": [JOB, CLUSTER_ID],
-        "fetch": [
-            JOB,
-            CLUSTER_ID,
-            Option("out", "where to put its outputs/ (default results/<cluster>/jobs/<job>)", Path),
-        ],
-    }
-)
-
-
-def invoke_help(verb: str) -> dict[str, str]:
-    """``@task(help=…)`` of an invoke task: every option's help, by its invoke name."""
-    return {o.cli: o.help for o in VERBS[verb]}
-
-
-def add_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
-    for o in VERBS[verb]:
-        kw: dict[str, Any] = {"dest": o.keyword, "help": o.help, "default": o.default}
-        if o.switch:
-            kw.update(action="store_const", const=True)
-        elif o.negatable:
-            kw.update(action=argparse.BooleanOptionalAction)
-        elif o.repeat:
-            kw.update(action="append")
-        else:
-            kw.update(type=o.type, required=o.required)
-        parser.add_argument(o.flag, **kw)

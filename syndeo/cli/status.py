@@ -121,5 +121,5 @@ def run_status(cluster_id: str | None = None, as_json: bool = False, ui: Ui | No
     elif rows:
         ui.out.file.write(render_table(rows))
     else:
-        ui.info("no cluster is up on this machine (start one with `invoke up`)")
+        ui.info("no cluster is up on this machine (start one with: syndeo up)")
     return 0

@@ -1,15 +1,14 @@
-"""invoke's cluster verbs, built from the option table at import.
+"""The repository's invoke tasks for the user verbs, made from their declarations.
 
-``tasks.py`` used to spell out each verb's parameters by hand (deploy, up and check
-took the same 22), and a test kept those copies equal to the table in
-:mod:`syndeo.cli.options`.  Here each task's signature is made from that table instead:
-an option added there appears on ``syndeo`` and on ``invoke`` at once, with the same
-name and help.
+Each task's signature is made from the verb's options in :mod:`syndeo.cli.commands`: a
+verb or an option added there appears on ``syndeo`` and on ``invoke`` at once, with the
+same name and help, and the task calls the same function as ``syndeo``.
 """
 
 from __future__ import annotations
 
 import inspect
+import shlex
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +18,8 @@ from invoke.context import Context
 from invoke.exceptions import Exit
 from invoke.tasks import Task, task
 
-from syndeo.cli.options import VERBS, Option, invoke_help
+from syndeo.cli.commands import VERBS, Verb, invoke_help
+from syndeo.cli.options import Option
 from syndeo.core.errors import SyndeoError
 
 
@@ -62,24 +62,25 @@ def _value(o: Option, given: Any, default: Any) -> Any:
         return None if given == default and o.default is None else given
     if given is None:
         return None
+    if o.repeat and not o.split:
+        return list(given) or None  # invoke's iterable: the option repeated
     if o.repeat:
         return [part for part in str(given).split(",") if part]
     if o.type in (int, float) and not isinstance(given, o.type):
         return number(o.type, o.flag, given)
     if o.type is Path:
-        return str(given)
+        return Path(given)
     return given
 
 
-def verb_task(
-    verb: str, run: Callable[..., Any], doc: str, defaults: Mapping[str, Any] | None = None
-) -> Task[Any]:
-    """The invoke task of ``verb``: its options from the table, each handed to ``run``
-    under its keyword (``--join-timeout`` as ``join_timeout_s``)."""
-    # Required options first (a Python signature's rule; invoke also takes them in order
-    # without their flag).
-    options = sorted(VERBS[verb], key=lambda o: not o.required)
-    shown = {o.cli: _default(o, defaults or {}) for o in options}
+def _remainder(c: Context) -> list[str]:
+    try:
+        return shlex.split(c.remainder or "")
+    except ValueError as exc:
+        raise Exit(f"syndeo: error: the command after --: {exc}", code=2) from None
+
+
+def _signature(options: list[Option], shown: Mapping[str, Any]) -> inspect.Signature:
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     params = [inspect.Parameter("c", kind)]
     for o in options:
@@ -87,15 +88,38 @@ def verb_task(
             params.append(inspect.Parameter(o.cli, kind))
         else:
             params.append(inspect.Parameter(o.cli, kind, default=shown[o.cli]))
+    return inspect.Signature(params)
+
+
+def verb_task(verb: Verb) -> Task[Any]:
+    """The invoke task of ``verb``: its options from its declaration, each handed to the
+    verb's function under its keyword (``--join-timeout`` as ``join_timeout_s``)."""
+    # Required options first (a Python signature's rule; invoke also takes them in order
+    # without their flag).
+    options = sorted(verb.options, key=lambda o: not o.required)
+    shown = {o.cli: _default(o, verb.shown_defaults) for o in options}
 
     def body(c: Context, *args: Any, **given: Any) -> None:
         given.update(zip((o.cli for o in options), args, strict=False))
         keywords = {o.keyword: _value(o, given.get(o.cli), shown[o.cli]) for o in options}
+        keywords = {k: v for k, v in keywords.items() if v is not None}
+        if verb.command:
+            keywords["command"] = _remainder(c)
         with exit_on_error():
-            run(**keywords)
+            rc = verb.function()(**keywords)
+        if type(rc) is int and rc != 0:
+            raise Exit(code=rc)
 
-    body.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    body.__name__ = body.__qualname__ = verb
-    body.__doc__ = doc
-    made: Task[Any] = task(help=invoke_help(verb), auto_shortflags=False)(body)
+    body.__signature__ = _signature(options, shown)  # type: ignore[attr-defined]
+    body.__name__ = body.__qualname__ = verb.name
+    body.__doc__ = verb.help[0].upper() + verb.help[1:] + "."
+    iterable = [o.cli for o in options if o.repeat and not o.split]
+    made: Task[Any] = task(help=invoke_help(verb.name), iterable=iterable, auto_shortflags=False)(
+        body
+    )
     return made
+
+
+def verb_tasks() -> dict[str, Task[Any]]:
+    """A task for every user verb, by name, in the order they are declared."""
+    return {name: verb_task(v) for name, v in VERBS.items()}

@@ -1,23 +1,20 @@
-"""Command-line verbs over :mod:`syndeo.launcher.deploy`, shared by ``syndeo …`` and ``invoke …``.
+"""The cluster verbs of both command lines, over the Python API (:mod:`syndeo.api`).
 
-Both front ends pass the same keyword names (the :class:`DeployConfig` fields) to
-:func:`config_from`, so an option means the same thing wherever it is typed.
+Both front ends pass the same keyword names (the DeployConfig fields), so an option
+means the same thing wherever it is typed, and the same in Python.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
 
-from syndeo.cli.options import add_arguments
-from syndeo.cli.status import run_status
+from syndeo import api
 from syndeo.launcher.config import DeployConfig, load_config
-from syndeo.launcher.deploy import Outcome, UpInfo, deploy, down, plan, raise_for_outcome, up
+from syndeo.launcher.deploy import Outcome, UpInfo, raise_for_outcome
 from syndeo.launcher.ui import Ui
 
 
@@ -66,9 +63,9 @@ def run_deploy(
 ) -> Outcome | None:
     ui = ui or Ui()
     if dry_run:
-        ui.out.print(plan(config_from(**options)), end="", highlight=False, markup=False)
+        ui.out.print(api.plan(**options), end="", highlight=False, markup=False)
         return None
-    outcome = deploy(config_from(**options), ui, keep=keep)
+    outcome = api.deploy(ui=ui, keep=keep, check=False, **options)
     print_outcome(outcome, ui)
     raise_for_outcome(outcome)
     return outcome
@@ -76,7 +73,8 @@ def run_deploy(
 
 def run_up(ui: Ui | None = None, **options: Any) -> UpInfo:
     ui = ui or Ui()
-    info = up(config_from(**options), ui)
+    info = api.up(ui=ui, **options).info
+    assert info is not None  # started here
     dash = info.dashboard_url.split("//")[-1]
     port = dash.rsplit(":", 1)[-1] if dash else "<port>"
     # With --tls the cluster takes only clients with a certificate its CA signed: the
@@ -89,12 +87,12 @@ def run_up(ui: Ui | None = None, **options: Any) -> UpInfo:
         f"    export RAY_ADDRESS={info.address} RAY_AUTH_MODE=token "
         f"RAY_AUTH_TOKEN_PATH={info.token_path}{tls}\n"
         f"  Submit a job (from anywhere that can reach the rendezvous):\n"
-        f"    invoke submit --cluster-id {info.cluster_id} --follow -- python my_script.py\n"
-        f"    then: invoke jobs | invoke logs JOB --follow | invoke cancel JOB | "
-        f"invoke fetch JOB\n"
+        f"    syndeo submit --cluster-id {info.cluster_id} --follow -- python my_script.py\n"
+        f"    then: syndeo jobs | syndeo logs JOB --follow | syndeo cancel JOB | "
+        f"syndeo fetch JOB\n"
         f"  Dashboard (bound to the head's 127.0.0.1 only): "
         f"ssh -N -L 8265:127.0.0.1:{port} <head host>, then http://127.0.0.1:8265\n"
-        f"  Stop it:  invoke down --cluster-id {info.cluster_id}",
+        f"  Stop it:  syndeo down --cluster-id {info.cluster_id}",
         highlight=False,
         markup=False,  # addresses and paths the head published: text, never markup
     )
@@ -115,9 +113,10 @@ def run_check(ui: Ui | None = None, **options: Any) -> list[str]:
 
 def run_down(cluster_id: str | None = None, ui: Ui | None = None) -> str:
     ui = ui or Ui()
-    cid = down(cluster_id, ui)
-    ui.info(f"cluster {cid} is down")
-    return cid
+    cluster = api.Cluster.attach(cluster_id)
+    cluster.down(ui)
+    ui.info(f"cluster {cluster.id} is down")
+    return cluster.id
 
 
 def run_watch(cluster_id: str | None = None, ui: Ui | None = None) -> str:
@@ -133,49 +132,12 @@ def run_grow(
     wait_s: float | None = None,
     ui: Ui | None = None,
     hosts: str | None = None,
-) -> str:
-    from syndeo.launcher.grow import grow
-
+) -> None:
     names = [h.strip() for h in hosts.split(",") if h.strip()] if hosts else None
-    return grow(cluster_id, group, nodes, wait_s, ui, hosts=names)
+    api.Cluster.attach(cluster_id).grow(group, nodes, wait_s, names, ui or Ui())
 
 
 def run_shrink(
     group: str, nodes: int | None = None, cluster_id: str | None = None, ui: Ui | None = None
 ) -> list[str]:
-    from syndeo.launcher.grow import shrink
-
-    return shrink(cluster_id, group, nodes, ui)
-
-
-def add_commands(sub: Any) -> None:
-    described = {
-        "deploy": ("bring a cluster up, run the workload, tear it down", run_deploy),
-        "up": ("bring a cluster up and leave it serving", run_up),
-        "check": (
-            "check that deploy/up can start (settings, credentials, image); creates nothing",
-            run_check,
-        ),
-        "down": ("tear down a cluster started with `up`", run_down),
-        "watch": (
-            "start the watcher of an `up` cluster again after it died (autoscaling, autostop, "
-            "replacements)",
-            run_watch,
-        ),
-        "grow": ("add nodes of a node group to a cluster started with `up`", run_grow),
-        "shrink": ("remove a node group's added nodes from an `up` cluster", run_shrink),
-        "status": (
-            "this user's clusters on this machine: nodes, state, jobs, idle, cost",
-            run_status,
-        ),
-    }
-    for verb, (help_text, fn) in described.items():
-        p = sub.add_parser(verb, help=help_text, description=help_text)
-        add_arguments(p, verb)
-        p.set_defaults(func=partial(_call, fn))
-
-
-def _call(fn: Any, args: argparse.Namespace) -> int:
-    options = {k: v for k, v in vars(args).items() if k not in ("func", "command")}
-    fn(**options)
-    return 0  # failures raise SyndeoError, which the CLI turns into its exit code
+    return api.Cluster.attach(cluster_id).shrink(group, nodes, ui or Ui())

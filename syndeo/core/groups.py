@@ -20,11 +20,27 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from syndeo.core.option import duration_field
+
 GROUP_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 HEAD_GROUP = "head"
 # AWS instance families of Arm (Graviton) machines: a1, and a "g" after the generation
 # (m7g, c6gn, r8gd, t4g, x2gd, im4gn, is4gen, g5g, hpc7g).
 _AWS_ARM = re.compile(r"^(a1|[a-z]+[0-9]+g[a-z]*)\.")
+# How long a node that follows demand may run without joining before it is given up: an
+# image starts and a node joins in well under a minute on every target.
+START_TIMEOUT_S = 600.0
+# What a Group takes from its GroupConfig unchanged.
+_TAKEN_AS_IS = {
+    "queue_timeout_s",
+    "start_timeout_s",
+    "slurm",
+    "ssh",
+    "aws",
+    "gcp",
+    "azure",
+    "alibaba",
+}
 
 
 def implied_arch(aws: dict[str, Any]) -> str:
@@ -48,6 +64,11 @@ class GroupConfig(BaseModel):
     # Set: the group follows demand (syndeo/node/autoscaler.py) between min_nodes
     # (default 0) and this many nodes; it starts at min_nodes, added by the watcher.
     max_nodes: int | None = Field(default=None, ge=1, le=4096)
+    # A node of a group that follows demand which has not joined is given up (cancelled,
+    # tried again after a backoff) after waiting this long for a machine (a queued Slurm
+    # job; None: as long as it takes) or this long once its machine runs.
+    queue_timeout_s: float | None = Field(default=None, gt=0)
+    start_timeout_s: float = Field(default=START_TIMEOUT_S, gt=0)
     container: Path | None = None  # None = the top-level container
     # The machines' architecture (None: what its AWS instance type implies, else x86_64):
     # a job's wheels are resolved for each architecture the cluster's groups have.
@@ -62,6 +83,11 @@ class GroupConfig(BaseModel):
     gcp: dict[str, Any] = {}
     azure: dict[str, Any] = {}
     alibaba: dict[str, Any] = {}
+
+    @field_validator("queue_timeout_s", "start_timeout_s", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        return duration_field(v)
 
     @field_validator("name")
     @classmethod
@@ -87,6 +113,8 @@ class Group(BaseModel):
     # group has no nodes of its own at launch (nodes = 0): every one of its nodes is
     # added and removed like a `grow`n one, so any of them can be the one let go.
     autoscale: tuple[int, int] | None = None
+    queue_timeout_s: float | None = None  # see GroupConfig
+    start_timeout_s: float = START_TIMEOUT_S
     container: Path | None = None
     arch: str = "x86_64"
     slurm: dict[str, Any] = {}
@@ -193,12 +221,7 @@ def build_layout(
                 autoscale=scale,
                 container=g.container if g.container is not None else container,
                 arch=g.arch or implied_arch(g.aws),
-                slurm=dict(g.slurm),
-                ssh=dict(g.ssh),
-                aws=dict(g.aws),
-                gcp=dict(g.gcp),
-                azure=dict(g.azure),
-                alibaba=dict(g.alibaba),
+                **g.model_dump(include=_TAKEN_AS_IS),  # copies of the per-target dicts
             )
         )
         rank += out[-1].nodes

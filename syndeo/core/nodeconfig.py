@@ -146,6 +146,17 @@ class ClusterOptions(BaseModel):
         le=7 * 86400,
     )
 
+    # What keeps an `up` cluster from autostop besides Ray's own activity, pending demand
+    # and nodes on their way (syndeo/node/autoscale.py, docs/autoscale.md): "drivers" (a
+    # connected `ray.init` driver too), "jobs" (submitted jobs only) or "none" (autostop is a
+    # time limit from the start).  None: "drivers" (not rendered).
+    autostop_wait_for: Literal["drivers", "jobs", "none"] | None = option(
+        None,
+        "up: what holds off autostop besides tasks, pending demand and starting nodes: "
+        "drivers (a connected ray.init too; default), jobs (submitted jobs only) or none "
+        "(autostop counts from the start)",
+    )
+
     # Whose GPUs the nodes have: how the container is given them (apptainer --nv or
     # --rocm) and which variables name a node's devices -- one table, syndeo/core/gpus.py.
     # None: NVIDIA (not rendered, so a cluster that never names it carries no variable).
@@ -159,6 +170,12 @@ class ClusterOptions(BaseModel):
     @classmethod
     def _duration(cls, v: object) -> object:
         return duration_field(v)
+
+    @model_validator(mode="after")
+    def _wait_for_needs_autostop(self) -> ClusterOptions:
+        if self.autostop_wait_for is not None and self.autostop_s is None:
+            raise ValueError("autostop_wait_for says what holds off autostop: add --autostop")
+        return self
 
 
 def cluster_options(settings: ClusterOptions) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Ray's own TLS for one cluster (issue 22 item 4): a CA per launch, and how it travels.
+"""Ray's own TLS for one cluster: a CA per launch, and how it travels.
 
 Ray (2.60) encrypts its gRPC traffic when every process and every client has
 ``RAY_USE_TLS=1`` and the three files named by ``RAY_TLS_SERVER_CERT``,

@@ -18,6 +18,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -40,7 +41,9 @@ from syndeo.image.inputs import (
     definition_path,
     hashed_pins,
     inputs_digest,
+    packer_dir,
     pip_argv,
+    source_tree,
     wheelhouse_argv,
 )
 from syndeo.image.manifest import ImageManifest, load_manifest, manifest_path, sha256_file
@@ -59,8 +62,12 @@ def _copy_sources(repo: Path, dest: Path) -> Path:
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         if (repo / name).exists():
             shutil.copy2(repo / name, dest / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(repo / "syndeo", dest / "syndeo", ignore=ignore)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".terraform", "*.tfstate*")
+    # The package's links to terraform/ and packer/ stay links (the build maps the root's
+    # directories into the wheel in their place), so those are copied too.
+    shutil.copytree(repo / "syndeo", dest / "syndeo", ignore=ignore, symlinks=True)
+    for name in ("terraform", "packer"):
+        shutil.copytree(repo / name, dest / name, ignore=ignore)
     return dest
 
 
@@ -113,8 +120,9 @@ def build(
     definition: Path | None = None,
 ) -> ImageManifest:
     """Build (or reuse) the image; returns its manifest.  ``definition`` overrides the
-    one for ``base`` (tests use it; the install script and lock stay the checkout's)."""
-    definition = _definition(base, repo, definition)
+    one for ``base`` (tests use it; the install script and lock stay the package's)."""
+    repo = source_tree(repo)
+    definition = _definition(base, definition)
     output = (output or repo / ".syndeo" / "image" / f"syndeo-{base}.sif").resolve()
     if extra_ca is not None and not extra_ca.is_file():
         raise ImageError(f"extra CA bundle not found: {extra_ca}")
@@ -132,10 +140,10 @@ def build(
     return _manifest_of_built(output)
 
 
-def _definition(base: Base, repo: Path, definition: Path | None) -> Path:
-    """The checkout's definition for ``base``, or the given one if it exists."""
+def _definition(base: Base, definition: Path | None) -> Path:
+    """The package's definition for ``base``, or the given one if it exists."""
     if definition is None:
-        return definition_path(base, repo)
+        return definition_path(base)
     if not definition.is_file():
         raise ImageError(f"image definition not found: {definition}")
     return definition
@@ -158,7 +166,7 @@ def _up_to_date(output: Path, wanted: str) -> ImageManifest | None:
 def _build_to(req: _Request, output: Path) -> None:
     """Build the SIF and its manifest in a fresh stage, then move both to ``output``."""
     user = build_user()
-    lock = req.repo / "packer" / "apptainer" / "requirements.lock"
+    lock = packer_dir() / "apptainer" / "requirements.lock"
     lock_hash = hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
     wheels = cache_dir() / "wheelhouse" / lock_hash
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -180,24 +188,28 @@ def _build_to(req: _Request, output: Path) -> None:
 
 
 def _check_wheel_backend(repo: Path) -> None:
-    """The syndeo wheel is built with this venv's setuptools (no build isolation: the
+    """The syndeo wheel is built with this venv's build backend (no build isolation: the
     build may have no package index), so it must be what pyproject.toml's [build-system]
-    asks for; else one line saying what to upgrade, not setuptools' own traceback."""
+    asks for; else one line saying what to upgrade, not the backend's own traceback."""
     requires = tomllib.loads((repo / "pyproject.toml").read_text())["build-system"]["requires"]
-    need = next((r for r in requires if r.replace(" ", "").startswith("setuptools>=")), None)
-    if need is None:
-        return
-    minimum = int(need.split(">=", 1)[1].split(".")[0])
-    try:
-        have = importlib.metadata.version("setuptools")
-    except importlib.metadata.PackageNotFoundError:
-        have = "none"
-    if have == "none" or int(have.split(".")[0]) < minimum:
-        raise ImageError(
-            f"building the syndeo wheel needs {need} in this Python ({sys.executable}), "
-            f"which has setuptools {have}: run `{sys.executable} -m pip install "
-            f"'{need}'` (scripts/setup does)"
-        )
+    for need in requires:
+        name, _, minimum = need.replace(" ", "").partition(">=")
+        try:
+            have = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            have = "none"
+        if have == "none" or _release(have) < _release(minimum):
+            raise ImageError(
+                f"building the syndeo wheel needs {need} in this Python ({sys.executable}), "
+                f"which has {name} {have}: run `{sys.executable} -m pip install "
+                f"'{need}'` (scripts/setup does)"
+            )
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The numeric release of a version (``1.27.0`` -> (1, 27, 0)); enough to compare a
+    backend's version with a ``>=`` floor."""
+    return tuple(int(n) for n in re.findall(r"\d+", version.split("+")[0].split("-")[0])[:3])
 
 
 def _build_context(step: Step, req: _Request, lock: Path, wheels: Path, stage: Path) -> Path:
@@ -232,7 +244,7 @@ def _build_sif_step(step: Step, req: _Request, packer: str | None, sif_argv: lis
     """Run the sif step through the Packer local build, or directly without Packer."""
     if packer:
         env = {**os.environ, "CHECKPOINT_DISABLE": "1"}
-        step.run("packer build (apptainer)", _packer_argv(packer, req.repo, sif_argv), env=env)
+        step.run("packer build (apptainer)", _packer_argv(packer, sif_argv), env=env)
     else:
         why = "disabled" if not req.use_packer else "not found"
         console.log(f"packer {why}: building with apptainer directly")
@@ -263,14 +275,14 @@ def _manifest_of_built(output: Path) -> ImageManifest:
     return manifest
 
 
-def _packer_argv(packer: str, repo: Path, sif_argv: list[str]) -> list[str]:
+def _packer_argv(packer: str, sif_argv: list[str]) -> list[str]:
     return [
         packer,
         "build",
         "-color=false",
         "-var",
         f"sif_command={json.dumps(sif_argv)}",
-        str(repo / "packer" / "local"),
+        str(packer_dir() / "local"),
     ]
 
 
@@ -401,7 +413,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.cmd == "lock":
-            here = REPO / "packer" / "apptainer"
+            # The checkout's lock, not the package's: a developer re-locks the source.
+            here = source_tree() / "packer" / "apptainer"
             count = write_lock(here / "requirements.in", here / "requirements.lock")
             print(f"locked {count} packages")
             return 0

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Literal
 
 from syndeo.core.errors import ImageError
+from syndeo.core.resources import data_dir
 
-# The checkout the image is built from (a build needs one: the definition and lock live
-# outside the package).
+# The source tree whose syndeo wheel goes into the image (a checkout; an installed syndeo
+# has none, see source_tree).  The definition, install script and lock are the package's
+# own (packer_dir).
 REPO = Path(__file__).resolve().parents[2]
 Base = Literal["debootstrap", "docker"]
 # The image's Python (bookworm / python:3.11-slim-bookworm); the wheelhouse must match.
@@ -21,10 +23,26 @@ IMAGE_PYTHON = "3.11"
 IMAGE_GLIBC_MINOR = 36
 
 
-def definition_path(base: Base, repo: Path = REPO) -> Path:
-    path = repo / "packer" / "apptainer" / f"syndeo-{base}.def"
+def packer_dir() -> Path:
+    """The package's ``packer/``: the image definitions, install script and lock."""
+    return data_dir("packer")
+
+
+def source_tree(repo: Path = REPO) -> Path:
+    """``repo`` if it is a syndeo source tree (the image's syndeo wheel is built from it),
+    else one line saying what a build needs."""
+    if not (repo / "pyproject.toml").is_file() or not (repo / "syndeo").is_dir():
+        raise ImageError(
+            f"no syndeo source tree at {repo}: the image's syndeo wheel is built from a "
+            "checkout (git clone the syndeo repository, then run the build there)"
+        )
+    return repo
+
+
+def definition_path(base: Base) -> Path:
+    path = packer_dir() / "apptainer" / f"syndeo-{base}.def"
     if not path.exists():
-        raise ImageError(f"image definition not found: {path} (build from a Syndeo checkout)")
+        raise ImageError(f"image definition not found: {path}")
     return path
 
 
@@ -54,10 +72,13 @@ def check_base(base: Base, build_args: dict[str, str], keyring: Path = DEBIAN_KE
 
 
 def _source_files(repo: Path) -> list[Path]:
-    """What goes into the syndeo wheel (changes to these must rebuild the image)."""
+    """What goes into the syndeo wheel (changes to these must rebuild the image): the
+    package and the root directories the build maps into it (the package's links to
+    them are not followed: the files count once, under their own names)."""
     pkg = [
         p
-        for p in (repo / "syndeo").rglob("*")
+        for top in ("syndeo", "terraform", "packer")
+        for p in (repo / top).rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
     ]
     return sorted([repo / "pyproject.toml", *pkg])
@@ -66,16 +87,24 @@ def _source_files(repo: Path) -> list[Path]:
 def inputs_digest(
     definition: Path, repo: Path, extra_ca: Path | None, build_args: dict[str, str]
 ) -> str:
-    apptainer_dir = repo / "packer" / "apptainer"
+    apptainer_dir = packer_dir() / "apptainer"
     files = [definition, apptainer_dir / "install-env.sh", apptainer_dir / "requirements.lock"]
     files += _source_files(repo)
     if extra_ca is not None:
         files.append(extra_ca)
     digest = hashlib.sha256(json.dumps(sorted(build_args.items())).encode())
     for path in files:
-        digest.update(str(path.relative_to(repo) if path.is_relative_to(repo) else path).encode())
+        digest.update(_name(path, repo).encode())
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
+
+
+def _name(path: Path, repo: Path) -> str:
+    """A file's name in the digest: the same wherever the checkout or package lies."""
+    packer = packer_dir()
+    if path.is_relative_to(packer):
+        return f"packer/{path.relative_to(packer)}"
+    return str(path.relative_to(repo) if path.is_relative_to(repo) else path)
 
 
 def cache_dir() -> Path:

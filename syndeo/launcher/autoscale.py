@@ -23,7 +23,7 @@ from syndeo.core.clouds import POWERS_OFF
 from syndeo.core.errors import ConfigError, SyndeoError
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.spec import ClusterSpec, Launched
-from syndeo.launcher.targets.base import StartRefused, Target
+from syndeo.launcher.targets.base import NodeState, NodeView, StartRefused, Target
 from syndeo.launcher.ui import Ui
 from syndeo.rendezvous import StatusRecord
 from syndeo.rendezvous.base import DemandRecord
@@ -50,7 +50,7 @@ def check(cfg: DeployConfig, verb: str, target: type[Target]) -> None:
         )
     if verb == "up" and cfg.target == "slurm":
         _check_slurm_up(cfg)
-    if follows_demand(cfg) and target.added is Target.added:
+    if follows_demand(cfg) and not target.can_grow():
         raise ConfigError(f"the {cfg.target} target cannot add nodes by itself: no max_nodes")
     if follows_demand(cfg) and cfg.target == "ssh":
         assert cfg.layout is not None  # follows_demand
@@ -127,15 +127,21 @@ class Scaler:
         self.autostop_s = autostop_s
         groups = spec.layout.groups if spec.layout is not None else []
         self.bounds = {g.name: g.autoscale for g in groups if g.autoscale is not None}
+        self.clocks = {g.name: (g.queue_timeout_s, g.start_timeout_s) for g in groups}
         self._refused = -1  # an unsigned record's seq, said once
         self._held: tuple[str, int] | None = None  # a request beyond bounds, said once
         self.backoff: dict[str, Backoff] = {g: Backoff() for g in self.bounds}
+        # When this watcher first saw each rank in each state not joined (its clocks; a
+        # restarted watcher starts them afresh, which only gives a node more time).
+        self._since: dict[tuple[int, NodeState], float] = {}
 
     def observe(self, launched: Launched, st: StatusRecord | None) -> bool:
         """Bring each group to what the head's latest request asks (within its bounds);
         True once the cluster has been idle for ``autostop`` (the watcher then takes it
-        down).  Each call compares the request with what exists, so nothing is done
-        twice; a failed start is tried again once its group's :class:`Backoff` allows."""
+        down).  Each call compares the request with what the target sees exists (its
+        :meth:`Target.observe`), so nothing is done twice: a node that ended before it
+        joined, or waited past its group's clocks, is given up and started again once
+        its group's :class:`Backoff` allows."""
         demand = st.demand if st is not None else None
         if st is None or demand is None:
             return False
@@ -160,25 +166,70 @@ class Scaler:
         if asked != want and self._held != (group, asked):
             self._held = (group, asked)
             self.ui.info(f"group {group}: {asked} node(s) asked, held to {least}..{most}")
-        live = self.target.added(launched, group)
+        try:
+            views = self.target.observe(launched, group, joined)
+        except SyndeoError as exc:  # asked again at the next status
+            self.ui.info(f"group {group}: could not see its nodes: {exc}")
+            return
+        owned = launched.demand_ranks
+        owned += [v.rank for v in views if v.rank not in owned]  # not for [recovery]
+        if any(v.state is NodeState.JOINED and (v.rank, v.state) not in self._since for v in views):
+            self.backoff[group].failures = 0  # a node came: the group's starts work again
+        late = self._late(group, views)
+        live = [v.rank for v in views if not v.ended]
         named = {r for r in d.release if r in live}
-        staying = [r for r in live if r not in named]
+        staying = [r for r in live if r not in named and r not in late]
         # More than wanted without naming which (asked for, no longer needed): the
         # newest not joined yet go; a joined node goes only when the autoscaler names it.
         unjoined = [r for r in sorted(staying, reverse=True) if r not in joined]
         surplus = unjoined[: max(0, len(staying) - want)]
         try:
             stopped = (
-                self.target.shrink(launched, group, ranks=named | set(surplus))
-                if named or surplus
+                self.target.shrink(launched, group, ranks=named | set(late) | set(surplus))
+                if named or late or surplus
                 else []
             )
-            if stopped:
+            if stopped and (named or surplus):
                 self.ui.info(f"group {group}: let go {', '.join(stopped)} (Ray's autoscaler)")
         except SyndeoError as exc:  # tried again at the next status
             self.ui.info(f"group {group}: could not follow demand: {exc}")
             return
+        self._ended(group, views, late)
         self._add(launched, group, want - (len(staying) - len(surplus)))
+
+    def _late(self, group: str, views: list[NodeView]) -> dict[int, str]:
+        """The ranks of ``group`` that waited past a clock, each with what it waited for."""
+        queue_s, start_s = self.clocks[group]
+        now = time.monotonic()
+        seen = {(v.rank, v.state) for v in views}
+        self._since = {k: t for k, t in self._since.items() if k in seen}
+        late = {}
+        for v in views:
+            limit = {NodeState.QUEUED: queue_s, NodeState.STARTING: start_s}.get(v.state)
+            since = self._since.setdefault((v.rank, v.state), now)
+            if limit is not None and now - since >= limit:
+                where = "in the queue" if v.state is NodeState.QUEUED else "running, not joined"
+                why = f" ({v.reason})" if v.reason else ""
+                late[v.rank] = f"{where} for {now - since:.0f} s{why}"
+        return late
+
+    def _ended(self, group: str, views: list[NodeView], late: dict[int, str]) -> None:
+        """Say each node given up or failed before joining, and back the group off: the
+        next start waits, as after a refused one."""
+        for rank, why in sorted(late.items()):
+            self.ui.info(f"group {group}: rank {rank} given up after {why}: cancelled")
+        failed = [v for v in views if v.state is NodeState.FAILED]
+        for v in views:
+            if v.state is NodeState.FAILED:
+                self.ui.info(f"group {group}: rank {v.rank} ended before it joined: {v.reason}")
+            elif v.state is NodeState.GONE:
+                self.ui.info(f"group {group}: rank {v.rank} ended ({v.reason or 'lost'})")
+        if late or failed:
+            # A queue that holds nodes past their clock is a limit lifted in time.
+            queued = any(v.state is NodeState.QUEUED for v in views if v.rank in late)
+            kind = "quota" if queued else "transient"
+            wait = self.backoff[group].failed(kind, time.monotonic())
+            self.ui.info(f"group {group}: next start in {wait:.0f} s")
 
     def _add(self, launched: Launched, group: str, count: int) -> None:
         # One node per call where a target's unit would hold several nodes together
@@ -191,7 +242,6 @@ class Scaler:
             except SyndeoError as exc:
                 self._failed(group, exc)
                 return
-            backoff.failures, backoff.not_before = 0, 0.0  # what started stays started
             self.ui.info(f"group {group}: started {started} (Ray's autoscaler)")
             count -= min(unit, count)
 

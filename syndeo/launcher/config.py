@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from syndeo.bench.models import BenchConfig
 from syndeo.compare.settings import CostSettings
 from syndeo.core.clouds import CLOUDS, TARGETS, TargetName
 from syndeo.core.errors import ConfigError
@@ -48,8 +49,11 @@ class BenchSettings(_Strict):
     )
     mode: Literal["count", "collect"] = option("count", "benchmark mode: count | collect")
     protocol: Literal["paper", "steady"] = "paper"
-    samples_per_cpu: int = option(1000, "benchmark samples per CPU", ge=1)
-    repeats: int = option(4, "benchmark repeats", ge=1)
+    # The benchmark's own defaults (the paper's protocol), declared once in BenchConfig.
+    samples_per_cpu: int = option(
+        BenchConfig.model_fields["samples_per_cpu"].default, "benchmark samples per CPU", ge=1
+    )
+    repeats: int = option(BenchConfig.model_fields["repeats"].default, "benchmark repeats", ge=1)
 
     def argv(self) -> list[str]:
         # One builder of the benchmark's command line, shared with `invoke bench`.
@@ -246,7 +250,8 @@ class DeployConfig(_Strict, ClusterOptions):
         # The same rule as terraform/modules/node (tests/iac/test_node_module.py).
         if v is not None and not RENDEZVOUS_RE.match(v):
             raise ValueError(
-                "use file:///dir, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix"
+                "use file:///dir, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix "
+                "or oss://bucket/prefix"
             )
         return v
 

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import partial
 from pathlib import Path
 from types import FrameType
@@ -41,7 +42,14 @@ from syndeo.launcher.nodecreds import gcs_tokens
 from syndeo.launcher.preflight import check_workload
 from syndeo.launcher.recovery import Recovery
 from syndeo.launcher.spec import ClusterSpec, Launched, launched_key
-from syndeo.launcher.state import cluster_dir, forget, load_launched, save_launched, write_atomic
+from syndeo.launcher.state import (
+    cluster_dir,
+    forget,
+    load_launched,
+    save_launched,
+    store_env,
+    write_atomic,
+)
 from syndeo.launcher.statusgate import StatusGate
 from syndeo.launcher.targets import Target, get_target, target_class
 from syndeo.launcher.targets.base import new_cluster_id
@@ -51,6 +59,7 @@ from syndeo.rendezvous import (
     ClaimRecord,
     DoneRecord,
     PayloadRefused,
+    Phase,
     Rendezvous,
     StatusRecord,
     open_rendezvous,
@@ -68,6 +77,14 @@ DOWN_POLL_S = 1.0
 EXIT_GRACE_S = 60.0
 
 
+class Teardown(StrEnum):
+    """What became of a run's machines (said after the run, written to deploy.json)."""
+
+    TORN_DOWN = "torn down"
+    KEPT_UP = "kept up"  # --keep
+    LEFT_UP = "left up"  # the teardown failed; the message says what may still exist
+
+
 @dataclass
 class Outcome:
     cluster_id: str
@@ -79,9 +96,7 @@ class Outcome:
     # The rendezvous attempt that finished: above 0 after the launcher restarted the
     # cluster for a lost head ([recovery] max_restarts) or Slurm requeued its job.
     attempt: int = 0
-    # What became of the machines: "torn down", "kept up" (--keep) or "left up" (the
-    # teardown failed; the message says what may still exist).
-    teardown: str = "torn down"
+    teardown: Teardown = Teardown.TORN_DOWN
 
 
 @contextlib.contextmanager
@@ -152,7 +167,7 @@ def _wheels(cfg: DeployConfig, spec: ClusterSpec) -> tuple[ClusterSpec, bytes | 
 
 def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous, Payload]:
     target = get_target(cfg, echo=ui.echo)
-    if cfg.recovery.replace_lost and not target.replaces_lost:
+    if cfg.recovery.replace_lost and not target.can_replace():
         raise ConfigError(
             f"[recovery] replace_lost: the {cfg.target} target cannot replace a lost node "
             "yet; turn it off for this target"
@@ -212,7 +227,7 @@ def _follow(
     rdv: Rendezvous,
     spec: ClusterSpec,
     ui: Ui,
-    until_phase: str | None = None,
+    until_phase: Phase | None = None,
     output: WorkloadLog | None = None,
     recovery: Recovery | None = None,
 ) -> tuple[int | None, DoneRecord | None, dict[str, float], Rendezvous]:
@@ -233,7 +248,7 @@ def _follow(
     while True:
         # The launcher's own attempt (a restart after a lost head) unless the target
         # knows better (Slurm: that base plus the job's requeues).
-        attempt = int(launched.data.get("attempt", spec.attempt))
+        attempt = launched.attempt_or(spec.attempt)
         if attempt != rdv.attempt:
             # The target restarted the cluster (a requeued Slurm job): follow the new
             # attempt's records; the old ones are stale by design.
@@ -349,7 +364,7 @@ def _restart(
     """
     # Past every attempt the target has seen (a requeued Slurm job counts up on its
     # own): the new nodes can never meet records of an earlier attempt.
-    attempt = max(rdv.attempt, int(launched.data.get("attempt", spec.attempt))) + 1
+    attempt = max(rdv.attempt, launched.attempt_or(spec.attempt)) + 1
     event: dict[str, Any] = {
         "attempt": rdv.attempt,
         "head_exit": rc,
@@ -371,7 +386,7 @@ def _restart(
 
 
 def _running(st: StatusRecord | None) -> bool:
-    return st is not None and st.phase == "running"
+    return st is not None and st.phase == Phase.RUNNING
 
 
 def _read_timelines(rdv: Rendezvous) -> dict[int, Any]:
@@ -500,7 +515,7 @@ class _DeployRun:
         try:
             yield
         except BaseException:
-            unobserved = self.launched is not None and self.launched.data.get("unobserved")
+            unobserved = self.launched is not None and self.launched.unobserved
             if not (self.finished or self.keep or self.owned or unobserved):
                 with contextlib.suppress(Exception):
                     self.rdv.cleanup(all_attempts=True)
@@ -654,7 +669,13 @@ class _DeployRun:
         if self.teardown_failure is not None:
             message = f"{message}; and the teardown failed: {self.teardown_failure}"
             exit_code = exit_code or 1
-        teardown = "kept up" if self.keep else "left up" if self.teardown_failure else "torn down"
+        teardown = (
+            Teardown.KEPT_UP
+            if self.keep
+            else Teardown.LEFT_UP
+            if self.teardown_failure
+            else Teardown.TORN_DOWN
+        )
         outcome = Outcome(
             cluster_id=spec.cluster_id,
             exit_code=exit_code,
@@ -754,7 +775,7 @@ def _up(cfg: DeployConfig, ui: Ui) -> UpInfo:
     # them is on by default wherever the target can ([recovery] replace_lost = false: off).
     explicit = "replace_lost" in cfg.recovery.model_fields_set
     recovery = cfg.recovery.model_copy(
-        update={"replace_lost": cfg.recovery.replace_lost if explicit else target.replaces_lost}
+        update={"replace_lost": cfg.recovery.replace_lost if explicit else target.can_replace()}
     )
     return _UpRun(ui, target, spec, rdv).run(recovery, cfg.autostop_s)
 
@@ -780,8 +801,8 @@ class _UpRun:
                 g.autoscale for g in self.spec.layout.groups
             )
             if recovery.replace_lost or renew or scales or autostop_s is not None:
-                launched.data["renew_gcs_token"] = renew
-                launched.data["autostop_s"] = autostop_s
+                launched.renew_gcs_token = renew
+                launched.autostop_s = autostop_s
                 watcher.start(launched, self.spec, recovery, self.target)
             info = self._info()
             cluster.pop_all()  # it serves: `down` releases it now
@@ -803,7 +824,7 @@ class _UpRun:
             cluster.push(self._tear_down)
             # The spec, its launch key with it (0600): what signs the jobs submitted later
             # and what a grow or a replacement needs.
-            launched.data["spec"] = spec.model_dump(mode="json")
+            launched.spec = spec
             renewal.start(launched)
             cluster.callback(renewal.stop)
             save_launched(launched)
@@ -811,7 +832,7 @@ class _UpRun:
                 rdv.check()  # the bucket exists only now; the nodes wait for the bundle
                 launcher_tls.deliver(rdv, spec, authority)
             rc, done, _, self.rdv = _follow(
-                self.target, launched, rdv, spec, self.ui, until_phase="serving"
+                self.target, launched, rdv, spec, self.ui, until_phase=Phase.SERVING
             )
         renewal.stop(remove=False)  # the watcher renews from here on
         if rc is not None:
@@ -860,7 +881,7 @@ class _UpRun:
 
     def _forget_records(self, _type: object, exc: BaseException | None, _tb: object) -> bool:
         """The id is free again -- unless we lost sight of a job that still uses them."""
-        if not (self.launched is not None and self.launched.data.get("unobserved")):
+        if not (self.launched is not None and self.launched.unobserved):
             with contextlib.suppress(Exception):
                 self.rdv.cleanup(all_attempts=True)
         return False
@@ -874,6 +895,7 @@ def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) 
     """
     ui = ui or Ui()
     launched = load_launched(cluster_id)
+    os.environ.update(store_env(launched))
     from syndeo.launcher.config import load_config
 
     target = get_target(load_config(target=launched.target))
@@ -882,14 +904,14 @@ def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) 
     watcher.stop(launched, target)
     launched = load_launched(launched.cluster_id)
     # The stop request goes to the head that runs now: after a requeue, a later attempt.
-    attempt, key = int(launched.data.get("attempt", 0)), launched_key(launched)
+    attempt, key = launched.attempt_or(0), launched_key(launched)
     rdv = open_rendezvous(launched.rendezvous, launched.cluster_id, attempt)
     with contextlib.suppress(RendezvousError):  # a store that is gone: stop all the same
         rdv = newest_attempt(launched, attempt, key)
     try:
         # After a teardown that failed, the run is over and its stop was asked for: what
         # is left is the teardown, not a head to wait for.
-        if not launched.data.get("destroy_failed"):
+        if not launched.destroy_failed:
             rdv.request_stop("down")
             target.hurry()
             deadline = time.monotonic() + timeout_s
@@ -899,7 +921,7 @@ def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) 
     except RendezvousError:
         pass  # its store is gone or never came up (a launch killed early): stop all the same
     target.stop(launched)
-    if not launched.data.get("owns_rendezvous"):
+    if not launched.owns_rendezvous:
         rdv.cleanup(all_attempts=True)  # (a bucket made with the cluster went with it)
     for path in gcs_tokens.token_files(launched):  # the nodes' token in a Slurm job dir
         path.unlink(missing_ok=True)

@@ -9,16 +9,17 @@ Ray can still place its work.
 
 from __future__ import annotations
 
+import os
 import time
 
 from syndeo.core.errors import ConfigError, JoinTimeout
 from syndeo.launcher.config import load_config
-from syndeo.launcher.spec import ClusterSpec, Launched
-from syndeo.launcher.state import load_launched, save_launched
+from syndeo.launcher.spec import Launched
+from syndeo.launcher.state import load_launched, store_env, update_launched
 from syndeo.launcher.targets import get_target
 from syndeo.launcher.ui import Ui
-from syndeo.launcher.watch import cluster_lock, note_nodes
-from syndeo.rendezvous import open_rendezvous
+from syndeo.launcher.watch import note_nodes
+from syndeo.rendezvous import Rendezvous, open_rendezvous
 
 
 def grow(
@@ -35,11 +36,11 @@ def grow(
     if nodes < 1:
         raise ConfigError(f"nodes: must be >= 1, got {nodes}")
     ui = ui or Ui()
-    cid = load_launched(cluster_id).cluster_id
-    # One change of the cluster's state at a time (the watcher of an `up` cluster
-    # replaces lost nodes): read it under the lock, save it before letting go.
-    with cluster_lock(cid):
-        launched = load_launched(cid)
+    found = load_launched(cluster_id)
+    cid = found.cluster_id
+    os.environ.update(store_env(found))
+
+    def add(launched: Launched) -> tuple[Rendezvous, int, str]:
         if hosts and launched.target != "ssh":
             raise ConfigError(
                 f"--hosts names the machines of an ssh cluster's new nodes; the "
@@ -51,8 +52,12 @@ def grow(
         before = st.groups.get(group, [0, 0])[0] if st else 0
         asked_at = time.time()
         started = target.grow(launched, group, nodes, hosts=hosts)
-        note_nodes(target, launched, _spec(launched), asked_at)  # cost from the request on
-        save_launched(launched)  # `down` and `shrink` must know the new machines
+        note_nodes(target, launched, asked_at)  # cost from the request on
+        return rdv, before, started
+
+    # One change of the cluster's state at a time (the watcher of an `up` cluster
+    # replaces lost nodes): `down` and `shrink` must know the new machines.
+    rdv, before, started = update_launched(cid, add)
     ui.info(f"cluster {cid}: {nodes} node(s) of group {group} started ({started})")
     if wait_s is not None:
         deadline = time.monotonic() + wait_s
@@ -77,15 +82,13 @@ def shrink(
     """Stop nodes of ``group`` (never the head); the head carries on without them."""
     ui = ui or Ui()
     cid = load_launched(cluster_id).cluster_id
-    with cluster_lock(cid):
-        launched = load_launched(cid)
+
+    def remove(launched: Launched) -> list[str]:
         target = get_target(load_config(target=launched.target), echo=ui.echo)
         stopped = target.shrink(launched, group, nodes)
-        note_nodes(target, launched, _spec(launched), time.time())  # their cost ends here
-        save_launched(launched)
+        note_nodes(target, launched, time.time())  # their cost ends here
+        return stopped
+
+    stopped = update_launched(cid, remove)
     ui.info(f"cluster {cid}: stopped {', '.join(stopped)} of group {group}")
     return stopped
-
-
-def _spec(launched: Launched) -> ClusterSpec:
-    return ClusterSpec.model_validate(launched.data["spec"])

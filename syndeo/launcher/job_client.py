@@ -40,8 +40,22 @@ from syndeo.core.errors import BlobTooLarge, ConfigError, TargetError
 from syndeo.core.sealed import sealed_size
 from syndeo.launcher import wheelhouse
 from syndeo.launcher.spec import Launched, launched_key
-from syndeo.launcher.state import WATCH_POKE, cluster_dir, home, load_launched, private_dirs
-from syndeo.rendezvous import JobSpec, JobState, PayloadRefused, Rendezvous, open_rendezvous
+from syndeo.launcher.state import (
+    WATCH_POKE,
+    cluster_dir,
+    home,
+    load_launched,
+    private_dirs,
+    store_env,
+)
+from syndeo.rendezvous import (
+    JobPhase,
+    JobSpec,
+    JobState,
+    PayloadRefused,
+    Rendezvous,
+    open_rendezvous,
+)
 from syndeo.rendezvous.base import (
     JOB_ID_RE,
     MAX_JOB_ARCHIVE,
@@ -83,18 +97,19 @@ class Cluster(NamedTuple):
 def open_cluster(cluster_id: str | None) -> Cluster:
     """The cluster ``up`` started (the only one up when no id is given)."""
     launched = load_launched(cluster_id)
-    attempt = int(launched.data.get("attempt", 0))
+    os.environ.update(store_env(launched))
+    attempt = launched.attempt_or(0)
     key = launched_key(launched)
     if key is None:
         raise TargetError(
             f"cluster {launched.cluster_id} was started without a launch key (an older "
             "syndeo), so its head runs no job: `invoke down` it and `invoke up` again"
         )
-    image = launched.data.get("spec", {}).get("image")
+    spec = launched.saved_spec()
     rdv = newest_attempt(launched, attempt, key)
-    layout = launched.data.get("spec", {}).get("layout") or {}
-    archs = sorted({g.get("arch", "x86_64") for g in layout.get("groups", [])}) or ["x86_64"]
-    return Cluster(rdv, key, Path(image) if image else None, tuple(archs))
+    groups = spec.layout.groups if spec.layout is not None else []
+    archs = sorted({g.arch for g in groups}) or ["x86_64"]
+    return Cluster(rdv, key, spec.image, tuple(archs))
 
 
 def newest_attempt(launched: Launched, attempt: int, key: str | None) -> Rendezvous:
@@ -195,6 +210,14 @@ def _env(pairs: list[str]) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------- the verbs
+def check_request(command: list[str], env: list[str] | None) -> dict[str, str]:
+    """A job's command and environment, checked before any cluster is looked for (a
+    mistake in them is one line); its environment as a mapping."""
+    if not command or not "".join(command).strip():
+        raise ConfigError("nothing to run: give the command after `--`, e.g. -- python train.py")
+    return _env(env or [])
+
+
 def submit(
     command: list[str],
     *,
@@ -207,9 +230,7 @@ def submit(
 ) -> tuple[Cluster, JobSpec]:
     """Record a job for the cluster's head and ring its doorbell; the job's spec.  What it
     does with the job's packages (resolving, uploading: bytes and rate) goes to ``say``."""
-    if not command or not "".join(command).strip():
-        raise ConfigError("nothing to run: give the command after `--`, e.g. -- python train.py")
-    variables = _env(env or [])
+    variables = check_request(command, env)
     cluster = open_cluster(cluster_id)
     rdv, key, image, archs = cluster
     root = (workdir or Path.cwd()).resolve()
@@ -244,7 +265,7 @@ def submit(
 def _resolved(req: Path, python: str, arch: str, say: Callable[[str], None]) -> Path | None:
     began = time.monotonic()
     say(f"resolving {req} for the nodes (CPython {python}, {arch})")
-    wheels = wheelhouse.resolve_file(req, python, arch)
+    wheels = wheelhouse.resolve_file(req, python, arch, say)
     took = time.monotonic() - began
     if wheels is None:
         say(f"{req}: the image has every package already ({took:.1f} s)")
@@ -339,7 +360,9 @@ def list_jobs(cluster_id: str | None = None) -> tuple[Rendezvous, list[tuple[Job
     rdv, key, _image, _archs = open_cluster(cluster_id)
     out = []
     for spec in rdv.list_jobs(key):
-        state = rdv.read_job_state(spec.job_id) or JobState(job_id=spec.job_id, state="pending")
+        state = rdv.read_job_state(spec.job_id) or JobState(
+            job_id=spec.job_id, state=JobPhase.PENDING
+        )
         out.append((spec, _shown(state) or state))
     return rdv, sorted(out, key=lambda pair: pair[0].submitted_at)
 
@@ -419,6 +442,12 @@ def logs(
             time.sleep(FOLLOW_POLL_S)
     finally:
         shown.close()
+
+
+def job_state(job_id: str, cluster: Cluster) -> JobState | None:
+    """The job's state as its head last wrote it (None: not taken yet), its words plain."""
+    _job(cluster, job_id)
+    return _shown(cluster.rdv.read_job_state(job_id))
 
 
 def cancel(job_id: str, cluster_id: str | None = None) -> JobState | None:

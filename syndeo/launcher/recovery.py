@@ -95,6 +95,12 @@ class Recovery:
         return round(t - self._t0_wall, 3)
 
     def _replace(self, launched: Launched, rank: int, event: dict[str, Any]) -> None:
+        if rank in launched.demand_ranks:
+            # Its group follows demand: Ray's autoscaler asks again for what it still
+            # needs, and the watcher starts that (syndeo/launcher/autoscale.py), so no
+            # replacement, and none of max_replacements used.
+            event["replaced"] = "no: its group follows demand (Ray's autoscaler asks again)"
+            return
         if not self.enabled:
             event["replaced"] = "no: [recovery] replace_lost is off"
             return
@@ -106,7 +112,7 @@ class Recovery:
         if "interrupted" in event:
             # The old node still runs, drained, until the cloud takes its VM: a target
             # that can leave it alone until then does (local: it stays till stop).
-            launched.data["draining"] = sorted({*launched.data.get("draining", []), rank})
+            launched.draining = sorted({*launched.draining, rank})
         # When the launcher started it: a VM target's apply takes a while, and the
         # replacement may have joined before it returns.
         begun = self._now()

@@ -7,10 +7,15 @@ rendezvous (which holds auth tokens) are never readable by other users.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
+
+from pydantic import ValidationError
 
 from syndeo.core.errors import ConfigError, TargetError
 from syndeo.launcher.spec import Launched
@@ -77,6 +82,8 @@ def save_launched(launched: Launched) -> Path:
 
 
 def load_launched(cluster_id: str | None) -> Launched:
+    """The saved state of ``cluster_id`` (the only one up if None).  It changes nothing:
+    what it asks of the environment is :func:`store_env`'s, for the caller to apply."""
     root = home() / "clusters"
     if cluster_id is None:
         running = sorted(p.parent.name for p in root.glob("*/launched.json"))
@@ -87,20 +94,50 @@ def load_launched(cluster_id: str | None) -> Launched:
         cluster_id = running[0]
     path = root / cluster_id / "launched.json"
     try:
-        launched = Launched.model_validate(json.loads(path.read_text()))
+        return Launched.from_saved(json.loads(path.read_text()), path)
     except FileNotFoundError:
         raise TargetError(f"no cluster {cluster_id!r} is up") from None
     except ValueError as exc:
-        raise TargetError(f"state file {path} is corrupt: {exc}") from None
-    # Where the launch found its store (names, never secrets: e.g. the Azure storage
-    # account it chose), so that a new shell reaches the same one.  The shell's own
-    # settings win.
-    for name, value in saved_store_env(launched).items():
-        os.environ.setdefault(name, value)
-    return launched
+        raise TargetError(f"state file {path} is corrupt: {_first_line(exc)}") from None
 
 
-# What a launch may save for a new shell to find its store again (see load_launched):
+def _first_line(exc: ValueError) -> str:
+    """A validation error in one line (pydantic's spans several)."""
+    if isinstance(exc, ValidationError):
+        err, more = exc.errors()[0], exc.error_count() - 1
+        where = ".".join(str(p) for p in err["loc"])
+        return f"{where}: {err['msg']}" + (f" (and {more} more)" if more else "")
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+@contextlib.contextmanager
+def cluster_lock(cluster_id: str) -> Iterator[None]:
+    """Serialize read-modify-writes of one cluster's state (flock, across processes)."""
+    fd = os.open(cluster_dir(cluster_id) / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+T = TypeVar("T")
+
+
+def update_launched(cluster_id: str, change: Callable[[Launched], T]) -> T:
+    """The one writer of a saved cluster: under :func:`cluster_lock`, the state read
+    afresh from its file, ``change`` applied to it, and saved if it changed.  ``change``'s
+    result is returned; what it raises leaves the file as it was."""
+    with cluster_lock(cluster_id):
+        launched = load_launched(cluster_id)
+        before = launched.model_dump_json()
+        result = change(launched)
+        if launched.model_dump_json() != before:
+            save_launched(launched)
+        return result
+
+
+# What a launch may save for a new shell to find its store again (see store_env):
 # the store's account or region, nothing else.  A state file is data, never a way to set
 # PATH, LD_PRELOAD, PYTHONPATH or a credential in the launcher's environment.
 RESTORED_ENV = frozenset({"AZURE_STORAGE_ACCOUNT", "ALIBABA_CLOUD_REGION"})
@@ -108,10 +145,14 @@ RESTORED_ENV = frozenset({"AZURE_STORAGE_ACCOUNT", "ALIBABA_CLOUD_REGION"})
 
 def saved_store_env(launched: Launched) -> dict[str, str]:
     """The saved store settings of ``launched`` whose names :data:`RESTORED_ENV` allows."""
-    saved = launched.data.get("rendezvous_env", {})
-    if not isinstance(saved, dict):
-        return {}
-    return {str(k): str(v) for k, v in saved.items() if k in RESTORED_ENV}
+    return {k: v for k, v in launched.rendezvous_env.items() if k in RESTORED_ENV}
+
+
+def store_env(launched: Launched) -> dict[str, str]:
+    """What a command that reaches the cluster's store sets in its environment: where
+    the launch found its store (e.g. the Azure storage account it chose), so that a new
+    shell reaches the same one.  The shell's own settings win (they are left out)."""
+    return {k: v for k, v in saved_store_env(launched).items() if k not in os.environ}
 
 
 # A `--tls` cluster's client credentials (syndeo/launcher/tls.py): the CA certificate and

@@ -32,9 +32,10 @@ from syndeo.core.clouds import CLOUDS
 from syndeo.core.errors import SyndeoError, TargetError
 from syndeo.launcher import ledger
 from syndeo.launcher import watch as watcher
-from syndeo.launcher.spec import ClusterSpec, Launched
+from syndeo.launcher.spec import ClusterSpec, Launched, StateVersionError
 from syndeo.launcher.state import home, saved_store_env
-from syndeo.rendezvous import Rendezvous, StatusRecord, open_rendezvous
+from syndeo.rendezvous import JobPhase, Phase, Rendezvous, StatusRecord, open_rendezvous
+from syndeo.rendezvous.base import ENDED
 
 # The head publishes its status every few seconds: one older than this says it is silent.
 SILENT_S = 30.0
@@ -105,16 +106,16 @@ def clusters(cluster_id: str | None = None, now: float | None = None) -> list[Cl
 def cluster_status(path: Path, now: float) -> ClusterStatus:
     """The row of the cluster saved at ``path`` (``.../clusters/<id>/launched.json``)."""
     try:
-        launched = Launched.model_validate(json.loads(path.read_text()))
+        launched = Launched.from_saved(json.loads(path.read_text()), path)
         spec = _saved_spec(launched)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, StateVersionError) as exc:
         why = f"{path}: {_one_line(exc)}"
         return ClusterStatus(cluster_id=path.parent.name, target="?", state="unreadable", error=why)
-    attempt = int(launched.data.get("attempt", spec.attempt if spec else 0))
+    attempt = launched.attempt_or(spec.attempt if spec else 0)
     added = _added(launched, spec) if launched.target in CLOUDS else {}
     seen = _observe(launched, spec, attempt, bool(added and any(added.values())), now)
     idle_s, signed = _idle(seen.status, spec, attempt, now)
-    autostop = launched.data.get("autostop_s")
+    autostop = launched.autostop_s
     left = None if autostop is None or idle_s is None else max(0.0, autostop - idle_s)
     state = _state(seen, spec, now - launched.started_at)
     error = seen.error or (NO_STATUS if state == "unreachable" else None)
@@ -144,8 +145,7 @@ def cluster_status(path: Path, now: float) -> ClusterStatus:
 
 def _saved_spec(launched: Launched) -> ClusterSpec | None:
     """The spec ``up`` saved (None: a cluster saved without one, e.g. ``deploy --keep``)."""
-    saved = launched.data.get("spec")
-    return ClusterSpec.model_validate(saved) if isinstance(saved, dict) else None
+    return launched.spec
 
 
 def _one_line(exc: BaseException) -> str:
@@ -209,12 +209,12 @@ def _jobs_running(
 ) -> int | None:
     """Jobs in state "running" of those this launcher signed; none read when the head's
     signed record says the cluster is idle (no job runs then)."""
-    if st is None or st.phase != "serving" or key is None:
+    if st is None or st.phase != Phase.SERVING or key is None:
         return None
     if idle_s is not None and idle_s > 0:
         return 0
     states = (rdv.read_job_state(job.job_id) for job in rdv.list_jobs(key))
-    return sum(1 for s in states if s is not None and s.state == "running")
+    return sum(1 for s in states if s is not None and s.state == JobPhase.RUNNING)
 
 
 # ---------------------------------------------------------------------- what it says
@@ -263,7 +263,7 @@ def _groups(spec: ClusterSpec | None, st: StatusRecord | None) -> list[GroupNode
 def _watcher_dead(launched: Launched, state: str) -> bool:
     """A cluster that ``up`` gave a watcher, still there, whose watcher is gone (killed,
     crashed, its job out of time): autoscaling, autostop and replacements are off."""
-    ended = state in ("done", "failed", "unreadable")
+    ended = state in (*ENDED, "unreadable")
     return watcher.expected(launched) and not ended and not watcher.alive(launched)
 
 
@@ -289,7 +289,7 @@ def _added(launched: Launched, spec: ClusterSpec | None) -> dict[str, list[int]]
 
 def _rate(launched: Launched, instance_type: str) -> float | str:
     """The catalog's price per hour of one machine, or why there is none (never a guess)."""
-    machines = launched.data.get("machines") or {}
+    machines = launched.tf.machines
     region, spot = str(machines.get("region")), bool(machines.get("spot"))
     try:
         return _catalog().hourly(launched.target, instance_type, region, spot)
@@ -307,7 +307,7 @@ def _cost(
     """(USD so far, USD per hour, why unpriced): the machines it was launched with since
     the apply began, and each node added since (its group's type) from its start request
     to its end, those let go before now too (:mod:`syndeo.launcher.ledger`)."""
-    machines = launched.data.get("machines") or {}
+    machines = launched.tf.machines
     if machines.get("api_endpoint"):
         return None, None, f"not {launched.target} itself (API at {machines['api_endpoint']})"
     if added is None:
@@ -315,7 +315,7 @@ def _cost(
     groups = machines.get("groups") or [
         {"name": "", "instance_type": machines.get("instance_type"), "count": machines.get("count")}
     ]
-    started = float(launched.data.get("apply_started", launched.started_at))
+    started = launched.tf.apply_started or launched.started_at
     so_far = per_h = 0.0
     for g in groups:
         rate = _rate(launched, str(g["instance_type"]))

@@ -18,7 +18,6 @@ before each replacement (a copy held across polls would undo a ``grow``).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -26,7 +25,6 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -40,19 +38,23 @@ from syndeo.launcher.config import RecoverySettings, load_config
 from syndeo.launcher.nodecreds import gcs_tokens
 from syndeo.launcher.pyspawn import launcher_python
 from syndeo.launcher.recovery import Recovery
-from syndeo.launcher.spec import ClusterSpec, Launched
+from syndeo.launcher.spec import ClusterSpec, JobWatcher, Launched, ProcWatcher
 from syndeo.launcher.state import (
     WATCH_POKE,
     cluster_dir,
+    cluster_lock,
     home,
     load_launched,
     save_launched,
+    store_env,
+    update_launched,
     write_atomic,
 )
 from syndeo.launcher.statusgate import StatusGate
 from syndeo.launcher.targets import Target, get_target
 from syndeo.launcher.ui import Ui
 from syndeo.rendezvous import StatusRecord, open_rendezvous
+from syndeo.rendezvous.base import ENDED
 
 # One status read per poll (the store of a cluster that serves for days is asked as
 # little as it can be): a lost node is reported by the head within about 10 s anyway.
@@ -82,24 +84,13 @@ STOP_WAIT_S = 90.0
 ERROR_WAIT_MAX_S = 300.0
 
 
-@contextlib.contextmanager
-def cluster_lock(cluster_id: str) -> Iterator[None]:
-    """Serialises changes to one cluster's state between this user's processes."""
-    fd = os.open(cluster_dir(cluster_id) / "lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
 def start(
     launched: Launched, spec: ClusterSpec, settings: RecoverySettings, target: Target
 ) -> None:
     """Start the watcher of ``launched`` (an ``up`` cluster) and record it there: a job
     of the target's own where the user asked for one, else a process beside us."""
-    launched.data["spec"] = spec.model_dump(mode="json")  # what a replacement needs
-    launched.data["recovery"] = settings.model_dump()
+    launched.spec = spec  # what a replacement needs
+    launched.recovery = settings
     save_launched(launched)
     log = cluster_dir(launched.cluster_id) / "watch.log"
     env = {**os.environ, "SYNDEO_HOME": str(home())}
@@ -110,7 +101,7 @@ def start(
     )
     job = target.start_watcher(launched, argv, env, log)
     if job is not None:
-        launched.data["watcher"] = {"job": job}
+        launched.watcher = JobWatcher(job=job)
         save_launched(launched)
         return
     with open(log, "ab") as out:
@@ -123,20 +114,20 @@ def start(
             env=env,
             cwd=cwd,
         )
-    launched.data["watcher"] = [proc.pid, psutil.Process(proc.pid).create_time()]
+    launched.watcher = ProcWatcher(pid=proc.pid, create_time=psutil.Process(proc.pid).create_time())
     save_launched(launched)
 
 
 def stop(launched: Launched, target: Target) -> None:
     """End the watcher of ``launched``, if it runs (only ours: pid and start time, or
     the job the target started for it)."""
-    entry = launched.data.get("watcher")
-    if not entry:
+    entry = launched.watcher
+    if entry is None:
         return
-    if isinstance(entry, dict):
-        target.stop_watcher(entry["job"])
+    if isinstance(entry, JobWatcher):
+        target.stop_watcher(entry.job)
         return
-    pid, ctime = int(entry[0]), float(entry[1])
+    pid, ctime = entry.pid, entry.create_time
     with contextlib.suppress(psutil.NoSuchProcess):
         proc = psutil.Process(pid)
         if abs(proc.create_time() - ctime) >= 0.01:
@@ -152,22 +143,22 @@ def stop(launched: Launched, target: Target) -> None:
 def alive(launched: Launched) -> bool:
     """Whether the watcher ``up`` started for ``launched`` runs: its pid with the same
     start time, or (a watcher job elsewhere) the mark it leaves at each poll."""
-    entry = launched.data.get("watcher")
-    if isinstance(entry, dict):
+    entry = launched.watcher
+    if isinstance(entry, JobWatcher):
         with contextlib.suppress(OSError):
-            mark = (cluster_dir(launched.cluster_id) / ALIVE).stat()
+            mark = (home() / "clusters" / launched.cluster_id / ALIVE).stat()
             return time.time() - mark.st_mtime < 3 * WATCH_EVERY_S
         return False
-    with contextlib.suppress(psutil.Error, TypeError, ValueError, IndexError):
-        if entry:
-            return abs(psutil.Process(int(entry[0])).create_time() - float(entry[1])) < 0.01
+    with contextlib.suppress(psutil.Error):
+        if entry is not None:
+            return abs(psutil.Process(entry.pid).create_time() - entry.create_time) < 0.01
     return False
 
 
 def expected(launched: Launched) -> bool:
     """Whether ``launched`` should have a watcher: ``up`` started one (autostop, a group
     that follows demand, replacing lost nodes or renewing a token asked for it)."""
-    return "watcher" in launched.data and "spec" in launched.data
+    return launched.watcher is not None and launched.spec is not None
 
 
 def restart(cluster_id: str | None, ui: Ui) -> str:
@@ -187,9 +178,8 @@ def restart(cluster_id: str | None, ui: Ui) -> str:
             ui.info(f"the watcher of cluster {launched.cluster_id} runs already")
             return launched.cluster_id
         stop(launched, target)  # a watcher job the queue still holds: never two watchers
-        spec = ClusterSpec.model_validate(launched.data["spec"])
-        settings = RecoverySettings.model_validate(launched.data.get("recovery", {}))
-        start(launched, spec, settings, target)
+        settings = launched.recovery or RecoverySettings()
+        start(launched, launched.saved_spec(), settings, target)
     ui.info(f"the watcher of cluster {launched.cluster_id} runs again (log: watch.log)")
     return launched.cluster_id
 
@@ -215,8 +205,8 @@ class _Attempt:
 
     def __init__(self, target: Target, launched: Launched, ui: Ui) -> None:
         self.target, self.ui = target, ui
-        self.spec = ClusterSpec.model_validate(launched.data["spec"])
-        self.settings = RecoverySettings.model_validate(launched.data.get("recovery", {}))
+        self.spec = launched.saved_spec()
+        self.settings = launched.recovery or RecoverySettings()
         self.recovery = Recovery(target, self.spec, self.settings, ui)
         self.attempt = -1
         self.next_target_poll = 0.0  # at once: a target notes what it needs on its first poll
@@ -227,7 +217,7 @@ class _Attempt:
 
     def follow(self, launched: Launched) -> bool:
         """Move to the attempt ``launched`` names; True if that is a new one."""
-        attempt = int(launched.data.get("attempt", self.spec.attempt))
+        attempt = launched.attempt_or(self.spec.attempt)
         if attempt == self.attempt:
             return False
         first, self.attempt = self.attempt < 0, attempt
@@ -238,7 +228,7 @@ class _Attempt:
         events = self.recovery.events  # one history in recovery.json across attempts
         self.recovery = Recovery(self.target, spec, self.settings, self.ui)
         self.recovery.events = events
-        self.scaler = Scaler(self.target, spec, launched.data.get("autostop_s"), self.ui)
+        self.scaler = Scaler(self.target, spec, launched.autostop_s, self.ui)
         if not first:
             self.ui.info(f"cluster {launched.cluster_id} runs again as attempt {attempt}")
         return True
@@ -253,7 +243,7 @@ class _Attempt:
     def step(self, launched: Launched) -> str | None:
         """One poll: "ended", "idle" (autostop is due) or None (go on watching)."""
         st = self.last = self.gate.take(self.rdv.read_status())
-        said_ended = st is not None and st.phase in ("done", "failed")
+        said_ended = st is not None and st.phase in ENDED
         if st is not None and not said_ended:
             self.ended_since = None  # the head serves on: a later "done" waits afresh
         if said_ended or time.monotonic() >= self.next_target_poll:
@@ -275,6 +265,7 @@ class _Attempt:
 
 def watch(cluster_id: str, ui: Ui) -> int:
     launched = load_launched(cluster_id)
+    os.environ.update(store_env(launched))
     target = get_target(load_config(target=launched.target), echo=ui.echo)
     current = _Attempt(target, launched, ui)
     renewer = _renewer(launched, current.spec, ui)
@@ -311,6 +302,8 @@ def _poll(cluster_id: str, current: _Attempt) -> str | None:
         try:
             launched = load_launched(cluster_id)
         except TargetError:
+            if (home() / "clusters" / cluster_id / "launched.json").exists():
+                raise  # there but unreadable (a bad write): an error to wait out
             ui.info(f"cluster {cluster_id} is gone (down): the watcher stops")
             return "ended"
         before, events_before = launched.model_dump_json(), json.dumps(current.recovery.events)
@@ -323,7 +316,7 @@ def _poll(cluster_id: str, current: _Attempt) -> str | None:
         if outcome == "ended":
             ui.info(f"cluster {cluster_id} has ended: the watcher stops")
             return "ended"
-        note_nodes(current.target, launched, current.spec, asked_at)
+        note_nodes(current.target, launched, asked_at)
         if launched.model_dump_json() != before:
             save_launched(launched)
         if json.dumps(current.recovery.events) != events_before:
@@ -332,12 +325,12 @@ def _poll(cluster_id: str, current: _Attempt) -> str | None:
     return outcome
 
 
-def note_nodes(target: Target, launched: Launched, spec: ClusterSpec, asked_at: float) -> None:
+def note_nodes(target: Target, launched: Launched, asked_at: float) -> None:
     """The nodes added now in the cluster's ledger, what ``status`` counts as cost."""
-    if spec.layout is None:
+    if launched.spec is None or launched.spec.layout is None:
         return  # nothing is ever added to it
     try:
-        added = {g.name: target.added(launched, g.name) for g in spec.layout.groups}
+        added = {g.name: target.added(launched, g.name) for g in launched.spec.layout.groups}
     except TargetError:
         return  # a target that adds no node to a running cluster
     ledger.note(launched, added, asked_at, time.time())
@@ -394,7 +387,7 @@ def _mtime(path: Path) -> float | None:
 
 def _renewer(launched: Launched, spec: ClusterSpec, ui: Ui) -> gcs_tokens.Renewer | None:
     """The nodes' GCS token (Slurm/ssh nodes of a gs:// rendezvous), renewed until `down`."""
-    if not (launched.data.get("renew_gcs_token") and spec.launch_key):
+    if not (launched.renew_gcs_token and spec.launch_key):
         return None
     return gcs_tokens.Renewer(
         launched.rendezvous,
@@ -409,10 +402,8 @@ def _autostop(cluster_id: str, scaler: Scaler, ui: Ui) -> int:
     """Take the idle cluster down with ``syndeo down``, as a user would (its own process:
     ``down`` ends the cluster's watcher first, and this is the watcher)."""
     ui.info(f"cluster {cluster_id} has been idle for {scaler.autostop_s:.0f} s: autostop")
-    with cluster_lock(cluster_id):
-        launched = load_launched(cluster_id)
-        launched.data.pop("watcher", None)  # so that `down` does not wait for this one
-        save_launched(launched)
+    # So that `down` does not wait for this one.
+    update_launched(cluster_id, lambda launched: setattr(launched, "watcher", None))
     # In $SYNDEO_HOME (0700): `down` removes the cluster's own dir.
     argv, cwd = launcher_python("syndeo", "down", "--cluster-id", cluster_id, cwd=home())
     rc = subprocess.run(argv, stdin=subprocess.DEVNULL, check=False, cwd=cwd).returncode

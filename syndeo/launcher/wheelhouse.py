@@ -36,14 +36,18 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-import syndeo
 from syndeo.core.errors import ConfigError
+from syndeo.core.resources import data_dir
 from syndeo.launcher.state import home, private_dirs
 from syndeo.rendezvous.base import MAX_WHEELHOUSE
 
@@ -53,13 +57,21 @@ ARCHS = ("x86_64", "aarch64")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 
 
+# How long pip may take to download a requirements file's wheels; how often a download's
+# progress is said.
+PIP_TIMEOUT_S = 900.0
+SAY_EVERY_S = 2.0
+Say = Callable[[str], None]
+
+
 def platforms(arch: str) -> tuple[str, ...]:
     """pip's platform tags for nodes of ``arch``."""
     return tuple(p.replace("x86_64", arch) for p in PLATFORMS)
 
 
-# The image's pins (a source checkout has them; an installed syndeo pins only Ray).
-LOCK = Path(syndeo.__file__).resolve().parent.parent / "packer" / "apptainer" / "requirements.lock"
+def image_lock() -> Path:
+    """The image's pins, as the package carries them."""
+    return data_dir("packer") / "apptainer" / "requirements.lock"
 
 
 def _norm(name: str) -> str:
@@ -68,12 +80,7 @@ def _norm(name: str) -> str:
 
 def image_pins() -> dict[str, str]:
     """Project name -> ``name==version`` of what every node has already."""
-    if LOCK.is_file():
-        lines = LOCK.read_text().splitlines()
-    else:
-        from importlib.metadata import version
-
-        lines = [f"ray=={version('ray')}"]
+    lines = image_lock().read_text().splitlines()
     pins = [ln.split("#")[0].strip() for ln in lines]
     return {_norm(p.split("==")[0]): p for p in pins if "==" in p}
 
@@ -223,9 +230,12 @@ def check_pins(requirements: Path, text: str, pins: dict[str, str], python: str)
             )
 
 
-def _download(requirements: Path, listed: Path, python: str, arch: str, tmp: Path) -> Path:
+def _download(
+    requirements: Path, listed: Path, python: str, arch: str, tmp: Path, say: Say
+) -> Path:
     """pip downloads the wheels of ``listed`` (the checked text of ``requirements``) into
-    a directory below ``tmp``, a private directory of this run; that directory."""
+    a directory below ``tmp``, a private directory of this run; that directory.  What
+    pip downloads (name, bytes, rate) goes to ``say`` as it goes."""
     abi = "cp" + python.replace(".", "")
     dest, cwd = tmp / "wheels", tmp / "cwd"
     cwd.mkdir(mode=0o700)
@@ -237,10 +247,66 @@ def _download(requirements: Path, listed: Path, python: str, arch: str, tmp: Pat
     argv += ["--only-binary=:all:", "--python-version", python, "--implementation", "cp"]
     argv += ["--abi", abi, *(f"--platform={p}" for p in platforms(arch))]
     argv += ["-d", str(dest), "-r", str(listed), "-c", str(tmp / "image-pins.txt")]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, cwd=cwd)
+    argv += ["--progress-bar", "raw"] if _pip_says_progress() else []
+    with (tmp / "pip.err").open("w+") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True, cwd=cwd)
+        timer = threading.Timer(PIP_TIMEOUT_S, proc.kill)
+        timer.start()
+        try:
+            watch = _Downloads(say)
+            for line in proc.stdout or []:
+                watch.line(line)
+            proc.wait()
+        finally:
+            timer.cancel()
+        err.seek(0)
+        stderr = err.read()
     if proc.returncode != 0:
-        raise ConfigError(_why(requirements, python, arch, proc.stderr))
+        if proc.returncode == -signal.SIGKILL:
+            stderr = f"pip took over {PIP_TIMEOUT_S:.0f} s: stopped"
+        raise ConfigError(_why(requirements, python, arch, stderr))
     return dest
+
+
+def _pip_says_progress() -> bool:
+    """Whether this Python's pip prints its downloads' progress as lines (``--progress-bar
+    raw``, pip 24.1 on); an older one downloads without saying more than each file."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        major, minor = (int(x) for x in version("pip").split(".")[:2])
+    except (PackageNotFoundError, ValueError):
+        return False
+    return (major, minor) >= (24, 1)
+
+
+class _Downloads:
+    """pip's lines as it downloads (``Downloading NAME (SIZE)``, then ``Progress DONE of
+    TOTAL`` with ``--progress-bar raw``): each file said as it starts, its bytes and rate
+    at most every :data:`SAY_EVERY_S` and when it is done."""
+
+    def __init__(self, say: Say) -> None:
+        self.say, self.name, self.began, self.last = say, "", 0.0, 0.0
+
+    def line(self, line: str) -> None:
+        line = line.strip()
+        if line.startswith("Downloading "):
+            where, _, size = line.removeprefix("Downloading ").partition(" (")
+            self.name = where.rsplit("/", 1)[-1]  # a file name, or a URL's last part
+            self.began = self.last = time.monotonic()
+            self.say(f"downloading {self.name}" + (f" ({size}" if size else ""))
+            return
+        found = re.fullmatch(r"Progress (\d+) of (\d+)", line)
+        if found is None or not self.name:
+            return
+        done, total = int(found.group(1)), int(found.group(2))
+        now = time.monotonic()
+        if done != total and now - self.last < SAY_EVERY_S:
+            return
+        self.last = now
+        rate = done / 2**20 / max(now - self.began, 1e-3)
+        of = f" of {total / 2**20:.1f}" if total else ""
+        self.say(f"downloading {self.name}: {done / 2**20:.1f}{of} MiB, {rate:.1f} MiB/s")
 
 
 def _why(requirements: Path, python: str, arch: str, stderr: str) -> str:
@@ -326,10 +392,13 @@ def resolve(requirements: Path, python: str) -> bytes | None:
     return path.read_bytes()
 
 
-def resolve_file(requirements: Path, python: str, arch: str = "x86_64") -> Path | None:
+def resolve_file(
+    requirements: Path, python: str, arch: str = "x86_64", say: Say = lambda _m: None
+) -> Path | None:
     """The wheelhouse file of ``requirements`` for CPython ``python`` nodes, in the
     launcher's cache (resolved now unless this file was resolved before for the same
-    nodes and image); None if nothing is left to install."""
+    nodes and image; what pip downloads then goes to ``say``); None if nothing is left
+    to install."""
     if not requirements.is_file():
         raise ConfigError(f"--requirements {requirements}: no such file")
     # Read once: what was checked is what pip reads and what the cache is keyed by.
@@ -345,14 +414,14 @@ def resolve_file(requirements: Path, python: str, arch: str = "x86_64") -> Path 
     # Into the cache whole or not at all (a second launcher may be reading it).
     tmp = cached.with_name(f".{cached.name}.{os.getpid()}")
     try:
-        found = _resolve(requirements, text, python, arch, tmp)
+        found = _resolve(requirements, text, python, arch, tmp, say)
         tmp.replace(cached.with_suffix(".tar.gz" if found else ".none"))
     finally:
         tmp.unlink(missing_ok=True)
     return cached.with_suffix(".tar.gz") if found else None
 
 
-def _resolve(requirements: Path, text: str, python: str, arch: str, out: Path) -> bool:
+def _resolve(requirements: Path, text: str, python: str, arch: str, out: Path, say: Say) -> bool:
     """Download the wheels and pack them into ``out``; False (an empty ``out``): the image
     has them all."""
     pins = image_pins()
@@ -360,7 +429,7 @@ def _resolve(requirements: Path, text: str, python: str, arch: str, out: Path) -
         (Path(tmp) / "image-pins.txt").write_text("\n".join(sorted(pins.values())) + "\n")
         listed = Path(tmp) / "requirements.txt"
         listed.write_text(text, encoding="utf-8")
-        dest = _download(requirements, listed, python, arch, Path(tmp))
+        dest = _download(requirements, listed, python, arch, Path(tmp), say)
         wheels = [w for w in dest.glob("*.whl") if _norm(w.name.split("-")[0]) not in pins]
         out.write_bytes(b"")
         if not wheels:

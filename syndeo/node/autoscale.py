@@ -11,7 +11,10 @@ credentials to make machines, applies it within the bounds the user configured
 (syndeo/launcher/autoscale.py).
 
 Idleness (for ``--autostop``) comes from Ray as well: every node's idle time, as its
-raylet reports it to the GCS (the figure Ray's autoscaler itself uses).
+raylet reports it to the GCS (the figure Ray's autoscaler itself uses), and nothing
+waiting -- no pending task, actor, placement group or ``request_resources``, no node
+asked for and not joined, and (unless ``autostop_wait_for`` says otherwise) no
+connected driver.
 """
 
 from __future__ import annotations
@@ -97,6 +100,7 @@ def write_config(s: NodeSettings, temp_dir: Path) -> Path | None:
             "syndeo_want": str(want_path(s.scratch)),
             "syndeo_temp_dir": str(temp_dir),
             "syndeo_groups": sorted(groups),
+            "syndeo_min": {name: least for name, (least, *_) in groups.items()},
         },
         "available_node_types": types,
         "head_node_type": HEAD_TYPE,
@@ -198,12 +202,55 @@ def released(s: NodeSettings) -> set[int]:
     return set(want["release"]) if want is not None else set()
 
 
-def cluster_idle_s(gcs: Any) -> float:
-    """How long every node of the cluster has been idle (0: something runs), from the
-    idle times the raylets report to Ray's GCS."""
+# A job in this namespace is Ray's own (the dashboard's), never a user's driver.
+RAY_INTERNAL_NAMESPACE = "_ray_internal"
+
+
+def busy_reason(state: Any) -> str:
+    """Why Ray's resource state (``get_cluster_resource_state``) says the cluster is
+    busy even where every node is idle: demand waiting for a node ("" when none).
+    Waiting demand is work: the node it waits for may be queued for an hour."""
+    if len(state.pending_resource_requests):
+        return "tasks or actors wait for resources"
+    if len(state.pending_gang_resource_requests):
+        return "placement groups wait for nodes"
+    if any(len(c.resource_requests) for c in state.cluster_resource_constraints):
+        return "request_resources asks for nodes"
+    return ""
+
+
+def live_drivers(gcs: Any) -> int:
+    """How many drivers (``ray.init``) are connected now: the GCS's live jobs, less Ray's
+    own.  A driver between two calls is a user at work, though no task runs."""
+    jobs = gcs.get_all_job_info(skip_is_running_tasks_field=True, timeout=10)
+    return sum(
+        1
+        for job in jobs.values()
+        if not job.is_dead and not job.config.ray_namespace.startswith(RAY_INTERNAL_NAMESPACE)
+    )
+
+
+def unjoined(s: NodeSettings, alive: dict[str, list[int]]) -> int:
+    """Nodes the autoscaler asked for that have not joined (``alive``: {group: [alive,
+    expected]}): a Slurm job in its queue, a VM booting -- demand that is being met."""
+    if not s.autoscale:
+        return 0
+    want = (read_want(want_path(s.scratch)) or {}).get("want", {})
+    return sum(max(0, n - alive.get(g, [0])[0]) for g, n in want.items())
+
+
+def cluster_activity(gcs: Any, drivers: bool) -> tuple[float, str]:
+    """How long every node of the cluster has been idle, from the idle times the raylets
+    report to Ray's GCS, and why it counts as busy ("" when it does not; then 0 s means
+    a task runs).  ``drivers``: a connected driver counts as busy."""
     from ray.autoscaler.v2.sdk import get_cluster_resource_state
     from ray.core.generated.autoscaler_pb2 import NodeStatus  # type: ignore[attr-defined]
 
     state = get_cluster_resource_state(gcs)
+    why = busy_reason(state)
+    if not why and drivers and (n := live_drivers(gcs)):
+        why = f"{n} driver(s) connected"
+    if why:
+        return 0.0, why
     idle = [n.idle_duration_ms / 1000 for n in state.node_states if n.status != NodeStatus.DEAD]
-    return min(idle) if idle else 0.0
+    return (min(idle) if idle else 0.0), ""

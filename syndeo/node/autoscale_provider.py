@@ -13,6 +13,12 @@ Ray's rules for this interface (its docstrings): a node named in ``workers_to_de
 is absent from :meth:`get_node_data` as soon as :meth:`submit_scale_request` returns
 (kept in ``_releasing`` until Ray sees it gone); ``status`` is "up-to-date" exactly for
 running nodes.
+
+Ray's v1 autoscaler never lowers its count for a node that has not come: a placeholder
+would stay, and the watcher would keep its queued job, after the work that asked for it
+is gone.  So while nothing waits for resources (no pending request, gang request or
+resource constraint in Ray's cluster state), the request drops to the nodes that run
+(never below a group's ``min_nodes``), and the watcher cancels the newest not joined.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ class SyndeoProvider(BatchingNodeProvider):
         self.want_file = Path(provider_config["syndeo_want"])
         self.temp_dir = str(provider_config["syndeo_temp_dir"])
         self.groups = set(provider_config["syndeo_groups"])
+        self.least = {g: int(n) for g, n in provider_config.get("syndeo_min", {}).items()}
         saved = read_want(self.want_file) or {}  # a restarted monitor goes on from there
         self.seq = int(saved.get("seq", 0))
         self.want: dict[str, int] = {g: int(n) for g, n in saved.get("want", {}).items()}
@@ -70,6 +77,33 @@ class SyndeoProvider(BatchingNodeProvider):
             out[node_id.hex()] = (int(labels["syndeo-rank"]), labels.get("syndeo-group"))
         return out
 
+    def _nothing_pending(self) -> bool:
+        """True if no work waits for resources (Ray's own cluster state, from the GCS)."""
+        from ray.autoscaler.v2.sdk import get_cluster_resource_state
+
+        try:
+            state = get_cluster_resource_state(self._gcs)
+        except Exception as exc:
+            logger.info(f"syndeo: cannot read Ray's pending demand: {exc}")
+            return False
+        return not (
+            state.pending_resource_requests
+            or state.pending_gang_resource_requests
+            or state.cluster_resource_constraints
+        )
+
+    def _drop_unneeded(self, running: Counter[str]) -> None:
+        """Lower the request to what runs where nothing waits any more (see above)."""
+        floor = {g: max(running[g], self.least.get(g, 0)) for g in self.groups}
+        if all(self.want.get(g, 0) <= floor[g] for g in self.groups):
+            return
+        if not self._nothing_pending():
+            return
+        self.want = {g: min(self.want.get(g, 0), floor[g]) for g in sorted(self.groups)}
+        self.seq += 1
+        write_want(self.want_file, self.seq, self.want, self.release)
+        logger.info(f"syndeo: request {self.seq}: nothing pending, want {self.want}")
+
     def get_node_data(self) -> dict[str, NodeData]:
         alive = self._alive()
         self._releasing &= set(alive)  # gone from Ray: let go for good
@@ -85,6 +119,7 @@ class SyndeoProvider(BatchingNodeProvider):
                 data[nid] = NodeData(NODE_KIND_WORKER, group, nid, "up-to-date")
                 running[group] += 1
             # Nodes of fixed-size groups are no business of the autoscaler's.
+        self._drop_unneeded(running)
         for group in sorted(self.groups):
             for i in range(self.want.get(group, 0) - running[group]):
                 data[f"pending-{group}-{i}"] = NodeData(NODE_KIND_WORKER, group, None, WAITING)

@@ -45,7 +45,7 @@ from syndeo.rendezvous import (
     Rendezvous,
     WantedRecord,
 )
-from syndeo.rendezvous.base import MAX_OUTPUTS
+from syndeo.rendezvous.base import MAX_OUTPUTS, JobPhase
 
 MAX_RUNNING = 8
 TAIL_S = 0.25
@@ -118,6 +118,7 @@ class JobAgent:
         self.installing: dict[str, _Installing] = {}
         self.running: dict[str, _Job] = {}
         self.seen: set[str] = set()
+        self.told: set[tuple[int, str]] = set()  # (rank, note) said in a job's log already
         # Cancel requests refused, by job and reason: each is said once, however often
         # a planter writes it again.
         self.refused: set[tuple[str, str]] = set()
@@ -191,7 +192,7 @@ class JobAgent:
             job.cancelled = True
             with contextlib.suppress(Exception):
                 self.client().stop_job(job.submission_id)
-            self._finish(job, "cancelled", None, "the cluster was stopped")
+            self._finish(job, JobPhase.CANCELLED, None, "the cluster was stopped")
 
     def _safely(self, job_id: str, fn: Callable[[], None]) -> None:
         try:
@@ -201,13 +202,15 @@ class JobAgent:
             self.log(f"job {job_id}: {why}")
             job = self.running.get(job_id)
             if job is not None:
-                self._finish(job, "failed", None, why)
+                self._finish(job, JobPhase.FAILED, None, why)
             else:  # it never started: say so, or its followers wait forever
                 if job_id in self.installing:
                     self._drop(job_id)
                 with contextlib.suppress(Exception):
                     self.rdv.put_job_state(
-                        JobState(job_id=job_id, state="failed", message=why, ended_at=time.time())
+                        JobState(
+                            job_id=job_id, state=JobPhase.FAILED, message=why, ended_at=time.time()
+                        )
                     )
 
     # ------------------------------------------------------------------ one job
@@ -236,7 +239,7 @@ class JobAgent:
         deadline = time.monotonic() + INSTALL_TIMEOUT_S
         self.installing[job_id] = _Installing(spec, work, wheels, deadline)
         self._publish_wanted()
-        self.rdv.put_job_state(JobState(job_id=job_id, state="installing"))
+        self.rdv.put_job_state(JobState(job_id=job_id, state=JobPhase.INSTALLING))
         shown = ", ".join(f"{a} {d[:12]}" for a, d in sorted(wheels.items()))
         self.log(f"job {job_id}: its packages ({shown}) go to the nodes")
 
@@ -309,7 +312,7 @@ class JobAgent:
     def _installed(self, pending: _Installing) -> None:
         """Submit the job once every joined node has its packages; fail it with the first
         node's reason, or when they take too long."""
-        job_id, missing = pending.spec.job_id, []
+        job_id, missing, said = pending.spec.job_id, [], []
         ranks = set(self.joined()) | ({self.installer.s.rank} if self.installer else set())
         for rank in sorted(ranks):
             ready = self.rdv.read_ready(rank)
@@ -320,14 +323,24 @@ class JobAgent:
                 return
             if ready is None or pending.wheels[ready.arch] not in ready.digests:
                 missing.append(rank)
+            else:
+                said.append(self._said_by(rank, ready.notes.get(pending.wheels[ready.arch], "")))
         if not missing:
             self.installing.pop(job_id)
-            self._submit(job_id, pending.spec, pending.work, pending.wheels)
+            self._submit(job_id, pending.spec, pending.work, pending.wheels, said)
         elif time.monotonic() > pending.deadline:
             self._drop(job_id)
             shown = ", ".join(map(str, missing))
             why = f"its packages not installed in {INSTALL_TIMEOUT_S:.0f} s on rank(s) {shown}"
             self._reject(pending.spec, why, pending.work)
+
+    def _said_by(self, rank: int, note: str) -> str:
+        """A line of the job's log: what the node of ``rank`` did to have its packages
+        (said for the first job that needed them; a later one finds them there)."""
+        if not note or (rank, note) in self.told:
+            return f"rank {rank}: installed already (for an earlier job)"
+        self.told.add((rank, note))
+        return f"rank {rank}: {note}"
 
     @staticmethod
     def _not_for(rank: int, ready: ReadyRecord | None, wheels: dict[str, str]) -> str:
@@ -342,8 +355,16 @@ class JobAgent:
         failed = ready.failed.get(wheels[ready.arch])
         return f"its packages on rank {rank}: {failed}" if failed else ""
 
-    def _submit(self, job_id: str, spec: JobSpec, work: Path, wheels: dict[str, str]) -> None:
-        """Hand the job to Ray's Job API, say it runs, and tail its driver log."""
+    def _submit(
+        self,
+        job_id: str,
+        spec: JobSpec,
+        work: Path,
+        wheels: dict[str, str],
+        said: list[str] | None = None,
+    ) -> None:
+        """Hand the job to Ray's Job API, say it runs (and ``said``: how its packages came
+        to the nodes), and tail its driver log."""
         submission_id = f"syndeo-{job_id}"
         stream = OutputStream(
             lambda seq, data: self.rdv.put_job_output(job_id, seq, data),
@@ -354,6 +375,8 @@ class JobAgent:
         if wheels:  # said first in the job's own log
             shown = ", ".join(f"{a} {d[:12]}" for a, d in sorted(wheels.items()))
             stream.feed(f"[syndeo] packages ({shown}) installed on every node\n".encode())
+            for line in said or []:
+                stream.feed(f"[syndeo]   {line}\n".encode())
         # The driver runs in the unpacked dir (so outputs/ is where we look); Ray also
         # ships it to the workers as their working dir, so the job's modules import there.
         # `python` in the command must be the interpreter that has Ray (as for --run).
@@ -374,7 +397,9 @@ class JobAgent:
         self.client().submit_job(
             entrypoint=entrypoint, submission_id=submission_id, runtime_env=runtime_env
         )
-        self.rdv.put_job_state(JobState(job_id=job_id, state="running", started_at=job.started_at))
+        self.rdv.put_job_state(
+            JobState(job_id=job_id, state=JobPhase.RUNNING, started_at=job.started_at)
+        )
         job.tail = threading.Thread(target=self._tail, args=(job,), daemon=True)
         job.tail.start()
         self.log(f"job {job_id} started: {shlex.join(spec.command)}")
@@ -406,14 +431,14 @@ class JobAgent:
             return
         exit_code = getattr(info, "driver_exit_code", None)
         if job.cancelled or info.status == JobStatus.STOPPED:
-            self._finish(job, "cancelled", exit_code, "")
+            self._finish(job, JobPhase.CANCELLED, exit_code, "")
         elif info.status == JobStatus.SUCCEEDED:
-            self._finish(job, "succeeded", 0 if exit_code is None else exit_code, "")
+            self._finish(job, JobPhase.SUCCEEDED, 0 if exit_code is None else exit_code, "")
         else:
             # Ray's message repeats the log's tail: its first line says what happened.
-            self._finish(job, "failed", exit_code, (info.message or "").split(",")[0][:300])
+            self._finish(job, JobPhase.FAILED, exit_code, (info.message or "").split(",")[0][:300])
 
-    def _finish(self, job: _Job, state: str, exit_code: int | None, message: str) -> None:
+    def _finish(self, job: _Job, state: JobPhase, exit_code: int | None, message: str) -> None:
         job_id = job.spec.job_id
         if self.running.pop(job_id, None) is None:
             return
@@ -455,7 +480,7 @@ class JobAgent:
         self.rdv.put_job_state(
             JobState(
                 job_id=spec.job_id,
-                state="rejected",
+                state=JobPhase.REJECTED,
                 message=why,
                 ended_at=time.time(),
             )

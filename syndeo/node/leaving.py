@@ -13,10 +13,13 @@ difference between ~3,600 and ~120 store requests per worker-hour
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from syndeo.core.errors import RendezvousError
 from syndeo.core.poll import Poller
@@ -30,6 +33,58 @@ DONE_POLL_MAX_S = 30.0
 HEAD_GONE_AFTER = 3
 # After the head is gone, how long its done record may take to become readable.
 LEAVE_GRACE_S = 15.0
+
+
+GCS_TIMEOUT_S = 10.0
+
+
+class Released(Exception):
+    """Ray's autoscaler let this node go (idle): its end is no failure."""
+
+
+def released_by_ray(info: Any) -> bool:
+    """Whether ``info`` (a node's ``GcsNodeInfo``) is of a node Ray's autoscaler let go:
+    dead, with the reason its drain leaves -- AUTOSCALER_DRAIN_IDLE (the idle drain that a
+    busy node refuses: autoscaler v2, ``ray drain-node``), or EXPECTED_TERMINATION with
+    Ray's message "Terminated by autoscaler." (v1's ``drain_nodes``, which Syndeo's
+    autoscaler uses).  A crash, a lost machine, a spot preemption or ``ray stop`` is
+    none of these."""
+    from ray.core.generated.gcs_pb2 import GcsNodeInfo  # type: ignore[attr-defined]
+
+    if info.state != GcsNodeInfo.GcsNodeState.DEAD:
+        return False
+    death = info.death_info
+    reason = type(death).Reason
+    if death.reason == reason.Value("AUTOSCALER_DRAIN_IDLE"):
+        return True
+    by_autoscaler = "autoscaler" in death.reason_message.lower()
+    return bool(death.reason == reason.Value("EXPECTED_TERMINATION") and by_autoscaler)
+
+
+def own_entry(gcs: Any, temp_dir: Path) -> Any:
+    """This node's newest entry in Ray's GCS, alive or dead (the one started with our
+    ``--temp-dir``, which is in this node's own scratch); None if there is none."""
+    want = os.path.realpath(temp_dir)
+    mine = [
+        info
+        for info in gcs.get_all_node_info(timeout=GCS_TIMEOUT_S).values()
+        if info.temp_dir and os.path.realpath(info.temp_dir) == want
+    ]
+    return max(mine, key=lambda info: info.start_time_ms, default=None)
+
+
+def let_go(address: str, token_path: Path, temp_dir: Path) -> bool:
+    """Asked once this node's Ray has ended while the head's GCS is there: was that Ray's
+    autoscaler letting it go?  Any failure to ask is "no" (the node then fails, as before)."""
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN_PATH"] = str(token_path)
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]
+
+    try:
+        info = own_entry(GcsClient(address=address), temp_dir)
+    except Exception:  # a GCS that does not answer: not known to be a release
+        return False
+    return info is not None and released_by_ray(info)
 
 
 def gcs_reachable(address: str, timeout_s: float = 2.0) -> bool:
@@ -48,13 +103,16 @@ def wait_until_done(
     head_alive: Callable[[], bool],
     log: Callable[[str], None],
     signed: Callable[[DoneRecord], bool],
+    released: Callable[[], bool] = lambda: False,
 ) -> DoneRecord | None:
     """Block until the cluster is over; its done record, or None if the head vanished without one.
 
     Returns early (with the record) if the head is done while this node's Ray still
     runs.  An unreachable store is tolerated: the Ray-side checks go on.  Only a done
     record for which ``signed`` holds (the head's own, for this cluster and attempt) is
-    one: whoever can write the store cannot send every worker away.
+    one: whoever can write the store cannot send every worker away.  Raises
+    :class:`Released` when this node's Ray ended, the head is there and ``released``
+    says Ray's autoscaler let this node go.
     """
     store = _SignedDone(Tolerant(log), signed, log)
     next_done = time.monotonic() + DONE_POLL_START_S
@@ -79,6 +137,10 @@ def wait_until_done(
         if refused >= HEAD_GONE_AFTER:
             break
         time.sleep(PROBE_EVERY_S)
+    # Our Ray ended under a head that is there: most often Ray's autoscaler letting
+    # this idle node go, which Ray's GCS says (one query, once).
+    if refused == 0 and released():
+        raise Released("Ray's autoscaler let this node go (idle)")
     # The head (or our Ray) is gone: the done record says whether that was the end.
     return _read_done_soon(rdv, store)
 

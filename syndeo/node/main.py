@@ -29,7 +29,7 @@ from syndeo.core.securedir import secure_dir, write_private
 from syndeo.core.timeline import Timeline
 from syndeo.node import poweroff, wheelhouse
 from syndeo.node import tls as node_tls
-from syndeo.node.leaving import gcs_reachable, wait_until_done
+from syndeo.node.leaving import Released, gcs_reachable, let_go, wait_until_done
 from syndeo.node.preemption import Notice, Watcher, drain
 from syndeo.node.raynode import RayProcess, client_server_port
 from syndeo.node.workload import WARNED, Monitor, run_workload
@@ -244,15 +244,16 @@ def run_worker(s: NodeSettings, rdv: Rendezvous, tl: Timeline) -> int:
         with _spot_notices(s, rdv, head.address, token_path, ray_proc):
             done = wait_until_done(
                 rdv,
-                ray_proc.alive,
+                ray_proc.raylet_alive,
                 lambda: gcs_reachable(head.address),
                 lambda m: log(s, m),
                 lambda d: d.verified(s.launch_key, s.cluster_id, s.attempt),
+                lambda: let_go(head.address, token_path, ray_proc.temp_dir),
             )
         if done is not None:
             log(s, "head is done; leaving")
             return 0
-        if not ray_proc.alive():
+        if not ray_proc.raylet_alive():
             raise NodeError(
                 f"Ray on rank {s.rank} exited (head {head.address} gone or refused us): "
                 f"{ray_proc.log_tail()}"
@@ -370,6 +371,14 @@ def _last_words(s: NodeSettings, rdv: Rendezvous, why: str, exit_code: int) -> N
             rdv.mark_done(done.signed(s.launch_key))
 
 
+def _released(s: NodeSettings, gone: Released) -> int:
+    """Gone on purpose: a clean end (a Slurm job COMPLETED, not FAILED), and on the
+    clouds that power off, a VM that powers off even with no watcher to remove it."""
+    code = poweroff.released_status(s)
+    log(s, f"{gone}: leaving (exit {code})")
+    return code
+
+
 def main(env: dict[str, str] | None = None) -> int:
     tl = Timeline()
     tl.mark("main")
@@ -417,6 +426,8 @@ def main(env: dict[str, str] | None = None) -> int:
     except Terminated as t:
         log(settings, f"stopped by signal {t.signum}")
         return 128 + t.signum
+    except Released as gone:
+        return _released(settings, gone)
     except Exception as exc:
         # Never silent: the launcher may have no other way to see this node's log.
         why = str(exc) if isinstance(exc, SyndeoError) else f"{type(exc).__name__}: {exc}"

@@ -24,9 +24,10 @@ from syndeo.rendezvous import Rendezvous
 AUTOSTOP_REASON = "autostop"
 # The node's exit status that asks for its VM to be powered off; syndeo-node-stopped
 # tests for the same number (tests/node/test_poweroff.py keeps them equal).  Only the
-# node's own decision exits with it (:func:`exit_status`): errors exit 1-3, signals 128
-# and up, and a workload that exits with it (75 is also the checkpoint status: stopped to
-# continue later) makes the node exit :data:`WORKLOAD_POWEROFF_EXIT` instead.
+# node's own decisions exit with it (:func:`exit_status`, :func:`released_status`): errors
+# exit 1-3, signals 128 and up, and a workload that exits with it (75 is also the
+# checkpoint status: stopped to continue later) makes the node exit
+# :data:`WORKLOAD_POWEROFF_EXIT` instead.
 POWEROFF_EXIT = 75
 # What the node exits with when the workload's own status is POWEROFF_EXIT.  The launcher
 # still reports the workload's 75: it reads the status from the head's done record, and a
@@ -71,3 +72,10 @@ def exit_status(s: NodeSettings, rdv: Rendezvous, code: int, log: Callable[[str]
         return code
     log("the cluster stopped itself (autostop, no watcher): this VM powers off")
     return POWEROFF_EXIT
+
+
+def released_status(s: NodeSettings) -> int:
+    """The exit status of a node Ray's autoscaler let go: :data:`POWEROFF_EXIT` on the
+    clouds that power off (a released VM must not bill on when no watcher removes it),
+    else 0 -- a release is no failure."""
+    return POWEROFF_EXIT if s.target in POWERS_OFF else 0

@@ -181,6 +181,7 @@ class RayProcess:
         if visible is not None:
             self.env.update(visible)
         self.proc: subprocess.Popen[bytes] | None = None
+        self._raylet: psutil.Process | None = None
         self.started_at = 0.0
         self._log_offset = 0
 
@@ -249,6 +250,22 @@ class RayProcess:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def raylet_alive(self) -> bool:
+        """False once this node's raylet has exited while ``ray start --block`` goes on:
+        Ray's autoscaler lets an idle node go by shutting its raylet down cleanly, and
+        ``--block`` reports (and ends on) only an exit with an error status."""
+        if not self.alive():
+            return False
+        assert self.proc is not None
+        if self._raylet is None:
+            with contextlib.suppress(psutil.Error):
+                kids = psutil.Process(self.proc.pid).children()
+                self._raylet = next((k for k in kids if k.name() == "raylet"), None)
+            return True  # not started yet, or not found: nothing says it is gone
+        with contextlib.suppress(psutil.Error):
+            return self._raylet.is_running() and self._raylet.status() != psutil.STATUS_ZOMBIE
+        return False
 
     def log_tail(self, lines: int = 3) -> str:
         try:

@@ -75,14 +75,15 @@ def install(rdv: Rendezvous, s: NodeSettings) -> dict[str, str]:
 
 def install_digest(
     rdv: Rendezvous, digest: str, root: Path, log: Callable[[str], None] = lambda _m: None
-) -> tuple[Path, bool]:
-    """The directory below ``root`` where the wheels of ``digest`` are installed, and
-    whether that was done now (False: an earlier job installed them already).  The
-    launcher stored them before it submitted the job, so they are read, not waited for:
-    streamed into a file on ``root``'s disk (never whole in memory), then installed."""
+) -> tuple[Path, str]:
+    """The directory below ``root`` where the wheels of ``digest`` are installed, and what
+    was done now: the packages and the bytes fetched ("": an earlier job installed them
+    already).  The launcher stored them before it submitted the job, so they are read,
+    not waited for: streamed into a file on ``root``'s disk (never whole in memory), then
+    installed."""
     target = root / digest
     if (target / COMPLETE).is_file():
-        return target, False
+        return target, ""
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root, prefix=".part-") as tmp:
         archive = Path(tmp) / "wheels.tar.gz"
@@ -90,18 +91,19 @@ def install_digest(
         if not rdv.get_wheelhouse_file(digest, archive, fetched.add):
             raise NodeError("the job's wheels are missing from the rendezvous or do not match")
         took = max(time.monotonic() - began, 1e-3)
-        log(
-            f"packages {digest[:12]}: {fetched.n / 2**20:.1f} MiB fetched in {took:.1f} s "
+        figures = (
+            f"{fetched.n / 2**20:.1f} MiB fetched in {took:.1f} s "
             f"({fetched.n / 2**20 / took:.1f} MiB/s)"
         )
+        log(f"packages {digest[:12]}: {figures}")
         _room_for(root, archive.stat().st_size)
         with archive.open("rb") as fh:
-            install_archive(fh, Path(tmp) / "lib", root, pip_env(rdv))
+            names = install_archive(fh, Path(tmp) / "lib", root, pip_env(rdv))
         archive.unlink()
         (Path(tmp) / "lib" / COMPLETE).write_text(digest + "\n")
         shutil.rmtree(target, ignore_errors=True)  # a half-done one, never finished
         (Path(tmp) / "lib").rename(target)
-    return target, True
+    return target, f"{', '.join(names)}: {figures}"
 
 
 class _Bytes:
@@ -137,6 +139,7 @@ class Installer:
         self.rdv, self.s, self.log = rdv, s, log
         self.have: set[str] = set()
         self.failed: dict[str, str] = {}
+        self.notes: dict[str, str] = {}  # what this node did for each digest it installed
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._said: list[str] | None = None
@@ -157,9 +160,13 @@ class Installer:
             self.have.add(digest)
             if installed:
                 size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
+                took = time.monotonic() - began
                 self.log(
-                    f"packages {digest[:12]} installed in {time.monotonic() - began:.1f} s "
+                    f"packages {digest[:12]} installed in {took:.1f} s "
                     f"({size / 2**20:.1f} MiB installed)"
+                )
+                self.notes[digest] = (
+                    f"{installed}, {size / 2**20:.1f} MiB installed in {took:.1f} s"
                 )
             else:
                 self.log(f"packages {digest[:12]} already installed here: nothing to do")
@@ -177,6 +184,7 @@ class Installer:
                 arch=ARCH,
                 digests=sorted(self.have),
                 failed=self.failed,
+                notes=self.notes,
                 free_bytes=free,
                 updated_at=time.time(),
             )
@@ -209,9 +217,10 @@ def pip_env(rdv: Rendezvous) -> dict[str, str]:
 
 def install_archive(
     data: bytes | BinaryIO, target: Path, scratch: Path, env: dict[str, str]
-) -> None:
+) -> list[str]:
     """pip installs the wheels in the archive ``data`` into ``target``, from those files
-    alone (unpacked below ``scratch``), in the environment ``env``."""
+    alone (unpacked below ``scratch``), in the environment ``env``; what it installed
+    (``name version`` of each wheel)."""
     with tempfile.TemporaryDirectory(dir=scratch, prefix="wheels-") as tmp:
         try:
             safe_extract(data, Path(tmp) / "w", MAX_UNPACKED)
@@ -236,3 +245,5 @@ def install_archive(
     if proc.returncode != 0:
         last = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1:] or ["pip failed"]
         raise NodeError(f"cannot install the workload's wheels on this node: {last[0]}")
+    # A wheel's file name is name-version-[build-]python-abi-platform.whl.
+    return [" ".join(Path(w).name.split("-")[:2]) for w in wheels]

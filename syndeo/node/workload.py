@@ -32,6 +32,7 @@ from syndeo.core.poll import Poller
 from syndeo.node import autoscale, poweroff, wheelhouse, workdir
 from syndeo.node.groupwatch import GroupWatch
 from syndeo.node.job_agent import JobAgent
+from syndeo.node.leaving import released_by_ray
 from syndeo.node.output_stream import OutputStream
 from syndeo.node.raynode import RayProcess, child_env
 from syndeo.rendezvous import (
@@ -42,7 +43,7 @@ from syndeo.rendezvous import (
     Rendezvous,
     StatusRecord,
 )
-from syndeo.rendezvous.base import NO_PAYLOAD_KEY
+from syndeo.rendezvous.base import NO_PAYLOAD_KEY, Phase
 from syndeo.rendezvous.tolerant import Tolerant, retry_until
 
 # While a workload runs the head's loop ticks every TICK_S (the workload's exit is
@@ -120,8 +121,12 @@ class Monitor:
         self.idle_drained: set[int] = set()  # ranks Ray's autoscaler drained as idle
         self._demand_seq: object = None  # the last autoscaler request published
         self._status_seq = 0  # the last status record's sequence number
-        # An `up` cluster: since when no job and no Ray task has run (for --autostop).
+        # An `up` cluster: since when nothing has run or waited (for --autostop), why it
+        # is busy ("" when it is not), and since when it serves.
         self.idle_since: float | None = None
+        self.busy = ""
+        self._busy_at = 0.0  # when it was last seen busy
+        self.serving_since = time.time()
 
     # ------------------------------------------------------------------ Ray's GCS
     def connect(self) -> None:
@@ -157,7 +162,7 @@ class Monitor:
         idle_drained: set[int] = set()
         for info in nodes:
             labels = dict(info.labels)
-            if labels.get("syndeo-cluster") == self.s.cluster_id and _let_go_idle(info):
+            if labels.get("syndeo-cluster") == self.s.cluster_id and released_by_ray(info):
                 with contextlib.suppress(KeyError, ValueError):
                     idle_drained.add(int(labels["syndeo-rank"]))
             if info.state == alive and labels.get("syndeo-cluster") == self.s.cluster_id:
@@ -183,23 +188,40 @@ class Monitor:
         return True
 
     def observe_idle(self, jobs_running: bool) -> None:
-        """Since when nothing has run: no submitted job, and every node idle in Ray."""
-        idle_s = 0.0
-        if not jobs_running:
+        """Since when nothing has run or waited: no submitted job, every node idle in
+        Ray, no demand waiting for a node, no node on its way and (unless
+        ``autostop_wait_for`` says otherwise) no connected driver."""
+        wait_for = self.s.autostop_wait_for or "drivers"
+        if wait_for == "none":  # autostop is a time limit from the start
+            self.idle_since = self.serving_since
+            return
+        idle_s, why = 0.0, "a submitted job runs" if jobs_running else ""
+        if not why and (n := autoscale.unjoined(self.s, self.groups.counts())):
+            why = f"{n} node(s) asked for have not joined"
+        if not why:
             try:
-                idle_s = autoscale.cluster_idle_s(self._gcs)
+                idle_s, why = autoscale.cluster_activity(self._gcs, wait_for == "drivers")
             except Exception as exc:  # a busy GCS: not idle, for now
+                why = "Ray's GCS did not answer"
                 log(
                     self.s,
                     f"asking Ray's GCS how long its nodes have been idle failed: {_why(exc)}",
                 )
+        if why != self.busy and self.s.autostop_s is not None:
+            log(self.s, f"busy: {why}" if why else "no job, driver or waiting demand")
+        self.busy = why
+        if why:
+            self._busy_at = time.time()
         if idle_s <= 0:
             self.idle_since = None
         elif self.idle_since is None:
-            self.idle_since = time.time() - idle_s
+            # Idle from when the last thing that kept it busy went, not from when its
+            # nodes last ran a task: a driver that waited an hour has just left.  Nor
+            # from before the cluster served: a slow start is no idle time of the user's.
+            self.idle_since = max(time.time() - idle_s, self._busy_at, self.serving_since)
 
     # ------------------------------------------------------------------ status
-    def publish(self, phase: str, message: str = "", force: bool = False) -> None:
+    def publish(self, phase: Phase, message: str = "", force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._last_status < STATUS_EVERY_S:
             return
@@ -221,7 +243,7 @@ class Monitor:
             groups=self.groups.counts(),
             nodes_lost=sorted(self.lost),
             interrupted=[self.interrupted[r] for r in sorted(self.interrupted)],
-            demand=autoscale.demand(self.s, self.idle_since) if phase == "serving" else None,
+            demand=autoscale.demand(self.s, self.idle_since) if phase == Phase.SERVING else None,
         )
         signed = self._signed(record)
         self.store.call(lambda: self.rdv.publish_status(signed), None)
@@ -288,7 +310,7 @@ class Monitor:
 
     # ------------------------------------------------------------------ phases
     def wait_for_nodes(self, timeout_s: float) -> None:
-        self.publish("waiting", force=True)
+        self.publish(Phase.WAITING, force=True)
         stop_checks = _Every(STOP_EVERY_S)
 
         def all_joined() -> bool | None:
@@ -300,7 +322,7 @@ class Monitor:
             # The store, unlike Ray's GCS, is not asked at the join-polling rate.
             if stop_checks.due() and self.rdv.stop_requested():
                 raise NodeError("stop requested while waiting for nodes")
-            self.publish("waiting", force=self.ever_joined != before)
+            self.publish(Phase.WAITING, force=self.ever_joined != before)
             return None
 
         # A GCS query is cheap: a joined node is seen within 0.2 s.
@@ -341,7 +363,7 @@ class Monitor:
                     self.check_health()
             # Before the done record: a launcher that reads "done" stops reading the
             # status, so the status it can still read must already be the last one.
-            self.publish("done" if exit_code == 0 else "failed", message, force=True)
+            self.publish(Phase.DONE if exit_code == 0 else Phase.FAILED, message, force=True)
             done = DoneRecord(
                 cluster_id=self.s.cluster_id,
                 attempt=self.s.attempt,
@@ -361,12 +383,6 @@ class Monitor:
             )
         except Exception as exc:
             log(self.s, f"could not record the end of the run ({message}): {_why(exc)}")
-
-
-def _let_go_idle(info: Any) -> bool:
-    """True for a node Ray's autoscaler drained because it was idle (its death reason)."""
-    death = info.death_info
-    return bool(death.reason == type(death).Reason.Value("AUTOSCALER_DRAIN_IDLE"))
 
 
 def _why(exc: BaseException) -> str:
@@ -423,7 +439,8 @@ class _Every:
 def _serve(monitor: Monitor) -> tuple[int, str]:
     """An ``up`` cluster: serve until asked to stop, running submitted jobs meanwhile."""
     monitor.workload_started = True
-    monitor.publish("serving", force=True)
+    monitor.serving_since = time.time()
+    monitor.publish(Phase.SERVING, force=True)
     agent = JobAgent(
         monitor.rdv,
         monitor.s.launch_key,
@@ -457,7 +474,7 @@ def _serve(monitor: Monitor) -> tuple[int, str]:
                     why = _stop_for_autostop(monitor)
                     break
             # A new request of the autoscaler goes out at once, not at the next status.
-            monitor.publish("serving", force=monitor.demand_changed())
+            monitor.publish(Phase.SERVING, force=monitor.demand_changed())
             time.sleep(TICK_S)
     finally:
         agent.stop_all()
@@ -497,7 +514,7 @@ def run_workload(
     result_path, progress_path = Path(env["SYNDEO_RESULT_PATH"]), Path(env["SYNDEO_PROGRESS_FILE"])
     for stale in (result_path, progress_path):
         stale.unlink(missing_ok=True)
-    monitor.publish("running", force=True)
+    monitor.publish(Phase.RUNNING, force=True)
     monitor.workload_started = True
     try:
         # Output through a pipe: echoed to this node's log as before, and streamed into
@@ -564,7 +581,7 @@ def _watch(proc: subprocess.Popen[bytes], monitor: Monitor, progress_path: Path)
             monitor.stopped = True
             _kill_group(proc)
             return
-        monitor.publish("running")
+        monitor.publish(Phase.RUNNING)
         time.sleep(TICK_S)
 
 

@@ -63,6 +63,7 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple, Self, TypeVar
 
@@ -177,9 +178,35 @@ class _HeadSigned(_Record):
         return launchkey.verify_record(key, self.purpose, self.model_dump(mode="json"))
 
 
+class Phase(StrEnum):
+    """The head's phase in its status record (on the wire: the value, a plain string)."""
+
+    STARTING = "starting"
+    WAITING = "waiting"  # for the other nodes to join
+    RUNNING = "running"  # the workload (deploy)
+    DONE = "done"
+    FAILED = "failed"
+    SERVING = "serving"  # an `up` cluster, taking jobs
+
+
+ENDED = frozenset({Phase.DONE, Phase.FAILED})
+
+
+class JobPhase(StrEnum):
+    """A submitted job's state in its record (on the wire: the value, a plain string)."""
+
+    PENDING = "pending"
+    INSTALLING = "installing"  # its packages go to the nodes first
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    REJECTED = "rejected"
+
+
 class StatusRecord(_HeadSigned):
     purpose: ClassVar[str] = "status"
-    phase: str  # starting | waiting | running | done | failed | serving
+    phase: Phase
     nodes_expected: int
     nodes_joined: list[int] = []
     message: str = ""
@@ -229,6 +256,9 @@ class ReadyRecord(_Record):
     arch: str = "x86_64"  # the node's (``uname -m``)
     digests: list[str] = []
     failed: dict[str, str] = {}
+    # What the node said of each digest it installed itself: the packages, the bytes
+    # fetched and installed, the seconds (the head's agent writes it into the job's log).
+    notes: dict[str, str] = {}
     free_bytes: int | None = None  # the node's scratch space left
     updated_at: float
 
@@ -242,7 +272,7 @@ def _counted(pieces: Iterable[bytes], progress: Callable[[int], None] | None) ->
 
 # Job ids are made by `submit` (j<5 digits>-<6 hex>); anything else in a key is not ours.
 JOB_ID_RE = re.compile(r"^j[0-9]{5}-[0-9a-f]{6}$")
-TERMINAL = ("succeeded", "failed", "cancelled", "rejected")
+TERMINAL = (JobPhase.SUCCEEDED, JobPhase.FAILED, JobPhase.CANCELLED, JobPhase.REJECTED)
 MAX_JOB_ARCHIVE = 100 * 1024 * 1024  # a submitted work dir, packed (the launcher refuses more)
 MAX_WHEELHOUSE = 256 * 1024 * 1024  # the workload's wheels, packed (the launcher refuses more)
 MAX_OUTPUTS = 256 * 1024 * 1024  # what a job leaves in outputs/ (the agent uploads no more)
@@ -307,7 +337,7 @@ class CancelRequest(_Record):
 
 class JobState(_Record):
     job_id: str
-    state: str  # pending | running | succeeded | failed | cancelled | rejected
+    state: JobPhase
     message: str = ""
     started_at: float | None = None
     ended_at: float | None = None

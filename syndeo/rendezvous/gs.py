@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -30,6 +31,10 @@ _RETRY = DEFAULT_RETRY.with_timeout(_cloud.RETRY_BUDGET_S).with_delay(
     initial=0.2, maximum=3.0, multiplier=2.0
 )
 _TIMEOUT = (_cloud.CONNECT_TIMEOUT_S, _cloud.READ_TIMEOUT_S)
+# A wheelhouse goes up in chunks of a resumable upload of this size (a multiple of
+# 256 KiB, as GCS wants) and comes back in ranged reads of this size.
+PART = 8 * 2**20
+READ_PIECE = 2**20
 
 
 class GCSRendezvous(_cloud.CloudRendezvous):
@@ -136,6 +141,43 @@ class GCSRendezvous(_cloud.CloudRendezvous):
         if not self._bucket_seen:
             self.check()
         return None
+
+    def _create_stream(self, key: str, pieces: Iterable[bytes]) -> bool:
+        """A wheelhouse, as one resumable upload of :data:`PART`-byte chunks (at most about
+        one chunk in memory).  Not conditional: it is stored by its content's digest, so a
+        racing writer stores the same packages (sealed apart, each whole and valid).  A
+        failure cancels the upload: no object is left, whole or cut short."""
+        blob = self.gbucket.blob(self._name(key), chunk_size=PART)
+        # The writer's exit cancels the upload on an exception and finishes it else.
+        with self._op("write", key), blob.open("wb", retry=_RETRY, timeout=_TIMEOUT) as out:
+            for piece in pieces:
+                out.write(piece)
+        return True
+
+    def _read_stream(self, key: str) -> Iterator[bytes] | None:
+        """The object in ranged reads of :data:`READ_PIECE` bytes, all of the generation
+        found first (a replaced object fails the read, never mixes two)."""
+        with self._op("read", key):
+            blob = self.gbucket.get_blob(self._name(key), retry=_RETRY, timeout=_TIMEOUT)
+        if blob is None:
+            if not self._bucket_seen:
+                self.check()  # a wrong bucket fails here, not as a missing object
+            return None
+        size, generation = int(blob.size or 0), blob.generation
+
+        def pieces() -> Iterator[bytes]:
+            with self._op("read", key):
+                for start in range(0, size, READ_PIECE):
+                    yield blob.download_as_bytes(
+                        start=start,
+                        end=min(start + READ_PIECE, size) - 1,  # inclusive
+                        if_generation_match=generation,
+                        checksum=None,  # a range has none; the records are sealed
+                        retry=_RETRY,
+                        timeout=_TIMEOUT,
+                    )
+
+        return pieces()
 
     def _list(self, prefix: str) -> list[str]:
         with self._op("list", prefix):

@@ -191,7 +191,9 @@ class S3Rendezvous(_cloud.CloudRendezvous):
                                 "UploadId"
                             ]
                         )
-                        parts.append(self._part(name, upload, len(parts) + 1, bytes(buf[:PART])))
+                        parts.append(
+                            self._part(name, upload, len(parts) + 1, bytes(memoryview(buf)[:PART]))
+                        )
                         del buf[:PART]
                 if upload is None:
                     self.client.put_object(Bucket=self.bucket, Key=name, Body=bytes(buf))

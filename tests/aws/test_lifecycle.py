@@ -500,14 +500,25 @@ def test_nothing_is_left_between_tests(admin: awsemu.State) -> None:
 
 
 # Two one-CPU bundles on two machines: the head alone cannot hold them, so Ray's
-# autoscaler asks for a VM of group `cpu`, which the watcher adds through Terraform.
+# autoscaler asks for a VM of group `cpu`, which the watcher adds through Terraform.  A
+# task in each bundle imports the job's package (--requirements): the VM made for it
+# did not exist when the job was submitted.
 SPREAD = """\
 import ray
 from ray.util.placement_group import placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy as Bundle
 ray.init()
 pg = placement_group([{"CPU": 1}] * 2, strategy="STRICT_SPREAD")
 ray.get(pg.ready(), timeout=400)
 print("nodes", len([n for n in ray.nodes() if n["Alive"]]), flush=True)
+
+@ray.remote(num_cpus=1)
+def where():
+    import shellingham
+    return ray.get_runtime_context().get_node_id(), shellingham.__file__
+
+found = ray.get([where.options(scheduling_strategy=Bundle(pg, i)).remote() for i in range(2)])
+print("imported on", len({n for n, _ in found}), "nodes:", *sorted(p for _, p in found))
 """
 
 
@@ -518,9 +529,25 @@ def _wait_log(log: Any, line: str, timeout: float) -> None:
         time.sleep(2)
 
 
+def _installed_before_ray(instance_id: str) -> None:
+    """The VM's console (kept once it is gone): it installed the job's wheels, fetched
+    from the bucket, before its Ray started, so no task could land on it first."""
+    console = BASE / "logs" / f"{instance_id}-syndeo-node.log"
+    deadline = time.monotonic() + 60
+    while not console.exists():
+        assert time.monotonic() < deadline, f"no console of {instance_id}: {awsemu.logs(BASE)}"
+        time.sleep(1)
+    text = console.read_text()
+    installed, joined = text.find(" installed in "), text.find("joined head")
+    assert 0 <= installed < joined, text[-4000:]
+
+
 def test_a_group_follows_demand_and_an_idle_cluster_stops_itself(
     aws_user: AwsUser, admin: awsemu.State, shared_bucket: str
 ) -> None:
+    """A job with packages (requirements.txt) submitted while group `cpu` has no VM: the
+    VM the autoscaler adds for it installs them from the bucket before its Ray starts,
+    and the task there imports them; idle, the VM goes, and later the whole cluster."""
     cfg = _config(aws_user, shared_bucket, '[[groups]]\nname = "cpu"\nmax_nodes = 1\n')
     cid = f"aws-as-{uuid.uuid4().hex[:6]}"
     with _taken_down(aws_user, cid):
@@ -533,19 +560,24 @@ def test_a_group_follows_demand_and_an_idle_cluster_stops_itself(
         job_dir = aws_user.root / "spread"
         job_dir.mkdir()
         (job_dir / "spread.py").write_text(SPREAD)
-        give_to_ci_user(job_dir)
-        give_to_ci_user(job_dir / "spread.py")
+        (job_dir / "requirements.txt").write_text("shellingham\n")  # not in the image
+        for path in (job_dir, *job_dir.iterdir()):
+            give_to_ci_user(path)
         res = aws_user.invoke(
             *("submit", "--cluster-id", cid, "--workdir", str(job_dir), "--follow"),
             *("--", "python", "spread.py"),
         )
         assert res.returncode == 0 and "nodes 2" in res.stdout, failed(res)
+        imported = re.search(r"^imported on 2 nodes: (\S+) (\S+)$", res.stdout, re.M)
+        assert imported and all("/pylibs/" in p for p in imported.groups()), res.stdout
+        [grown] = [iid for rank, iid in _instances(admin, cid).items() if rank != 0]
         log = aws_user.home / "clusters" / cid / "watch.log"
         # (The node may join before the watcher's apply has returned.)
         _wait_log(log, "group cpu: started", 120)
         # Idle: Ray lets the VM go, the watcher's apply removes it (1 -> 2 -> 1) ...
         _wait_log(log, "let go", 300)
         assert sorted(_instances(admin, cid)) == [0], log.read_text()
+        _installed_before_ray(grown)
         # ... and after 90 s with nothing running, the watcher takes it down (`down`).
         _wait_log(log, "is down (autostop)", 400)
         assert not (aws_user.home / "clusters" / cid / "launched.json").exists()
@@ -562,7 +594,7 @@ def _states(state: awsemu.State, ids: list[str]) -> dict[str, str]:
 def _kill_watcher(user: AwsUser, cid: str) -> None:
     """A closed laptop: the cluster's watcher ends without a word (by its recorded pid)."""
     launched = json.loads((user.home / "clusters" / cid / "launched.json").read_text())
-    pid = int(launched["data"]["watcher"][0])
+    pid = int(launched["watcher"]["pid"])
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
     while os.path.exists(f"/proc/{pid}") and "zombie" not in _proc_state(pid):

@@ -264,7 +264,11 @@ def test_invoke_tasks_exit_with_the_error(tmp_path: Path) -> None:
     from invoke.context import Context
     from invoke.exceptions import Exit
 
-    from syndeo.cli.bench_tasks import bench, bench_argv, report
+    from syndeo.bench.argv import bench_argv
+    from syndeo.cli.verb_tasks import verb_tasks
+
+    tasks = verb_tasks()
+    bench, report = tasks["bench"], tasks["report"]
 
     assert bench_argv("CartPole,Ant", "count,collect", workers="1,2")[4:10] == [
         "--env",
@@ -280,3 +284,22 @@ def test_invoke_tasks_exit_with_the_error(tmp_path: Path) -> None:
     with pytest.raises(Exit) as exc:
         report(Context(), results_dir=str(tmp_path), out=str(tmp_path / "out"))
     assert exc.value.code == 2 and "no benchmark result JSON" in str(exc.value.message)
+
+
+def test_the_benchmarks_numbers_have_one_default() -> None:
+    """The paper's protocol (samples per CPU, repeats, envs per actor) is BenchConfig's:
+    the command line, the deploy's [bench] settings and ``syndeo bench`` take it from
+    there, so changing it there changes it everywhere."""
+    from syndeo.bench.argv import bench_argv
+    from syndeo.bench.cli import _parser, config_from_args
+    from syndeo.launcher.config import BenchSettings
+
+    argv = bench_argv()
+    assert "--samples-per-cpu" not in argv and "--repeats" not in argv
+    made = config_from_args(_parser().parse_args(argv[3:]))
+    fields = BenchConfig.model_fields
+    for name in ("samples_per_cpu", "repeats", "envs_per_actor"):
+        assert getattr(made, name) == fields[name].default
+    settings = BenchSettings()
+    assert settings.samples_per_cpu == fields["samples_per_cpu"].default
+    assert settings.repeats == fields["repeats"].default

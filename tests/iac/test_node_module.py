@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -235,9 +236,23 @@ def test_start_and_stop_commands_under_posix_sh(tmp_path: Path) -> None:
         "image_path": None,
         "python": str(fake),
         "host_dir": str(tmp_path / "h"),
-        "scratch_dir": "/tmp/sy-t" + tmp_path.name[-6:].replace("_", ""),
+        "scratch_dir": str(_short_base("sy-t")),
         "stop_grace_s": 1,
     }
+    try:
+        _start_then_stop(tmp_path, inputs)
+    finally:
+        shutil.rmtree(inputs["scratch_dir"], ignore_errors=True)
+
+
+def _short_base(prefix: str) -> Path:
+    """A scratch base of this run alone, short enough for the module (35 characters, for
+    Ray's socket paths) where tmp_path is not: made now, owned by whoever runs the test,
+    so that another user's run (root's, before) never holds the same name."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+def _start_then_stop(tmp_path: Path, inputs: dict[str, Any]) -> None:
     names = ("start_commands", "stop_commands", "host_dirs", "scratch_dirs")
     out = _render(tmp_path / "r", inputs, names)
     start, stop = out["start_commands"][0], out["stop_commands"][0]
@@ -274,7 +289,7 @@ def test_stop_removes_only_its_own_scratch_dir(tmp_path: Path) -> None:
     """Rank 0's rendered stop script, run under dash: its scratch dir goes, token and
     all; rank 1's (same host, same base) and the base stay; and a symlink in place of
     its dir is left alone -- what it points to is never emptied."""
-    base = Path("/tmp/sy-s" + tmp_path.name[-6:].replace("_", ""))
+    base = _short_base("sy-s")
     inputs = {
         "cluster_id": "sh-2",
         "node_count": 2,

@@ -16,13 +16,15 @@ import pytest
 from syndeo.core import launchkey
 from syndeo.core.errors import ConfigError, TargetError
 from syndeo.launcher.autoscale import Scaler, check
-from syndeo.launcher.config import load_config
+from syndeo.launcher.config import RecoverySettings, load_config
+from syndeo.launcher.recovery import Recovery
 from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.targets import target_class
-from syndeo.launcher.targets.base import Target
+from syndeo.launcher.targets.base import NodeState, NodeView, Target
 from syndeo.launcher.ui import Ui
 from syndeo.rendezvous import StatusRecord
 from syndeo.rendezvous.base import SCALE_PURPOSE, DemandRecord
+from tests.support.launched import make_launched
 
 
 class _Recorder(Target):
@@ -75,11 +77,33 @@ class _Recorder(Target):
         return [f"rank {r}" for r in gone]
 
 
-def _setup(autostop_s: float | None = None) -> tuple[Scaler, _Recorder, ClusterSpec, Launched]:
-    cfg = load_config(max_nodes=3, idle_timeout_s="30s")
+class _Truthful(_Recorder):
+    """Sees its nodes as a real target would: ``truth`` holds what a rank's machine does
+    (default: runs); a rank that ended is reported once, then no longer listed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.truth: dict[int, tuple[NodeState, str]] = {}
+
+    def observe(self, launched: Launched, group: str, joined: set[int]) -> list[NodeView]:
+        out = []
+        for r in list(self.live):
+            state, why = self.truth.get(r, (NodeState.STARTING, ""))
+            if state is NodeState.FAILED:
+                self.live.remove(r)
+            elif state is NodeState.STARTING and r in joined:
+                state = NodeState.JOINED
+            out.append(NodeView(r, group, state, why))
+        return out
+
+
+def _setup(
+    autostop_s: float | None = None, target: _Recorder | None = None, **cfg_fields: Any
+) -> tuple[Scaler, _Recorder, ClusterSpec, Launched]:
+    cfg = load_config(**({"max_nodes": 3, "idle_timeout_s": "30s"} | cfg_fields))
     spec = ClusterSpec.from_config(cfg, rendezvous="file:///nowhere", cluster_id="rules")
-    target = _Recorder()
-    launched = Launched(target="local", cluster_id="rules", rendezvous="file:///x", started_at=0)
+    target = target or _Recorder()
+    launched = make_launched("local", "rules", "file:///x")
     return Scaler(target, spec, autostop_s, Ui()), target, spec, launched
 
 
@@ -161,6 +185,99 @@ def test_autostop_after_the_idle_time_of_a_signed_record() -> None:
     assert scaler.observe(launched, _status(recent, [0])) is False
     long_ago = _demand(spec.launch_key, idle_since=time.time() - 61)
     assert scaler.observe(launched, _status(long_ago, [0])) is True
+
+
+def _clocks(queue_s: float | None, start_s: float) -> dict[str, Any]:
+    group = {"name": "worker", "max_nodes": 2, "queue_timeout_s": queue_s}
+    return {"max_nodes": None, "groups": [group | {"start_timeout_s": start_s}]}  # head: its own
+
+
+def test_a_node_that_ends_before_joining_is_said_backed_off_and_started_again() -> None:
+    scaler, target, spec, launched = _setup(target=_Truthful())
+    assert isinstance(target, _Truthful)
+    ui = scaler.ui = _Lines()
+    want = _status(_demand(spec.launch_key, seq=1, want={"worker": 1}), [0])
+    scaler.observe(launched, want)
+    assert target.calls == [("grow", 1)]
+    target.truth[1] = (NodeState.FAILED, "Slurm job 7 was cancelled")
+    scaler.observe(launched, want)
+    assert "group worker: rank 1 ended before it joined: Slurm job 7 was cancelled" in ui.text
+    assert target.calls == [("grow", 1)]  # not at once: the group backs off
+    scaler.observe(launched, want)
+    assert target.calls == [("grow", 1)]
+    scaler.backoff["worker"].not_before = 0.0  # the backoff's time has come
+    scaler.observe(launched, want)
+    assert target.calls == [("grow", 1), ("grow", 1)] and target.live == [2]
+
+
+@pytest.mark.parametrize(
+    ("state", "clocks", "said"),
+    [
+        (
+            NodeState.QUEUED,
+            (5.0, 600.0),
+            "rank 1 given up after in the queue for 5 s (PartitionDown)",
+        ),
+        (NodeState.STARTING, (None, 5.0), "rank 1 given up after running, not joined for 5 s"),
+    ],
+)
+def test_a_node_past_its_clock_is_cancelled_and_started_again_later(
+    state: NodeState, clocks: tuple[float | None, float], said: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scaler, target, spec, launched = _setup(target=_Truthful(), **_clocks(*clocks))
+    assert isinstance(target, _Truthful)
+    ui = scaler.ui = _Lines()
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    want = _status(_demand(spec.launch_key, seq=1, want={"worker": 1}), [0])
+    scaler.observe(launched, want)
+    target.truth[1] = (state, "PartitionDown" if state is NodeState.QUEUED else "")
+    scaler.observe(launched, want)
+    now[0] += 4.0
+    scaler.observe(launched, want)
+    assert target.calls == [("grow", 1)]  # within its clock: it may still come
+    now[0] += 1.0
+    scaler.observe(launched, want)
+    assert said in ui.text and target.calls == [("grow", 1), ("shrink", [1])]
+    assert target.live == [] and "next start in" in ui.text
+    now[0] = scaler.backoff["worker"].not_before
+    scaler.observe(launched, want)
+    assert target.calls[2:] == [("grow", 1)] and target.live == [2]
+
+
+def test_a_queue_without_a_clock_waits_as_long_as_it_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    scaler, target, spec, launched = _setup(target=_Truthful(), **_clocks(None, 5.0))
+    assert isinstance(target, _Truthful)
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    want = _status(_demand(spec.launch_key, seq=1, want={"worker": 1}), [0])
+    scaler.observe(launched, want)
+    target.truth[1] = (NodeState.QUEUED, "Resources")
+    for _ in range(3):
+        now[0] += 86400.0
+        scaler.observe(launched, want)
+    assert target.calls == [("grow", 1)]
+
+
+def test_a_lost_node_of_a_group_that_follows_demand_uses_no_replacement() -> None:
+    scaler, target, spec, launched = _setup(target=_Truthful())
+    want = _status(_demand(spec.launch_key, seq=1, want={"worker": 1}), [0])
+    scaler.observe(launched, want)
+    scaler.observe(launched, _status(want.demand, [0, 1]))
+    settings = RecoverySettings(replace_lost=True, max_replacements=1)
+    recovery = Recovery(target, spec, settings, Ui(quiet=True))
+    lost = _status(want.demand, [0, 1]).model_copy(update={"nodes_lost": [1]})
+    recovery.observe(launched, lost)
+    assert recovery.left == 1 and "follows demand" in recovery.events[0]["replaced"]
+
+
+class _Lines(Ui):
+    def __init__(self) -> None:
+        super().__init__(quiet=True)
+        self.text = ""
+
+    def info(self, msg: Any) -> None:
+        self.text += f"{msg}\n"
 
 
 @pytest.mark.parametrize(

@@ -290,10 +290,11 @@ def test_azure_down_from_a_new_shell_finds_the_storage_account(
     """The account deploy chose lives in the launcher's environment only; what the
     launch records brings it back in a shell that never had it (down, grow)."""
     from syndeo.launcher.config import DeployConfig
-    from syndeo.launcher.spec import ClusterSpec, Launched
-    from syndeo.launcher.state import load_launched, save_launched
+    from syndeo.launcher.spec import ClusterSpec
+    from syndeo.launcher.state import load_launched, save_launched, store_env
     from syndeo.launcher.targets import get_target
     from syndeo.rendezvous import open_rendezvous
+    from tests.support.launched import make_launched
 
     monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "placeholder")
     monkeypatch.delenv("AZURE_STORAGE_ACCOUNT")  # (restored to absent afterwards)
@@ -311,18 +312,10 @@ def test_azure_down_from_a_new_shell_finds_the_storage_account(
     spec = ClusterSpec.from_config(cfg, uri, "azure-newshell")
     recorded = target.rendezvous_env(spec)  # type: ignore[attr-defined]
     assert recorded == {"AZURE_STORAGE_ACCOUNT": account}
-    save_launched(
-        Launched(
-            target="azure",
-            cluster_id="azure-newshell",
-            rendezvous=uri,
-            started_at=0.0,
-            data={"rendezvous_env": recorded},
-        )
-    )
+    save_launched(make_launched("azure", "azure-newshell", uri, rendezvous_env=recorded))
     monkeypatch.delenv("AZURE_STORAGE_ACCOUNT")  # a new shell
     with pytest.raises(Exception, match=r"AZURE_STORAGE_ACCOUNT|account"):
         open_rendezvous(uri, "azure-newshell")  # what down did before
-    load_launched("azure-newshell")
+    os.environ.update(store_env(load_launched("azure-newshell")))  # as down and grow do
     assert os.environ["AZURE_STORAGE_ACCOUNT"] == account
     assert open_rendezvous(uri, "azure-newshell").bucket == uri.split("/")[2]

@@ -27,7 +27,6 @@ import pytest
 from syndeo.core.errors import ConfigError, RendezvousError
 from syndeo.core.launchkey import new_key
 from syndeo.launcher.nodecreds import gcs_tokens, node_credentials
-from syndeo.launcher.spec import Launched
 from syndeo.rendezvous import open_rendezvous, without_secrets
 from syndeo.rendezvous.gstoken import (
     EXPIRY_VAR,
@@ -40,6 +39,7 @@ from syndeo.rendezvous.gstoken import (
 from testbeds.objectstores import Server, make_bucket, running
 from tests.launcher.conftest import StandInSbatch
 from tests.support.helpers import environ
+from tests.support.launched import make_launched
 
 LAUNCHER_ACCESS = "launcher-access-token"
 URI = "gs://team-bucket/team"
@@ -338,12 +338,8 @@ def test_deploy_renews_only_clusters_whose_nodes_got_a_token(
     for; it writes the store and a Slurm job dir; stopped before the teardown."""
     monkeypatch.setattr(gcs_tokens.Renewal, "CHECK_S", 0.05)
     key = new_key()
-    launched = Launched(
-        target="slurm",
-        cluster_id="gc-thread",
-        rendezvous=URI,
-        started_at=time.time(),
-        data={"job_dir": str(tmp_path)},
+    launched = make_launched(
+        "slurm", "gc-thread", URI, time.time(), part={"job_dir": str(tmp_path)}
     )
     idle = gcs_tokens.Renewal(URI, "gc-none", key, print)
     idle.start(launched)

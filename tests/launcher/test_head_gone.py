@@ -22,6 +22,7 @@ from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.targets import terraform
 from syndeo.launcher.targets.terraform import HEAD_ASK_S, HEAD_SILENT_S, TerraformTarget
 from syndeo.rendezvous import DoneRecord, HeadRecord, StatusRecord, open_rendezvous
+from tests.support.launched import make_launched, spec_for
 
 
 class _Target(TerraformTarget):
@@ -78,12 +79,13 @@ def launched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Launched:
         )
     )
     rdv.publish_status(StatusRecord(phase="running", nodes_expected=2, updated_at=1.0))
-    return Launched(
-        target="fake",
-        cluster_id="hg",
-        rendezvous=uri,
-        started_at=clock.now,
-        data={"join_timeout": 60, "spec": {"launch_key": KEY}},
+    return make_launched(
+        "fake",
+        "hg",
+        uri,
+        clock.now,
+        part={"join_timeout": 60},
+        spec=spec_for("fake", "hg", uri, launch_key=KEY),
     )
 
 
@@ -104,7 +106,7 @@ def test_a_machine_the_provider_calls_gone_ends_the_run_after_the_first_ask(
     target = _Target("EC2 lists its instance i-1 as terminated")
     assert _poll_for(target, launched, HEAD_ASK_S + 2) == 1
     assert target.asked == [launched.started_at + HEAD_ASK_S]  # asked once, when quiet
-    assert launched.data["head_failure"] == (
+    assert launched.tf.head_failure == (
         f"the head vanished: no sign of it for {HEAD_ASK_S:.0f} s and EC2 lists its "
         "instance i-1 as terminated"
     )
@@ -121,7 +123,7 @@ def test_a_running_machine_is_asked_every_interval_and_silence_decides(
         start + HEAD_ASK_S * k for k in range(1, int(HEAD_SILENT_S // HEAD_ASK_S))
     ]
     assert _poll_for(target, launched, 2) == 1
-    assert launched.data["head_failure"].startswith(
+    assert launched.tf.head_failure.startswith(
         f"the head vanished: no sign of it for {HEAD_SILENT_S:.0f} s and no done record"
     )
 
@@ -162,7 +164,7 @@ def test_only_the_heads_signed_done_record_ends_the_run(launched: Launched) -> N
     done = DoneRecord(cluster_id="hg", attempt=0, exit_code=3, message="m", finished_at=2.0)
     rdv.mark_done(done.signed(key))
     assert target.poll(launched) == 3
-    assert launched.data["head_failure"] == "h: the head failed"
+    assert launched.tf.head_failure == "h: the head failed"
 
 
 def test_a_status_rewritten_by_someone_else_is_no_sign_of_the_head(launched: Launched) -> None:
@@ -176,4 +178,4 @@ def test_a_status_rewritten_by_someone_else_is_no_sign_of_the_head(launched: Lau
         code = target.poll(launched)
         clock.now += 1.0
     assert code == 1
-    assert "the head vanished" in launched.data["head_failure"]
+    assert "the head vanished" in launched.tf.head_failure

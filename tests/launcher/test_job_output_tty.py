@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from syndeo.launcher import job_client
-from syndeo.launcher.spec import Launched
 from syndeo.launcher.state import save_launched
 from syndeo.rendezvous import JobSpec, JobState, open_rendezvous
+from tests.support.launched import make_launched, spec_for
 
 KEY = "cd" * 32
 CID = "ttyjobs"
@@ -39,12 +39,8 @@ def _job(tmp_path: Path, message: str) -> str:
     state saying ``message``; the cluster's rendezvous."""
     uri = (tmp_path / "rdv").as_uri()
     save_launched(
-        Launched(
-            target="local",
-            cluster_id=CID,
-            rendezvous=uri,
-            started_at=time.time(),
-            data={"spec": {"launch_key": KEY}, "attempt": 0},
+        make_launched(
+            "local", CID, uri, time.time(), spec=spec_for("local", CID, uri, KEY), attempt=0
         )
     )
     rdv = open_rendezvous(uri, CID, launch_key=KEY)  # output is sealed with it

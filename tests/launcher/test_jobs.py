@@ -8,10 +8,12 @@ cancelled job stops, and ``down`` stops a job still running.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
 import os
+import re
 import tarfile
 import time
 from pathlib import Path
@@ -20,12 +22,14 @@ import psutil
 import pytest
 
 from syndeo.core.errors import ConfigError
+from syndeo.launcher import wheelhouse
 from syndeo.launcher.job_client import pack_workdir
 from syndeo.launcher.spec import launched_key
 from syndeo.launcher.state import load_launched
-from syndeo.rendezvous import JobSpec, open_rendezvous
+from syndeo.rendezvous import JobSpec, Rendezvous, open_rendezvous
 from syndeo.rendezvous.file import parse_file_uri
 from tests.support.helpers import assert_nothing_left, one_line_error, reap, start_syndeo, syndeo
+from tests.support.wheels import wheel
 
 PROGRAM = """\
 import os, sys, time, ray
@@ -225,7 +229,7 @@ def _wait_for_output(cwd: Path, job: str) -> None:
 
 def _head_log(syndeo_home: Path, cid: str) -> Path:
     launched = json.loads((syndeo_home / "clusters" / cid / "launched.json").read_text())
-    return Path(launched["data"]["logs"][0])
+    return Path(launched["part"]["logs"][0])
 
 
 def _wait_in_log(log: Path, text: str, timeout_s: float = 60) -> None:
@@ -305,6 +309,92 @@ def test_records_planted_in_the_store_never_run(tmp_path: Path, syndeo_home: Pat
         assert listing.returncode == 0, listing.stderr
         assert slow_id in listing.stdout and "j00001" not in listing.stdout
         assert "j00002" not in listing.stdout
+
+        _the_head_serves_while_it_installs(tmp_path, rdv, store, key)
     finally:
         syndeo("down", "--cluster-id", cid, cwd=tmp_path)
         reap(cid)
+
+
+HELD = """\
+import heldpkg
+print("held package imported", heldpkg.IMPORTED, flush=True)
+"""
+
+
+def _sealed_wheelhouse(tmp_path: Path, cid: str, key: str) -> tuple[str, bytes]:
+    """The wheelhouse that `submit` makes of a links dir holding one wheel (``heldpkg``,
+    the launcher's own archive of it: the same bytes, the same digest) and that
+    wheelhouse sealed for this cluster as the launcher stores it."""
+    links = tmp_path / "links"
+    links.mkdir()
+    name, data = wheel("heldpkg")
+    (links / name).write_bytes(data)
+    archive = tmp_path / "heldpkg.tar.gz"
+    wheelhouse._tar([links / name], archive)
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    sealing = open_rendezvous(f"file://{tmp_path}/sealing", cid, 0, key)
+    assert sealing.put_wheelhouse_file(digest, archive)
+    blob = tmp_path / "sealing" / cid / "a0" / "wheelhouses" / f"{digest}.tar.gz"
+    return digest, blob.read_bytes()
+
+
+def _reader_waits(fifo: Path, timeout: float) -> int:
+    """Once something opened ``fifo`` to read it, a write end of it (the reader now
+    waits in read() for bytes that only this test can give)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:  # ENXIO: no reader yet
+            assert exc.errno == errno.ENXIO, exc
+        assert time.monotonic() < deadline, f"nothing read {fifo} in {timeout:.0f} s"
+        time.sleep(0.05)
+
+
+def _the_head_serves_while_it_installs(
+    tmp_path: Path, rdv: Rendezvous, store: Path, key: str
+) -> None:
+    """A job's packages whose read the test holds (the stored wheelhouse is a fifo that
+    gives nothing until the test writes it): the head's status records go on being
+    published, each a new one, while its install waits; released, the job runs with
+    them.  (A head that installed inside its control loop would publish none.)"""
+    digest, sealed = _sealed_wheelhouse(tmp_path, rdv.cluster_id, key)
+    fifo = store / "wheelhouses" / f"{digest}.tar.gz"
+    fifo.parent.mkdir(exist_ok=True)
+    os.mkfifo(fifo, 0o600)
+    os.chown(fifo, store.stat().st_uid, store.stat().st_gid)  # the nodes' user reads it
+    work = tmp_path / "held"
+    work.mkdir()
+    (work / "prog.py").write_text(HELD)
+    (work / "requirements.txt").write_text("heldpkg\n")
+    env = {"PIP_FIND_LINKS": str(tmp_path / "links")}
+    argv = ("submit", "--workdir", str(work), "--follow", "--", "python", "prog.py")
+    proc = start_syndeo(*argv, cwd=tmp_path, env=env)
+    try:
+        writer = _reader_waits(fifo, 120)
+        status = rdv.read_status()
+        assert status is not None
+        first, seen = status.seq, {status.seq}
+        deadline = time.monotonic() + 60
+        while len(seen) < 4:  # three more records while the install is held
+            assert time.monotonic() < deadline, f"the head's status stalled: {sorted(seen)}"
+            time.sleep(0.2)
+            status = rdv.read_status()
+            if status is not None:
+                seen.add(status.seq)
+        assert min(seen) == first and proc.poll() is None  # the job still waits
+        os.set_blocking(writer, True)
+        with os.fdopen(writer, "wb") as fh:
+            fh.write(sealed)
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out[-2000:] + err[-3000:]
+    assert "nothing uploaded" in err, err  # the store's copy is the one held
+    assert "held package imported True" in out, out
+    # The job's log says what the node installed, the bytes it fetched, the seconds.
+    figures = r"[0-9.]+ MiB fetched in [0-9.]+ s \([0-9.]+ MiB/s\), [0-9.]+ MiB installed in"
+    assert re.search(rf"\[syndeo\]\s+rank 0: heldpkg 1\.0: {figures} [0-9.]+ s$", out, re.M), out

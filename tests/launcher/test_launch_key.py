@@ -22,10 +22,11 @@ import pytest
 from syndeo.launcher import spec as spec_module
 from syndeo.launcher.config import load_config
 from syndeo.launcher.deploy import deploy
-from syndeo.launcher.spec import ClusterSpec, Launched
+from syndeo.launcher.spec import ClusterSpec
 from syndeo.launcher.state import save_launched
 from syndeo.launcher.targets.slurm.target import SlurmTarget
 from syndeo.launcher.targets.terraform import TerraformTarget
+from tests.support.launched import make_launched
 
 KEY = "c3" * 32
 HEX64 = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
@@ -86,16 +87,10 @@ def test_every_launch_gets_its_own_key_and_its_nodes_share_it() -> None:
 def test_the_key_is_saved_with_the_launched_state_owner_only(syndeo_home: Path) -> None:
     spec = ClusterSpec.from_config(load_config(target="local"), "file:///tmp/r", "lk-state")
     # What up's watcher and the targets save for grow and replacements.
-    launched = Launched(
-        target="local",
-        cluster_id="lk-state",
-        rendezvous="file:///tmp/r",
-        started_at=1.0,
-        data={"spec": spec.model_dump(mode="json")},
-    )
+    launched = make_launched("local", "lk-state", "file:///tmp/r", 1.0, spec=spec)
     path = save_launched(launched)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    saved = ClusterSpec.model_validate(json.loads(path.read_text())["data"]["spec"])
+    saved = ClusterSpec.model_validate(json.loads(path.read_text())["spec"])
     assert saved.launch_key == spec.launch_key
     assert saved.node_env(5, Path("/tmp/lk/5"))["SYNDEO_LAUNCH_KEY"] == spec.launch_key
 
@@ -148,12 +143,11 @@ def test_slurm_passes_the_key_in_a_private_file_never_in_the_script_or_sbatchs_e
         ["bash", "-c", probe], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True
     )
     assert out.stdout == spec.launch_key, out.stderr
-    launched = Launched(
-        target="slurm",
-        cluster_id=spec.cluster_id,
-        rendezvous=spec.rendezvous,
-        started_at=0.0,
-        data={"job_id": "4243", "job_dir": str(job.job_dir), "log": "x"},
+    launched = make_launched(
+        "slurm",
+        spec.cluster_id,
+        spec.rendezvous,
+        part={"job_id": "4243", "job_dir": str(job.job_dir), "log": "x"},
     )
     # The job has ended, as the launcher's one batched squeue query reads it.
     (tmp_path / "bin" / "squeue").write_text("#!/bin/sh\necho '4243|COMPLETED|None|0|0|n1|n1'\n")

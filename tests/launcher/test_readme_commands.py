@@ -1,4 +1,6 @@
-"""Commands the docs show (README.md, docs/) not covered elsewhere, run as shown (``invoke …``):
+"""Commands the docs show (README.md, docs/) not covered elsewhere, run through ``invoke …``
+(the clone's front end to the verbs ``syndeo`` has; docs/getting-started.md runs as written in
+test_getting_started.py):
 an option overriding the config file, ``deploy --keep`` then ``down`` without an id,
 ``deploy --mode collect`` on MuJoCo envs, the rendezvous load benchmark,
 ``down`` when several clusters are up, and ``invoke bench-rendezvous``."""
@@ -92,7 +94,7 @@ def test_invoke_bench_rendezvous_writes_its_measurements(tmp_path: Path) -> None
 def test_collect_mode_with_mujoco_envs_counts_every_sample(
     tmp_path: Path, syndeo_home: Path
 ) -> None:
-    """``invoke deploy --env Ant-v5,Humanoid-v5 --mode collect --repeats 2`` (the benchmark
+    """``deploy --env Ant-v5,Humanoid-v5 --mode collect --repeats 2`` (the benchmark
     settings of docs/getting-started.md, smaller): both MuJoCo envs, collect mode, every
     repeat exact."""
     cid = "tmujoco"

@@ -98,7 +98,7 @@ def test_replace_lost_is_refused_on_a_target_that_cannot_replace(
 ) -> None:
     # Every target of this checkout can replace a node: the rule is checked on one
     # that says it cannot, before anything is claimed or started.
-    monkeypatch.setattr(LocalTarget, "replaces_lost", False)
+    monkeypatch.setattr(LocalTarget, "can_replace", classmethod(lambda cls: False))
     cfg = load_config(workdir=tmp_path, results_dir=tmp_path / "results")
     cfg = cfg.model_copy(update={"recovery": RecoverySettings(replace_lost=True)})
     with pytest.raises(ConfigError, match="the local target cannot replace a lost node"):
@@ -127,7 +127,7 @@ def test_an_up_cluster_replaces_a_lost_worker_until_down(tmp_path: Path, syndeo_
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         state = syndeo_home / "clusters" / cid
-        pid, _ctime = json.loads((state / "launched.json").read_text())["data"]["watcher"]
+        pid = json.loads((state / "launched.json").read_text())["watcher"]["pid"]
         assert psutil.Process(pid).is_running()
         assert kill_rank(cid, 2) >= 2
         deadline = time.monotonic() + 240

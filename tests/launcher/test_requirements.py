@@ -5,8 +5,13 @@ package index on the nodes."""
 
 from __future__ import annotations
 
+import functools
 import io
+import re
 import tarfile
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -17,6 +22,7 @@ from syndeo.launcher.config import load_config
 from syndeo.launcher.deploy import _wheels
 from syndeo.launcher.spec import ClusterSpec
 from tests.support.helpers import read_json, syndeo
+from tests.support.wheels import big_wheel
 
 PROGRAM = """\
 import ray, typer
@@ -60,6 +66,44 @@ def test_wheels_for_the_nodes_without_what_the_image_has(tmp_path: Path, syndeo_
     (tmp_path / "only-image.txt").write_text("click\n")
     assert wheelhouse.resolve(tmp_path / "only-image.txt", "3.11") is None
     assert len(list((syndeo_home / "wheelhouses").glob("*.none"))) == 1
+
+
+@pytest.fixture
+def links_server(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A links page served over HTTP on 127.0.0.1 (a directory listing of its files), as
+    a package index pip downloads from is; the directory and its URL."""
+    links = tmp_path / "links"
+    links.mkdir()
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(links))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield links, f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_what_pip_downloads_is_said_with_bytes_and_rate(
+    tmp_path: Path,
+    syndeo_home: Path,
+    links_server: tuple[Path, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A wheel that pip fetches over HTTP: the launcher says which, how large, and its
+    bytes and rate as pip reports them, not only when the wheelhouse is done."""
+    links, url = links_server
+    big_wheel(links, "dlpkg", 6)
+    for name, value in {"PIP_FIND_LINKS": url, "PIP_NO_INDEX": "1", "NO_PROXY": "*"}.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "requirements.txt").write_text("dlpkg\n")
+    said: list[str] = []
+    assert wheelhouse.resolve_file(tmp_path / "requirements.txt", "3.11", "x86_64", said.append)
+    assert "downloading dlpkg-1.0-py3-none-any.whl (6.3 MB)" in said, said
+    done = r"downloading dlpkg-1\.0-py3-none-any\.whl: 6\.0 of 6\.0 MiB, [0-9.]+ MiB/s"
+    assert any(re.fullmatch(done, line) for line in said), said
 
 
 @pytest.mark.parametrize(

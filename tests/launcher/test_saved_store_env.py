@@ -1,6 +1,7 @@
-"""A cluster's state file is data: what ``load_launched`` puts back into the launcher's
-environment (how a new shell finds the store the launch chose) is the store's account or
-region, by name, never a variable the launcher or its children would act on."""
+"""A cluster's state file is data: what a command that reaches the cluster's store puts
+back into the launcher's environment (how a new shell finds the store the launch chose)
+is the store's account or region, by name, never a variable the launcher or its children
+would act on.  Loading the state itself sets nothing."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from syndeo.launcher.state import RESTORED_ENV, load_launched
+from syndeo.launcher.state import RESTORED_ENV, load_launched, store_env
 
 
 def test_only_store_settings_come_back_from_a_state_file(
@@ -24,17 +25,17 @@ def test_only_store_settings_come_back_from_a_state_file(
         "AWS_ACCESS_KEY_ID": "AKIAPLANTED",
     }
     for name in ("AZURE_STORAGE_ACCOUNT", "LD_PRELOAD", "PYTHONPATH", "AWS_ACCESS_KEY_ID"):
-        # Set, then removed: whatever load_launched sets is undone after the test.
+        # Set, then removed: whatever the test sets is undone after it.
         monkeypatch.setenv(name, "-")
         monkeypatch.delenv(name)
     path = syndeo_home / "clusters" / "c1" / "launched.json"
     path.parent.mkdir(parents=True)
     state = {"target": "azure", "cluster_id": "c1", "rendezvous": "az://c/p", "started_at": 0}
-    path.write_text(json.dumps({**state, "data": {"rendezvous_env": planted}}))
-    path_before = os.environ["PATH"]
-    load_launched("c1")
-    assert os.environ["AZURE_STORAGE_ACCOUNT"] == "syndeoacct"
-    assert os.environ["PATH"] == path_before
-    for name in ("LD_PRELOAD", "PYTHONPATH", "AWS_ACCESS_KEY_ID"):
-        assert name not in os.environ, name
+    # As the previous launcher wrote it (its free `data`).
+    data = {"module_dir": "/m", "workspace": "/w", "join_timeout": 60, "rendezvous_env": planted}
+    path.write_text(json.dumps({**state, "data": data}))
+    before = dict(os.environ)
+    launched = load_launched("c1")
+    assert dict(os.environ) == before
+    assert store_env(launched) == {"AZURE_STORAGE_ACCOUNT": "syndeoacct"}
     assert {"AZURE_STORAGE_ACCOUNT", "ALIBABA_CLOUD_REGION"} == RESTORED_ENV

@@ -72,6 +72,6 @@ def test_a_new_job_dir_is_made_private_at_every_level(
     cfg = load_config(target="slurm", rendezvous=rdv, slurm={"job_dir": str(shared)})
     target = SlurmTarget(cfg, echo=lambda _: None)
     launched = target.launch(ClusterSpec.from_config(cfg, rdv, "fresh-dir"))
-    assert launched.data["job_id"] == "77"  # the stand-in sbatch's answer: it was submitted
+    assert launched.slurm.job_id == "77"  # the stand-in sbatch's answer: it was submitted
     for level in (shared / "jobs", shared / "jobs" / "fresh-dir"):
         assert level.stat().st_mode & 0o777 == 0o700, level

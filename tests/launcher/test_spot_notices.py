@@ -29,6 +29,7 @@ from syndeo.launcher.recovery import Recovery
 from syndeo.launcher.spec import Launched
 from syndeo.rendezvous import InterruptRecord, StatusRecord
 from tests.support.helpers import assert_nothing_left, processes_of, reap, start_syndeo
+from tests.support.launched import make_launched
 from tests.support.metadata import FakeMetadata
 
 CONFIG = """\
@@ -266,9 +267,7 @@ def test_an_interrupted_rank_is_replaced_once_right_away() -> None:
     target, ui = _Target(), _Ui()
     settings = RecoverySettings(replace_lost=True, max_replacements=5)
     rec = Recovery(target, None, settings, ui)  # type: ignore[arg-type]
-    launched = Launched(
-        target="local", cluster_id="c", rendezvous="file:///x", started_at=time.time(), data={}
-    )
+    launched = make_launched("local", "c", "file:///x", time.time())
     now = time.time()
     note = InterruptRecord(
         rank=2, cloud="aws", action="terminate", noticed_at=now, deadline=now + 120
@@ -277,7 +276,7 @@ def test_an_interrupted_rank_is_replaced_once_right_away() -> None:
     assert target.replaced == []
     rec.observe(launched, _st([0, 1, 2], notes=[note]))  # the notice: replaced now
     assert target.replaced == [2]
-    assert launched.data["draining"] == [2]  # the target may leave the old node running
+    assert launched.draining == [2]  # the target may leave the old node running
     rec.observe(launched, _st([0, 1, 2], notes=[note]))  # seen again: nothing new
     rec.observe(launched, _st([0, 1, 2], lost=[2], notes=[note]))  # the VM is gone
     assert target.replaced == [2]  # not a second time

@@ -23,12 +23,13 @@ import pytest
 
 from syndeo.core import launchkey
 from syndeo.core.groups import GroupConfig, Layout, build_layout
-from syndeo.launcher.spec import ClusterSpec, Launched
+from syndeo.launcher.spec import ClusterSpec, Launched, LedgerEntry
 from syndeo.launcher.state import cluster_dir, load_launched, save_launched
 from syndeo.launcher.status import clusters
 from syndeo.rendezvous import JobSpec, JobState, NodeRecord, StatusRecord, open_rendezvous
 from syndeo.rendezvous.base import SCALE_PURPOSE, DemandRecord
 from tests.support.helpers import ROOT, one_line_error, syndeo
+from tests.support.launched import make_launched
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 NOW = 1_800_000_000.0
@@ -73,13 +74,11 @@ def _spec(
     return ClusterSpec(**fields)
 
 
-def _save(spec: ClusterSpec, started_at: float, **data: Any) -> Launched:
-    launched = Launched(
-        target=spec.target,
-        cluster_id=spec.cluster_id,
-        rendezvous=spec.rendezvous,
-        started_at=started_at,
-        data={"spec": spec.model_dump(mode="json"), **data},
+def _save(
+    spec: ClusterSpec, started_at: float, part: dict[str, Any] | None = None, **common: Any
+) -> Launched:
+    launched = make_launched(
+        spec.target, spec.cluster_id, spec.rendezvous, started_at, part, spec=spec, **common
     )
     save_launched(launched)
     return launched
@@ -133,7 +132,7 @@ def _local_autoscaled(rdv: str, t: float) -> None:
     layout = _layout(GroupConfig(name="worker", max_nodes=3))
     spec = _spec("local-auto", "local", rdv, layout, t)
     me = psutil.Process()
-    _save(spec, t - 3725, autostop_s=60.0, watcher=[me.pid, me.create_time()])
+    _save(spec, t - 3725, autostop_s=60.0, watcher={"pid": me.pid, "create_time": me.create_time()})
     _serving(spec, [0, 1, 2], {"head": [1, 1], "worker": [2, 0]}, _demand(spec, t - 40, t), t)
     _job(spec, "j00001-aaaaaa", "succeeded", t)  # not read: the head says it is idle
 
@@ -164,14 +163,13 @@ def _aws_priced(rdv: str, t: float) -> None:
             {"name": "worker", "instance_type": "c6i.2xlarge", "count": 0},
         ],
     }
-    _save(
-        spec,
-        t - 7200,
-        machines=machines,
-        apply_started=t - 7200,
-        module_dir=str(ROOT / "terraform" / "aws" / "deploy"),
-        workspace=str(workspace),
-    )
+    part = {
+        "machines": machines,
+        "apply_started": t - 7200,
+        "module_dir": str(ROOT / "terraform" / "aws" / "deploy"),
+        "workspace": str(workspace),
+    }
+    _save(spec, t - 7200, part)
     workspace.mkdir()  # the cluster's tfvars: what Target.added reads
     grown = {"node": {"node_count": 1, "grown": [{"rank": 1, "group": "worker"}]}}
     (workspace / "terraform.tfvars.json").write_text(json.dumps(grown))
@@ -199,7 +197,7 @@ def _gcp_unpriced(rdv: str, t: float) -> None:
         "count": 2,
         "spot": False,
     }
-    _save(spec, t - 90000, machines=machines, apply_started=t - 90000)
+    _save(spec, t - 90000, {"machines": machines, "apply_started": t - 90000})
     _serving(spec, [0, 1], {}, _demand(spec, None, t), t)
 
 
@@ -317,9 +315,9 @@ def test_cost_so_far_counts_the_nodes_that_came_and_went(syndeo_home: Path, tmp_
     ago, not from its join 30 min ago.  The price per hour is what runs now."""
     _aws_priced((tmp_path / "rdv").as_uri(), NOW)
     launched = load_launched("aws-priced")
-    launched.data["ledger"] = [
-        {"group": "worker", "rank": 2, "start": NOW - 3600, "end": NOW - 2400},
-        {"group": "worker", "rank": 1, "start": NOW - 2100, "end": None},
+    launched.ledger = [
+        LedgerEntry(group="worker", rank=2, start=NOW - 3600, end=NOW - 2400),
+        LedgerEntry(group="worker", rank=1, start=NOW - 2100),
     ]
     save_launched(launched)
     row = clusters("aws-priced", now=NOW)[0]

@@ -200,7 +200,7 @@ def test_each_job_gets_its_own_packages_on_every_node(tmp_path: Path, syndeo_hom
         assert len(list(syndeo_home.rglob(f"{cid}/a0/wheelhouses/*.tar.gz"))) == 2
         # Each node installed each digest once (from the store, on its own), not per job;
         # every task imported its own node's copy, never one Ray uploaded.
-        for log in load_launched(cid).data["logs"]:
+        for log in load_launched(cid).local.logs:
             text = Path(log).read_text()
             assert text.count("installed in") == 2, text
         assert "/pylibs/" in out and "runtime_resources" not in out, out
@@ -257,7 +257,7 @@ def _submit_big(tmp_path: Path, work: Path, links: Path) -> tuple[str, str, floa
 
 def _node_figures(cid: str) -> tuple[list[str], list[float]]:
     """The nodes' lines about fetching the big wheels, and their install times."""
-    logs = [Path(p).read_text() for p in load_launched(cid).data["logs"]]
+    logs = [Path(p).read_text() for p in load_launched(cid).local.logs]
     lines = [m for log in logs for m in re.findall(r"([0-9.]+) MiB fetched in ([^\n]*)", log)]
     fetched = [f"{mib} MiB in {rest}" for mib, rest in lines if float(mib) >= BIG_MIB]
     said = r"installed in ([0-9.]+) s \(([0-9]+)\.[0-9] MiB installed\)"

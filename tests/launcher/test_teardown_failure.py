@@ -100,7 +100,7 @@ def test_a_failed_apply_then_a_failed_destroy_reports_both(
     # What that command needs is still there, and it knows the run is over (it goes
     # straight to the teardown instead of asking a head to stop).
     state = json.loads((tmp_path / "home" / "clusters" / "tf-both" / "launched.json").read_text())
-    assert state["data"]["destroy_failed"] is True
+    assert state["destroy_failed"] is True
     log = (tmp_path / "home" / "clusters" / "tf-both" / "terraform" / "terraform.log").read_text()
     assert log.count("terraform destroy") == tfexec.DESTROY_ATTEMPTS
 

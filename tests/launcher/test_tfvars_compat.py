@@ -11,10 +11,11 @@ from typing import Any
 
 from syndeo.core.nodeconfig import ClusterOptions
 from syndeo.launcher.config import load_config
-from syndeo.launcher.spec import ClusterSpec, Launched
+from syndeo.launcher.spec import ClusterSpec
 from syndeo.launcher.targets import get_target
 from syndeo.launcher.targets.terraform import TerraformTarget
 from syndeo.launcher.targets.tfvars_compat import current_tfvars
+from tests.support.launched import make_launched
 
 
 def _today() -> tuple[TerraformTarget, dict[str, Any]]:
@@ -90,12 +91,11 @@ def test_down_rewrites_an_old_clusters_tfvars_before_terraform_reads_them(
     workspace = tmp_path / "terraform"
     workspace.mkdir()
     (workspace / "terraform.tfvars.json").write_text(json.dumps(_flat_shape(_set(today))))
-    launched = Launched(
-        target="aws",
-        cluster_id="compat",
-        rendezvous="s3://syndeo-0123456789ab/syndeo",
-        started_at=0.0,
-        data={"module_dir": str(tmp_path / "module"), "workspace": str(workspace)},
+    launched = make_launched(
+        "aws",
+        "compat",
+        "s3://syndeo-0123456789ab/syndeo",
+        part={"module_dir": str(tmp_path / "module"), "workspace": str(workspace)},
     )
     tf, tfvars = target._saved_vars(launched)
     assert _set(tfvars) == _set(today)

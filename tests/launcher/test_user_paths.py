@@ -195,7 +195,7 @@ def test_invoke_up_and_down(syndeo_home: Path, tmp_path: Path) -> None:
     try:
         up = invoke("up", "--nodes", "2", "--cluster-id", cid, cwd=tmp_path)
         assert up.returncode == 0, up.stderr[-3000:]
-        assert "export RAY_ADDRESS=" in up.stdout and f"invoke down --cluster-id {cid}" in up.stdout
+        assert "export RAY_ADDRESS=" in up.stdout and f"syndeo down --cluster-id {cid}" in up.stdout
         assert len({p.environ().get("SYNDEO_RANK") for p in processes_of(cid)}) == 2
         down = invoke("down", "--cluster-id", cid, cwd=tmp_path)
         assert down.returncode == 0, down.stderr[-3000:]

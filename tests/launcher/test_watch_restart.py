@@ -9,13 +9,12 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
 
-from syndeo.launcher.state import load_launched, save_launched
-from syndeo.launcher.watch import cluster_lock
+from syndeo.launcher.spec import LedgerEntry, ProcWatcher
+from syndeo.launcher.state import cluster_lock, home, load_launched, write_atomic
 from tests.support.helpers import assert_nothing_left, syndeo
 
 # Two one-CPU tasks on two nodes, on a cluster of one one-CPU node: Ray's autoscaler
@@ -79,48 +78,51 @@ def test_a_killed_watcher_is_shown_brought_back_and_follows_demand_again(
         # Idle for 10 s, Ray lets the worker go: the ledger keeps when it was asked for
         # and when it ended (what `status` counts as cost on a cloud).
         _wait_for("the worker let go", lambda: "let go rank" in log.read_text()[since:], 120)
-        _wait_for("its end in the ledger", lambda: _ledger(cid)[-1]["end"] is not None, 30)
-        entry = _ledger(cid)[-1]
-        assert entry["group"] == "worker" and asked_after <= entry["start"] < entry["end"]
+        _wait_for("its end in the ledger", lambda: _last_end(cid) is not None, 30)
+        entry = load_launched(cid).ledger[-1]
+        assert entry.end is not None
+        assert entry.group == "worker" and asked_after <= entry.start < entry.end
     finally:  # whatever failed, nothing of the cluster outlives the test
         if (syndeo_home / "clusters" / cid / "launched.json").exists():
             syndeo("down", "--cluster-id", cid, cwd=work)
     assert_nothing_left(cid)
 
 
-def _ledger(cid: str) -> list[dict[str, Any]]:
-    book: list[dict[str, Any]] = load_launched(cid).data.get("ledger", [])
-    return book or [{"end": None}]
+def _last_end(cid: str) -> float | None:
+    book: list[LedgerEntry] = load_launched(cid).ledger
+    return book[-1].end if book else None
+
+
+def _watcher(cid: str) -> ProcWatcher:
+    entry = load_launched(cid).watcher
+    assert isinstance(entry, ProcWatcher)
+    return entry
 
 
 def _survives_an_unexpected_error(cid: str, log: Path) -> None:
-    """A value in the saved state that its poll cannot read: the watcher says so with a
-    count, waits, and carries on once the state is right again."""
-    pid = int(load_launched(cid).data["watcher"][0])
+    """A saved state its poll cannot read (a value of the wrong type): the watcher says
+    so with a count, waits, and carries on once the state is right again."""
+    pid = _watcher(cid).pid
+    path = home() / "clusters" / cid / "launched.json"
     with cluster_lock(cid):
-        launched = load_launched(cid)
-        had = launched.data.get("grown")
-        launched.data["grown"] = "not a list"
-        save_launched(launched)
+        good = path.read_text()
+        raw = json.loads(good)
+        raw["part"]["grown"] = "not a list"
+        write_atomic(path, json.dumps(raw).encode())
     try:
         said = "unexpected error in a poll (1 so far"
         _wait_for("the error logged", lambda: said in log.read_text(), 30)
     finally:  # put right whatever happened: `down` reads it too
         with cluster_lock(cid):
-            launched = load_launched(cid)
-            if had is None:
-                launched.data.pop("grown")
-            else:
-                launched.data["grown"] = had
-            save_launched(launched)
+            write_atomic(path, good.encode())
     _wait_for("polls again", lambda: "polls work again after" in log.read_text(), 60)
     assert psutil.pid_exists(pid) and "the watcher stops" not in log.read_text()
 
 
 def _killed_shown_and_restarted(cid: str, work: Path) -> None:
-    pid, started = load_launched(cid).data["watcher"]
-    os.kill(int(pid), signal.SIGKILL)
-    psutil.Process(int(pid)).wait(10)  # not our child: psutil polls until it is gone
+    pid, started = _watcher(cid).pid, _watcher(cid).create_time
+    os.kill(pid, signal.SIGKILL)
+    psutil.Process(pid).wait(10)  # not our child: psutil polls until it is gone
     row = _row(cid, work)
     assert (row["watcher"], row["watcher_dead"]) == (False, True)
     table = syndeo("status", cwd=work).stdout
@@ -129,11 +131,11 @@ def _killed_shown_and_restarted(cid: str, work: Path) -> None:
 
     again = syndeo("watch", "--cluster-id", cid, cwd=work)
     assert again.returncode == 0, again.stderr[-3000:]
-    entry = load_launched(cid).data["watcher"]
-    assert entry[0] != pid and entry[1] != started
+    entry = _watcher(cid)
+    assert entry.pid != pid and entry.create_time != started
     row = _row(cid, work)
     assert (row["watcher"], row["watcher_dead"]) == (True, False)
     # Once more: it runs, so nothing is started twice.
     twice = syndeo("watch", "--cluster-id", cid, cwd=work)
     assert twice.returncode == 0 and "runs already" in twice.stderr + twice.stdout
-    assert load_launched(cid).data["watcher"] == entry
+    assert _watcher(cid) == entry

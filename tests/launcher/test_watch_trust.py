@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from syndeo.launcher.spec import ProcWatcher
 from syndeo.launcher.state import load_launched
 from syndeo.launcher.watch import ENDED_GRACE_S
 from syndeo.rendezvous import StatusRecord, open_rendezvous
@@ -65,7 +66,8 @@ def _plant_and_watch(syndeo_home: Path, cid: str, work: Path, marker: Path) -> N
     launched = load_launched(cid)
     rdv = open_rendezvous(launched.rendezvous, cid)
     status = Path(parse_file_uri(launched.rendezvous)) / cid / "a0" / "status.json"
-    watcher = psutil.Process(int(launched.data["watcher"][0]))
+    assert isinstance(launched.watcher, ProcWatcher)
+    watcher = psutil.Process(launched.watcher.pid)
     # Isolated, in the cluster's own private dir: not the work dir `up` ran in.
     assert watcher.cwd() == str(here) and "-I" in watcher.cmdline()
 

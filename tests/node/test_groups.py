@@ -17,11 +17,12 @@ from syndeo.core.nodeconfig import NodeSettings
 from syndeo.image.manifest import SIF_MAGIC
 from syndeo.launcher.command import container_command
 from syndeo.launcher.config import load_config
-from syndeo.launcher.spec import ClusterSpec, Launched
+from syndeo.launcher.spec import ClusterSpec
 from syndeo.launcher.targets.slurm.target import SlurmTarget
 from syndeo.node.groupwatch import GroupWatch
 from syndeo.node.raynode import RayProcess
 from tests.support.helpers import no_gpu_path, syndeo
+from tests.support.launched import make_launched
 
 GROUPS = [
     {"name": "cpu", "nodes": 2, "cpus_per_node": 4},
@@ -158,19 +159,12 @@ def test_container_gets_nv_and_keeps_its_devices_only_when_it_has_gpus(tmp_path:
 
 def test_grow_names_an_unknown_group() -> None:
     spec = _spec(target="slurm", groups=GROUPS)
-    launched = Launched(
-        target="slurm",
-        cluster_id="grp-1",
-        rendezvous=spec.rendezvous,
-        started_at=0.0,
-        data={
-            "spec": spec.model_dump(mode="json"),
-            "slurm": {},
-            "group_slurm": {},
-            "groups": [],
-            "next_rank": 4,
-            "job_id": "1",
-        },
+    launched = make_launched(
+        "slurm",
+        "grp-1",
+        spec.rendezvous,
+        spec=spec,
+        part={"slurm": {}, "group_slurm": {}, "groups": [], "next_rank": 4, "job_id": "1"},
     )
     with pytest.raises(ConfigError, match="unknown group 'tpu'; the cluster's groups are: head"):
         SlurmTarget(load_config(target="slurm")).grow(launched, "tpu", 1)
@@ -240,15 +234,7 @@ def test_grow_hosts_are_for_ssh_only(syndeo_home: Path, tmp_path: Path) -> None:
     from syndeo.launcher.state import save_launched
 
     spec = _spec(target="slurm", groups=GROUPS)
-    save_launched(
-        Launched(
-            target="slurm",
-            cluster_id="grp-2",
-            rendezvous=spec.rendezvous,
-            started_at=0.0,
-            data={"spec": spec.model_dump(mode="json")},
-        )
-    )
+    save_launched(make_launched("slurm", "grp-2", spec.rendezvous, spec=spec))
     proc = syndeo("grow", "--cluster-id", "grp-2", "--group", "cpu", "--hosts", "h9", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [

@@ -8,9 +8,14 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from syndeo.core.launchkey import new_key
-from syndeo.node.leaving import gcs_reachable, wait_until_done
+from syndeo.core.nodeconfig import NodeSettings
+from syndeo.node.leaving import Released, gcs_reachable, released_by_ray, wait_until_done
+from syndeo.node.poweroff import released_status
 from syndeo.rendezvous import DoneRecord, open_rendezvous
 
 KEY = new_key()
@@ -128,3 +133,59 @@ def test_a_done_record_the_head_did_not_sign_sends_no_worker_away(tmp_path: Path
     assert done is not None and done.message == "the head's"
     assert reads > len(forged)
     assert sum("did not sign" in m for m in logs) == 1, logs
+
+
+def _node(state: str, reason: str = "", message: str = "") -> Any:
+    """A node's entry as Ray's GCS keeps it (Ray's own message type)."""
+    from ray.core.generated.gcs_pb2 import GcsNodeInfo  # type: ignore[attr-defined]
+
+    info = GcsNodeInfo(state=GcsNodeInfo.GcsNodeState.Value(state))
+    if reason:
+        info.death_info.reason = type(info.death_info).Reason.Value(reason)
+        info.death_info.reason_message = message
+    return info
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "message", "released"),
+    [
+        # v1's drain_nodes (Ray's autoscaler letting an idle node go), as Ray 2.60 records it.
+        ("DEAD", "EXPECTED_TERMINATION", "Terminated by autoscaler.", True),
+        # The idle drain a busy node refuses (autoscaler v2, `ray drain-node`).
+        ("DEAD", "AUTOSCALER_DRAIN_IDLE", "idle for 600 s", True),
+        ("DEAD", "EXPECTED_TERMINATION", "received SIGTERM", False),  # ray stop
+        ("DEAD", "AUTOSCALER_DRAIN_PREEMPTED", "spot notice", False),
+        ("DEAD", "UNEXPECTED_TERMINATION", "health check failed", False),
+        ("ALIVE", "", "", False),
+    ],
+)
+def test_only_a_release_by_rays_autoscaler_is_one(
+    state: str, reason: str, message: str, released: bool
+) -> None:
+    assert released_by_ray(_node(state, reason, message)) is released
+
+
+def test_a_worker_whose_ray_ended_under_a_live_head_asks_and_leaves_as_released(
+    tmp_path: Path,
+) -> None:
+    rdv = open_rendezvous(f"file://{tmp_path}/rv", "c1")
+    rdv.check()
+    asked: list[bool] = []
+
+    def released() -> bool:
+        asked.append(True)
+        return True
+
+    with pytest.raises(Released):
+        wait_until_done(rdv, lambda: False, lambda: True, lambda _m: None, _signed, released)
+    assert asked == [True]
+    # A head that is gone is asked nothing: the done record decides, as before.
+    assert wait_until_done(rdv, lambda: False, lambda: False, lambda _m: None, _signed) is None
+
+
+@pytest.mark.parametrize(("target", "code"), [("aws", 75), ("gcp", 75), ("slurm", 0), ("local", 0)])
+def test_a_released_node_exits_0_or_powers_its_vm_off(target: str, code: int) -> None:
+    s = NodeSettings(
+        cluster_id="c1", rank=1, nodes=2, rendezvous="file:///x", scratch=Path("/s"), target=target
+    )
+    assert released_status(s) == code

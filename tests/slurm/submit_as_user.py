@@ -27,7 +27,7 @@ def main() -> int:
     launched = target.launch(spec)
     # The launch key to the test (only): the job's result is sealed with it.
     out = {"cluster_id": cluster_id, "rendezvous": uri, "launch_key": spec.launch_key}
-    print(json.dumps({**out, **launched.data}))
+    print(json.dumps({**out, **launched.part.model_dump(mode="json")}))
     return 0
 
 

@@ -127,7 +127,7 @@ def test_the_other_groups_wait_for_the_heads_job_to_start(
     target, spec = _target_and_spec(slurm={**SLURM, "job_dir": str(tmp_path / "jobs")})
     launched = target.launch(spec)
     assert calls == [[], ["--dependency=after:101"], ["--dependency=after:101"]]
-    assert [g["job_id"] for g in launched.data["groups"]] == ["101", "102", "103"]
+    assert [g.job_id for g in launched.slurm.groups] == ["101", "102", "103"]
 
 
 def test_gres_of_a_type_are_counted_by_type() -> None:

@@ -102,6 +102,7 @@ def test_a_sticky_shared_dir_only_above_a_private_dir_of_ours(
     assert fake_sbatch.exists()
 
 
+@pytest.mark.root  # hands a dir to another user
 def test_a_level_of_another_user_and_a_link_through_a_writable_dir(
     fake_sbatch: Path, tmp_path: Path
 ) -> None:

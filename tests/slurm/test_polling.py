@@ -85,7 +85,7 @@ def test_an_up_cluster_of_three_jobs_is_watched_and_taken_down_in_batches(
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         launched = json.loads((user_run.home / "clusters" / cid / "launched.json").read_text())
-        ids = {str(e["job_id"]) for e in launched["data"]["groups"]}
+        ids = {str(e["job_id"]) for e in launched["part"]["groups"]}
         assert len(ids) == 3
         idle_from = time.time()
         time.sleep(IDLE_S)

@@ -190,6 +190,7 @@ def test_container_launch_line(tmp_path: Path) -> None:
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)
 
 
+@pytest.mark.root  # rendered as the CI user (runuser), as test_container_launch_line is
 def test_container_launch_line_amd() -> None:
     """gpu_vendor = "amd" in a container: ``--rocm``, and the ROCm variables Slurm set (not
     CUDA's) passed through --cleanenv.  Golden: the whole script, rendered as the CI user

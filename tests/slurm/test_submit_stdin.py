@@ -74,7 +74,7 @@ def test_the_target_submits_what_it_rendered_whatever_is_in_the_job_dir(
     victim.write_text("untouched\n")
     (job.job_dir / "job.sbatch").symlink_to(victim)
     entry = target._submit(job)
-    assert entry["job_id"] == "4242"
+    assert entry.job_id == "4242"
     # --export=ALL: a user's SBATCH_EXPORT=NONE would leave the job without its secrets;
     # the comment names the rank's job in the queue (commands.submit's marker).
     assert fake_sbatch.with_suffix(".argv").read_text().splitlines() == [

@@ -72,7 +72,7 @@ def test_a_submission_whose_sbatch_hangs_leaves_one_job_for_the_rank(
                 continue
         else:
             raise AssertionError(f"no try returned a job; queued: {_jobs_named(cid)}")
-        assert _jobs_named(cid) == [entry["job_id"]]
-        assert first.read_text().strip().split(";")[0] == entry["job_id"]  # the one it queued
+        assert _jobs_named(cid) == [entry.job_id]
+        assert first.read_text().strip().split(";")[0] == entry.job_id  # the one it queued
     finally:
         subprocess.run(["scancel", "--name", cid], check=False)

@@ -68,7 +68,7 @@ def _watch_log(run: UserRun, cid: str) -> str:
 def _requeue_then_serve(run: UserRun, cid: str) -> None:
     home = run.home
     launched = json.loads((home / "clusters" / cid / "launched.json").read_text())
-    job_id = str(launched["data"]["job_id"])
+    job_id = str(launched["part"]["job_id"])
     scope = Path(launched["rendezvous"].removeprefix("file://")) / cid
     first = _submit(run, cid)
     assert first.returncode == 0 and "nodes 2" in first.stdout, first.stdout + first.stderr

@@ -31,7 +31,7 @@ def test_a_watcher_job_takes_an_idle_cluster_down_and_leaves_nothing(
     up = user_syndeo(user_run, "up", "--config", str(cfg), "--cluster-id", cid, "--autostop", "20s")
     try:
         assert up.returncode == 0, up.stderr[-3000:]
-        watcher = json.loads((state / "launched.json").read_text())["data"]["watcher"]
+        watcher = json.loads((state / "launched.json").read_text())["watcher"]
         job = str(watcher["job"]["job_id"])
         assert f"{cid}-watch" in ci_jobs()[job]  # a job of its own, named for the cluster
         wait_for("the watcher job polls", lambda: (state / "watch.alive").exists(), 120)

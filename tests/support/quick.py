@@ -31,6 +31,8 @@ _BY_NAME = {
     "squashfuse": ("an Apptainer image mount (squashfuse)", "apptainer"),
     "squashfuse_ll": ("an Apptainer image mount (squashfuse)", "apptainer"),
     "fake-gcs-server": ("the GCS wire-protocol server", "objectstore"),
+    # Switching users works for root alone: as any other user the test would fail.
+    "runuser": ("a command as another user (runuser)", "root"),
 }
 # ...and words of a command line (for servers that run under an interpreter).
 _BY_ARGV = {

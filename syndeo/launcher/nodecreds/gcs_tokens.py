@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from syndeo.core.errors import ConfigError, SyndeoError
-from syndeo.launcher.spec import Launched
+from syndeo.launcher.spec import Launched, SlurmPart
 from syndeo.launcher.state import write_atomic
 from syndeo.rendezvous import open_rendezvous
 from syndeo.rendezvous._cloud import parse_bucket_uri
@@ -168,8 +168,8 @@ def issued(uri: str, cluster_id: str) -> bool:
 def token_files(launched: Launched) -> list[Path]:
     """Where else the nodes look for the sealed token: a Slurm job dir, which they share
     with the launcher (they leave their exit codes there)."""
-    job_dir = launched.data.get("job_dir")
-    return [Path(job_dir) / FILE_NAME] if job_dir else []
+    part = launched.part
+    return [Path(part.job_dir) / FILE_NAME] if isinstance(part, SlurmPart) else []
 
 
 class Renewer:

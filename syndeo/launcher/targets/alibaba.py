@@ -14,7 +14,6 @@ REGION_ENV = "ALIBABA_CLOUD_REGION"
 class AlibabaTarget(CloudTarget):
     name = "alibaba"
     module = "alibaba"
-    replaces_lost = True
     node_resource = "alicloud_instance.node"
     scheme = "oss"
     own = ("disk_category", "node_role")

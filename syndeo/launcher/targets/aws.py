@@ -49,7 +49,6 @@ _GONE = ("terminated", "shutting-down", "deleted", "deleting")
 class AwsTarget(CloudTarget):
     name = "aws"
     module = "aws"
-    replaces_lost = True
     node_resource = "aws_instance.node"
     scheme = "s3"
     own = ("permissions_boundary", "api_max_retries")
@@ -282,7 +281,7 @@ class AwsTarget(CloudTarget):
         and on EC2 their network interfaces would block the subnet's deletion."""
         from botocore.exceptions import BotoCoreError, ClientError, WaiterError
 
-        region = launched.data.get("machines", {}).get("region")
+        region = launched.tf.machines.get("region")
         known = set(tf.ids("aws_instance"))
         try:
             ec2 = self._client("ec2", region)
@@ -319,10 +318,10 @@ class AwsTarget(CloudTarget):
         (a failed call answers nothing: the head's silence still decides)."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        ids = launched.data.get("outputs", {}).get("node_ids", [])
+        ids = launched.tf.outputs.get("node_ids", [])
         if rank >= len(ids):
             return None
-        region = launched.data.get("machines", {}).get("region")
+        region = launched.tf.machines.get("region")
         try:
             found = self._client("ec2", region).describe_instances(InstanceIds=[ids[rank]])
         except (BotoCoreError, ClientError):
@@ -339,7 +338,7 @@ class AwsTarget(CloudTarget):
         cid = launched.cluster_id
         tag = [{"Name": "tag:syndeo-cluster", "Values": [cid]}]
         # The region the cluster ran in (a new shell's `down` has no [aws] settings).
-        region = launched.data.get("machines", {}).get("region")
+        region = launched.tf.machines.get("region")
         found: list[str] = []
         try:
             ec2 = self._client("ec2", region)
@@ -360,7 +359,7 @@ class AwsTarget(CloudTarget):
                 for p in iam.list_instance_profiles()["InstanceProfiles"]
                 if p["InstanceProfileName"].startswith(prefix)
             ]
-            if launched.data.get("owns_rendezvous"):
+            if launched.owns_rendezvous:
                 bucket = launched.rendezvous.split("/")[2]
                 buckets = self._client("s3", region).list_buckets()["Buckets"]
                 found += [f"bucket {b['Name']}" for b in buckets if b["Name"] == bucket]

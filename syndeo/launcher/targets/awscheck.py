@@ -1,4 +1,4 @@
-"""AWS: the deployer's permissions, simulated by IAM before anything is created (issue 20).
+"""AWS: the deployer's permissions, simulated by IAM before anything is created.
 
 IAM's ``SimulatePrincipalPolicy`` (Query API: a form-encoded POST of
 ``Action=SimulatePrincipalPolicy``, ``PolicySourceArn``, ``ActionNames.member.N``,

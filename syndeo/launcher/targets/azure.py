@@ -24,7 +24,6 @@ _ENV_LOGINS = ("ARM_CLIENT_ID", "ARM_USE_MSI", "ARM_USE_OIDC", "AZURE_CLIENT_ID"
 class AzureTarget(CloudTarget):
     name = "azure"
     module = "azure"
-    replaces_lost = True
     node_resource = "azurerm_linux_virtual_machine.node"
     scheme = "az"
     own = ("storage_account", "admin_ssh_public_key", "resource_group")

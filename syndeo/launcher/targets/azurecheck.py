@@ -1,4 +1,4 @@
-"""Azure's pre-flight checks past the login, subscription and image (issue 20): the
+"""Azure's pre-flight checks past the login, subscription and image: the
 resource providers registered, the VM sizes offered, the region's vCPU quota headroom, and
 the deployer's permissions on its resource group -- all through the ``az`` CLI the login
 already needs.  How each passes, refuses or is skipped: ``cloudcheck.py``.

@@ -4,6 +4,12 @@ A target implements the same verbs everywhere -- ``script`` (dry run), ``launch`
 ``poll``, ``stop`` -- plus ``default_rendezvous``.  It never starts Ray itself:
 each machine it provides runs ``syndeo node`` with :meth:`ClusterSpec.node_env`.
 ``tests/test_targets.py`` checks that every target module keeps this shape.
+
+A running cluster's nodes are followed like Ray's ``BatchingNodeProvider`` follows an
+outside cluster manager: one call observes what exists (:meth:`Target.observe`: per rank
+a :class:`NodeView`), and the launcher reconciles that with what is wanted through
+``grow``/``shrink`` (syndeo/launcher/autoscale.py).  What a target can do follows from
+what it implements (:meth:`Target.can_grow`, :meth:`Target.can_replace`), not from flags.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ import time
 import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -59,6 +67,32 @@ class StartRefused(TargetError):
     def __init__(self, message: str, kind: str = "transient") -> None:
         super().__init__(message)
         self.kind = kind
+
+
+class NodeState(StrEnum):
+    """Where one added node stands, as its target sees it (the ``joined`` half from the
+    head's signed status)."""
+
+    QUEUED = "queued"  # asked for; waits for a machine (a pending Slurm job)
+    STARTING = "starting"  # its machine or process runs; its node has not joined yet
+    JOINED = "joined"  # the head counts it
+    GONE = "gone"  # it joined once and has ended (lost: the head says so, Ray asks again)
+    FAILED = "failed"  # it ended before it ever joined (cancelled, crashed, refused)
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One rank of a group as :meth:`Target.observe` sees it; ``reason``: why it waits or
+    ended, in the target's words (Slurm's pending reason, a job's end state)."""
+
+    rank: int
+    group: str
+    state: NodeState
+    reason: str = ""
+
+    @property
+    def ended(self) -> bool:
+        return self.state in (NodeState.GONE, NodeState.FAILED)
 
 
 class Target(ABC):
@@ -152,8 +186,35 @@ class Target(ABC):
         oldest first (read from the saved state: no request to any machine)."""
         raise TargetError(f"the {self.name} target cannot grow a running cluster")
 
-    # True if :meth:`replace` can start a lost worker's node again.
-    replaces_lost: ClassVar[bool] = False
+    def observe(self, launched: Launched, group: str, joined: set[int]) -> list[NodeView]:
+        """What exists of ``group``'s added nodes, by the target's own truth, asked in one
+        batch (one ``squeue`` for all of a cluster's jobs; a local pid and its start time).
+
+        The rules, which the launcher's reconciling relies on:
+
+        * every rank ``grow`` added and no ``shrink`` removed is in the answer once;
+        * ``joined`` (the head's signed word) decides JOINED; the target decides the rest;
+        * a rank whose machine ended is answered GONE (it had joined) or FAILED (never
+          joined) exactly once, with why: the target marks it gone in ``launched`` (which
+          the caller saves), so the next call, and :meth:`added`, no longer list it;
+        * no request beyond the target's paced queries; no machine is started or stopped.
+
+        This default knows no more than the saved state: every added rank not joined is
+        STARTING (only the launcher's clock can tell it never came)."""
+        return [
+            NodeView(r, group, NodeState.JOINED if r in joined else NodeState.STARTING)
+            for r in self.added(launched, group)
+        ]
+
+    @classmethod
+    def can_grow(cls) -> bool:
+        """True if this target adds and removes nodes of a running cluster by itself."""
+        return cls.grow is not Target.grow and cls.shrink is not Target.shrink
+
+    @classmethod
+    def can_replace(cls) -> bool:
+        """True if :meth:`replace` can start a lost worker's node again."""
+        return cls.replace is not Target.replace
 
     def replace(self, launched: Launched, spec: ClusterSpec, rank: int) -> str:
         """Start a new node for ``rank`` (a lost worker), which joins the running head;

@@ -28,7 +28,6 @@ _DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
 class GcpTarget(CloudTarget):
     name = "gcp"
     module = "gcp"
-    replaces_lost = True
     node_resource = "google_compute_instance.node"
     scheme = "gs"
     own = ("project", "node_service_account")

@@ -1,4 +1,4 @@
-"""Google Cloud's pre-flight checks past credentials, APIs and image (issue 20): the
+"""Google Cloud's pre-flight checks past credentials, APIs and image: the
 machine types offered in the zone, the region's vCPU and GPU quota headroom, and the
 deployer's permissions.  How each passes, refuses or is skipped: ``cloudcheck.py``.
 

@@ -29,9 +29,16 @@ from syndeo.core.processes import wait_gone
 from syndeo.core.securedir import secure_dir
 from syndeo.launcher import command
 from syndeo.launcher.config import DeployConfig
-from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
+from syndeo.launcher.spec import ClusterSpec, Launched, LocalNode, LocalPart, saved_group
 from syndeo.launcher.state import cluster_dir, home
-from syndeo.launcher.targets.base import SCRATCH_BASE, Target, rendezvous_binds, short_scratch
+from syndeo.launcher.targets.base import (
+    SCRATCH_BASE,
+    NodeState,
+    NodeView,
+    Target,
+    rendezvous_binds,
+    short_scratch,
+)
 
 MAX_LOCAL_NODES = 64
 # What a dry run prints of a node's environment (never forwarded credentials).
@@ -47,7 +54,6 @@ STOP_GRACE_S = 30.0
 class LocalTarget(Target):
     name = "local"
     shows_head_output = True
-    replaces_lost = True
 
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         super().__init__(cfg, echo)
@@ -127,14 +133,11 @@ class LocalTarget(Target):
             cluster_id=spec.cluster_id,
             rendezvous=spec.rendezvous,
             started_at=spec.not_before,
-            data={"pids": [], "create_times": [], "logs": []},
+            part=LocalPart(devices=devices),  # a replaced rank sees the same GPUs
         )
-        launched.data["devices"] = devices  # a replaced rank sees the same GPUs
         if spec.layout is not None:
             # What `grow` needs to add nodes later (the launcher is gone by then).
-            launched.data.update(
-                spec=spec.model_dump(mode="json"), next_rank=spec.nodes, devices=devices, grown=[]
-            )
+            launched.spec, launched.local.next_rank = spec, spec.nodes
         try:
             for rank in range(spec.nodes):
                 visible = devices[rank] if devices is not None else None
@@ -184,10 +187,11 @@ class LocalTarget(Target):
         else:
             log.close()
         self._procs[proc.pid] = proc
-        launched.data["pids"].append(proc.pid)
-        launched.data["create_times"].append(psutil.Process(proc.pid).create_time())
-        launched.data["logs"].append(str(log_path))
-        launched.data.setdefault("scratch", []).append(str(scratch))
+        part = launched.local
+        part.pids.append(proc.pid)
+        part.create_times.append(psutil.Process(proc.pid).create_time())
+        part.logs.append(str(log_path))
+        part.scratch.append(str(scratch))
 
     def _relay(self, stream: IO[bytes], log: IO[bytes]) -> None:
         with log:
@@ -199,9 +203,10 @@ class LocalTarget(Target):
 
     def _ours(self, launched: Launched) -> list[psutil.Process]:
         procs = []
-        pairs = zip(launched.data["pids"], launched.data["create_times"], strict=True)
+        part = launched.local
+        pairs = zip(part.pids, part.create_times, strict=True)
         # Old nodes of replaced ranks that were left running (drained: see replace).
-        for pid, ctime in [*pairs, *launched.data.get("retired", [])]:
+        for pid, ctime in [*pairs, *part.retired]:
             with contextlib.suppress(psutil.NoSuchProcess):
                 p = psutil.Process(pid)
                 # A recycled PID belongs to someone else: leave it alone.
@@ -211,23 +216,24 @@ class LocalTarget(Target):
 
     # ------------------------------------------------------------------ recovery
     def replace(self, launched: Launched, spec: ClusterSpec, rank: int) -> str:
-        if rank == 0 or rank >= len(launched.data["pids"]):
+        part = launched.local
+        if rank == 0 or rank >= len(part.pids):
             raise TargetError(f"rank {rank} is not a worker of {spec.cluster_id}")
         # Whatever is left of the lost node goes first (its Ray may linger half-dead) --
         # unless it got a spot notice: drained, it runs on (as its VM would until the
         # cloud's deadline), and stop() still ends it.
-        pid, ctime = launched.data["pids"][rank], launched.data["create_times"][rank]
-        old_scratch = launched.data.get("scratch", [None] * (rank + 1))[rank]
+        pid, ctime = part.pids[rank], part.create_times[rank]
+        old_scratch = part.scratch[rank] if rank < len(part.scratch) else None
         gen = 0
-        if rank in launched.data.get("draining", []):
-            launched.data["draining"].remove(rank)
-            retired = launched.data.setdefault("retired", [])
-            retired.append([pid, ctime])
+        if rank in launched.draining:
+            launched.draining.remove(rank)
+            retired = part.retired
+            retired.append((pid, ctime))
             gen = len(retired)  # its own scratch dir and address: the old node keeps its
         else:
             self._end_node(pid, ctime)
         logs = cluster_dir(spec.cluster_id)
-        devices = launched.data.get("devices")
+        devices = part.devices
         visible = devices[rank] if devices else None
         self._start_node(
             spec,
@@ -241,13 +247,12 @@ class LocalTarget(Target):
             gen=gen,
         )
         # _start_node appended the new process: it takes the lost one's place.
-        for key in ("pids", "create_times", "logs", "scratch"):
-            entries = launched.data.get(key)
-            if entries is not None and len(entries) > rank + 1:
-                entries[rank] = entries.pop()
+        for entries in (part.pids, part.create_times, part.logs, part.scratch):
+            if len(entries) > rank + 1:
+                entries[rank] = entries.pop()  # type: ignore[assignment]
         if gen and old_scratch is not None:
-            launched.data["scratch"].append(old_scratch)  # still removed by stop()
-        return f"rank {rank} (pid {launched.data['pids'][rank]})"
+            part.scratch.append(old_scratch)  # still removed by stop()
+        return f"rank {rank} (pid {part.pids[rank]})"
 
     @staticmethod
     def _end_node(pid: int, ctime: float) -> None:
@@ -263,10 +268,11 @@ class LocalTarget(Target):
         self, launched: Launched, group: str, nodes: int, hosts: list[str] | None = None
     ) -> str:
         spec, g = saved_group(launched, group)
-        base = int(launched.data["next_rank"])
+        part = launched.local
+        base = part.next_rank if part.next_rank is not None else spec.nodes
         if base + nodes > MAX_LOCAL_NODES:
             raise ConfigError(f"the local target runs at most {MAX_LOCAL_NODES} nodes")
-        used = launched.data["devices"]
+        used = part.devices
         visible: list[str | None] = [None] * nodes
         if g.gpus:
             taken = {d for v in used or [] for d in v.split(",") if d}
@@ -282,13 +288,43 @@ class LocalTarget(Target):
             self._start_node(spec, rank, logs, binds, visible[i], launched, False, group=g)
             if used is not None:
                 used.append(visible[i] or "")
-            launched.data["grown"].append({"group": g.name, "rank": rank})
-            launched.data["next_rank"] = rank + 1
+            part.grown.append(LocalNode(group=g.name, rank=rank))
+            part.next_rank = rank + 1
         return f"ranks {base}-{base + nodes - 1}"
 
     def added(self, launched: Launched, group: str) -> list[int]:
-        grown = launched.data.get("grown", [])
-        return [int(e["rank"]) for e in grown if e["group"] == group and "gone" not in e]
+        return [e.rank for e in launched.local.grown if e.group == group and not e.gone]
+
+    def observe(self, launched: Launched, group: str, joined: set[int]) -> list[NodeView]:
+        """Each added node by its process (pid and start time, so never someone else's)."""
+        out = []
+        for e in launched.local.grown:
+            if e.group != group or e.gone:
+                continue
+            rank = e.rank
+            if self._running(launched, rank):
+                state = NodeState.JOINED if rank in joined else NodeState.STARTING
+                out.append(NodeView(rank, group, state))
+                continue
+            e.gone = True  # reported once, here
+            log = Path(launched.local.logs[rank])
+            tail = _last_error(log)
+            why = f"its process ended (log {log}{': ' + tail if tail else ''})"
+            out.append(
+                NodeView(rank, group, NodeState.GONE if rank in joined else NodeState.FAILED, why)
+            )
+        return out
+
+    def _running(self, launched: Launched, rank: int) -> bool:
+        pid, ctime = launched.local.pids[rank], launched.local.create_times[rank]
+        child = self._procs.get(pid)  # started by this process: reaped here
+        if child is not None and child.poll() is not None:
+            return False
+        try:
+            proc = psutil.Process(pid)
+            return abs(proc.create_time() - ctime) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
 
     def shrink(
         self,
@@ -298,10 +334,11 @@ class LocalTarget(Target):
         ranks: set[int] | None = None,
     ) -> list[str]:
         saved_group(launched, group)
+        part = launched.local
         grown = [
             e
-            for e in reversed(launched.data["grown"])
-            if e["group"] == group and "gone" not in e and (ranks is None or e["rank"] in ranks)
+            for e in reversed(part.grown)
+            if e.group == group and not e.gone and (ranks is None or e.rank in ranks)
         ]
         if nodes is not None:
             grown = grown[:nodes]
@@ -309,27 +346,27 @@ class LocalTarget(Target):
             raise ConfigError(f"group {group!r} has no added node to remove (grow adds them)")
         procs = []
         for e in grown:
-            pid, ctime = launched.data["pids"][e["rank"]], launched.data["create_times"][e["rank"]]
+            pid, ctime = part.pids[e.rank], part.create_times[e.rank]
             with contextlib.suppress(psutil.NoSuchProcess):
                 p = psutil.Process(pid)
                 if abs(p.create_time() - ctime) < 0.01:
                     procs.append(p)
                     p.send_signal(signal.SIGTERM)  # the node stops its own Ray
-            e["gone"] = True
+            e.gone = True
         for p in wait_gone(procs, STOP_GRACE_S):
             with contextlib.suppress(psutil.NoSuchProcess):
                 p.kill()
-        return [f"rank {e['rank']}" for e in grown]
+        return [f"rank {e.rank}" for e in grown]
 
     def poll(self, launched: Launched) -> int | None:
-        head_pid = launched.data["pids"][0]
+        head_pid = launched.local.pids[0]
         proc = self._procs.get(head_pid)
         if proc is not None:
             return proc.poll()
         return None if any(p.pid == head_pid for p in self._ours(launched)) else 0
 
     def wait(self, launched: Launched, timeout_s: float) -> None:
-        head = self._procs.get(launched.data["pids"][0])
+        head = self._procs.get(launched.local.pids[0])
         if head is None:
             super().wait(launched, timeout_s)
             return
@@ -360,7 +397,7 @@ class LocalTarget(Target):
         if not os.environ.get("SYNDEO_KEEP_SCRATCH"):
             # Ray's session files (sockets, spilled objects) are dead weight now;
             # the node logs stay in the cluster dir.
-            for scratch in launched.data.get("scratch", []):
+            for scratch in launched.local.scratch:
                 shutil.rmtree(scratch, ignore_errors=True)
                 with contextlib.suppress(OSError):
                     Path(scratch).parent.rmdir()  # the cluster's dir, once all ranks are gone
@@ -370,3 +407,13 @@ class LocalTarget(Target):
 
     def describe(self, launched: Launched) -> str:
         return f"node logs: {cluster_dir(launched.cluster_id)}"
+
+
+def _last_error(log: Path) -> str:
+    """The node log's last line that says what went wrong, if any (a short one)."""
+    with contextlib.suppress(OSError):
+        lines = log.read_text(errors="replace").splitlines()
+        bad = [ln for ln in lines if "rror" in ln or "syndeo:" in ln]
+        if bad:
+            return bad[-1].strip()[:300]
+    return ""

@@ -116,7 +116,6 @@ class SshTarget(TerraformTarget):
     # node environment (written 0600 on each host).
     forward_credentials = True
     grows = True  # terraform/ssh takes var.grown
-    replaces_lost = True
     node_resource = "terraform_data.node"  # its start runs again on the same host
 
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
@@ -288,7 +287,7 @@ class SshTarget(TerraformTarget):
                 f"ssh: --hosts names {len(hosts)} machine(s) for {len(ranks)} new node(s) "
                 "(one node per host)"
             )
-        m = launched.data["machines"]
+        m = launched.tf.machines
         known = Path(m.get("known_hosts") or self.settings.known_hosts.expanduser())
         node = tfvars["node"]
         added: list[dict[str, Any]] = []
@@ -324,7 +323,7 @@ class SshTarget(TerraformTarget):
 
     # ------------------------------------------------------------------ liveness
     def _ssh(self, host: str, command: str, launched: Launched) -> subprocess.CompletedProcess[str]:
-        m = launched.data["machines"]
+        m = launched.tf.machines
         argv = [
             "ssh",
             "-o",
@@ -355,7 +354,7 @@ class SshTarget(TerraformTarget):
         self._last_check = time.monotonic()
         # A head that died before it could reach the rendezvous (an unreachable
         # store, a missing image) says why only in its own log: fetch it over ssh.
-        head_dir = launched.data.get("outputs", {}).get("host_dirs", [None])[0]
+        head_dir = launched.tf.outputs.get("host_dirs", [None])[0]
         if not head_dir:
             return None
         check = (
@@ -363,14 +362,14 @@ class SshTarget(TerraformTarget):
             f'2>/dev/null && exit 0; tail -n 5 "$d/node.log" 2>/dev/null; exit 3'
         )
         with contextlib.suppress(subprocess.TimeoutExpired, OSError):
-            head_host = launched.data["machines"]["hosts"][0]
+            head_host = launched.tf.machines["hosts"][0]
             out = self._ssh(head_host, check, launched)
             if out.returncode == 3:
                 # The head may have finished cleanly between two reads: ask once more.
                 rc = super().poll(launched)
                 if rc is None:
                     tail = " | ".join(ln.strip() for ln in out.stdout.splitlines() if ln.strip())
-                    launched.data["head_failure"] = f"exited on {head_host}: {tail}"
+                    launched.tf.head_failure = f"exited on {head_host}: {tail}"
                     return 1
         return rc
 

@@ -26,9 +26,10 @@ from typing import Any, ClassVar
 from syndeo.core.errors import ConfigError, TargetError, tear_down_after
 from syndeo.core.groups import Group, Layout
 from syndeo.core.nodeconfig import cluster_options
+from syndeo.core.resources import copy_tree, data_dir
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.nodecreds import STS_MAX_S, NodeCredentials, node_credentials
-from syndeo.launcher.spec import ClusterSpec, Launched, launched_key, saved_group
+from syndeo.launcher.spec import ClusterSpec, Launched, TerraformPart, launched_key, saved_group
 from syndeo.launcher.state import cluster_dir, save_launched
 from syndeo.launcher.targets.base import Target
 from syndeo.launcher.targets.tfexec import Terraform, TerraformError, Workspace
@@ -52,15 +53,35 @@ HEAD_ASK_S = 15.0
 
 
 def terraform_root() -> Path:
-    """``terraform/`` of this checkout, or ``$SYNDEO_TERRAFORM_DIR``."""
+    """The package's ``terraform/`` (read only), or ``$SYNDEO_TERRAFORM_DIR``."""
     env = os.environ.get("SYNDEO_TERRAFORM_DIR")
-    root = Path(env) if env else Path(__file__).resolve().parents[3] / "terraform"
+    root = Path(env) if env else data_dir("terraform")
     if not (root / "modules" / "node").is_dir():
         raise TargetError(
-            f"Terraform modules not found at {root}: run from a syndeo checkout or set "
-            "SYNDEO_TERRAFORM_DIR to its terraform/ directory"
+            f"Terraform modules not found at {root}: "
+            + (
+                "point SYNDEO_TERRAFORM_DIR at a syndeo terraform/ directory"
+                if env
+                else "reinstall syndeo (pip install --force-reinstall syndeo-*.whl)"
+            )
         )
     return root
+
+
+def working_copy(module_dir: Path, dest: Path) -> Path:
+    """``module_dir`` copied under ``dest``, where Terraform runs it: ``terraform init``
+    writes its lock file into its working directory, which must not be the installed
+    package (read only, shared by every cluster).  The copy also keeps a cluster's own
+    modules for its later grow, shrink and destroy, whatever syndeo is installed then.
+    A shipped module keeps its neighbours (``../modules/node``); any other is copied
+    alone."""
+    root = terraform_root()
+    if not module_dir.is_relative_to(root):
+        copy_tree(module_dir.parent, dest, (module_dir.name,))
+        return dest / module_dir.name
+    rel = module_dir.relative_to(root)
+    copy_tree(root, dest, tuple(dict.fromkeys((rel.parts[0], "modules"))))
+    return dest / rel
 
 
 @contextlib.contextmanager
@@ -119,7 +140,7 @@ class TerraformTarget(Target):
     def rendezvous_env(self, spec: ClusterSpec) -> dict[str, str]:
         """Settings (no secrets) by which the launcher found the rendezvous, which a new
         shell may lack (``down``, ``grow``); restored by
-        :func:`syndeo.launcher.state.load_launched`."""
+        :func:`syndeo.launcher.state.store_env`."""
         return {}
 
     def before_destroy(self, launched: Launched, tf: Terraform) -> None:
@@ -206,6 +227,7 @@ class TerraformTarget(Target):
 
     def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
         ws = self._workspace(spec.cluster_id)
+        ws = Workspace(working_copy(ws.module_dir, ws.source_dir), ws.cluster_dir)
         tf = Terraform(ws, echo=self.echo)
         self._launch_keys[spec.cluster_id] = spec.launch_key
         launched = Launched(
@@ -213,20 +235,21 @@ class TerraformTarget(Target):
             cluster_id=spec.cluster_id,
             rendezvous=spec.rendezvous,
             started_at=spec.not_before,
-            data={
-                "module_dir": str(ws.module_dir),
-                "workspace": str(ws.cluster_dir),
-                "join_timeout": spec.join_timeout,
-                "machines": self.machine_summary(spec),
-                "apply_started": time.time(),
-            },
+            part=TerraformPart(
+                target=self.name,
+                module_dir=str(ws.module_dir),
+                workspace=str(ws.cluster_dir),
+                join_timeout=spec.join_timeout,
+                machines=self.machine_summary(spec),
+                apply_started=time.time(),
+            ),
         )
         if spec.layout is not None:
-            launched.data["spec"] = spec.model_dump(mode="json")  # what grow/shrink need later
+            launched.spec = spec  # what grow/shrink need later
         # `down` from another shell must know that destroy takes the bucket with it,
         # and how to find the store at all.
-        launched.data["owns_rendezvous"] = self.creates_rendezvous(spec.rendezvous)
-        launched.data["rendezvous_env"] = self.rendezvous_env(spec)
+        launched.owns_rendezvous = self.creates_rendezvous(spec.rendezvous)
+        launched.rendezvous_env = self.rendezvous_env(spec)
         self.prepare(spec)  # local files, and what only the cloud can tell (image, types)
         if self.forward_credentials and self.cfg.node_credentials == "scoped":
             # Hosts without an identity of their own get credentials made for this cluster
@@ -242,7 +265,7 @@ class TerraformTarget(Target):
         try:
             tf.init()
             tf.apply()
-            launched.data["outputs"] = tf.output()
+            launched.tf.outputs = tf.output()
         except BaseException as exc:
             tear_down_after(exc, lambda: self._destroy(tf, launched))
             raise
@@ -270,12 +293,12 @@ class TerraformTarget(Target):
         if done is not None:
             if done.exit_code != 0:
                 # The head's last words, if it left any, say more than its message.
-                launched.data["head_failure"] = rdv.read_logs().get(0) or done.message
+                launched.tf.head_failure = rdv.read_logs().get(0) or done.message
             return done.exit_code
-        deadline = launched.started_at + float(launched.data["join_timeout"]) + BOOT_GRACE_S
+        deadline = launched.started_at + launched.tf.join_timeout + BOOT_GRACE_S
         if rdv.read_head() is None:
             if time.time() > deadline:
-                launched.data["head_failure"] = "no head was published before the deadline"
+                launched.tf.head_failure = "no head was published before the deadline"
                 return 1
             return None
         return self._head_silent(launched, rdv)
@@ -289,9 +312,9 @@ class TerraformTarget(Target):
         key = self._key_of(launched)
         if done.verified(key, launched.cluster_id, 0):
             return done
-        mark = [done.signature, done.finished_at]
-        if launched.data.get("done_refused") != mark:
-            launched.data["done_refused"] = mark  # said once per record
+        mark = (done.signature, done.finished_at)
+        if launched.tf.done_refused != mark:
+            launched.tf.done_refused = mark  # said once per record
             if self.echo is not None:
                 self.echo(f"{self.name}: a done record not signed by this cluster's head: ignored")
         return None
@@ -305,24 +328,23 @@ class TerraformTarget(Target):
         key = self._key_of(launched)
         signed = st is not None and st.verified(key, launched.cluster_id, 0)
         stamp = st.updated_at if st is not None and signed else None
-        seen = launched.data.get("head_seen")
+        part = launched.tf
+        seen = part.head_seen
         now = time.time()
         if seen is None or seen[0] != stamp:
-            launched.data["head_seen"] = [stamp, now]
+            part.head_seen = (stamp, now)
             return None
-        quiet = now - float(seen[1])
-        if quiet >= HEAD_ASK_S and now - float(launched.data.get("head_asked", 0)) >= HEAD_ASK_S:
-            launched.data["head_asked"] = now
+        quiet = now - seen[1]
+        if quiet >= HEAD_ASK_S and now - part.head_asked >= HEAD_ASK_S:
+            part.head_asked = now
             gone = self.machine_gone(launched, 0)
             if gone is not None:
-                launched.data["head_failure"] = (
-                    f"the head vanished: no sign of it for {quiet:.0f} s and {gone}"
-                )
+                part.head_failure = f"the head vanished: no sign of it for {quiet:.0f} s and {gone}"
                 return 1
         if quiet < HEAD_SILENT_S:
             return None
-        launched.data["head_failure"] = (
-            f"the head vanished: no sign of it for {now - float(seen[1]):.0f} s and no "
+        part.head_failure = (
+            f"the head vanished: no sign of it for {now - seen[1]:.0f} s and no "
             "done record (its machine was stopped, terminated or lost)"
         )
         return 1
@@ -332,7 +354,7 @@ class TerraformTarget(Target):
         self._destroy(tf, launched)
 
     def _destroy(self, tf: Terraform, launched: Launched) -> None:
-        if launched.data.get("destroyed"):
+        if launched.tf.destroyed:
             return
         if self.echo is not None:
             self.echo(f"{self.name}: destroying cluster {launched.cluster_id} (terraform destroy)")
@@ -343,13 +365,13 @@ class TerraformTarget(Target):
             except TerraformError as exc:
                 left = tf.resources()
                 # `down` finishes from here: the run is over, nothing to ask the head.
-                launched.data["destroy_failed"] = True
+                launched.destroy_failed = True
                 save_launched(launched)
                 raise TargetError(
                     f"{exc}; may still exist: {', '.join(left) or 'unknown (see the log)'}; "
                     f"remove with: invoke down --cluster-id {launched.cluster_id}"
                 ) from None
-        launched.data["destroyed"] = True
+        launched.tf.destroyed = True
         left = self.leaks(launched)
         if left:
             raise TargetError(
@@ -359,8 +381,8 @@ class TerraformTarget(Target):
         # Nothing left to manage: drop the workspace (its tfvars may hold credentials,
         # its .terraform a linked provider); the log stays for whoever reads it.
         tf.ws.forget()
-        started = float(launched.data.get("apply_started", time.time()))
-        machines = launched.data.get("machines", {})
+        started = launched.tf.apply_started or time.time()
+        machines = launched.tf.machines
         # Billing runs from creation to destruction, boot and teardown included.
         machines["instance_seconds"] = round((time.time() - started) * machines.get("count", 0), 1)
 
@@ -374,6 +396,10 @@ class TerraformTarget(Target):
     # node settings' `grown` and applies (Terraform creates only those nodes), shrink removes
     # some and applies (Terraform destroys only those), down destroys them with the rest.
     grows: ClassVar[bool] = False  # whether terraform/<module> takes node.grown
+
+    @classmethod
+    def can_grow(cls) -> bool:
+        return cls.grows  # its grow/shrink are there; the module decides
 
     def grown_nodes(
         self,
@@ -389,7 +415,7 @@ class TerraformTarget(Target):
     def _saved_vars(self, launched: Launched) -> tuple[Terraform, dict[str, Any]]:
         """The cluster's Terraform and tfvars, the file brought to today's shape first
         (a cluster an older launcher started: tfvars_compat.py)."""
-        ws = Workspace(Path(launched.data["module_dir"]), Path(launched.data["workspace"]))
+        ws = Workspace(Path(launched.tf.module_dir), Path(launched.tf.workspace))
         tf = Terraform(ws, echo=self.echo)
         if not ws.tfvars.exists():
             return tf, {}  # never written: nothing was applied (destroy has nothing to do)
@@ -408,10 +434,7 @@ class TerraformTarget(Target):
         tf, tfvars = self._saved_vars(launched)
         grown = list(tfvars["node"].get("grown", []))
         # Ranks are never reused: a removed node's records must not be taken for a new one's.
-        first = (
-            max([spec.nodes - 1, launched.data.get("last_rank", 0), *(e["rank"] for e in grown)])
-            + 1
-        )
+        first = max([spec.nodes - 1, launched.tf.last_rank, *(e["rank"] for e in grown)]) + 1
         added = self.grown_nodes(
             launched, tfvars, g, list(range(first, first + nodes)), list(hosts or [])
         )
@@ -424,7 +447,7 @@ class TerraformTarget(Target):
             with signals_ignored():
                 tf.apply()
             raise
-        launched.data["last_rank"] = first + nodes - 1
+        launched.tf.last_rank = first + nodes - 1
         return ", ".join(_where(e) for e in added)
 
     def added(self, launched: Launched, group: str) -> list[int]:
@@ -488,17 +511,17 @@ class TerraformTarget(Target):
 
     def describe(self, launched: Launched) -> str:
         parts = []
-        if launched.data.get("head_failure"):
-            parts.append(f"head: {launched.data['head_failure']}")
+        if launched.tf.head_failure:
+            parts.append(f"head: {launched.tf.head_failure}")
         with contextlib.suppress(Exception):
             for rank, tail in sorted(self._rendezvous(launched).read_logs().items()):
                 if rank != 0:
                     parts.append(f"rank {rank}: {tail}")
-        parts.append(f"terraform log: {launched.data.get('workspace', '?')}/terraform.log")
+        parts.append(f"terraform log: {launched.tf.workspace}/terraform.log")
         return "; ".join(parts)
 
     def summary(self, launched: Launched) -> dict[str, Any]:
-        return {"machines": launched.data.get("machines", {})}
+        return {"machines": launched.tf.machines}
 
 
 def _with_grown(tfvars: dict[str, Any], grown: list[dict[str, Any]]) -> dict[str, Any]:

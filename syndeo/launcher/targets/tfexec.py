@@ -86,11 +86,18 @@ class Workspace:
     def log(self) -> Path:
         return self.cluster_dir / "terraform.log"
 
+    @property
+    def source_dir(self) -> Path:
+        """Where the launch copies the module Terraform runs (``working_copy``)."""
+        return self.cluster_dir / "source"
+
     def forget(self) -> None:
         """Remove everything but the log (after a clean destroy)."""
         import shutil
 
         shutil.rmtree(self.data_dir, ignore_errors=True)
+        if self.module_dir.is_relative_to(self.source_dir):
+            shutil.rmtree(self.source_dir, ignore_errors=True)
         for path in (self.tfvars, self.state, *self.cluster_dir.glob("terraform.tfstate*")):
             path.unlink(missing_ok=True)
 

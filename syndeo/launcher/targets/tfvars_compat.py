@@ -1,7 +1,7 @@
 """A cluster's saved tfvars in today's shape, whatever shape the launcher that started it
 wrote: ``down``, ``grow``, ``shrink`` and a replacement apply today's modules to them.
 
-Two older shapes exist.  Before the node settings were one object (b367dd6), each was a
+Two older shapes exist.  Before the node settings were one object, each was a
 variable of its own at the top level (``cluster_name`` for the cluster id) and a cloud
 group's instance type rode in its ``groups`` entry; then ``node`` held ``dashboard``,
 which is now a setting every node shares (``node.settings``, ClusterOptions).  Without
@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-# The node settings as top-level variables, before b367dd6 (a historical list: new
+# The node settings as top-level variables, in the oldest shape (a fixed list: new
 # settings are never added here).
 _FLAT_NODE = (
     "node_count",

@@ -14,7 +14,7 @@ variable "node" {
     cluster_id = string
     # Number of nodes; rank 0 is the Ray head.
     node_count = number
-    # Where nodes meet: file:///shared/dir, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix (the cloud modules set it from their bucket).
+    # Where nodes meet: file:///shared/dir, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix or oss://bucket/prefix (the cloud modules set it from their bucket).
     rendezvous = string
     # Name of the target that starts these nodes, recorded in results (the cloud and ssh modules set it).
     target = string
@@ -85,13 +85,15 @@ variable "node" {
     # idle_timeout_s (number, default null): a node above its group's min_nodes idle this long is released (default 5m).
     # autostop_s (number, default null): up: take the cluster down after it has been idle this long, e.g. 30m (default: never).
     # autostop_grace_s (number, default null): up, aws/gcp/azure: when the watcher is gone, the VMs power themselves off this long after autostop (default 10m).
+    # autostop_wait_for (string, default null): up: what holds off autostop besides tasks, pending demand and starting nodes: drivers (a connected ray.init too; default), jobs (submitted jobs only) or none (autostop counts from the start).
     # gpu_vendor (string, default null): GPU vendor: nvidia (--nv, CUDA_VISIBLE_DEVICES) or amd (--rocm, ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES); default nvidia.
     settings = optional(object({
-      dashboard        = optional(bool, false)
-      idle_timeout_s   = optional(number)
-      autostop_s       = optional(number)
-      autostop_grace_s = optional(number)
-      gpu_vendor       = optional(string)
+      dashboard         = optional(bool, false)
+      idle_timeout_s    = optional(number)
+      autostop_s        = optional(number)
+      autostop_grace_s  = optional(number)
+      autostop_wait_for = optional(string)
+      gpu_vendor        = optional(string)
     }), {})
     # END settings
   })
@@ -267,6 +269,10 @@ variable "node" {
   validation {
     condition     = var.node.settings.autostop_grace_s == null || try(var.node.settings.autostop_grace_s >= 0 && var.node.settings.autostop_grace_s <= 604800, false)
     error_message = "settings.autostop_grace_s: null or a number >= 0, <= 604800."
+  }
+  validation {
+    condition     = var.node.settings.autostop_wait_for == null || try(contains(["drivers", "jobs", "none"], var.node.settings.autostop_wait_for), false)
+    error_message = "settings.autostop_wait_for: null or one of drivers, jobs, none."
   }
   validation {
     condition     = var.node.settings.gpu_vendor == null || try(contains(["nvidia", "amd"], var.node.settings.gpu_vendor), false)

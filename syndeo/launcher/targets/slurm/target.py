@@ -22,9 +22,16 @@ from syndeo.core.poll import Poller
 from syndeo.core.securedir import secure_dir, trusted_base
 from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.nodecreds import STS_MAX_S, node_credentials
-from syndeo.launcher.spec import ClusterSpec, Launched, saved_group
+from syndeo.launcher.spec import (
+    ClusterSpec,
+    Launched,
+    Requeue,
+    SlurmEntry,
+    SlurmPart,
+    saved_group,
+)
 from syndeo.launcher.state import home, private_dirs
-from syndeo.launcher.targets.base import Target, rendezvous_binds
+from syndeo.launcher.targets.base import NodeState, NodeView, Target, rendezvous_binds
 from syndeo.launcher.targets.slurm import commands, queue, watcher
 from syndeo.launcher.targets.slurm.render import (
     RUNTIME_VARS,
@@ -54,7 +61,6 @@ _WHY = {
 class SlurmTarget(Target):
     name = "slurm"
     shows_head_output = True
-    replaces_lost = True
 
     def __init__(self, cfg: DeployConfig, echo: Callable[[str], None] | None = None) -> None:
         super().__init__(cfg, echo)
@@ -208,46 +214,39 @@ class SlurmTarget(Target):
         # job_dir that other users may share: every level below it is ours and private,
         # or refused (one pre-created by someone else could hold a planted symlink).
         secure_dir(job.job_dir, base=base, what="job dir")
-        submitted: list[dict[str, Any]] = []
+        submitted: list[SlurmEntry] = []
         try:
             for j in batch:
                 # The other groups start once the head's job has: started before it,
                 # their nodes would wait for a head that is still queued, and give up.
-                after = [f"--dependency=after:{submitted[0]['job_id']}"] if submitted else []
+                after = [f"--dependency=after:{submitted[0].job_id}"] if submitted else []
                 submitted.append(self._submit(j, after))
         except BaseException:
             for entry in submitted:  # all groups or none
                 with contextlib.suppress(TargetError):
-                    commands.cancel(entry["job_id"])
+                    commands.cancel(entry.job_id)
             raise
-        job_id = submitted[0]["job_id"]
+        job_id = submitted[0].job_id
         log = job.job_dir / f"slurm-{job_id}.out"
-        data: dict[str, Any] = {
-            "job_id": job_id,
-            "job_dir": str(job.job_dir),
-            "log": str(log),
-            # The job's attempt is this base plus its requeues (see poll).
-            "attempt_base": spec.attempt,
-            "attempt": spec.attempt,
-        }
+        # The job's attempt is attempt_base plus its requeues (see poll).
+        part = SlurmPart(
+            job_id=job_id, job_dir=str(job.job_dir), log=str(log), attempt_base=spec.attempt
+        )
         if spec.layout is not None:
             # What `grow` needs to add a group's nodes later, and `stop` to end them all.
-            data.update(
-                groups=submitted,
-                spec=spec.model_dump(mode="json"),
-                next_rank=spec.nodes,
-                slurm=self.cfg.slurm,
-                group_slurm={g.name: g.slurm for g in spec.layout.groups},
-            )
+            part.groups, part.next_rank, part.slurm = submitted, spec.nodes, self.cfg.slurm
+            part.group_slurm = {g.name: g.slurm for g in spec.layout.groups}
         return Launched(
             target=self.name,
             cluster_id=spec.cluster_id,
             rendezvous=spec.rendezvous,
             started_at=spec.not_before,
-            data=data,
+            spec=spec if spec.layout is not None else None,
+            attempt=spec.attempt,
+            part=part,
         )
 
-    def _submit(self, job: SlurmJob, options: Sequence[str] = ()) -> dict[str, Any]:
+    def _submit(self, job: SlurmJob, options: Sequence[str] = ()) -> SlurmEntry:
         job = self._with_node_credentials(job)
         text = render(job)
         # A copy for the user (what ran), owner-only: it holds --run.  sbatch gets the
@@ -265,12 +264,9 @@ class SlurmTarget(Target):
             self.echo(
                 f"slurm: submitted job {job_id}{what}; log {job.job_dir / f'slurm-{job_id}.out'}"
             )
-        return {
-            "group": job.group,
-            "job_id": job_id,
-            "rank_base": job.rank_base,
-            "nodes": job.shape.nodes,
-        }
+        return SlurmEntry(
+            group=job.group, job_id=job_id, rank_base=job.rank_base, nodes=job.shape.nodes
+        )
 
     def _with_node_credentials(self, job: SlurmJob) -> SlurmJob:
         """The job with credentials made for it (its cluster's prefix, its time limit)
@@ -314,22 +310,51 @@ class SlurmTarget(Target):
     ) -> str:
         """Submit ``nodes`` more nodes of ``group`` that join the running head; the job id."""
         spec, g = self._saved_group(launched, group)
-        base = int(launched.data["next_rank"])
+        part = launched.slurm
+        base = part.next_rank if part.next_rank is not None else spec.nodes
         if (group, nodes) not in self._checked:
             self._check_group(g, nodes)
             self._checked.add((group, nodes))
         entry = self._submit(self._job(spec, g, rank_base=base, nodes=nodes))
-        launched.data["groups"].append(entry)
-        launched.data["next_rank"] = base + nodes
-        return str(entry["job_id"])
+        part.groups.append(entry)
+        part.next_rank = base + nodes
+        return entry.job_id
 
     grow_unit = 1  # a job holds its nodes together: one node each, to let each go alone
+
+    def observe(self, launched: Launched, group: str, joined: set[int]) -> list[NodeView]:
+        """Each added node by its job's state, from the one batched, paced query that
+        covers every job of the cluster (queue.py): a job that is pending is QUEUED (with
+        Slurm's reason), one that ended is GONE or FAILED with why."""
+        self._queue.watch(*_job_ids(launched))
+        out = []
+        for e in launched.slurm.groups:
+            if e.group != group or e.rank_base == 0 or e.gone:
+                continue
+            info = self._queue.info(e.job_id, on_retry=self._say)
+            ranks = sorted(_job_ranks(e))
+            if info.finished:
+                e.gone = True  # reported once, here
+                why = _WHY.get(info.state) or f"ended {info.state}"
+                why = f"Slurm job {info.job_id} {why}"
+                for r in ranks:
+                    state = NodeState.GONE if r in joined else NodeState.FAILED
+                    out.append(NodeView(r, group, state, why))
+            elif info.state == "PENDING":
+                reason = info.reason if info.reason not in ("", "None") else ""
+                out += [NodeView(r, group, NodeState.QUEUED, reason) for r in ranks]
+            else:
+                out += [
+                    NodeView(r, group, NodeState.JOINED if r in joined else NodeState.STARTING)
+                    for r in ranks
+                ]
+        return out
 
     def added(self, launched: Launched, group: str) -> list[int]:
         return sorted(
             r
-            for e in launched.data["groups"]
-            if e["group"] == group and e["rank_base"] != 0 and not e.get("gone")
+            for e in launched.slurm.groups
+            if e.group == group and e.rank_base != 0 and not e.gone
             for r in _job_ranks(e)
         )
 
@@ -346,13 +371,13 @@ class SlurmTarget(Target):
         self._saved_group(launched, group)
         self._queue.watch(*_job_ids(launched))
         entries = []
-        for e in launched.data["groups"]:
-            if e["group"] != group or e["rank_base"] == 0 or e.get("gone"):
+        for e in launched.slurm.groups:
+            if e.group != group or e.rank_base == 0 or e.gone:
                 continue
             if ranks is not None and not _job_ranks(e) <= ranks:
                 continue
-            if self._queue.info(str(e["job_id"])).finished:
-                e["gone"] = True  # ended by itself (its node let go, or lost)
+            if self._queue.info(e.job_id).finished:
+                e.gone = True  # ended by itself (its node let go, or lost)
                 continue
             entries.append(e)
         if not entries and ranks is not None:
@@ -360,16 +385,16 @@ class SlurmTarget(Target):
         if not entries:
             raise ConfigError(f"group {group!r} has no running job to remove (the head stays)")
         chosen, removed = [], 0
-        for e in sorted(entries, key=lambda e: -int(e["rank_base"])):
+        for e in sorted(entries, key=lambda e: -e.rank_base):
             if nodes is not None and removed >= nodes:
                 break
             chosen.append(e)
-            removed += int(e["nodes"])
-        commands.cancel(*[str(e["job_id"]) for e in chosen])  # one scancel
+            removed += e.nodes
+        commands.cancel(*[e.job_id for e in chosen])  # one scancel
         for e in chosen:
-            e["gone"] = True  # `added` reads the state, not the queue
+            e.gone = True  # `added` reads the state, not the queue
         self._queue.hurry()
-        return [str(e["job_id"]) for e in chosen]
+        return [e.job_id for e in chosen]
 
     # ------------------------------------------------------------------ recovery
     def replace(self, launched: Launched, spec: ClusterSpec, rank: int) -> str:
@@ -385,7 +410,7 @@ class SlurmTarget(Target):
         if rank <= 0 or rank >= spec.nodes:
             raise TargetError(f"rank {rank} is not a worker of {spec.cluster_id}")
         group = spec.group_of(rank)
-        attempt = int(launched.data.get("attempt", spec.attempt))
+        attempt = launched.attempt_or(spec.attempt)
         job = self._job(
             spec.model_copy(update={"attempt": attempt}), group, rank_base=rank, nodes=1
         )
@@ -400,19 +425,20 @@ class SlurmTarget(Target):
             update={"extra_sbatch": extra, "requeue": False, "max_requeues": 0}
         )
         entry = self._submit(job.model_copy(update={"settings": settings}))
-        entry["replaces"] = rank
-        launched.data.setdefault("replacements", []).append(entry)
+        entry.replaces = rank
+        launched.slurm.replacements.append(entry)
         where = f", not on {lost_host}" if lost_host else ""
-        return f"rank {rank} in Slurm job {entry['job_id']}{where}"
+        return f"rank {rank} in Slurm job {entry.job_id}{where}"
 
     def _saved_group(self, launched: Launched, group: str) -> tuple[ClusterSpec, Group]:
         spec, g = saved_group(launched, group)
         # The group's Slurm settings as they were at `up` (this process has no config).
-        self.settings = SlurmSettings.parse(launched.data["slurm"])
+        part = launched.slurm
+        self.settings = SlurmSettings.parse(part.slurm or {})
         self.group_settings[group] = SlurmSettings.parse(
             {
-                **launched.data["slurm"],
-                **launched.data["group_slurm"].get(group, {}),
+                **(part.slurm or {}),
+                **part.group_slurm.get(group, {}),
                 "requeue": False,
             },
             prefix=f"groups.{group}.slurm",
@@ -420,28 +446,29 @@ class SlurmTarget(Target):
         return spec, g
 
     def poll(self, launched: Launched) -> int | None:
-        job_id = str(launched.data["job_id"])
+        part = launched.slurm
+        job_id = part.job_id
         self._queue.watch(*_job_ids(launched))  # one query covers every job of the cluster
         try:
             info = self._queue.info(job_id, on_retry=self._say)
         except commands.SlurmUnreachable as exc:
             # Not seeing the job says nothing about the job: it keeps running and must
             # never be cancelled for our blindness.  ``stop`` reads this mark.
-            launched.data["unobserved"] = True
+            launched.unobserved = True
             raise ClusterLeftRunning(
                 f"lost contact with Slurm ({exc}); job {job_id} was left running: follow it "
-                f"with `squeue -j {job_id}` and its log {launched.data['log']} (results land "
+                f"with `squeue -j {job_id}` and its log {part.log} (results land "
                 f"in the rendezvous {launched.rendezvous}), cancel it with `scancel {job_id}`"
             ) from None
         # A requeued job is a new attempt with its own rendezvous scope: tell the follower.
-        attempt = int(launched.data.get("attempt_base", 0)) + info.restarts
-        if attempt > int(launched.data.get("attempt", attempt)):
+        attempt = part.attempt_base + info.restarts
+        if attempt > launched.attempt_or(attempt):
             self._requeued(launched, info.job_id, attempt)
-        launched.data["attempt"] = attempt
-        if info.state == "RUNNING" and info.nodes and not launched.data.get("hosts"):
+        launched.attempt = attempt
+        if info.state == "RUNNING" and info.nodes and not part.hosts:
             # Which node runs which rank, recorded while all are there: a lost node
             # leaves the job's node list (--no-kill), and its replacement must avoid it.
-            launched.data["hosts"] = commands.hostnames(info.nodes)
+            part.hosts = commands.hostnames(info.nodes)
         self._report(info, launched)
         if _head_node_lost(info):
             # With --no-kill Slurm keeps a job whose batch host (rank 0, the head) died
@@ -451,22 +478,21 @@ class SlurmTarget(Target):
             return 1
         if not info.finished:
             return None
-        return _exit_code(info, Path(launched.data["job_dir"]), int(launched.data["attempt"]))
+        return _exit_code(info, Path(part.job_dir), attempt)
 
     def summary(self, launched: Launched) -> dict[str, Any]:
         # Each requeue and why (deploy.json): a time limit told apart from a preemption.
-        return {"requeues": launched.data["requeues"]} if launched.data.get("requeues") else {}
+        requeues = launched.slurm.requeues
+        return {"requeues": [r.model_dump() for r in requeues]} if requeues else {}
 
     def _requeued(self, launched: Launched, job_id: str, attempt: int) -> None:
         """Say and record why the job runs again: its own requeue at the time-limit
         warning (the batch script leaves walltime.a<N>), or Slurm's (a preemption or a
         node failure)."""
-        before = int(launched.data.get("attempt", 0))
-        walltime = (Path(launched.data["job_dir"]) / f"walltime.a{before}").exists()
+        before = launched.attempt_or(0)
+        walltime = (Path(launched.slurm.job_dir) / f"walltime.a{before}").exists()
         why = "time limit" if walltime else "preempted or a node failed"
-        launched.data.setdefault("requeues", []).append(
-            {"attempt": attempt, "why": why, "at": time.time()}
-        )
+        launched.slurm.requeues.append(Requeue(attempt=attempt, why=why, at=time.time()))
         if walltime:
             self._say(
                 f"job {job_id} requeued itself at its time-limit warning: continues as "
@@ -483,11 +509,10 @@ class SlurmTarget(Target):
     def stop(self, launched: Launched) -> None:
         # Node groups: every group's job (grown ones too), the head's first; then the
         # jobs that replaced lost nodes.
-        ids = [str(e["job_id"]) for e in launched.data.get("groups", [])] or [
-            launched.data["job_id"]
-        ]
-        ids += [str(e["job_id"]) for e in launched.data.get("replacements", [])]
-        if launched.data.get("unobserved"):
+        part = launched.slurm
+        ids = [e.job_id for e in part.groups] or [part.job_id]
+        ids += [e.job_id for e in part.replacements]
+        if launched.unobserved:
             listed = " ".join(ids)
             self._say(f"slurm: job(s) {listed} left running (not cancelled): `scancel {listed}`")
             return
@@ -507,7 +532,7 @@ class SlurmTarget(Target):
             pace = Poller(start_s=queue.MIN_INTERVAL_S, max_s=queue.MIN_INTERVAL_S)
             pace.until(all_ended, time.monotonic() + CANCEL_WAIT_S)
         # Nothing of the cluster runs any more: its secrets go (a requeue needed them).
-        for path in Path(launched.data["job_dir"]).glob("*.secrets"):
+        for path in Path(part.job_dir).glob("*.secrets"):
             path.unlink(missing_ok=True)
 
     def start_watcher(
@@ -537,10 +562,11 @@ class SlurmTarget(Target):
             raise TargetError(f"the watcher's job {job_id} did not end: `scancel {job_id}`")
 
     def describe(self, launched: Launched) -> str:
+        part = launched.slurm
         try:
-            info = self._queue.info(str(launched.data["job_id"]), deadline_s=30.0)
+            info = self._queue.info(part.job_id, deadline_s=30.0)
         except commands.SlurmUnreachable as exc:
-            return f"Slurm job {launched.data['job_id']}: {exc}; log: {launched.data['log']}"
+            return f"Slurm job {part.job_id}: {exc}; log: {part.log}"
         why = _WHY.get(info.state)
         if self._head_lost:
             why = f"lost its head node {self._head_lost} (rank 0) and was cancelled"
@@ -548,8 +574,8 @@ class SlurmTarget(Target):
             why = f"ended {info.state}" + (
                 f" ({info.reason})" if info.reason not in ("", "None") else ""
             )
-        tail = _error_tail(Path(launched.data["log"]))
-        return f"Slurm job {info.job_id} {why}; log: {launched.data['log']}" + (
+        tail = _error_tail(Path(part.log))
+        return f"Slurm job {info.job_id} {why}; log: {part.log}" + (
             f"; last error: {tail}" if tail else ""
         )
 
@@ -571,16 +597,16 @@ class SlurmTarget(Target):
                 self.echo(f"slurm: job {info.job_id} running on {info.nodes}")
             elif info.restarts and info.state != "COMPLETED":
                 self.echo(f"slurm: job {info.job_id} {info.state} (attempt {info.restarts})")
-        for line in self._new_log_lines(Path(launched.data["log"])):
+        for line in self._new_log_lines(Path(launched.slurm.log)):
             if _relevant(line):
                 self.echo(line)
-        for entry in launched.data.get("groups", [])[1:]:
+        for entry in launched.slurm.groups[1:]:
             # Other groups' jobs queue on their own: say when each starts or ends.
             with contextlib.suppress(commands.SlurmUnreachable):
-                g = self._queue.info(str(entry["job_id"]), deadline_s=5.0)
+                g = self._queue.info(entry.job_id, deadline_s=5.0)
                 if self._group_states.get(g.job_id) != g.state:
                     self._group_states[g.job_id] = g.state
-                    self.echo(f"slurm: group {entry['group']} job {g.job_id} {g.state.lower()}")
+                    self.echo(f"slurm: group {entry.group} job {g.job_id} {g.state.lower()}")
 
     def _new_log_lines(self, log: Path) -> list[str]:
         try:
@@ -605,11 +631,12 @@ def _write_private(path: Path, text: str) -> None:
 
 def _host_of(launched: Launched, rank: int) -> str:
     """The node that ran ``rank`` (one task per node, in node-list order), if known."""
-    hosts: list[str] = launched.data.get("hosts") or []
-    if launched.data.get("groups"):
+    part = launched.slurm
+    hosts = part.hosts
+    if part.groups:
         # Node groups: the head job's list covers only its own group's ranks.
-        head = launched.data["groups"][0]
-        if not int(head["rank_base"]) <= rank < int(head["rank_base"]) + int(head["nodes"]):
+        head = part.groups[0]
+        if not head.rank_base <= rank < head.rank_base + head.nodes:
             return ""
     return hosts[rank] if rank < len(hosts) else ""
 
@@ -668,9 +695,10 @@ def _exit_code(info: commands.JobInfo, job_dir: Path, attempt: int) -> int:
 
 def _job_ids(launched: Launched) -> list[str]:
     """Every job of the cluster: the head's, each group's (grown ones too), replacements'."""
-    ids = [str(launched.data["job_id"])]
-    for entry in [*launched.data.get("groups", []), *launched.data.get("replacements", [])]:
-        ids.append(str(entry["job_id"]))
+    part = launched.slurm
+    ids = [part.job_id]
+    for entry in [*part.groups, *part.replacements]:
+        ids.append(entry.job_id)
     return list(dict.fromkeys(ids))
 
 
@@ -684,7 +712,6 @@ def _head_node_lost(info: commands.JobInfo) -> bool:
     return bool(hosts) and info.batch_host not in hosts
 
 
-def _job_ranks(entry: dict[str, Any]) -> set[int]:
+def _job_ranks(entry: SlurmEntry) -> set[int]:
     """The ranks a group job holds."""
-    base = int(entry["rank_base"])
-    return set(range(base, base + int(entry["nodes"])))
+    return set(range(entry.rank_base, entry.rank_base + entry.nodes))
