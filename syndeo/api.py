@@ -193,13 +193,21 @@ def exit_status(record: JobRecord | None) -> int:
 
 class Cluster:
     """A cluster started with [`up`][syndeo.api.up] (here or elsewhere): submit jobs to
-    it, grow or shrink it, read its status, stop it.  As a context manager it stops the
-    cluster on leaving the block."""
+    it, grow or shrink it, read its status, stop it.
 
-    def __init__(self, cluster_id: str, info: UpInfo | None = None) -> None:
+    As a context manager, a cluster that ``up`` started stops when the block ends
+    (``with syndeo.up(...) as cluster:``).  One reached with
+    [`attach`][syndeo.api.Cluster.attach] belongs to whoever started it: leaving a
+    ``with`` block leaves it running (stop it with ``cluster.down()``)."""
+
+    def __init__(self, cluster_id: str, info: UpInfo | None = None, *, owned: bool = False) -> None:
         self.id = cluster_id
         # How to reach its Ray (address, token, dashboard) when it was started here.
         self.info = info
+        # Started by this process's `up`: leaving a `with` block stops it.  An attached
+        # cluster is someone else's (a shell's `syndeo up`, another program's), so a
+        # `with` used only to scope its use must not take it down under them.
+        self.owned = owned
         self._client: job_client.Cluster | None = None
 
     def __repr__(self) -> str:
@@ -211,12 +219,14 @@ class Cluster:
     def __exit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.down()
+        if self.owned:
+            self.down()
 
     @classmethod
     def attach(cls, cluster_id: str | None = None) -> Cluster:
         """The cluster with this id that ``up`` started for this user on this machine (with
-        no id: the only one up); a SyndeoError if there is none."""
+        no id: the only one up); a SyndeoError if there is none.  Leaving a ``with`` block
+        does not stop it; ``down()`` does."""
         from syndeo.launcher.state import load_launched
 
         return cls(load_launched(cluster_id).cluster_id)
@@ -324,7 +334,7 @@ def up(
 
     cfg = _config(config, {"target": target, "nodes": nodes, **settings})
     info = start(cfg, _ui(ui, verbose))
-    return Cluster(info.cluster_id, info)
+    return Cluster(info.cluster_id, info, owned=True)
 
 
 def deploy(
