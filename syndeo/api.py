@@ -10,10 +10,10 @@
     cluster = syndeo.Cluster.attach("local-1a2b3c4d")  # one started elsewhere
 
 The ``syndeo`` command line is built on these functions.  A mistake of the caller's (a bad
-setting, no such cluster, a job that failed) raises a
-:class:`~syndeo.core.errors.SyndeoError` whose message is the one line the command line
-prints.  Settings are the config file's keys and the command line's options, by their
-config names (``cpus_per_node=4``, ``join_timeout_s=300``, ``rendezvous="s3://b/p"``).
+setting, no such cluster, a job that failed) raises a ``SyndeoError`` whose message is the
+one line the command line prints.  Settings are the config file's keys and the command
+line's options, by their config names (``cpus_per_node=4``, ``join_timeout_s=300``,
+``rendezvous="s3://b/p"``).
 """
 
 from __future__ import annotations
@@ -41,18 +41,27 @@ POLL_S = 0.5
 
 
 class JobState(StrEnum):
-    """Where a job is; the last four are final."""
+    """Where a job is; the last four are final.  Its value is the word the command line
+    shows (``"running"``)."""
 
-    PENDING = "pending"  # submitted; the head has not taken it yet
-    INSTALLING = "installing"  # its packages are being installed on every node
+    PENDING = "pending"
+    """Submitted; the head has not taken it yet."""
+    INSTALLING = "installing"
+    """Its packages are being installed on every node."""
     RUNNING = "running"
+    """Its command runs on the head."""
     SUCCEEDED = "succeeded"
+    """Its command exited 0."""
     FAILED = "failed"
+    """Its command exited non-zero, or its packages could not be installed."""
     CANCELLED = "cancelled"
+    """Stopped by ``Job.cancel()`` or ``syndeo cancel``."""
     REJECTED = "rejected"
+    """The head refused it (its upload or its request was not valid)."""
 
     @property
     def done(self) -> bool:
+        """Whether it has ended (one of the last four)."""
         return self not in (JobState.PENDING, JobState.INSTALLING, JobState.RUNNING)
 
 
@@ -61,10 +70,15 @@ class JobResult:
     """How a job that ended ended: its state, exit code, the head's word, its output."""
 
     job_id: str
+    """The job's id (as ``syndeo jobs`` lists it)."""
     state: JobState
+    """Its final state."""
     exit_code: int | None
+    """Its command's exit code (None when it never ran)."""
     message: str
+    """What the head said of its end (empty when nothing)."""
     output: str
+    """Its output (stdout and stderr together), as text."""
 
 
 def _ui(ui: Ui | None, verbose: bool) -> Ui:
@@ -178,14 +192,22 @@ def exit_status(record: JobRecord | None) -> int:
 
 
 class Cluster:
-    """A cluster started with :func:`up` (here or elsewhere): submit jobs to it, grow or
-    shrink it, read its status, stop it.  As a context manager it stops the cluster on
-    leaving the block."""
+    """A cluster started with [`up`][syndeo.api.up] (here or elsewhere): submit jobs to
+    it, grow or shrink it, read its status, stop it.
 
-    def __init__(self, cluster_id: str, info: UpInfo | None = None) -> None:
+    As a context manager, a cluster that ``up`` started stops when the block ends
+    (``with syndeo.up(...) as cluster:``).  One reached with
+    [`attach`][syndeo.api.Cluster.attach] belongs to whoever started it: leaving a
+    ``with`` block leaves it running (stop it with ``cluster.down()``)."""
+
+    def __init__(self, cluster_id: str, info: UpInfo | None = None, *, owned: bool = False) -> None:
         self.id = cluster_id
         # How to reach its Ray (address, token, dashboard) when it was started here.
         self.info = info
+        # Started by this process's `up`: leaving a `with` block stops it.  An attached
+        # cluster is someone else's (a shell's `syndeo up`, another program's), so a
+        # `with` used only to scope its use must not take it down under them.
+        self.owned = owned
         self._client: job_client.Cluster | None = None
 
     def __repr__(self) -> str:
@@ -197,12 +219,14 @@ class Cluster:
     def __exit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.down()
+        if self.owned:
+            self.down()
 
     @classmethod
     def attach(cls, cluster_id: str | None = None) -> Cluster:
         """The cluster with this id that ``up`` started for this user on this machine (with
-        no id: the only one up); a SyndeoError if there is none."""
+        no id: the only one up); a SyndeoError if there is none.  Leaving a ``with`` block
+        does not stop it; ``down()`` does."""
         from syndeo.launcher.state import load_launched
 
         return cls(load_launched(cluster_id).cluster_id)
@@ -310,7 +334,7 @@ def up(
 
     cfg = _config(config, {"target": target, "nodes": nodes, **settings})
     info = start(cfg, _ui(ui, verbose))
-    return Cluster(info.cluster_id, info)
+    return Cluster(info.cluster_id, info, owned=True)
 
 
 def deploy(
@@ -348,7 +372,7 @@ def plan(
     config: str | Path | None = None,
     **settings: Any,
 ) -> str:
-    """What :func:`deploy` would start (scripts, settings, commands), as text; starts
+    """What [`deploy`][syndeo.api.deploy] would start (scripts, settings, commands), as text; starts
     nothing."""
     from syndeo.launcher.deploy import plan as planned
 

@@ -19,6 +19,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import syndeo.api
+from syndeo.core.errors import SyndeoError
 from tests.support.helpers import ROOT
 
 MKDOCS_ENV = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
@@ -53,6 +55,11 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
     assert (site / "src/tests/launcher/test_recovery.py").is_file()
     home = html.unescape(re.sub(r"<[^>]+>", "", (site / "index.html").read_text()))
     assert "./scripts/setup && .venv/bin/invoke deploy --target local" in home
+    # The Python API's reference is made from the docstrings (mkdocstrings), not by hand.
+    api = html.unescape(re.sub(r"<[^>]+>", "", (site / "reference/api/index.html").read_text()))
+    for documented in (syndeo.api.Cluster.attach, syndeo.api.JobState.done, SyndeoError):
+        first_line = (documented.__doc__ or "").splitlines()[0].replace("``", "")
+        assert first_line and first_line in api, f"{documented!r}: not in reference/api.md"
 
 
 def test_invoke_docs_serves_the_site_on_loopback() -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.helpers import ROOT
+from tests.support.helpers import ROOT, assert_nothing_left, reap
 
 pytestmark = pytest.mark.slow
 MAPPED = ("terraform", "packer")  # at the root of the repository, syndeo/data/... in the wheel
@@ -41,6 +41,15 @@ def where():
 
 print("NODES", len(set(ray.get([where.remote() for _ in range(4)]))))
 print("GREETING", greeting(), typer.__name__)
+"""
+
+# The same program through the Python API, as a script of the user's project.
+API_SCRIPT = """\
+import syndeo
+
+with syndeo.up(target="local", nodes=2, cluster_id="pkg-api", join_timeout_s=240) as c:
+    job = c.submit("python prog.py", workdir=".", requirements="requirements.txt")
+    print(job.result(timeout=300).output)
 """
 
 
@@ -153,34 +162,49 @@ def _user(tmp: Path, venv: Path) -> dict[str, str]:
     return env
 
 
-@pytest.mark.cluster
-def test_a_user_project_runs_from_the_installed_wheel(venv: Path, tmp_path: Path) -> None:
-    proj = tmp_path / "myproject"
+def _project(tmp: Path) -> Path:
+    """The user's own project: a program, a module of it, a package from requirements.txt
+    (typer: in neither the wheel's dependencies nor the venv)."""
+    proj = tmp / "myproject"
     proj.mkdir()
-    (tmp_path / "home").mkdir()
+    (tmp / "home").mkdir()
     (proj / "prog.py").write_text(PROGRAM)
     (proj / "helper.py").write_text("def greeting() -> str:\n    return 'hello-from-helper'\n")
     (proj / "requirements.txt").write_text("typer\n")
+    return proj
+
+
+def _in(proj: Path, env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    """A command run from the user's project directory, in the user's environment."""
+    return subprocess.run(
+        argv,
+        cwd=proj,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=600,
+        check=False,
+    )
+
+
+def _installed(proj: Path, env: dict[str, str], venv: Path) -> Path:
+    """Where the venv's python imports syndeo from: the installed package, not the clone."""
+    where = _in(proj, env, str(venv / "python"), "-c", "import syndeo; print(syndeo.__file__)")
+    site = Path(where.stdout.strip()).parent
+    assert site.is_relative_to(venv.parent), where
+    return site
+
+
+@pytest.mark.cluster
+def test_a_user_project_runs_from_the_installed_wheel(venv: Path, tmp_path: Path) -> None:
+    proj = _project(tmp_path)
     env = _user(tmp_path, venv)
 
-    def run(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            argv,
-            cwd=proj,
-            env=env,
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            timeout=600,
-            check=False,
-        )
-
     def syndeo(*args: str) -> subprocess.CompletedProcess[str]:
-        return run(str(venv / "syndeo"), *args)
+        return _in(proj, env, str(venv / "syndeo"), *args)
 
-    where = run(str(venv / "python"), "-c", "import syndeo; print(syndeo.__file__)")
-    site = Path(where.stdout.strip()).parent
-    assert site.is_relative_to(venv.parent), where  # the installed package, not the checkout
+    site = _installed(proj, env, venv)
     before = _snapshot(site)
     ran = syndeo("deploy", "--target", "local", "--nodes", "2", "--run", "python prog.py")
     assert ran.returncode == 0, (ran.stdout + ran.stderr)[-3000:]
@@ -199,3 +223,27 @@ def test_a_user_project_runs_from_the_installed_wheel(venv: Path, tmp_path: Path
         assert missing not in said, said[-3000:]
 
     assert _snapshot(site) == before, "a command wrote into the installed package"
+
+
+@pytest.mark.cluster
+def test_the_python_api_runs_a_user_project_from_the_installed_wheel(
+    venv: Path, tmp_path: Path
+) -> None:
+    """``with syndeo.up(...)``, ``submit``, ``result()`` in a script of the user's project,
+    with the installed wheel: the program's output comes back, and leaving the block
+    stopped everything the cluster started."""
+    proj = _project(tmp_path)
+    (proj / "run_api.py").write_text(API_SCRIPT)
+    env = _user(tmp_path, venv)
+    site = _installed(proj, env, venv)
+    before = _snapshot(site)
+    try:
+        ran = _in(proj, env, str(venv / "python"), "run_api.py")
+        assert ran.returncode == 0, (ran.stdout + ran.stderr)[-3000:]
+        assert "NODES 2" in ran.stdout and "GREETING hello-from-helper typer" in ran.stdout
+        assert_nothing_left("pkg-api")
+        gone = _in(proj, env, str(venv / "syndeo"), "status", "--cluster-id", "pkg-api")
+        assert gone.returncode != 0 and "pkg-api" in gone.stderr, gone.stdout + gone.stderr
+    finally:
+        reap("pkg-api")
+    assert _snapshot(site) == before, "the API wrote into the installed package"

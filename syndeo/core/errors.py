@@ -10,9 +10,11 @@ from collections.abc import Callable
 
 
 class SyndeoError(Exception):
-    """Base class: a failure with a message a user can act on."""
+    """Base class: a failure with a message a user can act on.  Its message is the one line
+    the command line prints after ``syndeo: error:``."""
 
     exit_code: int = 2
+    """The command line's exit status for it (a ``WorkloadError``: the workload's own)."""
 
     def __init__(self, message: str, *, exit_code: int | None = None) -> None:
         super().__init__(message)

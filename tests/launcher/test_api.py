@@ -12,12 +12,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 import syndeo
 from syndeo.core.errors import SyndeoError, WorkloadError
+from syndeo.launcher.state import save_launched
 from tests.support.helpers import ROOT, assert_nothing_left, one_line_error, reap
 from tests.support.helpers import syndeo as syndeo_cli
+from tests.support.launched import make_launched
 
 PROGRAM = """\
 import importlib, os, ray
@@ -43,9 +46,9 @@ with open("outputs/answer.txt", "w") as f:
 SECOND = """\
 import json, sys
 import syndeo
-cluster = syndeo.Cluster.attach(sys.argv[1])
-job = cluster.job(sys.argv[2])
-status = cluster.status()
+with syndeo.Cluster.attach(sys.argv[1]) as cluster:  # leaving it leaves the cluster up
+    job = cluster.job(sys.argv[2])
+    status = cluster.status()
 print(json.dumps({"state": job.state.value, "logs": job.logs(), "nodes": status.state}))
 """
 
@@ -100,7 +103,7 @@ def test_the_api_runs_a_users_program_on_two_nodes(
         __import__("shellingham")  # not in this venv: the job gets it from its wheels
     try:
         with syndeo.up(target="local", nodes=2, cluster_id=cid, join_timeout_s=240) as cluster:
-            assert cluster.id == cid and cluster.info is not None
+            assert cluster.id == cid and cluster.info is not None and cluster.owned
             job_id = _runs_the_users_program(cluster, work, tmp_path)
 
             failing = cluster.submit(["python", "-c", "import sys; sys.exit(3)"], workdir=work)
@@ -132,6 +135,26 @@ def test_a_users_mistake_is_the_command_lines_line(tmp_path: Path, syndeo_home: 
         syndeo_cli("deploy", "--target", "local", "--nodes", "0", "--dry-run", cwd=tmp_path)
     )
     assert shown == f"syndeo: error: {raised.value}"
+
+
+def test_leaving_a_with_block_leaves_an_attached_cluster_up(
+    tmp_path: Path, syndeo_home: Path
+) -> None:
+    """A cluster reached with ``attach`` belongs to whoever started it: a ``with`` block
+    that only scopes its use must not take it down.  Its state is saved as ``up`` saves
+    it, with a process standing in for its head node (what ``down`` would stop)."""
+    cid = "attached-only"
+    head = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        part = {"pids": [head.pid], "create_times": [psutil.Process(head.pid).create_time()]}
+        save_launched(make_launched("local", cid, f"file://{tmp_path / 'rdv'}", part=part))
+        with syndeo.Cluster.attach(cid) as cluster:
+            assert cluster.id == cid
+        assert head.poll() is None, "leaving the block stopped the attached cluster's node"
+        assert syndeo.Cluster.attach(cid).id == cid  # and its state is still there
+    finally:
+        head.kill()
+        head.wait()
 
 
 def test_import_syndeo_loads_neither_ray_nor_a_cloud_sdk_nor_the_launcher() -> None:
