@@ -278,12 +278,18 @@ def _follow(
         if done_seen is not None and time.monotonic() - done_seen > EXIT_GRACE_S:
             return done.exit_code if done else 1, done, timings, rdv
         now_seen = (attempt, _shape(st), done)
-        live = output is not None and output.show is not None and (fresh_output or _running(st))
-        # A replacement under way: its steps (notice, loss, join) can be short-lived
-        # records, so the follower keeps its fastest pace until it has seen the join.
-        live = live or (recovery is not None and recovery.pending)
+        live = _live(output, fresh_output, st, recovery)
         seen, delay = now_seen, _pace(now_seen != seen, live, delay)
         target.wait(launched, delay)
+
+
+def _live(
+    output: WorkloadLog | None, fresh: bool, st: StatusRecord | None, recovery: Recovery | None
+) -> bool:
+    """Whether the follower keeps its fastest pace: output is coming, or a replacement
+    is under way (its steps -- notice, loss, join -- can be short-lived records)."""
+    shown = output is not None and output.show is not None and (fresh or _running(st))
+    return shown or (recovery is not None and recovery.pending)
 
 
 def _shape(st: StatusRecord | None) -> tuple[object, ...]:
