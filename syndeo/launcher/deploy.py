@@ -277,10 +277,27 @@ def _follow(
             return rc, _head_exited(launched, rdv, st, heard, recovery, timings), timings, rdv
         if done_seen is not None and time.monotonic() - done_seen > EXIT_GRACE_S:
             return done.exit_code if done else 1, done, timings, rdv
-        now_seen = (attempt, st.phase if st else None, len(st.nodes_joined) if st else 0, done)
-        live = output is not None and output.show is not None and (fresh_output or _running(st))
+        now_seen = (attempt, _shape(st), done)
+        live = _live(output, fresh_output, st, recovery)
         seen, delay = now_seen, _pace(now_seen != seen, live, delay)
         target.wait(launched, delay)
+
+
+def _live(
+    output: WorkloadLog | None, fresh: bool, st: StatusRecord | None, recovery: Recovery | None
+) -> bool:
+    """Whether the follower keeps its fastest pace: output is coming, or a replacement
+    is under way (its steps -- notice, loss, join -- can be short-lived records)."""
+    shown = output is not None and output.show is not None and (fresh or _running(st))
+    return shown or (recovery is not None and recovery.pending)
+
+
+def _shape(st: StatusRecord | None) -> tuple[object, ...]:
+    """What of a status counts as a change for the follower's pace."""
+    if st is None:
+        return ()
+    interrupted = tuple(n.rank for n in st.interrupted)
+    return (st.phase, tuple(st.nodes_joined), tuple(st.nodes_lost), interrupted)
 
 
 def _pace(changed: bool, live: bool, delay: float) -> float:

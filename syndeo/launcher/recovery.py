@@ -38,6 +38,11 @@ class Recovery:
         self._t0_wall = time.time()  # the node's notice times are wall-clock
         self._noticed: set[tuple[int, float]] = set()  # (rank, noticed_at) handled
 
+    @property
+    def pending(self) -> bool:
+        """A loss or notice whose replacement has not joined yet."""
+        return bool(self._open)
+
     def _now(self) -> float:
         return round(time.monotonic() - self._t0, 3)
 

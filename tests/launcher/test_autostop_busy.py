@@ -5,6 +5,7 @@ through the ``syndeo`` CLI and a plain ``ray.init()`` with the exports ``up`` pr
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -14,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from syndeo.node import autoscale
 from tests.support.helpers import assert_nothing_left, syndeo
 
 AUTOSTOP_S = 20
@@ -38,6 +38,22 @@ sys.stdin.read()  # until the test lets it go
 def _exports(up_stdout: str) -> dict[str, str]:
     line = next(ln for ln in up_stdout.splitlines() if "export RAY_ADDRESS=" in ln)
     return dict(re.findall(r"(\w+)=(\S+)", line.split("export", 1)[1]))
+
+
+GCS_PROBE = """
+import json, os, time
+from ray._raylet import GcsClient
+from ray.autoscaler.v2.sdk import get_cluster_resource_state
+from syndeo.node import autoscale
+
+gcs = GcsClient(address=os.environ["RAY_ADDRESS"])
+deadline = time.monotonic() + 30
+while not autoscale.busy_reason(get_cluster_resource_state(gcs)):
+    assert time.monotonic() < deadline, "Ray never listed the placement group as waiting"
+    time.sleep(1)
+state = get_cluster_resource_state(gcs)
+print(json.dumps([autoscale.busy_reason(state), autoscale.live_drivers(gcs)]))
+"""
 
 
 @pytest.mark.cluster
@@ -83,21 +99,21 @@ def _held_then_stopped(
     assert driver.stdout is not None
     assert "waiting for the placement group" in driver.stdout.readline()
     # What the head reads, read here too (a GCS client, not a driver): the group waits
-    # and one driver is connected.
-    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):
-        monkeypatch.setenv(name, exports[name])
-    from ray._raylet import GcsClient  # type: ignore[attr-defined]
-    from ray.autoscaler.v2.sdk import get_cluster_resource_state
-
-    gcs = GcsClient(address=exports["RAY_ADDRESS"])
-    deadline = time.monotonic() + 30
-    while not autoscale.busy_reason(get_cluster_resource_state(gcs)):
-        assert time.monotonic() < deadline, "Ray never listed the placement group as waiting"
-        time.sleep(1)
-    assert autoscale.busy_reason(get_cluster_resource_state(gcs)) == (
-        "placement groups wait for nodes"
+    # and one driver is connected.  In a process of its own: Ray loads its auth token
+    # once per process, and this worker may have met another cluster's before.
+    probe = subprocess.run(
+        [sys.executable, "-c", GCS_PROBE],
+        env={**os.environ, **exports},
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
     )
-    assert autoscale.live_drivers(gcs) == 1
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    assert json.loads(probe.stdout.strip().splitlines()[-1]) == [
+        "placement groups wait for nodes",
+        1,
+    ]
     held_from = time.monotonic()
     log = syndeo_home / "clusters" / cid / "watch.log"
     launched = syndeo_home / "clusters" / cid / "launched.json"

@@ -71,14 +71,20 @@ def test_planted_done_and_lost_records_steer_no_deploy(tmp_path: Path, syndeo_ho
             time.sleep(0.2)
         [records] = list(syndeo_home.rglob(f"{cid}/a0"))
         st = json.loads((records / "status.json").read_text())
-        forged = {**st, "nodes_lost": [1], "phase": "running", "updated_at": time.time()}
-        (records / "status.json").write_text(json.dumps(forged))
         done = {"cluster_id": cid, "attempt": 0, "exit_code": 7, "finished_at": time.time()}
         (records / "done.json").write_text(json.dumps({**done, "message": "planted"}))
-        # The follower says it ignored each (it looks every second or two).
         lines = _lines(proc)
-        for said in (UNSIGNED_STATUS, UNSIGNED_DONE):
-            _wait_for(lines, said, proc)
+        # The head rewrites its status every few seconds and the follower, once nothing
+        # moves, reads it less often: the forged status is planted again until the
+        # follower has met it (and said so), as a forger would keep planting it.
+        deadline = time.monotonic() + 60
+        while not any(UNSIGNED_STATUS in ln for ln in list(lines)):
+            assert proc.poll() is None, "".join(lines[-40:])
+            assert time.monotonic() < deadline, f"never said {UNSIGNED_STATUS!r}"
+            forged = {**st, "nodes_lost": [1], "phase": "running", "updated_at": time.time()}
+            (records / "status.json").write_text(json.dumps(forged))
+            time.sleep(0.2)
+        _wait_for(lines, UNSIGNED_DONE, proc)
         assert proc.poll() is None, "a planted done record ended the deploy"
         assert local_status(syndeo_home, cid).get("phase") == "running"  # the head's again
         go.touch()

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from testbeds import slurmcluster
-from testbeds.users import UserRun, give_to_ci_user
-from tests.support.slurm import ci_jobs, user_syndeo, wait_for
+from testbeds.users import UserRun
+from tests.support.slurm import ci_jobs, program_dir, user_syndeo, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -61,11 +61,7 @@ def test_refused_starts_back_off(
         '[slurm]\npartition = "debug"\ntime = "00:15:00"\n'
         '[[groups]]\nname = "cpu"\nmax_nodes = 1\n'
     )
-    job = user_run.root / "job"
-    job.mkdir()
-    (job / "spread.py").write_text(SPREAD)
-    give_to_ci_user(job)
-    give_to_ci_user(job / "spread.py")
+    job = program_dir(user_run, "spread.py", SPREAD)
     cid = f"sdf-{uuid.uuid4().hex[:6]}"
     up = user_syndeo(user_run, "up", "--config", str(cfg), "--cluster-id", cid, timeout=400)
     log = user_run.home / "clusters" / cid / "watch.log"
@@ -124,11 +120,7 @@ def test_a_node_that_never_joins_is_given_up_and_started_again(
         '[slurm]\npartition = "debug"\ntime = "00:15:00"\n'
         '[[groups]]\nname = "cpu"\nmax_nodes = 1\nqueue_timeout_s = "15s"\n'
     )
-    job = user_run.root / "job"
-    job.mkdir()
-    (job / "spread.py").write_text(SPREAD)
-    give_to_ci_user(job)
-    give_to_ci_user(job / "spread.py")
+    job = program_dir(user_run, "spread.py", SPREAD)
     cid = f"snj-{uuid.uuid4().hex[:6]}"
     up = user_syndeo(user_run, "up", "--config", str(cfg), "--cluster-id", cid, timeout=400)
     here = user_run.home / "clusters" / cid
@@ -182,11 +174,7 @@ def test_demand_that_goes_away_cancels_the_node_still_queued(
         '[slurm]\npartition = "debug"\ntime = "00:15:00"\n'
         '[[groups]]\nname = "cpu"\nmax_nodes = 1\n'
     )
-    job = user_run.root / "job"
-    job.mkdir()
-    (job / "spread.py").write_text(SPREAD)
-    give_to_ci_user(job)
-    give_to_ci_user(job / "spread.py")
+    job = program_dir(user_run, "spread.py", SPREAD)
     cid = f"sgo-{uuid.uuid4().hex[:6]}"
     up = user_syndeo(user_run, "up", "--config", str(cfg), "--cluster-id", cid, timeout=400)
     here = user_run.home / "clusters" / cid

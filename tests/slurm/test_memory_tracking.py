@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from testbeds import slurmcluster
-from testbeds.users import UserRun, give_to_ci_user
+from testbeds.users import UserRun
 from tests.slurm.conftest import local_slurm
-from tests.support.slurm import ci_jobs, user_syndeo, wait_for
+from tests.support.slurm import ci_jobs, program_dir, user_syndeo, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -47,11 +47,7 @@ def test_a_watcher_job_grows_a_node_on_a_site_that_tracks_memory(
         '[slurm]\npartition = "debug"\ntime = "00:10:00"\nwatcher = "job"\n'
         '[[groups]]\nname = "cpu"\nmax_nodes = 1\n'
     )
-    job = user_run.root / "job"
-    job.mkdir()
-    (job / "spread.py").write_text(SPREAD)
-    give_to_ci_user(job)
-    give_to_ci_user(job / "spread.py")
+    job = program_dir(user_run, "spread.py", SPREAD)
     cid = f"smt-{uuid.uuid4().hex[:6]}"
     up = user_syndeo(user_run, "up", "--config", str(cfg), "--cluster-id", cid, timeout=400)
     state = user_run.home / "clusters" / cid

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from testbeds import slurmcluster
-from testbeds.users import CI_PYTHON, CI_USER, UserRun, as_user
+from testbeds.users import CI_PYTHON, CI_USER, UserRun, as_user, give_to_ci_user
 from tests.slurm.conftest import WORKLOAD, node_scratch, user_procs_on_nodes
 
 NODE_IPS = {"10.99.0.11", "10.99.0.12", "10.99.0.13"}
@@ -98,3 +98,13 @@ def wait_for(what: str, check: Callable[[], object], timeout_s: float) -> None:
     while not check():
         assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s: {what}"
         time.sleep(1)
+
+
+def program_dir(run: UserRun, name: str, source: str) -> Path:
+    """The CI user's work dir (``<root>/job``) holding one program, ``name``."""
+    job = run.root / "job"
+    job.mkdir()
+    (job / name).write_text(source)
+    give_to_ci_user(job)
+    give_to_ci_user(job / name)
+    return job
