@@ -16,6 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_exponential,
+)
+
 from syndeo.core.clouds import POWERS_OFF
 from syndeo.core.errors import SyndeoError
 from syndeo.core.nodeconfig import AUTOSTOP_GRACE_S, NodeSettings
@@ -33,6 +41,11 @@ POWEROFF_EXIT = 75
 # still reports the workload's 75: it reads the status from the head's done record, and a
 # batch script that requeues a checkpointed run tests only for a failure.
 WORKLOAD_POWEROFF_EXIT = 1
+# How long a node keeps trying to read why the cluster stopped.  The store can be out of
+# reach for a while just as the cluster stops (a busy endpoint, a network that settles as
+# the head's VM goes away); a node that gave up at once would leave its VM on, billing,
+# with no watcher to remove it.
+STOP_READ_S = 120.0
 
 
 def after_s(s: NodeSettings) -> float | None:
@@ -64,7 +77,7 @@ def exit_status(s: NodeSettings, rdv: Rendezvous, code: int, log: Callable[[str]
     if code != 0 or after_s(s) is None:
         return code
     try:
-        reason = rdv.stop_reason()
+        reason = _stop_reason(rdv, log)
     except SyndeoError as exc:  # the VM stays on; `down` still removes it
         log(f"could not read why the cluster stopped ({exc}): not powering off")
         return code
@@ -72,6 +85,23 @@ def exit_status(s: NodeSettings, rdv: Rendezvous, code: int, log: Callable[[str]
         return code
     log("the cluster stopped itself (autostop, no watcher): this VM powers off")
     return POWEROFF_EXIT
+
+
+def _stop_reason(rdv: Rendezvous, log: Callable[[str], None]) -> str | None:
+    """``rdv.stop_reason()``, retried for :data:`STOP_READ_S`; the last error raises."""
+
+    def said(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        log(f"cannot read why the cluster stopped yet ({exc}); trying again")
+
+    retrying = Retrying(
+        retry=retry_if_exception_type(SyndeoError),
+        stop=stop_after_delay(STOP_READ_S),
+        wait=wait_exponential(multiplier=1, min=1, max=15),
+        before_sleep=said,
+        reraise=True,
+    )
+    return retrying(rdv.stop_reason)
 
 
 def released_status(s: NodeSettings) -> int:

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -83,6 +84,52 @@ def test_each_cloud_node_asks_for_its_power_off_after_an_autostop(
     rdv.request_stop(poweroff.AUTOSTOP_REASON)
     assert poweroff.exit_status(s, rdv, 0, print) == poweroff.POWEROFF_EXIT
     assert poweroff.exit_status(s, rdv, 3, print) == 3  # a failed node keeps its status
+
+
+def _stop_record_unreadable(rdv: Rendezvous, tmp_path: Path) -> tuple[Path, Path]:
+    """Make the stop record unreadable (a directory where the file was: EISDIR, whoever
+    runs the test) and return (the record, where it was put aside)."""
+    record = next((tmp_path / "rdv").rglob("ctl/stop"))
+    aside = record.with_name("stop.aside")
+    record.rename(aside)
+    record.mkdir()
+    return record, aside
+
+
+def test_a_node_retries_a_stop_record_it_cannot_read_yet(tmp_path: Path) -> None:
+    """The store out of reach just as the cluster stops (CI saw S3 time out) must not
+    leave a VM on: the node keeps reading, and powers off once it can."""
+    s = _settings(tmp_path, rank=1, autostop_s=60)
+    rdv = _rdv(s)
+    rdv.request_stop(poweroff.AUTOSTOP_REASON)
+    record, aside = _stop_record_unreadable(rdv, tmp_path)
+
+    def heal() -> None:
+        time.sleep(2.0)
+        record.rmdir()
+        aside.rename(record)
+
+    healer = threading.Thread(target=heal)
+    healer.start()
+    said: list[str] = []
+    try:
+        assert poweroff.exit_status(s, rdv, 0, said.append) == poweroff.POWEROFF_EXIT
+    finally:
+        healer.join()
+    assert any("trying again" in line for line in said), said
+
+
+def test_a_node_that_never_reads_the_stop_record_keeps_its_vm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(poweroff, "STOP_READ_S", 1.5)
+    s = _settings(tmp_path, rank=1, autostop_s=60)
+    rdv = _rdv(s)
+    rdv.request_stop(poweroff.AUTOSTOP_REASON)
+    _stop_record_unreadable(rdv, tmp_path)
+    said: list[str] = []
+    assert poweroff.exit_status(s, rdv, 0, said.append) == 0
+    assert "not powering off" in said[-1], said
 
 
 def _run_script(
