@@ -38,11 +38,16 @@ print("nodes used", len(set(ray.get(where))), flush=True)
 """
 
 
-def _wait_for(what: str, check: object, timeout_s: float) -> None:
+def _wait_for(what: str, check: object, timeout_s: float, log: Path | None = None) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s: {what}"
+        said = log.read_text()[-8000:] if log is not None and log.exists() else ""
+        assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s: {what}\n{said}"
         time.sleep(0.5)
+
+
+def _text(log: Path) -> str:
+    return log.read_text() if log.exists() else ""
 
 
 def _row(cid: str, work: Path) -> dict[str, object]:
@@ -103,6 +108,9 @@ def _survives_an_unexpected_error(cid: str, log: Path) -> None:
     """A saved state its poll cannot read (a value of the wrong type): the watcher says
     so with a count, waits, and carries on once the state is right again."""
     pid = _watcher(cid).pid
+    # `up` returns once the watcher is started, not once it has read the state: a
+    # state corrupt before that stops it at once (the error below is one of a poll's).
+    _wait_for("the watcher's first line", lambda: "watching cluster" in _text(log), 30, log)
     path = home() / "clusters" / cid / "launched.json"
     with cluster_lock(cid):
         good = path.read_text()
@@ -111,7 +119,7 @@ def _survives_an_unexpected_error(cid: str, log: Path) -> None:
         write_atomic(path, json.dumps(raw).encode())
     try:
         said = "unexpected error in a poll (1 so far"
-        _wait_for("the error logged", lambda: said in log.read_text(), 30)
+        _wait_for("the error logged", lambda: said in log.read_text(), 30, log)
     finally:  # put right whatever happened: `down` reads it too
         with cluster_lock(cid):
             write_atomic(path, good.encode())
