@@ -48,7 +48,7 @@ def check_sif(sif: Path) -> Path:
     """Cheap sanity check before launching: exists, readable, has the SIF header."""
     sif = sif.expanduser().resolve()
     if not sif.exists():
-        raise ImageError(f"container image not found: {sif} (build it with `invoke build`)")
+        raise ImageError(f"container image not found: {sif} (build it with `syndeo build`)")
     if not sif.is_file():
         raise ImageError(f"container image is not a file: {sif}")
     try:

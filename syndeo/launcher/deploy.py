@@ -207,7 +207,7 @@ def _prepare(cfg: DeployConfig, ui: Ui) -> tuple[Target, ClusterSpec, Rendezvous
         rdv.release_claim()
         raise RendezvousError(
             f"cluster id {cluster_id!r} is in use at {uri} (a head is published): pick another id "
-            "or run `invoke down` for it"
+            "or run `syndeo down` for it"
         )
     return target, spec, rdv, payload
 
@@ -706,7 +706,7 @@ class _DeployRun:
         _write_summary(self.cfg, spec, outcome, self._summary_extra())
         if self.keep:
             self.ui.info(
-                f"cluster {spec.cluster_id} kept up: `invoke down --cluster-id {spec.cluster_id}`"
+                f"cluster {spec.cluster_id} kept up: `syndeo down --cluster-id {spec.cluster_id}`"
             )
         # One shape for every failure, whatever its timing: a head that died before it
         # could record "done" and one that recorded it on its way down both come back as

@@ -103,7 +103,7 @@ def open_cluster(cluster_id: str | None) -> Cluster:
     if key is None:
         raise TargetError(
             f"cluster {launched.cluster_id} was started without a launch key (an older "
-            "syndeo), so its head runs no job: `invoke down` it and `invoke up` again"
+            "syndeo), so its head runs no job: `syndeo down` it and `syndeo up` again"
         )
     spec = launched.saved_spec()
     rdv = newest_attempt(launched, attempt, key)
@@ -348,11 +348,11 @@ class _Progress:
 
 def _job(cluster: Cluster, job_id: str) -> JobSpec:
     if not JOB_ID_RE.match(job_id):
-        raise ConfigError(f"{job_id!r} is not a job id (see `invoke jobs`)")
+        raise ConfigError(f"{job_id!r} is not a job id (see `syndeo jobs`)")
     rdv = cluster.rdv
     spec, _why = rdv.check_job_spec(job_id, cluster.key)
     if spec is None:
-        raise ConfigError(f"no job {job_id} on cluster {rdv.cluster_id} (see `invoke jobs`)")
+        raise ConfigError(f"no job {job_id} on cluster {rdv.cluster_id} (see `syndeo jobs`)")
     return spec
 
 

@@ -88,7 +88,7 @@ def load_launched(cluster_id: str | None) -> Launched:
     if cluster_id is None:
         running = sorted(p.parent.name for p in root.glob("*/launched.json"))
         if not running:
-            raise TargetError("no cluster is up (start one with `invoke up`)")
+            raise TargetError("no cluster is up (start one with `syndeo up`)")
         if len(running) > 1:
             raise TargetError(f"several clusters are up ({', '.join(running)}): name one")
         cluster_id = running[0]

@@ -291,7 +291,7 @@ RESULT_PURPOSE = b"syndeo payload result v1"
 LOG_PURPOSE = b"syndeo payload node log v1"
 NO_PAYLOAD_KEY = (
     "no launch key to seal or open it with (the store holds payloads only sealed): a "
-    "cluster an older syndeo started has none, `invoke down` it and start it again; a node "
+    "cluster an older syndeo started has none, `syndeo down` it and start it again; a node "
     "started by hand needs SYNDEO_LAUNCH_KEY"
 )
 
@@ -488,7 +488,7 @@ class Rendezvous(ABC):
             who = f" by {other.hostname} (pid {other.pid})" if other else ""
             raise RendezvousError(
                 f"cluster id {self.cluster_id!r} is already in use at {self.uri}{who}: "
-                f"pick another id, or run `invoke down --cluster-id {self.cluster_id}` "
+                f"pick another id, or run `syndeo down --cluster-id {self.cluster_id}` "
                 "if that cluster is gone"
             )
 

@@ -378,7 +378,7 @@ def test_lost_machines_under_a_running_deploy(
         assert re.search(
             r"and the teardown failed: terraform destroy failed .*"
             r"may still exist: [^;]*module\.cluster\.aws_vpc\.this[^;]*; "
-            rf"remove with: invoke down --cluster-id {cid}",
+            rf"remove with: syndeo down --cluster-id {cid}",
             err,
         ), err
         assert "aws_region" not in err, err  # a data source: nothing that could be left

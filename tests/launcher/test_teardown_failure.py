@@ -96,7 +96,7 @@ def test_a_failed_apply_then_a_failed_destroy_reports_both(
     assert "terraform apply failed" in apply_failed and "no capacity in this zone" in apply_failed
     assert "terraform destroy failed" in teardown and "the delete was refused" in teardown, msg
     assert "may still exist: terraform_data.made;" in teardown, msg
-    assert teardown.endswith("remove with: invoke down --cluster-id tf-both"), msg
+    assert teardown.endswith("remove with: syndeo down --cluster-id tf-both"), msg
     # What that command needs is still there, and it knows the run is over (it goes
     # straight to the teardown instead of asking a head to stop).
     state = json.loads((tmp_path / "home" / "clusters" / "tf-both" / "launched.json").read_text())

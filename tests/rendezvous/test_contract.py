@@ -672,7 +672,7 @@ def test_a_rendezvous_without_a_launch_key_stores_and_hands_out_no_payload(
         kind.put(keyless, MARK)
     assert keyless._list("") == []
     kind.put(backend.open(), MARK)
-    with pytest.raises(PayloadRefused, match="`invoke down` it and start it again"):
+    with pytest.raises(PayloadRefused, match="`syndeo down` it and start it again"):
         kind.take(keyless)
 
 

@@ -643,7 +643,7 @@ def _host_of(launched: Launched, rank: int) -> str:
 
 def _check_image(image: Path | None) -> None:
     if image is not None and not image.is_file():
-        raise ImageError(f"container image not found: {image} (build it with `invoke image`)")
+        raise ImageError(f"container image not found: {image} (build it with `syndeo build`)")
 
 
 def _group_settings(cfg: DeployConfig, top: SlurmSettings) -> dict[str, SlurmSettings]:
