@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from syndeo.core.clouds import POWERS_OFF
 from syndeo.core.errors import ConfigError, SyndeoError
@@ -134,6 +134,7 @@ class Scaler:
         # When this watcher first saw each rank in each state not joined (its clocks; a
         # restarted watcher starts them afresh, which only gives a node more time).
         self._since: dict[tuple[int, NodeState], float] = {}
+        self._joined: set[int] = set()  # every rank this watcher has seen joined
 
     def observe(self, launched: Launched, st: StatusRecord | None) -> bool:
         """Bring each group to what the head's latest request asks (within its bounds);
@@ -175,27 +176,40 @@ class Scaler:
         owned += [v.rank for v in views if v.rank not in owned]  # not for [recovery]
         if any(v.state is NodeState.JOINED and (v.rank, v.state) not in self._since for v in views):
             self.backoff[group].failures = 0  # a node came: the group's starts work again
+        views = self._seen_joined(views)
         late = self._late(group, views)
         live = [v.rank for v in views if not v.ended]
-        named = {r for r in d.release if r in live}
+        # An ended node the target still lists has left something (a stopped VM): removed.
+        remains = {v.rank for v in views if v.ended} & set(self.target.added(launched, group))
+        # A release the autoscaler named counts as one even where its node has ended by
+        # itself first (a released cloud VM powers off): not a failure.
+        named = {r for r in d.release if r in live or r in remains}
         staying = [r for r in live if r not in named and r not in late]
         # More than wanted without naming which (asked for, no longer needed): the
         # newest not joined yet go; a joined node goes only when the autoscaler names it.
         unjoined = [r for r in sorted(staying, reverse=True) if r not in joined]
         surplus = unjoined[: max(0, len(staying) - want)]
+        going = named | set(late) | set(surplus) | remains
         try:
-            stopped = (
-                self.target.shrink(launched, group, ranks=named | set(late) | set(surplus))
-                if named or late or surplus
-                else []
-            )
+            stopped = self.target.shrink(launched, group, ranks=going) if going else []
             if stopped and (named or surplus):
                 self.ui.info(f"group {group}: let go {', '.join(stopped)} (Ray's autoscaler)")
         except SyndeoError as exc:  # tried again at the next status
             self.ui.info(f"group {group}: could not follow demand: {exc}")
             return
-        self._ended(group, views, late)
+        self._ended(group, [v for v in views if v.rank not in d.release], late)
         self._add(launched, group, want - (len(staying) - len(surplus)))
+
+    def _seen_joined(self, views: list[NodeView]) -> list[NodeView]:
+        """``views`` with a FAILED rank this watcher has seen joined answered GONE: the
+        head may drop a lost node from its count before the target sees it end."""
+        self._joined |= {v.rank for v in views if v.state is NodeState.JOINED}
+        return [
+            replace(v, state=NodeState.GONE)
+            if v.state is NodeState.FAILED and v.rank in self._joined
+            else v
+            for v in views
+        ]
 
     def _late(self, group: str, views: list[NodeView]) -> dict[int, str]:
         """The ranks of ``group`` that waited past a clock, each with what it waited for."""

@@ -195,8 +195,11 @@ class Target(ABC):
         * every rank ``grow`` added and no ``shrink`` removed is in the answer once;
         * ``joined`` (the head's signed word) decides JOINED; the target decides the rest;
         * a rank whose machine ended is answered GONE (it had joined) or FAILED (never
-          joined) exactly once, with why: the target marks it gone in ``launched`` (which
-          the caller saves), so the next call, and :meth:`added`, no longer list it;
+          joined), with why.  Where nothing of it is left (a process, a Slurm job) the
+          target marks it gone in ``launched`` (which the caller saves), so the next
+          call, and :meth:`added`, no longer list it.  Where something is left (a
+          stopped VM and its disk) it stays in :meth:`added`, and the caller removes it
+          with :meth:`shrink`;
         * no request beyond the target's paced queries; no machine is started or stopped.
 
         This default knows no more than the saved state: every added rank not joined is

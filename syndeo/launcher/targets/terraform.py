@@ -31,7 +31,7 @@ from syndeo.launcher.config import DeployConfig
 from syndeo.launcher.nodecreds import STS_MAX_S, NodeCredentials, node_credentials
 from syndeo.launcher.spec import ClusterSpec, Launched, TerraformPart, launched_key, saved_group
 from syndeo.launcher.state import cluster_dir, save_launched
-from syndeo.launcher.targets.base import Target
+from syndeo.launcher.targets.base import NodeState, NodeView, Target
 from syndeo.launcher.targets.tfexec import Terraform, TerraformError, Workspace
 from syndeo.launcher.targets.tfvars_compat import current_tfvars
 from syndeo.rendezvous import DoneRecord, Rendezvous, open_rendezvous, passthrough_env
@@ -151,6 +151,13 @@ class TerraformTarget(Target):
         """Why the machine of ``rank`` is gone (terminated, stopped) if the provider says
         so, else None (also when this target cannot ask: only the head's silence counts)."""
         return None
+
+    def machines_ended(self, launched: Launched, ranks: list[int]) -> dict[int, str]:
+        """Of ``ranks``, those whose machine the provider lists as ended (stopped,
+        terminated), each with why, in one request; {} where this target cannot ask
+        (then only the launcher's clocks tell that a node never came).  A failed request
+        answers {} too: the next poll asks again."""
+        return {}
 
     def machine_summary(self, spec: ClusterSpec) -> dict[str, Any]:
         """What deploy.json records about the machines (cost comparison input)."""
@@ -369,7 +376,7 @@ class TerraformTarget(Target):
                 save_launched(launched)
                 raise TargetError(
                     f"{exc}; may still exist: {', '.join(left) or 'unknown (see the log)'}; "
-                    f"remove with: invoke down --cluster-id {launched.cluster_id}"
+                    f"remove with: syndeo down --cluster-id {launched.cluster_id}"
                 ) from None
         launched.tf.destroyed = True
         left = self.leaks(launched)
@@ -455,6 +462,26 @@ class TerraformTarget(Target):
             return super().added(launched, group)
         _, tfvars = self._saved_vars(launched)
         return [int(e["rank"]) for e in tfvars["node"].get("grown", []) if e["group"] == group]
+
+    def observe(self, launched: Launched, group: str, joined: set[int]) -> list[NodeView]:
+        """Each added node by its machine's state, as the provider lists it
+        (:meth:`machines_ended`).  A node whose machine ended stays in :meth:`added`
+        (what is left of it, a stopped VM and its disk, is still there) until a
+        ``shrink`` removes it: the caller shrinks every ended rank that is still added."""
+        if not self.grows:
+            return super().observe(launched, group, joined)
+        ranks = self.added(launched, group)
+        ended = self.machines_ended(launched, ranks) if ranks else {}
+        views = []
+        for r in ranks:
+            if r in ended:
+                state = NodeState.GONE if r in joined else NodeState.FAILED
+                views.append(NodeView(r, group, state, ended[r]))
+            else:
+                views.append(
+                    NodeView(r, group, NodeState.JOINED if r in joined else NodeState.STARTING)
+                )
+        return views
 
     def shrink(
         self,
