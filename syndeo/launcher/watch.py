@@ -29,6 +29,7 @@ from pathlib import Path
 from types import FrameType
 
 import psutil
+from rich.console import Console
 from rich.text import Text
 
 from syndeo.core.errors import ConfigError, SyndeoError, TargetError
@@ -185,7 +186,11 @@ def restart(cluster_id: str | None, ui: Ui) -> str:
 
 
 class _LogUi(Ui):
-    """Lines for watch.log, each with its time (no one reads them live)."""
+    """Lines for watch.log, each with its time (no one reads them live), one line each
+    however long (a log is grepped: never wrapped at a terminal's width)."""
+
+    def __init__(self) -> None:
+        super().__init__(Console(stderr=True, highlight=False, soft_wrap=True))
 
     def info(self, msg: str | Text) -> None:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
