@@ -26,6 +26,10 @@ One root daemon (``python -m testbeds.awsemu serve``) is the cloud:
   mark on the machine's disk, and the hypervisor then stops or terminates the instance
   in moto as its ``instanceInitiatedShutdownBehavior`` says -- and powers it off as
   above.
+- **faults a test injects** by writing a file in the bed's dir: ``no-capacity`` (a zone
+  that answers RunInstances as EC2 does when it has none, :func:`_moto_as_aws`) and
+  ``fail-boot`` (the next instances to boot fail to and power off,
+  :meth:`Cloud._failing_boot`).
 
 Deviations from EC2, each because moto does not model it: only instances of this
 bed's AMI boot (any other image would not run the unit either), only in the
@@ -541,6 +545,9 @@ class Cloud:
         try:
             self._prepare(host, inst)
             assert host.vm is not None
+            if (after := self._failing_boot()) is not None:
+                self._fail_boot(host, after)
+                return
             attr = self.client("ec2").describe_instance_attribute(
                 InstanceId=host.instance_id, Attribute="userData"
             )
@@ -551,6 +558,29 @@ class Cloud:
         except Exception as exc:
             _log(f"{host.instance_id}: boot failed: {type(exc).__name__}: {exc}")
             self.failed.add(host.instance_id)
+
+    def _failing_boot(self) -> float | None:
+        """A fault a test injects: ``<base>/fail-boot`` holds "N SECONDS", and the next N
+        instances to boot fail to: each runs none of its user-data and its guest powers
+        off SECONDS after it turned running (late enough that Terraform has seen it
+        running and its apply has returned).  None: this boot is not one of them."""
+        path = self.base / "fail-boot"
+        with self.lock:
+            try:
+                count, seconds = path.read_text().split()
+            except (OSError, ValueError):
+                return None
+            if int(count) <= 0:
+                return None
+            path.write_text(f"{int(count) - 1} {seconds}\n")
+        return float(seconds)
+
+    def _fail_boot(self, host: Host, after: float) -> None:
+        _log(f"{host.instance_id}: its boot fails (injected): powers off in {after:.0f} s")
+        time.sleep(after)
+        mark = self.base / "instances" / host.instance_id / "disk" / POWEROFF_MARK
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.touch()
 
     def _prepare(self, host: Host, inst: dict[str, Any]) -> None:
         """The machine as packer/cloud leaves a VM: network, disk, image, unit, IMDS."""

@@ -1,13 +1,13 @@
 """Following demand on the emulated AWS when a VM fails: an instance the watcher started
-for Ray's autoscaler is stopped before its node joins (a machine that failed at boot,
-capacity taken back).  The watcher sees it in EC2's instance state, says so, starts a
-successor after the group's backoff, and the job that asked for it runs to its end."""
+for Ray's autoscaler fails to boot and powers off before its node joins (the bed's
+``fail-boot`` fault).  The watcher sees it in EC2's instance state, says so, removes the
+stopped VM, starts a successor after the group's backoff, and the job that asked for it
+runs to its end."""
 
 from __future__ import annotations
 
 import re
 import subprocess
-import time
 import uuid
 
 import boto3
@@ -40,21 +40,13 @@ print("ran on", len(set(found)), "nodes", flush=True)
 """
 
 
-def _first_grown(admin: awsemu.State, cid: str, timeout: float) -> tuple[int, str]:
-    deadline = time.monotonic() + timeout
-    while not (grown := {r: i for r, i in _instances(admin, cid).items() if r != 0}):
-        assert time.monotonic() < deadline, "the watcher started no VM for the job"
-        time.sleep(0.5)
-    return min(grown.items())
-
-
 def _state(admin: awsemu.State, iid: str) -> str:
     ec2 = boto3.client("ec2", endpoint_url=admin.endpoint, region_name=admin.region)
     found = ec2.describe_instances(InstanceIds=[iid])["Reservations"]
     return str(found[0]["Instances"][0]["State"]["Name"]) if found else "gone"
 
 
-def test_an_instance_stopped_before_its_node_joins_is_seen_and_started_again(
+def test_an_instance_that_fails_to_boot_is_seen_removed_and_started_again(
     aws_user: AwsUser, admin: awsemu.State, shared_bucket: str
 ) -> None:
     # A start clock far longer than the test: only EC2's word can tell in time.
@@ -71,6 +63,10 @@ def test_an_instance_stopped_before_its_node_joins_is_seen_and_started_again(
             *("up", "--config", cfg, "--cluster-id", cid, "--idle-timeout", "30s")
         )
         assert res.returncode == 0, failed(res)
+        # The fault: the next VM to boot fails to, and powers off 25 s after it turned
+        # running (its apply has returned by then).
+        fail_boot = admin.base / "fail-boot"
+        fail_boot.write_text("1 25\n")
         # Its output to a file: a pipe nobody reads while the test waits could fill.
         output = aws_user.root / "submit.out"
         with output.open("w") as sink:
@@ -85,28 +81,28 @@ def test_an_instance_stopped_before_its_node_joins_is_seen_and_started_again(
                 cwd=aws_user.root,
                 start_new_session=True,
             )
+        log = aws_user.home / "clusters" / cid / "watch.log"
         try:
-            rank, iid = _first_grown(admin, cid, 300)
-            # The fault: EC2 stops the VM before its node has joined.
-            ec2 = boto3.client("ec2", endpoint_url=admin.endpoint, region_name=admin.region)
-            ec2.stop_instances(InstanceIds=[iid], Force=True)
             job.wait(timeout=900)
         finally:
             if job.poll() is None:
                 job.kill()
                 job.wait()
+            fail_boot.unlink(missing_ok=True)
         out = output.read_text()
         assert job.returncode == 0 and "ran on 2 nodes" in out, out[-6000:]
-        said = (aws_user.home / "clusters" / cid / "watch.log").read_text()
+        said = log.read_text()
+        # Seen from EC2's instance state: the start clock is an hour.
         ended = re.search(
-            rf"group cpu: rank {rank} ended before it joined: "
-            rf"EC2 lists its instance {iid} as (stopping|stopped)",
+            r"group cpu: rank (\d+) ended before it joined: "
+            r"EC2 lists its instance (i-\w+) as (stopping|stopped)",
             said,
         )
         assert ended, said
+        rank, iid = int(ended.group(1)), ended.group(2)
         assert "group cpu: next start in" in said[ended.end() :], said
-        # The successor is another rank, and its apply removed what was left of the
-        # stopped VM: EC2 no longer lists it as stopped.
+        # The successor is a new rank, and the shrink that dropped the failed rank
+        # removed its stopped VM: EC2 no longer lists it as stopped.
         successor = [r for r in _instances(admin, cid) if r not in (0, rank)]
         assert successor and successor[0] > rank, said
         assert _state(admin, iid) in ("terminated", "shutting-down", "gone"), said
