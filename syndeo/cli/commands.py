@@ -223,7 +223,12 @@ BUILD = Verb(
     _TOOLS + "run_build",
     [
         Option("base", "debootstrap (a Debian mirror; default) or docker (python slim)"),
-        Option("output", "SIF path (default .syndeo/image/syndeo-BASE.sif)", Path),
+        Option(
+            "output",
+            "SIF path (default syndeo-BASE.sif in .syndeo/image of the checkout, or in "
+            "~/.syndeo/image with --syndeo-wheel)",
+            Path,
+        ),
         _switch("force", "rebuild even if nothing changed"),
         Option(
             "extra_ca", "a PEM bundle to trust inside the image (a TLS-intercepting proxy)", Path
@@ -231,6 +236,12 @@ BUILD = Verb(
         _switch("no_packer", "call apptainer directly instead of through Packer"),
         Option("compression", "gzip (default; mounts everywhere) or lz4 (faster, larger)"),
         Option("base_image", "docker: the base by digest, e.g. python:3.11-slim@sha256:..."),
+        Option(
+            "syndeo_wheel",
+            "the syndeo wheel the image gets (the one you installed syndeo from); needed "
+            "outside a checkout, where there is no source to build it from",
+            Path,
+        ),
     ],
 )
 

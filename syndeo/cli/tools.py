@@ -71,6 +71,7 @@ def run_build(
     no_packer: bool = False,
     compression: str = "gzip",
     base_image: str | None = None,
+    syndeo_wheel: Path | None = None,
 ) -> int:
     from syndeo.image import build as image_build
 
@@ -86,6 +87,7 @@ def run_build(
         compression="lz4" if compression == "lz4" else "gzip",
         use_packer=not no_packer,
         build_args={"BASE": base_image} if base_image else None,
+        syndeo_wheel=Path(syndeo_wheel) if syndeo_wheel else None,
     )
     print(manifest.sif)
     return 0

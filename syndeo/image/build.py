@@ -44,10 +44,12 @@ from syndeo.image.inputs import (
     packer_dir,
     pip_argv,
     source_tree,
+    wheel_of_this_syndeo,
     wheelhouse_argv,
 )
 from syndeo.image.manifest import ImageManifest, load_manifest, manifest_path, sha256_file
 from syndeo.image.steps import Step, as_user, build_user, console, failure_cause, steps
+from syndeo.launcher.state import home as syndeo_home
 
 # gzip: readable by every squashfuse/kernel.  lz4: builds much faster and starts faster
 # (measured: re-squash 29 s, `import ray` ~0.7 s less per start) but the SIF is ~36 %
@@ -105,6 +107,7 @@ class _Request:
     compression: Compression
     inputs_sha256: str
     use_packer: bool
+    syndeo_wheel: Path | None = None  # None: built from the source tree ``repo``
 
 
 def build(
@@ -118,24 +121,35 @@ def build(
     use_packer: bool = True,
     repo: Path = REPO,
     definition: Path | None = None,
+    syndeo_wheel: Path | None = None,
 ) -> ImageManifest:
     """Build (or reuse) the image; returns its manifest.  ``definition`` overrides the
-    one for ``base`` (tests use it; the install script and lock stay the package's)."""
-    repo = source_tree(repo)
+    one for ``base`` (tests use it; the install script and lock stay the package's).
+    ``syndeo_wheel``: the syndeo the image gets, where there is no source tree to build
+    it from (an installed syndeo); the SIF then goes to ``~/.syndeo/image`` by default."""
+    if syndeo_wheel is not None:
+        syndeo_wheel = wheel_of_this_syndeo(syndeo_wheel)
+        default_dir = syndeo_home() / "image"
+    else:
+        repo = source_tree(repo)
+        default_dir = repo / ".syndeo" / "image"
     definition = _definition(base, definition)
-    output = (output or repo / ".syndeo" / "image" / f"syndeo-{base}.sif").resolve()
+    output = (output or default_dir / f"syndeo-{base}.sif").resolve()
     if extra_ca is not None and not extra_ca.is_file():
         raise ImageError(f"extra CA bundle not found: {extra_ca}")
     args = dict(build_args or {})
     check_base(base, args)  # before anything is downloaded or built
     # gzip adds nothing, so digests of default builds do not depend on this option.
     keyed = args if compression == "gzip" else {**args, " compression": compression}
-    wanted = inputs_digest(definition, repo, extra_ca, keyed)
+    wanted = inputs_digest(definition, repo, extra_ca, keyed, syndeo_wheel)
     current = None if force else _up_to_date(output, wanted)
     if current is not None:
         return current
-    _check_wheel_backend(repo)  # before anything is downloaded or built
-    req = _Request(base, definition, repo, extra_ca, args, compression, wanted, use_packer)
+    if syndeo_wheel is None:
+        _check_wheel_backend(repo)  # before anything is downloaded or built
+    req = _Request(
+        base, definition, repo, extra_ca, args, compression, wanted, use_packer, syndeo_wheel
+    )
     _build_to(req, output)
     return _manifest_of_built(output)
 
@@ -218,12 +232,16 @@ def _build_context(step: Step, req: _Request, lock: Path, wheels: Path, stage: P
         step.run("wheelhouse (pip download)", wheelhouse_argv(lock, wheels))
         (wheels / ".complete").touch()
     wheel_dir = stage / "syndeo-wheel"
-    src = _copy_sources(req.repo, stage / "src")
-    wheel_argv = pip_argv(
-        "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheel_dir), str(src)
-    )
-    step.run("syndeo wheel", wheel_argv)
-    shutil.rmtree(src)
+    if req.syndeo_wheel is not None:
+        wheel_dir.mkdir()
+        shutil.copy2(req.syndeo_wheel, wheel_dir)
+    else:
+        src = _copy_sources(req.repo, stage / "src")
+        wheel_argv = pip_argv(
+            "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheel_dir), str(src)
+        )
+        step.run("syndeo wheel", wheel_argv)
+        shutil.rmtree(src)
     ctx = _stage(stage, req.definition, lock, wheels, wheel_dir, req.extra_ca)
     shutil.rmtree(wheel_dir)
     return ctx

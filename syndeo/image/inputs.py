@@ -33,10 +33,31 @@ def source_tree(repo: Path = REPO) -> Path:
     else one line saying what a build needs."""
     if not (repo / "pyproject.toml").is_file() or not (repo / "syndeo").is_dir():
         raise ImageError(
-            f"no syndeo source tree at {repo}: the image's syndeo wheel is built from a "
-            "checkout (git clone the syndeo repository, then run the build there)"
+            f"no syndeo source tree at {repo} to build the image's syndeo wheel from: "
+            "pass the wheel you installed syndeo from (`syndeo build --syndeo-wheel "
+            "syndeo-VERSION-py3-none-any.whl`), or build in a checkout"
         )
     return repo
+
+
+def wheel_of_this_syndeo(wheel: Path) -> Path:
+    """``wheel`` if it is a syndeo wheel of the version that runs here (the image's nodes
+    must speak the launcher's protocol), else one line saying what is wrong."""
+    import importlib.metadata
+
+    wheel = wheel.expanduser().resolve()
+    if not wheel.is_file():
+        raise ImageError(f"syndeo wheel not found: {wheel}")
+    parts = wheel.name.split("-")
+    if wheel.suffix != ".whl" or len(parts) < 5 or parts[0] != "syndeo":
+        raise ImageError(f"{wheel.name} is not a syndeo wheel (syndeo-VERSION-...-any.whl)")
+    have = importlib.metadata.version("syndeo")
+    if parts[1] != have:
+        raise ImageError(
+            f"{wheel.name} is syndeo {parts[1]}, but this is syndeo {have}: the image's "
+            "nodes must run the launcher's version (pass the wheel you installed)"
+        )
+    return wheel
 
 
 def definition_path(base: Base) -> Path:
@@ -85,11 +106,18 @@ def _source_files(repo: Path) -> list[Path]:
 
 
 def inputs_digest(
-    definition: Path, repo: Path, extra_ca: Path | None, build_args: dict[str, str]
+    definition: Path,
+    repo: Path,
+    extra_ca: Path | None,
+    build_args: dict[str, str],
+    syndeo_wheel: Path | None = None,
 ) -> str:
+    """The digest of everything an image is built from: the definition, install script
+    and lock, the syndeo sources (or the given syndeo wheel), the extra CA, the build
+    arguments."""
     apptainer_dir = packer_dir() / "apptainer"
     files = [definition, apptainer_dir / "install-env.sh", apptainer_dir / "requirements.lock"]
-    files += _source_files(repo)
+    files += [syndeo_wheel] if syndeo_wheel is not None else _source_files(repo)
     if extra_ca is not None:
         files.append(extra_ca)
     digest = hashlib.sha256(json.dumps(sorted(build_args.items())).encode())
@@ -104,6 +132,8 @@ def _name(path: Path, repo: Path) -> str:
     packer = packer_dir()
     if path.is_relative_to(packer):
         return f"packer/{path.relative_to(packer)}"
+    if path.suffix == ".whl":
+        return f"wheel/{path.name}"
     return str(path.relative_to(repo) if path.is_relative_to(repo) else path)
 
 
