@@ -247,3 +247,27 @@ def test_the_python_api_runs_a_user_project_from_the_installed_wheel(
     finally:
         reap("pkg-api")
     assert _snapshot(site) == before, "the API wrote into the installed package"
+
+
+def test_pipx_installs_the_wheel_as_a_command_of_its_own(built: Built, tmp_path: Path) -> None:
+    """``pipx install`` of the wheel: ``syndeo`` in a venv of its own, on the user's PATH,
+    finding its files in the package."""
+    tmp_path.joinpath("home").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SYNDEO_", "PYTHONPATH"))}
+    env.update(
+        PIPX_HOME=str(tmp_path / "pipx"),
+        PIPX_BIN_DIR=str(tmp_path / "bin"),
+        PIPX_MAN_DIR=str(tmp_path / "man"),
+        SYNDEO_HOME=str(tmp_path / "home" / ".syndeo"),
+    )
+    pipx = [sys.executable, "-m", "pipx"]
+    got = _in(tmp_path, env, *pipx, "install", str(built.wheel))
+    assert got.returncode == 0, (got.stdout + got.stderr)[-3000:]
+    syndeo = tmp_path / "bin" / "syndeo"
+    version = tomllib.loads((built.src / "pyproject.toml").read_text())["project"]["version"]
+    said = _in(tmp_path / "home", env, str(syndeo), "--version")
+    assert said.returncode == 0 and version in said.stdout, said.stdout + said.stderr
+    check = _in(tmp_path / "home", env, str(syndeo), "check", "--target", "slurm")
+    out = check.stdout + check.stderr
+    assert "Traceback" not in out and "missing from the syndeo package" not in out, out[-3000:]
+    assert (tmp_path / "pipx" / "venvs" / "syndeo").is_dir()
