@@ -1,4 +1,4 @@
-"""No function in ``syndeo/`` is longer than a screen (issue 37): a longer one is split
+"""No function in ``syndeo/`` is longer than a screen: a longer one is split
 into pieces, each with a name that says what it does.  Complexity has its own rule
 (ruff's C901, max-complexity 12, in pyproject.toml); this counts lines, which ruff
 does not."""

@@ -1,4 +1,4 @@
-"""The benchmark's checkpoint hook (issue 34): warned with SIGUSR1, a run stops with its
+"""The benchmark's checkpoint hook: warned with SIGUSR1, a run stops with its
 whole repeats in ``$SYNDEO_CHECKPOINT_DIR`` and exits 75; the next run of the same
 configuration continues from there, and every repeat counts exactly its samples.
 

@@ -1,4 +1,4 @@
-"""Azure node identities reach only their cluster's prefix (issue 22, item 3), as the
+"""Azure node identities reach only their cluster's prefix, as the
 AWS and GCP node roles already do: the node's role assignment on the container carries
 an ABAC condition (version 2.0) on the blob path and the list prefix.
 

@@ -1,4 +1,4 @@
-"""Deployer permissions that cannot be turned into an admin's (issue 22, item 2).
+"""Deployer permissions that cannot be turned into an admin's.
 
 AWS: the policy is evaluated (``tests/support/iam_eval.py``: IAM's documented logic;
 neither moto nor anything installable here evaluates IAM conditions) for what a

@@ -1,4 +1,4 @@
-"""Provider configuration lives in the caller (issue 20, as terraform-aws-modules do).
+"""Provider configuration lives in the caller (as terraform-aws-modules do).
 
 terraform/aws|gcp|azure are modules without a provider block, so a caller may use them
 with count, for_each or depends_on (terraform/aws/examples/fleet does, and

@@ -1,4 +1,4 @@
-"""terraform/ssh reaches its hosts without leaving a script on them (issue 22, item 1).
+"""terraform/ssh reaches its hosts without leaving a script on them.
 
 Terraform's remote-exec uploads each script to ``/tmp/terraform_<n>.sh`` on the host,
 ``chmod 0777`` before it runs and blanked only after a successful run: the start

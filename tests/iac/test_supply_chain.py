@@ -1,6 +1,6 @@
 """What goes into the images is what was named: the VM image's apptainer .deb by its
 sha256, the SIF's Python wheels by the lock's hashes, the docker base by digest, the
-debootstrap base against the Debian archive keyring (issue 22, item 7).
+debootstrap base against the Debian archive keyring.
 
 Light checks only: the provisioning script runs with stand-ins for apt-get and curl,
 the lock and image helpers on files made here.  The real builds (`invoke build`, the

@@ -1,4 +1,4 @@
-"""Azure: no admin SSH private key anywhere in Terraform (issue 22, item 11).
+"""Azure: no admin SSH private key anywhere in Terraform.
 
 terraform/azure generated the VMs' admin key with ``tls_private_key``, whose private
 half Terraform keeps in the state.  The module now takes only a public key, and the

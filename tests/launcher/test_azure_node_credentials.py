@@ -1,6 +1,6 @@
 """Nodes of an ``az://`` rendezvous whose launcher signs in with an Azure AD (Entra)
 identity get a container SAS signed with a user delegation key, never the identity
-(issue 22, item 5; syndeo/launcher/azure_sas.py).
+(syndeo/launcher/azure_sas.py).
 
 Against Azurite with ``--oauth basic`` over HTTPS (testbeds.objectstores.azurite_oauth),
 which serves Get User Delegation Key to a Bearer token of the storage audience.  The

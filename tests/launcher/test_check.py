@@ -611,7 +611,7 @@ def test_gcp_check_reads_the_image_digest(
 def gcp_ready(
     serviceusage: type[_ServiceUsage], monkeypatch: pytest.MonkeyPatch
 ) -> type[_ServiceUsage]:
-    """A project whose APIs are on and whose image exists: what follows is issue 20's."""
+    """A project whose APIs are on and whose image exists: what follows is the check's own."""
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "proj-1")
     serviceusage.enabled.update({"compute.googleapis.com", "iam.googleapis.com"})
     serviceusage.images["projects/p/global/images/syndeo"] = "syndeo SIF sha256:" + "c" * 64

@@ -1,6 +1,6 @@
 """Slurm and ssh nodes of a gs:// rendezvous get a downscoped token for their cluster's
 prefix, renewed by the launcher through the store, never the launcher's own Google
-credentials (issue 22, item 5).
+credentials.
 
 Against a local fake of Google's STS and OAuth token endpoints (http.server on
 127.0.0.1: it records each request and answers with made-up tokens) and the test bed's

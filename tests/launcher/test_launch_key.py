@@ -1,4 +1,4 @@
-"""The launch key reaches every node and nowhere else (issue 22, item 3).
+"""The launch key reaches every node and nowhere else.
 
 One key per launch, made by the launcher (``ClusterSpec.from_config``): in each node's
 environment (local: the process env; Slurm: sbatch's environment, the script names it

@@ -116,7 +116,7 @@ def test_ctrl_c_term_hup_tear_everything_down(
     signum: int, syndeo_home: Path, tmp_path: Path
 ) -> None:
     """Ctrl-C, a kill, and a closed terminal/SSH session all end a deploy the same way:
-    nodes stopped, records removed, the cluster id free again (issue 14.5)."""
+    nodes stopped, records removed, the cluster id free again."""
     cid = f"tsig{signum}"
     proc = start_syndeo(
         *_deploy_args(cid, 2, f"python {PROBE} 0 600", tmp_path / "res"), cwd=tmp_path

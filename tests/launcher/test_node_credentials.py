@@ -1,5 +1,5 @@
 """Nodes without a cloud identity (Slurm, ssh) get credentials made for their cluster,
-not the launcher's own (issue 22, item 5).
+not the launcher's own.
 
 Against the real wire-protocol servers: moto (S3 and STS in one server) and Azurite.
 The S3 session policy's meaning is checked with the IAM evaluator the deployer-policy

@@ -1,4 +1,4 @@
-"""Your program's packages without a new image (issue 36, point 2): ``--requirements``
+"""Your program's packages without a new image: ``--requirements``
 (or requirements.txt in the work dir) resolved by the launcher into wheels for the nodes,
 stored in the rendezvous by digest, installed on every node before Ray starts, with no
 package index on the nodes."""

@@ -1,4 +1,4 @@
-"""Ray's TLS as an option (issue 22 item 4), on real local clusters.
+"""Ray's TLS as an option, on real local clusters.
 
 ``up --tls``: a client with the variables ``up`` prints connects and runs tasks on both
 nodes; the same client without them cannot (Ray's own bounded connect).  ``deploy

@@ -1,4 +1,4 @@
-"""Workers join only their own launch's head (issue 22, item 3).
+"""Workers join only their own launch's head.
 
 Anyone who can write a cluster's rendezvous prefix before its head publishes could
 plant a head record pointing at a Ray head of their own.  The launcher gives every

@@ -1,4 +1,4 @@
-"""The node's memory budget for Ray: the allocation's, the store inside it (issue 34).
+"""The node's memory budget for Ray: the allocation's, the store inside it.
 
 The real Slurm path is tests/slurm/test_memory.py; these are the rules, on files in a
 temp dir standing for the cgroup's limit."""

@@ -1,4 +1,4 @@
-"""Ray's TLS, the node's side (issue 22 item 4): the sealed CA and the node's certificate.
+"""Ray's TLS, the node's side: the sealed CA and the node's certificate.
 
 The launcher seals the cluster's CA with a key derived from the launch key (AES-GCM, the
 cluster id as associated data) into the rendezvous; a node opens it, makes its own

@@ -1,4 +1,4 @@
-"""The root-run local Slurm bed trusts nothing another user can plant (issue 22, item 6).
+"""The root-run local Slurm bed trusts nothing another user can plant.
 
 It used ``/var/tmp/syndeo-slurm``: any user could create that first (or a link in its
 place), plant a pid file saying ``-1`` that ``down()`` (which ``up()`` calls) would

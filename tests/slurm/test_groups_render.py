@@ -113,7 +113,7 @@ def test_the_other_groups_wait_for_the_heads_job_to_start(
 ) -> None:
     """A worker group started before the head's job would wait join_timeout for a head
     still in the queue and give up: each other group depends on the head's job having
-    started (--dependency=after), the head's on nothing (issue 34)."""
+    started (--dependency=after), the head's on nothing."""
     from syndeo.launcher.targets.slurm import commands
 
     calls: list[list[str]] = []

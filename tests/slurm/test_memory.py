@@ -1,4 +1,4 @@
-"""Ray's memory sized from the Slurm allocation, not the host's RAM (issue 34), on the
+"""Ray's memory sized from the Slurm allocation, not the host's RAM, on the
 real local Slurm: a job with ``--mem`` and no ``memory_mb_per_node``."""
 
 from __future__ import annotations

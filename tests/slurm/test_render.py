@@ -74,7 +74,7 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
             "scratch_dir": "/scratch",
         },
     ),
-    # Sites that route by GPU type, and Slurm's --gpus-per-node (issue 34).
+    # Sites that route by GPU type, and Slurm's --gpus-per-node.
     "gpu-typed-per-node-srun": (
         {"gpus": 4, "nodes": 2, "cpus": 16},
         {
@@ -85,11 +85,11 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         },
     ),
     "gpu-typed-gres": ({"gpus": 2}, {"gpu_type": "h100", "time": "0"}),
-    # AMD GPUs (issue 34): the node is told its vendor, and names Ray's HIP ids within the
+    # AMD GPUs: the node is told its vendor, and names Ray's HIP ids within the
     # ROCR_VISIBLE_DEVICES Slurm sets (the container case: test_container_launch_line_amd).
     "gpu-amd-typed": ({"gpus": 2, "gpu_vendor": "amd"}, {"partition": "gpu", "gpu_type": "mi250"}),
     # Walltime survives: a warning 2 min before the limit, then the job requeues itself
-    # (at most 3 times) to continue from its checkpoint (issue 34).
+    # (at most 3 times) to continue from its checkpoint.
     "walltime-requeue": ({}, {"time": "04:00:00", "signal_before": "2m", "max_requeues": 3}),
     # The site's JobRequeue overridden only when the user says so.
     "no-requeue-signal": ({}, {"requeue": False, "signal_before": 300}),

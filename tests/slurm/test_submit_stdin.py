@@ -1,4 +1,4 @@
-"""sbatch gets the rendered script on stdin, never a file it reads back (issue 22, item 9).
+"""sbatch gets the rendered script on stdin, never a file it reads back.
 
 The job dir may sit on a shared filesystem; a script written there and then named to
 sbatch could be swapped by someone else between the write and sbatch's read.  Now

@@ -1,4 +1,4 @@
-"""A run whose walltime ends mid-run continues (issue 34), on the real local Slurm.
+"""A run whose walltime ends mid-run continues, on the real local Slurm.
 
 The job has a 2-minute limit and ``signal_before = 40``: Slurm sends USR1 to the batch
 shell in the last 40-70 s (slurmctld looks at time limits every 30 s and may warn up

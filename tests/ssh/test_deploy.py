@@ -240,7 +240,7 @@ def test_up_then_down(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
     cluster_id = up.stdout.split("Cluster ", 1)[1].split(" ", 1)[0]
     running_nodes = [sshhosts.host_processes(ssh_hosts, h, CI_USER) for h in ssh_hosts.hosts]
     assert all(any("syndeo node" in p for p in procs) for procs in running_nodes)
-    # Ray's listeners on each host (issue 22 item 4), as on the Slurm bed.
+    # Ray's listeners on each host, as on the Slurm bed.
     hosts = [(h.name, h.netns, h.ip) for h in ssh_hosts.hosts]
     assert_ray_ports(hosts, pwd.getpwnam(CI_USER).pw_uid)
     # A job through the rendezvous: the launcher never connects to the head.
@@ -343,7 +343,7 @@ def test_deploy_run_output_is_shown_live_and_kept(ssh_hosts: sshhosts.Bed, run: 
 def test_your_program_and_its_files_run_on_the_hosts(ssh_hosts: sshhosts.Bed, run: UserRun) -> None:
     """deploy --run with a work dir of the user's own: packed into the rendezvous (the
     ignore rules kept out what they name), run by the head in its unpacked copy, shipped
-    by Ray to the other nodes as the job's working dir (issue 36)."""
+    by Ray to the other nodes as the job's working dir."""
     proj = write_project(run.root / "proj")
     give_to_ci_user(proj)
     cfg = run.config(_body(run, ssh_hosts))

@@ -1,4 +1,4 @@
-"""What a cluster's processes listen on (issue 22 item 4): found per process, by PID.
+"""What a cluster's processes listen on: found per process, by PID.
 
 Ray's agents and workers rename themselves (``setproctitle``), which blanks their
 ``/proc/PID/environ``: ``processes_of`` misses them once they are up.  Every one of

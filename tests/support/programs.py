@@ -1,5 +1,5 @@
 """A Ray program of the user's own, for the targets' end-to-end tests of ``deploy --run``
-with a work dir (issue 36): its own module and a package from its requirements.txt that
+with a work dir: its own module and a package from its requirements.txt that
 the image lacks (typer), imported by the driver and by tasks spread over the nodes, and
 what each side saw."""
 
