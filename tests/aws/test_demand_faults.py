@@ -18,26 +18,13 @@ from testbeds.users import give_to_ci_user
 from tests.aws.conftest import AwsUser, failed
 from tests.aws.leaks import everything
 from tests.aws.test_lifecycle import _config, _instances, _taken_down
+from tests.support.programs import spread
 
 pytestmark = [pytest.mark.aws, pytest.mark.slow]
 
 # Two one-CPU tasks on two machines: the head alone cannot hold them, so Ray's
 # autoscaler asks for a VM of group `cpu`.
-WIDE = """\
-import ray
-from ray.util.placement_group import placement_group
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy as Bundle
-ray.init()
-pg = placement_group([{"CPU": 1}] * 2, strategy="STRICT_SPREAD")
-ray.get(pg.ready(), timeout=600)
-
-@ray.remote(num_cpus=1)
-def where():
-    return ray.get_runtime_context().get_node_id()
-
-found = ray.get([where.options(scheduling_strategy=Bundle(pg, i)).remote() for i in range(2)])
-print("ran on", len(set(found)), "nodes", flush=True)
-"""
+WIDE = spread(2, timeout_s=600)
 
 
 def _state(admin: awsemu.State, iid: str) -> str:
@@ -90,7 +77,7 @@ def test_an_instance_that_fails_to_boot_is_seen_removed_and_started_again(
                 job.wait()
             fail_boot.unlink(missing_ok=True)
         out = output.read_text()
-        assert job.returncode == 0 and "ran on 2 nodes" in out, out[-6000:]
+        assert job.returncode == 0 and "nodes used 2" in out, out[-6000:]
         said = log.read_text()
         # Seen from EC2's instance state: the start clock is an hour.
         ended = re.search(

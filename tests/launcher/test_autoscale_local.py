@@ -13,27 +13,11 @@ from syndeo.launcher.spec import launched_key
 from syndeo.launcher.state import load_launched
 from syndeo.rendezvous import StatusRecord, open_rendezvous
 from tests.support.helpers import assert_nothing_left, syndeo
+from tests.support.programs import spread
 
 # Three one-CPU tasks, one per node, on a cluster of one one-CPU node: Ray's autoscaler
 # asks for two more nodes (a placement group spread over three nodes waits for them).
-WIDE = """\
-import ray
-from ray.util.placement_group import placement_group
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy as In
-
-ray.init()
-pg = placement_group([{"CPU": 1}] * 3, strategy="STRICT_SPREAD")
-ray.get(pg.ready(), timeout=240)
-
-@ray.remote(num_cpus=1)
-def task():
-    return ray.get_runtime_context().get_node_id()
-
-where = [task.options(scheduling_strategy=In(pg, placement_group_bundle_index=i)).remote()
-         for i in range(3)]
-print("nodes used", len(set(ray.get(where))), flush=True)
-ray.util.remove_placement_group(pg)
-"""
+WIDE = spread(3)
 # A job that holds the cluster busy (no autostop) while using no Ray resource.
 HOLD = "import time\ntime.sleep(600)\n"
 

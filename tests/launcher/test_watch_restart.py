@@ -16,26 +16,11 @@ import pytest
 from syndeo.launcher.spec import LedgerEntry, ProcWatcher
 from syndeo.launcher.state import cluster_lock, home, load_launched, write_atomic
 from tests.support.helpers import assert_nothing_left, syndeo
+from tests.support.programs import spread
 
 # Two one-CPU tasks on two nodes, on a cluster of one one-CPU node: Ray's autoscaler
 # asks for a worker (the placement group waits for it).
-WIDE = """\
-import ray
-from ray.util.placement_group import placement_group
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy as In
-
-ray.init()
-pg = placement_group([{"CPU": 1}] * 2, strategy="STRICT_SPREAD")
-ray.get(pg.ready(), timeout=240)
-
-@ray.remote(num_cpus=1)
-def task():
-    return ray.get_runtime_context().get_node_id()
-
-where = [task.options(scheduling_strategy=In(pg, placement_group_bundle_index=i)).remote()
-         for i in range(2)]
-print("nodes used", len(set(ray.get(where))), flush=True)
-"""
+WIDE = spread(2)
 
 
 def _wait_for(what: str, check: object, timeout_s: float, log: Path | None = None) -> None:

@@ -28,6 +28,30 @@ print(mylib.GREETING)
 """
 
 
+def spread(nodes: int, timeout_s: int = 240) -> str:
+    """A program that needs ``nodes`` one-CPU nodes at once (a STRICT_SPREAD placement
+    group of one-CPU bundles), so that on a smaller cluster Ray's autoscaler asks for
+    more; a task in each bundle, then ``nodes used N``."""
+    return f"""\
+import ray
+from ray.util.placement_group import placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy as In
+
+ray.init()
+pg = placement_group([{{"CPU": 1}}] * {nodes}, strategy="STRICT_SPREAD")
+ray.get(pg.ready(), timeout={timeout_s})
+
+@ray.remote(num_cpus=1)
+def task():
+    return ray.get_runtime_context().get_node_id()
+
+where = [task.options(scheduling_strategy=In(pg, placement_group_bundle_index=i)).remote()
+         for i in range({nodes})]
+print("nodes used", len(set(ray.get(where))), flush=True)
+ray.util.remove_placement_group(pg)
+"""
+
+
 def write_project(proj: Path) -> Path:
     """The program, its module, and a file its .syndeoignore keeps behind."""
     (proj / "mylib").mkdir(parents=True)
