@@ -16,7 +16,8 @@ import pytest
 from tests.support.helpers import ROOT
 
 
-def _measured(tmp_path: Path, *extra: str) -> dict[str, Any]:
+def _bench(tmp_path: Path, *extra: str) -> dict[str, Any]:
+    """``python -m benchmarks.autoscale EXTRA``: its JSON, the same on stdout and in --out."""
     out = tmp_path / "scale.json"
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.autoscale", *extra, "--out", str(out)],
@@ -29,6 +30,11 @@ def _measured(tmp_path: Path, *extra: str) -> dict[str, Any]:
     assert proc.returncode == 0, proc.stderr[-3000:]
     got: dict[str, Any] = json.loads(out.read_text())
     assert json.loads(proc.stdout) == got
+    return got
+
+
+def _measured(tmp_path: Path, *extra: str) -> dict[str, Any]:
+    got = _bench(tmp_path, *extra)
     assert got["demand_to_joined_s"] > 0 and got["manual_grow_s"] > 0
     assert got["demand_vs_manual"] == round(got["demand_to_joined_s"] / got["manual_grow_s"], 2)
     # Released only after the idle timeout (Ray's rule), and then by the watcher.
@@ -60,18 +66,7 @@ def test_the_fault_case_counts_what_a_group_that_cannot_start_asks_of_slurmctld(
 ) -> None:
     """``--fault SECONDS``: the partition INACTIVE while a node is wanted; kept short here
     (30 s: the first refusal and its backoff), the 2-minute run is the benchmark's."""
-    out = tmp_path / "fault.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.autoscale", "--fault", "30", "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        stdin=subprocess.DEVNULL,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got: dict[str, Any] = json.loads(out.read_text())
-    assert json.loads(proc.stdout) == got
+    got = _bench(tmp_path, "--fault", "30")
     assert (got["case"], got["target"]) == ("fault", "slurm") and got["fault_s"] >= 30
     # The watcher did try, was refused, and said so; the counts are the wrappers' own.
     assert got["sbatch_calls"] >= 1 and got["refusals_logged"] >= 1
