@@ -17,8 +17,8 @@ import pytest
 
 from syndeo.core.errors import InsecurePath
 from syndeo.launcher.config import load_config
-from syndeo.launcher.spec import ClusterSpec
 from syndeo.launcher.targets.slurm.target import SlurmTarget
+from tests.support.specs import slurm_spec
 
 OTHER = "syndeo-ci2"  # scripts/setup.d/second-user.sh
 
@@ -36,20 +36,8 @@ def fake_sbatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _launch(tmp_path: Path, job_dir: Path) -> None:
     cfg = load_config(target="slurm", slurm={"job_dir": str(job_dir), "python": "python3"})
-    spec = ClusterSpec(
-        target="slurm",
-        cluster_id="slurm-0123abcd",
-        rendezvous=(tmp_path / "rdv").as_uri(),
-        nodes=1,
-        cpus=1,
-        gpus=0,
-        memory_mb=None,
-        object_store_mb=None,
-        join_timeout=120.0,
-        run="true",
-        workdir=None,
-        image=None,
-        not_before=1795000000.0,
+    spec = slurm_spec(
+        rendezvous=(tmp_path / "rdv").as_uri(), nodes=1, cpus=1, run="true", workdir=None
     )
     SlurmTarget(cfg).launch(spec)
 

@@ -21,28 +21,13 @@ from syndeo.launcher.spec import ClusterSpec
 from syndeo.launcher.targets.slurm.settings import SlurmSettings
 from syndeo.launcher.targets.slurm.target import SlurmTarget
 from testbeds.users import CI_USER, python_with_fake_sif
+from tests.support.specs import slurm_spec
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
 def _spec(**over: Any) -> ClusterSpec:
-    base: dict[str, Any] = dict(
-        target="slurm",
-        cluster_id="slurm-0123abcd",
-        rendezvous="file:///shared/u/rdv",
-        nodes=3,
-        cpus=4,
-        gpus=0,
-        memory_mb=None,
-        object_store_mb=None,
-        join_timeout=120.0,
-        run="python -m syndeo.bench run --env CartPole-v1",
-        workdir=Path("/shared/u/work"),
-        image=None,
-        not_before=1795000000.0,
-    )
-    base.update(over)
-    return ClusterSpec(**base)
+    return slurm_spec(**over)
 
 
 def _script(spec: ClusterSpec, **slurm: Any) -> str:

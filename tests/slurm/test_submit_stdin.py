@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from syndeo.launcher.config import load_config
-from syndeo.launcher.spec import ClusterSpec
 from syndeo.launcher.targets.slurm import commands
 from syndeo.launcher.targets.slurm.render import render
 from syndeo.launcher.targets.slurm.target import SlurmTarget
+from tests.support.specs import slurm_spec
 
 
 @pytest.fixture
@@ -51,21 +51,7 @@ def test_the_target_submits_what_it_rendered_whatever_is_in_the_job_dir(
 ) -> None:
     job_dir = tmp_path / "shared"
     cfg = load_config(target="slurm", slurm={"job_dir": str(job_dir), "python": "python3"})
-    spec = ClusterSpec(
-        target="slurm",
-        cluster_id="slurm-0123abcd",
-        rendezvous=(tmp_path / "rdv").as_uri(),
-        nodes=2,
-        cpus=1,
-        gpus=0,
-        memory_mb=None,
-        object_store_mb=None,
-        join_timeout=120.0,
-        run="python -m syndeo.bench run --env CartPole-v1",
-        workdir=None,
-        image=None,
-        not_before=1795000000.0,
-    )
+    spec = slurm_spec(rendezvous=(tmp_path / "rdv").as_uri(), nodes=2, cpus=1, workdir=None)
     target = SlurmTarget(cfg)
     job = target._job(spec)
     job.job_dir.mkdir(parents=True)

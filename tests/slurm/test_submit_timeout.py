@@ -16,25 +16,19 @@ from syndeo.launcher.spec import ClusterSpec
 from syndeo.launcher.targets.slurm import commands
 from syndeo.launcher.targets.slurm.target import SlurmTarget
 from testbeds import slurmcluster
+from tests.support.specs import slurm_spec
 
 pytestmark = [pytest.mark.slurm]
 
 
 def _spec(tmp_path: Path, cid: str) -> ClusterSpec:
-    return ClusterSpec(
-        target="slurm",
+    return slurm_spec(
         cluster_id=cid,
         rendezvous=(tmp_path / "rdv").as_uri(),
         nodes=2,
         cpus=1,
-        gpus=0,
-        memory_mb=None,
-        object_store_mb=None,
-        join_timeout=120.0,
         run="",
         workdir=None,
-        image=None,
-        not_before=1795000000.0,
     )
 
 
