@@ -118,6 +118,7 @@ VM_HOOKS = {
     "leaks",
     "rendezvous_env",
     "machine_gone",
+    "machines_ended",
     "before_destroy",
 }
 CLOUD_HOOKS = {"check_credentials", "cloud_vars"}
@@ -140,7 +141,7 @@ def test_vm_hooks_are_the_ones_vm_target_defines() -> None:
     assert (
         defined
         - set(VERBS)
-        - {"describe", "summary", "tfvars", "check", "grow", "shrink", "added", "replace"}
+        - {"describe", "summary", "tfvars", "check", "grow", "shrink", "added", "observe", "replace"}
         == VM_HOOKS
     )
     cloud = {n for n, v in vars(CloudTarget).items() if callable(v) and not n.startswith("_")}

@@ -8,11 +8,13 @@ root's directories, so the same lookup works there and in an installed package.
 
 These files are read, never written: a command that must run a tool inside one of them
 (Terraform writes its lock file into its working directory) works on a copy in the
-cluster's own state directory (:func:`copy_tree`).
+cluster's own state directory (:func:`copy_tree`).  What Syndeo writes for a user lives
+in :func:`user_dir`.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from importlib import resources
 from pathlib import Path
@@ -24,6 +26,12 @@ Shipped = Literal["terraform", "packer"]
 # Not needed to run anything: documentation, Terraform's own tests and examples, and what
 # a Terraform run in a checkout may have left behind.
 _NOT_RUN = ("*.md", "tests", "examples", ".terraform", "*.tfstate", "*.tfstate.*", "__pycache__")
+
+
+def user_dir() -> Path:
+    """Where Syndeo keeps a user's state (clusters, built images): ``$SYNDEO_HOME``,
+    else ``~/.syndeo``."""
+    return Path(os.environ.get("SYNDEO_HOME") or Path.home() / ".syndeo").expanduser()
 
 
 class PackageDataError(SyndeoError):

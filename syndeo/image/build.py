@@ -33,6 +33,7 @@ from typing import Literal
 
 import syndeo
 from syndeo.core.errors import ImageError
+from syndeo.core.resources import user_dir
 from syndeo.image.inputs import (
     REPO,
     Base,
@@ -49,7 +50,6 @@ from syndeo.image.inputs import (
 )
 from syndeo.image.manifest import ImageManifest, load_manifest, manifest_path, sha256_file
 from syndeo.image.steps import Step, as_user, build_user, console, failure_cause, steps
-from syndeo.launcher.state import home as syndeo_home
 
 # gzip: readable by every squashfuse/kernel.  lz4: builds much faster and starts faster
 # (measured: re-squash 29 s, `import ray` ~0.7 s less per start) but the SIF is ~36 %
@@ -129,7 +129,7 @@ def build(
     it from (an installed syndeo); the SIF then goes to ``~/.syndeo/image`` by default."""
     if syndeo_wheel is not None:
         syndeo_wheel = wheel_of_this_syndeo(syndeo_wheel)
-        default_dir = syndeo_home() / "image"
+        default_dir = user_dir() / "image"
     else:
         repo = source_tree(repo)
         default_dir = repo / ".syndeo" / "image"

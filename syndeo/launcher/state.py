@@ -18,11 +18,12 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from syndeo.core.errors import ConfigError, TargetError
+from syndeo.core.resources import user_dir
 from syndeo.launcher.spec import Launched
 
 
 def home() -> Path:
-    return Path(os.environ.get("SYNDEO_HOME") or Path.home() / ".syndeo").expanduser()
+    return user_dir()
 
 
 # Touched by `submit`: the cluster's watcher (which stats it between its polls, on this

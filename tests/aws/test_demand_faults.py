@@ -15,9 +15,9 @@ import pytest
 
 from testbeds import awsemu
 from testbeds.users import give_to_ci_user
+from tests.aws.clusters import cluster_config, running_instances, taken_down
 from tests.aws.conftest import AwsUser, failed
 from tests.aws.leaks import everything
-from tests.aws.test_lifecycle import _config, _instances, _taken_down
 from tests.support.programs import spread
 
 pytestmark = [pytest.mark.aws, pytest.mark.slow]
@@ -38,14 +38,14 @@ def test_an_instance_that_fails_to_boot_is_seen_removed_and_started_again(
 ) -> None:
     # A start clock far longer than the test: only EC2's word can tell in time.
     groups = '[[groups]]\nname = "cpu"\nmax_nodes = 1\nstart_timeout_s = 3600\n'
-    cfg = _config(aws_user, shared_bucket, groups)
+    cfg = cluster_config(aws_user, shared_bucket, groups)
     cid = f"aws-sf-{uuid.uuid4().hex[:6]}"
     job_dir = aws_user.root / "wide"
     job_dir.mkdir()
     (job_dir / "wide.py").write_text(WIDE)
     for path in (job_dir, *job_dir.iterdir()):
         give_to_ci_user(path)
-    with _taken_down(aws_user, cid):
+    with taken_down(aws_user, cid):
         res = aws_user.invoke(
             *("up", "--config", cfg, "--cluster-id", cid, "--idle-timeout", "30s")
         )
@@ -90,7 +90,7 @@ def test_an_instance_that_fails_to_boot_is_seen_removed_and_started_again(
         assert "group cpu: next start in" in said[ended.end() :], said
         # The successor is a new rank, and the shrink that dropped the failed rank
         # removed its stopped VM: EC2 no longer lists it as stopped.
-        successor = [r for r in _instances(admin, cid) if r not in (0, rank)]
+        successor = [r for r in running_instances(admin, cid) if r not in (0, rank)]
         assert successor and successor[0] > rank, said
         assert _state(admin, iid) in ("terminated", "shutting-down", "gone"), said
     assert [e for e in everything(admin) if e != f"bucket {shared_bucket}"] == []

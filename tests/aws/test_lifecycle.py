@@ -12,7 +12,6 @@ import re
 import shlex
 import signal
 import subprocess
-import textwrap
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ import pytest
 from syndeo.rendezvous import Rendezvous, StatusRecord, open_rendezvous
 from testbeds import awsemu
 from testbeds.users import CI_PYTHON, give_to_ci_user
+from tests.aws.clusters import cluster_config, running_instances, taken_down
 from tests.aws.conftest import BASE, AwsUser, failed
 from tests.aws.leaks import assert_nothing_left, everything
 
@@ -32,52 +32,11 @@ pytestmark = [pytest.mark.aws, pytest.mark.slow]
 LOST_WAIT_S = 120.0  # a lost rank must be in the status by then (goal: 30 s, measured)
 
 
-def _config(user: AwsUser, bucket: str, groups: str = "", aws: str = "") -> str:
-    path = user.root / "aws.toml"
-    path.write_text(
-        textwrap.dedent(f"""\
-        target = "aws"
-        cpus_per_node = 1
-        join_timeout_s = 240
-        rendezvous = "s3://{bucket}/team"
-        results_dir = "{user.results}"
-        [bench]
-        samples_per_cpu = 100
-        repeats = 1
-        [aws]
-        instance_type = "c7i.xlarge"
-        region = "{user.state.region}"
-        image = "{user.state.image_id}"
-        """)
-        + aws
-        + groups
-    )
-    os.chown(path, *_ids())
-    return str(path)
-
-
-def _ids() -> tuple[int, int]:
-    import pwd
-
-    pw = pwd.getpwnam("syndeo-ci")
-    return pw.pw_uid, pw.pw_gid
-
-
-@contextlib.contextmanager
-def _taken_down(user: AwsUser, cid: str) -> Iterator[None]:
-    """Whatever the test finds, the cluster does not outlive it."""
-    try:
-        yield
-    finally:
-        if (user.home / "clusters" / cid / "launched.json").exists():
-            user.invoke("down", "--cluster-id", cid)
-
-
 @contextlib.contextmanager
 def _deploying(user: AwsUser, cid: str, *args: str) -> Iterator[subprocess.Popen[str]]:
     """A deploy running in its own session; if the test ends first, Ctrl-C reaches it
     (it destroys what it made) and `down` removes whatever is still recorded."""
-    with _taken_down(user, cid):
+    with taken_down(user, cid):
         proc = user.start("deploy", "--cluster-id", cid, *args)
         try:
             yield proc
@@ -89,22 +48,6 @@ def _deploying(user: AwsUser, cid: str, *args: str) -> Iterator[subprocess.Popen
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.communicate()
-
-
-def _instances(state: awsemu.State, cid: str) -> dict[int, str]:
-    """Running instances of cluster ``cid`` by rank."""
-    ec2 = boto3.client("ec2", endpoint_url=state.endpoint, region_name=state.region)
-    found = {}
-    for r in ec2.describe_instances(
-        Filters=[
-            {"Name": "tag:syndeo-cluster", "Values": [cid]},
-            {"Name": "instance-state-name", "Values": ["running"]},
-        ]
-    )["Reservations"]:
-        for i in r["Instances"]:
-            tags = {t["Key"]: t["Value"] for t in i.get("Tags", [])}
-            found[int(tags["syndeo-rank"])] = i["InstanceId"]
-    return found
 
 
 def _zones(state: awsemu.State, cid: str) -> list[str]:
@@ -192,14 +135,14 @@ def test_up_grow_shrink_and_down_from_new_shells(
     # The AWS provider retries InsufficientInstanceCapacity itself (25 times by default,
     # for minutes): the config lets it retry three times (once was too few for the
     # emulator's odd dropped connection: the apply failed on a DescribeVpcAttribute).
-    cfg = _config(
+    cfg = cluster_config(
         aws_user,
         shared_bucket,
         '[[groups]]\nname = "cpu"\nnodes = 1\n',
         aws="api_max_retries = 3\n",
     )
     cid = f"aws-up-{uuid.uuid4().hex[:6]}"
-    with _taken_down(aws_user, cid):
+    with taken_down(aws_user, cid):
         _up_grow_shrink_down(aws_user, admin, shared_bucket, cfg, cid)
 
 
@@ -228,7 +171,7 @@ def _up_grow_shrink_down(
     # with its instance identity, can neither read nor write them.
     other = f"team/aws-other-{uuid.uuid4().hex[:6]}/status.json"
     boto3.client("s3").put_object(Bucket=shared_bucket, Key=other, Body=b"{}")
-    ranks = _instances(admin, cid)
+    ranks = running_instances(admin, cid)
     assert sorted(ranks) == [0, 1]
     code = (
         PROBE.replace("BUCKET", repr(shared_bucket))
@@ -246,7 +189,7 @@ def _up_grow_shrink_down(
     # Grow from a new shell: a third VM of group cpu joins the running head.
     res = aws_user.invoke("grow", "--cluster-id", cid, "--group", "cpu", "--wait-s", "240")
     assert res.returncode == 0, failed(res)
-    assert sorted(_instances(admin, cid)) == [0, 1, 2]
+    assert sorted(running_instances(admin, cid)) == [0, 1, 2]
     # Every instance, the grown one too, runs in the zone that had capacity.
     assert set(_zones(admin, cid)) == {"us-east-1b"}, _zones(admin, cid)
     _wait_status(rdv, lambda st: len(st.nodes_joined) == 3, "3 nodes joined", timeout=60)
@@ -276,7 +219,7 @@ def _up_grow_shrink_down(
     kept = {r: ranks[r] for r in (0, 1)}
     res = aws_user.invoke("shrink", "--cluster-id", cid, "--group", "cpu")
     assert res.returncode == 0, failed(res)
-    assert _instances(admin, cid) == kept  # only the grown VM went; the others are untouched
+    assert running_instances(admin, cid) == kept  # only the grown VM went; the others are untouched
 
     res = aws_user.invoke("down", "--cluster-id", cid)
     assert res.returncode == 0, failed(res)
@@ -288,7 +231,7 @@ def _up_grow_shrink_down(
 def test_a_launcher_killed_outright_is_cleaned_up_by_down(
     aws_user: AwsUser, admin: awsemu.State, shared_bucket: str
 ) -> None:
-    cfg = _config(aws_user, shared_bucket)
+    cfg = cluster_config(aws_user, shared_bucket)
     cid = f"aws-kill-{uuid.uuid4().hex[:6]}"
     with _deploying(
         aws_user, cid, "--config", cfg, "--nodes", "2", "--samples-per-cpu", "100000"
@@ -297,11 +240,11 @@ def test_a_launcher_killed_outright_is_cleaned_up_by_down(
         _wait_status(rdv, lambda st: st.phase == "running", "a running workload", proc=proc)
         os.killpg(proc.pid, signal.SIGKILL)  # no handler runs: the machines stay up
         proc.communicate()
-        assert sorted(_instances(admin, cid)) == [0, 1]
+        assert sorted(running_instances(admin, cid)) == [0, 1]
         res = aws_user.invoke("down", "--cluster-id", cid)
         assert res.returncode == 0, failed(res)
     assert [e for e in everything(admin) if e != f"bucket {shared_bucket}"] == []
-    assert _instances(admin, cid) == {}
+    assert running_instances(admin, cid) == {}
 
 
 def test_lost_machines_under_a_running_deploy(
@@ -312,7 +255,7 @@ def test_lost_machines_under_a_running_deploy(
     whose node joins the running head; then the head's instance: the launcher ends the
     run with a clear message instead of waiting for a done record that will never come."""
     recovery = "[recovery]\nreplace_lost = true\nmax_replacements = 1\n"
-    cfg = _config(aws_user, shared_bucket, recovery)
+    cfg = cluster_config(aws_user, shared_bucket, recovery)
     cid = f"aws-lost-{uuid.uuid4().hex[:6]}"
     # A program that outlives its workers: only the launcher can end this run.
     run = "python -c 'import time; time.sleep(900)'"
@@ -326,7 +269,7 @@ def test_lost_machines_under_a_running_deploy(
         )
         _applied(aws_user, cid, proc)
         ec2 = boto3.client("ec2")
-        ranks = _instances(admin, cid)
+        ranks = running_instances(admin, cid)
         t0 = time.monotonic()
         ec2.terminate_instances(InstanceIds=[ranks[2]])
         _wait_status(
@@ -345,7 +288,7 @@ def test_lost_machines_under_a_running_deploy(
             timeout=420,
         )
         back_s = time.monotonic() - t0
-        now = _instances(admin, cid)
+        now = running_instances(admin, cid)
         # Exactly the lost instance was re-created; the others are the same machines.
         assert sorted(now) == [0, 1, 2] and now[2] != ranks[2], (ranks, now)
         assert (now[0], now[1]) == (ranks[0], ranks[1]), (ranks, now)
@@ -438,7 +381,7 @@ def test_a_spot_notice_drains_the_node_and_its_successor_comes_first(
     drains itself in Ray and records it, the launcher re-creates that rank's instance
     at once, and Terraform creates the successor before it terminates the drained one."""
     extra = "spot = true\n[recovery]\nreplace_lost = true\nmax_replacements = 1\n"
-    cfg = _config(aws_user, shared_bucket, extra)
+    cfg = cluster_config(aws_user, shared_bucket, extra)
     cid = f"aws-spot-{uuid.uuid4().hex[:6]}"
     run = "python -c " + shlex.quote(f'exec("{RANK_2_REPLACED}")')
     with _deploying(aws_user, cid, "--config", cfg, "--nodes", "3", "--run", run) as proc:
@@ -450,7 +393,7 @@ def test_a_spot_notice_drains_the_node_and_its_successor_comes_first(
             proc=proc,
         )
         _applied(aws_user, cid, proc)
-        ranks = _instances(admin, cid)
+        ranks = running_instances(admin, cid)
         deadline = time.time() + 120  # EC2's notice: about two minutes
         notice = {
             "action": "terminate",
@@ -548,15 +491,15 @@ def test_a_group_follows_demand_and_an_idle_cluster_stops_itself(
     """A job with packages (requirements.txt) submitted while group `cpu` has no VM: the
     VM the autoscaler adds for it installs them from the bucket before its Ray starts,
     and the task there imports them; idle, the VM goes, and later the whole cluster."""
-    cfg = _config(aws_user, shared_bucket, '[[groups]]\nname = "cpu"\nmax_nodes = 1\n')
+    cfg = cluster_config(aws_user, shared_bucket, '[[groups]]\nname = "cpu"\nmax_nodes = 1\n')
     cid = f"aws-as-{uuid.uuid4().hex[:6]}"
-    with _taken_down(aws_user, cid):
+    with taken_down(aws_user, cid):
         res = aws_user.invoke(
             *("up", "--config", cfg, "--cluster-id", cid),
             *("--idle-timeout", "10s", "--autostop", "90s"),
         )
         assert res.returncode == 0, failed(res)
-        assert sorted(_instances(admin, cid)) == [0]  # it starts at its minimum
+        assert sorted(running_instances(admin, cid)) == [0]  # it starts at its minimum
         job_dir = aws_user.root / "spread"
         job_dir.mkdir()
         (job_dir / "spread.py").write_text(SPREAD)
@@ -570,13 +513,13 @@ def test_a_group_follows_demand_and_an_idle_cluster_stops_itself(
         assert res.returncode == 0 and "nodes 2" in res.stdout, failed(res)
         imported = re.search(r"^imported on 2 nodes: (\S+) (\S+)$", res.stdout, re.M)
         assert imported and all("/pylibs/" in p for p in imported.groups()), res.stdout
-        [grown] = [iid for rank, iid in _instances(admin, cid).items() if rank != 0]
+        [grown] = [iid for rank, iid in running_instances(admin, cid).items() if rank != 0]
         log = aws_user.home / "clusters" / cid / "watch.log"
         # (The node may join before the watcher's apply has returned.)
         _wait_log(log, "group cpu: started", 120)
         # Idle: Ray lets the VM go, the watcher's apply removes it (1 -> 2 -> 1) ...
         _wait_log(log, "let go", 300)
-        assert sorted(_instances(admin, cid)) == [0], log.read_text()
+        assert sorted(running_instances(admin, cid)) == [0], log.read_text()
         _installed_before_ray(grown)
         # ... and after 90 s with nothing running, the watcher takes it down (`down`).
         _wait_log(log, "is down (autostop)", 400)
@@ -616,15 +559,15 @@ def test_an_idle_cluster_without_its_watcher_powers_its_vms_off(
     """`up --autostop` with the watcher gone: after autostop + grace the head stops the
     cluster itself and every VM powers off through its OS (the bed's power button):
     stopped in EC2, as instance_initiated_shutdown_behavior says; `down` removes it all."""
-    cfg = _config(aws_user, shared_bucket)
+    cfg = cluster_config(aws_user, shared_bucket)
     cid = f"aws-po-{uuid.uuid4().hex[:6]}"
-    with _taken_down(aws_user, cid):
+    with taken_down(aws_user, cid):
         res = aws_user.invoke(
             *("up", "--config", cfg, "--cluster-id", cid),
             *("--autostop", "20s", "--autostop-grace", "10s"),
         )
         assert res.returncode == 0, failed(res)
-        ids = list(_instances(admin, cid).values())
+        ids = list(running_instances(admin, cid).values())
         assert len(ids) == 2
         _kill_watcher(aws_user, cid)
         # Stopped in EC2, then powered off in the bed (its console kept once it is).

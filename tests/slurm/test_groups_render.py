@@ -118,7 +118,9 @@ def test_the_other_groups_wait_for_the_heads_job_to_start(
 
     calls: list[list[str]] = []
 
-    def submit(script: str, env: object = None, unset: object = (), options: object = ()) -> str:
+    def submit(
+        script: str, env: object = None, unset: object = (), options: object = (), **_: object
+    ) -> str:
         calls.append(list(options))  # type: ignore[call-overload]
         return str(100 + len(calls))
 
