@@ -95,8 +95,9 @@ def test_an_archive_of_too_many_entries_is_refused_as_it_streams(tmp_path: Path)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    # 40,000 headers kept would be ~15 MiB; 1,000 and the gzip window are well under 2.
-    assert peak < 2 * 1024 * 1024, peak
+    # 40,000 headers kept would be ~15 MiB; 1,000 and the gzip window take ~1.5-2.1 MiB
+    # (more when the suite has run in the same process): 4 MiB still tells them apart.
+    assert peak < 4 * 1024 * 1024, peak
     assert list(dest.iterdir()) == []  # the 1,000 files it unpacked are gone again
     assert MAX_MEMBERS == 20_000  # the default both sides apply (pack_workdir, the agent)
 
