@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -187,7 +186,7 @@ def _slurm() -> dict[str, Any]:
             os.environ["SYNDEO_HOME"] = user.env["SYNDEO_HOME"]  # for the status read
             return measure(work, "slurm", run)
         finally:
-            shutil.rmtree(user.root, ignore_errors=True)
+            user.remove()  # its dir and its SYNDEO_HOME
             if ours:
                 slurmcluster.down()
 
@@ -250,7 +249,7 @@ def fault(seconds: float) -> dict[str, Any]:
                 run("down", "--cluster-id", cid, cwd=work)
             return _fault_result(slurmrpc.read_calls(calls), start, end, said)
         finally:
-            shutil.rmtree(user.root, ignore_errors=True)
+            user.remove()  # its dir and its SYNDEO_HOME
             if ours:
                 slurmcluster.down()
 

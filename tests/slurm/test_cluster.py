@@ -15,6 +15,7 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -150,11 +151,11 @@ def test_bench_bringup_on_slurm_in_the_container(
 
 
 def test_two_jobs_share_nodes_and_cancel_one(
-    slurm_cluster: slurmcluster.LocalCluster, tmp_path: Path
+    slurm_cluster: slurmcluster.LocalCluster, named_runs: Callable[[str], UserRun]
 ) -> None:
     """Two clusters on the same 3 nodes: no port/temp/rendezvous clash; scancel of one
     leaves the other running to completion and leaves no Ray process of its own."""
-    runs = [UserRun(_mk(tmp_path, name)) for name in ("a", "b")]
+    runs = [named_runs(name) for name in ("a", "b")]
     long_run, short_run = runs
     p_long = long_run.start(job_config(tasks=400, seconds=1.0))
     p_short = short_run.start(job_config(tasks=30, seconds=0.5))
@@ -187,11 +188,11 @@ def test_two_jobs_share_nodes_and_cancel_one(
 
 
 def test_ctrl_c_and_sigterm_cancel_the_job_and_leave_nothing(
-    slurm_cluster: slurmcluster.LocalCluster, tmp_path: Path
+    slurm_cluster: slurmcluster.LocalCluster, named_runs: Callable[[str], UserRun]
 ) -> None:
     """Two deploys on the same nodes: Ctrl-C (SIGINT) ends one, SIGTERM the other, mid-run.
     Each cancels its own job, removes its records and exits 130; nothing is left."""
-    runs = [UserRun(_mk(tmp_path, name)) for name in ("int", "term")]
+    runs = [named_runs(name) for name in ("int", "term")]
     procs = [run.start(job_config(tasks=400, seconds=1.0)) for run in runs]
     job_ids = [wait_running(run) for run in runs]
     for proc, signum in zip(procs, (signal.SIGINT, signal.SIGTERM), strict=True):
@@ -318,14 +319,23 @@ def _wait_phase(status: Path, phase: str, timeout: float = 300) -> None:
     raise AssertionError(f"{status} never reached phase {phase!r}")
 
 
-def _mk(tmp_path: Path, name: str) -> Path:
-    import pwd
+@pytest.fixture
+def named_runs() -> Iterator[Callable[[str], UserRun]]:
+    """Runs of the CI user, each in a dir of its own named after its role; all removed
+    (dir and SYNDEO_HOME) once the test ends, however it ends."""
+    made: list[UserRun] = []
 
-    root = Path(f"/home/syndeo-ci/t-{uuid.uuid4().hex[:8]}-{name}")
-    root.mkdir(mode=0o700)
-    pw = pwd.getpwnam("syndeo-ci")
-    os.chown(root, pw.pw_uid, pw.pw_gid)
-    return root
+    def make(name: str) -> UserRun:
+        root = Path(f"/home/syndeo-ci/t-{uuid.uuid4().hex[:8]}-{name}")
+        root.mkdir(mode=0o700)
+        pw = pwd.getpwnam("syndeo-ci")
+        os.chown(root, pw.pw_uid, pw.pw_gid)
+        made.append(UserRun(root))
+        return made[-1]
+
+    yield make
+    for run in made:
+        run.remove()
 
 
 def test_the_testbed_is_locked_while_in_use(slurm_cluster: slurmcluster.LocalCluster) -> None:
