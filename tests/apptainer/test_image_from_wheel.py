@@ -6,7 +6,9 @@ from, and counted in the image's inputs."""
 from __future__ import annotations
 
 import importlib.metadata
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -77,13 +79,24 @@ def test_the_image_gets_the_wheel_given(sif: Path, run_user: str | None, tmp_pat
         "    rm -rf /opt/syndeo-build\n"
     )
     wheel = _wheel(tmp_path, content=b"the wheel a user installed")
-    out = tmp_path / "out" / "from-wheel.sif"
-    made = build.build("debootstrap", out, definition=quick, use_packer=False, syndeo_wheel=wheel)
-    argv = ["apptainer", "exec", "--containall", "--cleanenv", str(out), "cat", "/opt/syndeo-wheel"]
-    if run_user:
-        argv = ["runuser", "-u", run_user, "--", *argv]
-    staged = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=120)
-    assert staged.stdout.split() == [wheel.name]
-    assert made.inputs_sha256 == inputs.inputs_digest(quick, inputs.REPO, None, {}, wheel)
-    again = build.build("debootstrap", out, definition=quick, use_packer=False, syndeo_wheel=wheel)
-    assert again.built_at == made.built_at and manifest.verify_sif(out) == again
+    # Where the user the containers run as can read the SIF (tmp_path is root's alone).
+    where = Path(tempfile.mkdtemp(prefix="syndeo-test-from-wheel-", dir="/var/tmp"))
+    try:
+        where.chmod(0o755)
+        out = where / "from-wheel.sif"
+        made = build.build(
+            "debootstrap", out, definition=quick, use_packer=False, syndeo_wheel=wheel
+        )
+        argv = ["apptainer", "exec", "--containall", "--cleanenv", str(out)]
+        argv += ["cat", "/opt/syndeo-wheel"]
+        if run_user:
+            argv = ["runuser", "-u", run_user, "--", *argv]
+        staged = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=120)
+        assert staged.stdout.split() == [wheel.name]
+        assert made.inputs_sha256 == inputs.inputs_digest(quick, inputs.REPO, None, {}, wheel)
+        again = build.build(
+            "debootstrap", out, definition=quick, use_packer=False, syndeo_wheel=wheel
+        )
+        assert again.built_at == made.built_at and manifest.verify_sif(out) == again
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
