@@ -319,24 +319,6 @@ class AwsTarget(CloudTarget):
             if self.echo is not None:
                 self.echo(f"aws: could not remove unrecorded instances first: {_why(exc)}")
 
-    def machine_gone(self, launched: Launched, rank: int) -> str | None:
-        """EC2's word on the rank's instance: a terminated or stopped one is gone for good
-        (a failed call answers nothing: the head's silence still decides)."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        ids = launched.tf.outputs.get("node_ids", [])
-        if rank >= len(ids):
-            return None
-        region = launched.tf.machines.get("region")
-        try:
-            found = self._client("ec2", region).describe_instances(InstanceIds=[ids[rank]])
-        except (BotoCoreError, ClientError):
-            return None
-        states = [_state(i) for r in found["Reservations"] for i in r["Instances"]]
-        if states and states[0] in (*_GONE, "stopping", "stopped"):
-            return f"EC2 lists its instance {ids[rank]} as {states[0]}"
-        return None
-
     def machines_ended(self, launched: Launched, ranks: list[int]) -> dict[int, str]:
         """EC2's word on the ranks' instances, one DescribeInstances for the cluster's tag,
         at most every :data:`OBSERVE_EVERY_S` (the watcher asks at each status read)."""

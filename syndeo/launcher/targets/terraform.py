@@ -150,7 +150,7 @@ class TerraformTarget(Target):
     def machine_gone(self, launched: Launched, rank: int) -> str | None:
         """Why the machine of ``rank`` is gone (terminated, stopped) if the provider says
         so, else None (also when this target cannot ask: only the head's silence counts)."""
-        return None
+        return self.machines_ended(launched, [rank]).get(rank)
 
     def machines_ended(self, launched: Launched, ranks: list[int]) -> dict[int, str]:
         """Of ``ranks``, those whose machine the provider lists as ended (stopped,
