@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+import psutil
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -66,13 +67,24 @@ class Step:
 
 
 def _stop_group(proc: subprocess.Popen[str], grace_s: float = 20.0) -> None:
+    if proc.returncode is not None:  # reaped: its number may name someone else's group
+        return
+    try:  # listed while the leader is unreaped; psutil checks identity before it signals
+        family = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        family = []
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
+    try:
         proc.wait(timeout=grace_s)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    except subprocess.TimeoutExpired:
+        # Still unreaped, so the group's number is still ours.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    for child in family:  # what outlived the leader; once it is reaped, not by group
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
 
 
 def failure_cause(tail: list[str]) -> str:

@@ -249,7 +249,26 @@ class RayProcess:
             log.close()
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        """``ray start`` still runs.  Asked without reaping it: until :meth:`stop` has
+        signalled its group, its pid (the number of its process group and session) must
+        stay taken, or a busy machine hands the number to a new process and our signals
+        reach that one (it was seen: another node's ``ray start`` killed at birth)."""
+        return self.proc is not None and _running(self.proc)
+
+    def how_it_ended(self) -> str:
+        """``ray start``'s exit status or the signal that ended it, in words."""
+        assert self.proc is not None
+        code, status = None, self.proc.returncode
+        if status is None:
+            with contextlib.suppress(ChildProcessError):
+                if (ended := _ended(self.proc)) is not None:
+                    code, status = ended.si_code, ended.si_status
+        if status is None:
+            return "still running"
+        if code in (os.CLD_KILLED, os.CLD_DUMPED) or status < 0:
+            with contextlib.suppress(ValueError):
+                return f"killed by {signal.Signals(abs(status)).name}"
+        return f"exit status {status}"
 
     def raylet_alive(self) -> bool:
         """False once this node's raylet has exited while ``ray start --block`` goes on:
@@ -341,7 +360,8 @@ class RayProcess:
 
         def look() -> T | None:
             if not self.alive():
-                raise NodeError(f"{what} exited while starting: {self.log_tail()}")
+                tail = self.log_tail() or f"nothing in {self.log_path}"
+                raise NodeError(f"{what} exited while starting ({self.how_it_ended()}): {tail}")
             return probe()
 
         value = Poller(start_s=0.02, max_s=max_s).until(look, time.monotonic() + timeout_s)
@@ -370,31 +390,55 @@ class RayProcess:
         """
         if self.proc is None:
             return
+        pid = self.proc.pid
+        # Only while `ray start` is unreaped (alive or a zombie) does `pid` still name
+        # its group and session; once reaped, the number may be someone else's.
+        held = self.proc.returncode is None
         try:
-            leader = psutil.Process(self.proc.pid)
-            family = [leader, *leader.children(recursive=True)]
+            leader = psutil.Process(pid)
+            family = [leader, *leader.children(recursive=True)] if held else []
         except psutil.NoSuchProcess:
             family = []
         # `ray start` itself only supervises: KILL it first, so that its handler does
         # not start the drain, then TERM the rest. The group was created for this
-        # node (start_new_session): all of it is ours.
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.kill()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
+        # node (start_new_session): all of it is ours.  os.kill, not Popen.kill: that
+        # reaps a `ray start` that has exited and so frees its number.
+        if held:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGTERM)
         for p in family[1:]:  # a child that made its own group is still in the family
             with contextlib.suppress(psutil.NoSuchProcess):
                 p.terminate()
-        alive = wait_gone(family, STOP_GRACE_S)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        alive = wait_gone(family[1:], STOP_GRACE_S)
+        if held:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
         for p in alive:
             with contextlib.suppress(psutil.NoSuchProcess):
                 p.kill()
         wait_gone(alive, 5)
+        scratch = self.env.get("SYNDEO_SCRATCH") or str(self.settings.scratch)
+        _sweep(scratch, pid if held else None)
+        # Reaped last: the session's number stays ours through the sweep.
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
-        _sweep(self.env.get("SYNDEO_SCRATCH") or str(self.settings.scratch), self.proc.pid)
+
+
+def _ended(proc: subprocess.Popen[bytes]) -> os.waitid_result | None:
+    """How ``proc`` ended, if it has, read without reaping it."""
+    return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+
+
+def _running(proc: subprocess.Popen[bytes]) -> bool:
+    """``proc`` has not exited; unlike ``poll()`` this leaves an exited one unreaped."""
+    if proc.returncode is not None:
+        return False
+    try:
+        return _ended(proc) is None
+    except ChildProcessError:  # reaped elsewhere (it is ours alone: should not happen)
+        return proc.poll() is None
 
 
 def _session(pid: int) -> int | None:
@@ -404,27 +448,25 @@ def _session(pid: int) -> int | None:
         return None
 
 
-def _sweep(scratch: str, ray_session: int, settle_s: float = 3.0) -> None:
+def _sweep(scratch: str, ray_session: int | None, settle_s: float = 3.0) -> None:
     """KILL what is left of this node outside our view: a raylet may respawn its
     dashboard agent while it dies, and the orphan is in no family we listed.  It is
     ours if it is in the session ``ray start`` began (Ray's agents do not inherit our
-    environment) or carries this node's SYNDEO_SCRATCH; no other node shares either."""
+    environment) or carries this node's SYNDEO_SCRATCH; no other node shares either.
+    ``ray_session`` is given only while that ``ray start`` is unreaped: a reaped one's
+    number may lead someone else's session by now (pid_max is 32768 on many hosts)."""
     me = os.getpid()
     deadline = time.monotonic() + settle_s
     while True:
         left = []
-        # The session's number is the pid of our `ray start`, reaped by now.  A process
-        # with that pid again leads a session of its own (a busy machine recycles pids
-        # within seconds: another node's `ray start`): then the number names someone
-        # else's processes, and only the environment tells ours.
-        ours = None if psutil.pid_exists(ray_session) else ray_session
         for p in psutil.process_iter():
             if p.pid == me:
                 continue
             with contextlib.suppress(psutil.Error):
                 if p.uids().real != os.getuid() or p.status() == psutil.STATUS_ZOMBIE:
                     continue
-                if _session(p.pid) == ours or p.environ().get("SYNDEO_SCRATCH") == scratch:
+                mine = ray_session is not None and _session(p.pid) == ray_session
+                if mine or p.environ().get("SYNDEO_SCRATCH") == scratch:
                     left.append(p)
         for p in left:
             with contextlib.suppress(psutil.Error):
