@@ -23,6 +23,7 @@ import psutil
 import pytest
 
 from syndeo.core import launchkey
+from syndeo.core.errors import NodeError
 from syndeo.core.nodeconfig import NodeSettings
 from syndeo.node.raynode import RayProcess, _running, _sweep
 
@@ -128,3 +129,13 @@ def test_stopping_a_ray_start_that_exited_leaves_its_number_taken_until_the_end(
     finally:
         if orphan.is_running():
             orphan.kill()
+
+
+def test_ray_killed_at_start_is_reported_with_its_signal(ray_process: RayProcess) -> None:
+    # What the CI failure said was only "Ray exited while starting: " (an empty log).
+    ray_process.proc = subprocess.Popen(SLEEPER, start_new_session=True)
+    ray_process.proc.kill()
+    _exited_unreaped(ray_process.proc)
+    with pytest.raises(NodeError, match=r"exited while starting \(killed by SIGKILL\): nothing in"):
+        ray_process.wait_started(5)
+    ray_process.stop()
