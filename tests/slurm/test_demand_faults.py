@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from syndeo.launcher.autoscale import QUOTA_S
 from testbeds import slurmcluster
 from testbeds.users import UserRun
 from tests.support.slurm import ci_jobs, program_dir, user_syndeo, wait_for
@@ -23,8 +24,11 @@ from tests.support.slurm import ci_jobs, program_dir, user_syndeo, wait_for
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 REFUSED = "group cpu: could not follow demand"
-UNMET_S = 120  # demand unmet this long ...
-MOST_SUBMITS = 8  # ... costs at most this many sbatch calls
+# Demand unmet this long costs at most this many sbatch calls: shorter than the first
+# wait after a quota refusal (QUOTA_S less its jitter: 45-60 s), where a watcher that
+# did not back off would submit at each of its polls (every 1-5 s).
+UNMET_S = 0.75 * QUOTA_S - 5
+MOST_SUBMITS = 2
 
 # Two one-CPU tasks on two nodes at once: the head's autoscaler asks for a `cpu` node.
 SPREAD = """\

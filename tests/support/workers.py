@@ -38,6 +38,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,9 @@ IMAGE_ALONE = frozenset({"tests/apptainer/test_local_cluster.py"})
 
 # Held while a test runs the test image (the image is per checkout, so is the lock).
 IMAGE_LOCK = ROOT / ".testbed" / "image-users.lock"
+
+# Every test's time and worker in the last parallel run (the controller writes it).
+TIMES = ROOT / ".testbed" / "test-times.json"
 
 # The file the workers write the groups to (named by the controller).
 GROUPS_VAR = "SYNDEO_TEST_GROUPS"
@@ -127,6 +131,7 @@ class Controller:
 
     def __init__(self, config: pytest.Config) -> None:
         self._seen: dict[str, int] = {}
+        self._times: list[dict[str, Any]] = []
         self._dir: Path | None = None
         if config.getoption("dist", "no") == "loadgroup":
             # Before the workers start: they inherit the variable.
@@ -146,6 +151,49 @@ class Controller:
             # Every worker collects the same tests: the counts are the same.
             self._seen[key] = max(self._seen.get(key, 0), int(n))
         node.config.stash[_LEFT] = self._seen
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        node = getattr(report, "node", None)  # the worker xdist says sent it
+        worker = str(getattr(getattr(node, "gateway", None), "id", "main"))
+        self._times.append(
+            {
+                "test": report.nodeid,
+                "when": report.when,
+                "s": round(report.duration, 2),
+                "worker": worker,
+                "at": round(time.time(), 1),
+            }
+        )
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        """Each worker's busy seconds and each bed's, so that whoever trims the suite
+        sees its longest chain; every test's time goes to :data:`TIMES`."""
+        if not self._times:
+            return
+        busy: dict[str, float] = {}
+        done: dict[str, float] = {}  # when each worker finished its last test
+        start = min(t["at"] - t["s"] for t in self._times)
+        for t in self._times:
+            busy[t["worker"]] = busy.get(t["worker"], 0.0) + t["s"]
+            done[t["worker"]] = max(done.get(t["worker"], 0.0), t["at"] - start)
+        beds: dict[str, float] = {}
+        for t in self._times:
+            parts = t["test"].split("/")
+            if len(parts) > 2 and parts[1] in BEDS:
+                beds[parts[1]] = beds.get(parts[1], 0.0) + t["s"]
+        TIMES.parent.mkdir(exist_ok=True)
+        TIMES.write_text(
+            json.dumps({"busy_s": busy, "done_s": done, "bed_dirs_s": beds, "tests": self._times})
+        )
+        terminalreporter.write_line(
+            "busy per worker (done at): "
+            + ", ".join(
+                f"{w} {s / 60:.1f} min ({done[w] / 60:.1f})" for w, s in sorted(busy.items())
+            )
+            + "; per bed directory: "
+            + ", ".join(f"{b} {s / 60:.1f} min" for b, s in sorted(beds.items()))
+            + f" ({TIMES.relative_to(ROOT)})"
+        )
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self._dir is not None:
