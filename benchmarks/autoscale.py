@@ -2,7 +2,7 @@
 ``grow`` of one node on the same cluster, and how soon an idle node goes.
 
     python -m benchmarks.autoscale [--target local|slurm] [--out x.json]
-    python -m benchmarks.autoscale --fault 120 [--out x.json]
+    python -m benchmarks.autoscale --fault 120 [--target slurm|aws] [--out x.json]
 
 One ``up`` cluster (bare nodes, file rendezvous, a fresh $SYNDEO_HOME) with two groups
 beside the head: ``auto`` follows demand (max_nodes 1, idle timeout 10 s) and ``manual``
@@ -20,7 +20,9 @@ one-node job of its own.  In the same run:
   a job's placement group waits for a node of ``auto``; for SECONDS, what the
   launcher asks of slurmctld (each call, through logging wrappers on the CI user's
   PATH), the sbatch calls among them against the goal (at most 8 in 2 minutes), and
-  the refusals the watcher logged;
+  the refusals the watcher logged; ``--target aws``: the same on the emulated AWS
+  with no zone of capacity, counting the cloud API requests instead
+  (:mod:`benchmarks.cloud_fault`);
 - the store: the status record with and without the signed demand in it (bytes).  The
   scaler has no store handle at all (syndeo/launcher/autoscale.py: it is handed the
   status the watcher reads anyway), so it adds no request; that is by construction and
@@ -271,22 +273,30 @@ def _fault_result(calls: list[Any], start: float, end: float, said: str) -> dict
         "goal_sbatch_per_2_min": FAULT_GOAL,
         "within_goal": sbatch / minutes * 2 <= FAULT_GOAL,
         "refusals_logged": said.count("could not follow demand"),
-        "cloud_api": None,  # the emulated AWS's case is not measured yet
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--target", choices=["local", "slurm"], default="local")
+    parser.add_argument("--target", choices=["local", "slurm", "aws"])
     parser.add_argument(
         "--fault",
         type=float,
         metavar="SECONDS",
-        help="the fault case instead (Slurm): the partition INACTIVE for SECONDS",
+        help="the fault case instead, for SECONDS: on Slurm (the default) the partition "
+        "INACTIVE, on aws (the emulated AWS) no zone with capacity",
     )
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     args = parser.parse_args(argv)
-    if args.fault is not None:
+    if args.target == "aws" and args.fault is None:
+        parser.error("--target aws measures the fault case only: add --fault SECONDS")
+    if args.fault is not None and args.target == "local":
+        parser.error("the fault case runs on slurm or aws, not local")
+    if args.target == "aws":
+        from benchmarks import cloud_fault
+
+        result = cloud_fault.fault(args.fault)
+    elif args.fault is not None:
         result = fault(args.fault)
     elif args.target == "slurm":
         result = _slurm()

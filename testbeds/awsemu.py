@@ -30,6 +30,8 @@ One root daemon (``python -m testbeds.awsemu serve``) is the cloud:
   that answers RunInstances as EC2 does when it has none, :func:`_moto_as_aws`) and
   ``fail-boot`` (the next instances to boot fail to and power off,
   :meth:`Cloud._failing_boot`).
+- **a log of API requests** (``<base>/api-calls.jsonl``, :func:`api_calls`): each EC2,
+  IAM and STS request with its action and access key, for what a benchmark counts.
 
 Deviations from EC2, each because moto does not model it: only instances of this
 bed's AMI boot (any other image would not run the unit either), only in the
@@ -70,6 +72,7 @@ from testbeds import cloudinit, imds, netns, sshhosts
 from testbeds.procs import pid_alive, run, terminate, wait_until
 
 REGION = "us-east-1"
+CALLS = "api-calls.jsonl"  # the bed's log of API requests (_log_calls)
 ADMIN_USER = "syndeo-emulator-admin"  # the emulator's IAM user; every test speaks as it
 # terraform/aws's default network_cidr and the address AWS gives the VPC router.
 NETWORK = "10.42.0.0/16"
@@ -152,14 +155,21 @@ def _ours(pid: int, base: Path) -> bool:
     return b"testbeds.awsemu" in cmd and str(base).encode() in cmd
 
 
+def running(base: Path | None = None) -> State | None:
+    """The bed under ``base`` if its emulator runs."""
+    base = (base or default_base()).resolve()
+    state = load(base)
+    return state if state is not None and pid_alive(state.pid) and _ours(state.pid, base) else None
+
+
 # --------------------------------------------------------------------------- up / down
 def up(base: Path | None = None, sif: Path | None = None, timeout: float = 60.0) -> State:
     """Start the emulator under ``base`` (idempotent: a running one is returned)."""
     if os.geteuid() != 0:
         raise TargetError("the emulated AWS needs root (network namespaces): run with sudo")
     base = (base or default_base()).resolve()
-    state = load(base)
-    if state is not None and pid_alive(state.pid) and _ours(state.pid, base):
+    state = running(base)
+    if state is not None:
         return state
     if sif is None or not sif.is_file():
         raise TargetError(
@@ -335,6 +345,7 @@ class Cloud:
         from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
         _moto_as_aws(self.base)
+        _log_calls(self.base / CALLS)
         if Path("/proc/sys/net/ipv4/ip_forward").read_text().strip() != "0":
             # The instances' default route leads to this machine: it must not pass
             # their packets on (nothing of the bed may reach another address).
@@ -749,6 +760,46 @@ class Cloud:
         with contextlib.suppress(Exception):
             self.server.stop()
         netns.bridge_down(self.bridge)
+
+
+def _log_calls(path: Path) -> None:
+    """One JSON line per EC2, IAM or STS request moto answers (its time, service,
+    action and access key), for what a benchmark counts; S3 is served another way
+    by moto and is not in it."""
+    from moto.core.responses import BaseResponse
+
+    call_action = BaseResponse.call_action
+    lock = threading.Lock()
+    path.unlink(missing_ok=True)  # this start's requests only
+
+    def logged(self: Any) -> Any:
+        try:
+            key = self.get_access_key()
+        except Exception:  # an unsigned request: moto refuses it itself
+            key = ""
+        line = json.dumps(
+            {
+                "at": time.time(),
+                "service": self.service_name,
+                "action": self._get_action(),
+                "key": key,
+            }
+        )
+        with lock, path.open("a") as f:
+            f.write(line + "\n")
+        return call_action(self)
+
+    BaseResponse.call_action = logged  # type: ignore[method-assign]
+
+
+def api_calls(base: Path | None = None) -> list[dict[str, Any]]:
+    """Every request :func:`_log_calls` wrote so far under ``base``."""
+    path = (base or default_base()).resolve() / CALLS
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    return [json.loads(line) for line in lines if line.endswith("}")]
 
 
 def _moto_as_aws(base: Path) -> None:

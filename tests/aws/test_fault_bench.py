@@ -1,0 +1,48 @@
+"""``python -m benchmarks.autoscale --fault SECONDS --target aws`` (docs/autoscale.md) runs
+as shown on the emulated AWS and counts what it says: no zone with capacity while a
+placement group waits for a node, and the cloud API requests the launcher's side made
+meanwhile, from the emulator's own request log.  Kept short here (the first refusal
+and its backoff); the 2-minute run is the benchmark's.  No goal is asserted: the
+figures are reported."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testbeds import awsemu
+from tests.support.helpers import ROOT
+
+pytestmark = [pytest.mark.aws, pytest.mark.slow]
+FAULT = ("--fault", "20", "--target", "aws")
+
+
+def test_the_cloud_fault_case_counts_the_requests_to_the_cloud_api(
+    aws: awsemu.State, tmp_path: Path
+) -> None:
+    out = tmp_path / "fault.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.autoscale", *FAULT, "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:] + awsemu.logs(aws.base)
+    got = json.loads(out.read_text())
+    assert json.loads(proc.stdout) == got
+    assert (got["case"], got["target"]) == ("fault", "aws") and got["fault_s"] >= 20
+    api = got["cloud_api"]
+    # The watcher tried, EC2 (emulated) refused, the watcher said so and backed off.
+    assert api["run_instances"] >= 1 and got["refusals_logged"] >= 1, got
+    assert api["by_action"]["ec2:RunInstances"] == api["run_instances"]
+    assert api["launcher_calls"] == sum(api["by_action"].values()) >= api["run_instances"]
+    minutes = got["fault_s"] / 60
+    assert api["launcher_per_min"] == pytest.approx(api["launcher_calls"] / minutes, rel=0.02)
+    # The bed was the tests' and still runs: the benchmark did not take it down.
+    assert awsemu.running(aws.base) is not None
