@@ -4,7 +4,8 @@
 placement group waits for a node of a group that follows demand.  For SECONDS, what
 the launcher's side (its watcher, Terraform) asks of the cloud API -- every EC2, IAM
 and STS request the emulator answered with the user's key (testbeds/awsemu.py logs
-them), by action -- and what the watcher said.  The nodes' own requests (instance
+them, leaving out its own), by action and by client (Terraform's AWS provider, boto3
+in the watcher) -- and what the watcher said.  The nodes' own requests (instance
 credentials) are counted apart: they are the rendezvous', not the autoscaler's.
 
 The bed is the tests' (``.testbed/aws``): used if it runs, else started and stopped.
@@ -98,6 +99,7 @@ def result(
     window = [c for c in calls if start <= c["at"] <= end]
     launcher = [c for c in window if c["key"] == user_key]
     by_action = Counter(f"{c['service']}:{c['action']}" for c in launcher)
+    by_client = Counter(c.get("client", "") for c in launcher)  # Terraform or the watcher
     minutes = (end - start) / 60
     runs = by_action.get("ec2:RunInstances", 0)
     return {
@@ -111,6 +113,7 @@ def result(
             "run_instances": runs,
             "run_instances_per_min": round(runs / minutes, 2),
             "by_action": dict(sorted(by_action.items())),
+            "by_client": dict(sorted(by_client.items())),
             "nodes_calls": len(window) - len(launcher),
             "counted": "EC2, IAM and STS requests (S3 is not in the emulator's log)",
         },

@@ -73,6 +73,7 @@ from testbeds.procs import pid_alive, run, terminate, wait_until
 
 REGION = "us-east-1"
 CALLS = "api-calls.jsonl"  # the bed's log of API requests (_log_calls)
+OWN_AGENT = "syndeo-awsemu"  # in the user agent of the emulator's own requests
 ADMIN_USER = "syndeo-emulator-admin"  # the emulator's IAM user; every test speaks as it
 # terraform/aws's default network_cidr and the address AWS gives the VPC router.
 NETWORK = "10.42.0.0/16"
@@ -473,8 +474,15 @@ class Cloud:
 
     def client(self, service: str) -> Any:
         import boto3
+        from botocore.config import Config
 
-        return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION, **self.admin)
+        return boto3.client(
+            service,
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            config=Config(user_agent_extra=OWN_AGENT),  # left out of the request log
+            **self.admin,
+        )
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
@@ -764,8 +772,9 @@ class Cloud:
 
 def _log_calls(path: Path) -> None:
     """One JSON line per EC2, IAM or STS request moto answers (its time, service,
-    action and access key), for what a benchmark counts; S3 is served another way
-    by moto and is not in it."""
+    action, access key and client: "terraform", "Boto3", ...), for what a benchmark
+    counts; the emulator's own requests and S3 (served another way by moto) are not
+    in it."""
     from moto.core.responses import BaseResponse
 
     call_action = BaseResponse.call_action
@@ -773,6 +782,9 @@ def _log_calls(path: Path) -> None:
     path.unlink(missing_ok=True)  # this start's requests only
 
     def logged(self: Any) -> Any:
+        agent = str(self.headers.get("User-Agent", ""))
+        if OWN_AGENT in agent:  # the hypervisor's own polling is not a client's
+            return call_action(self)
         try:
             key = self.get_access_key()
         except Exception:  # an unsigned request: moto refuses it itself
@@ -783,6 +795,7 @@ def _log_calls(path: Path) -> None:
                 "service": self.service_name,
                 "action": self._get_action(),
                 "key": key,
+                "client": "terraform" if "Terraform" in agent else agent.split("/", 1)[0],
             }
         )
         with lock, path.open("a") as f:

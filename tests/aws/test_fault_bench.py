@@ -18,7 +18,7 @@ from testbeds import awsemu
 from tests.support.helpers import ROOT
 
 pytestmark = [pytest.mark.aws, pytest.mark.slow]
-FAULT = ("--fault", "20", "--target", "aws")
+FAULT = ("--fault", "45", "--target", "aws")
 
 
 def test_the_cloud_fault_case_counts_the_requests_to_the_cloud_api(
@@ -36,7 +36,7 @@ def test_the_cloud_fault_case_counts_the_requests_to_the_cloud_api(
     assert proc.returncode == 0, proc.stderr[-3000:] + awsemu.logs(aws.base)
     got = json.loads(out.read_text())
     assert json.loads(proc.stdout) == got
-    assert (got["case"], got["target"]) == ("fault", "aws") and got["fault_s"] >= 20
+    assert (got["case"], got["target"]) == ("fault", "aws") and got["fault_s"] >= 45
     api = got["cloud_api"]
     # The watcher tried, EC2 (emulated) refused, the watcher said so and backed off.
     assert api["run_instances"] >= 1 and got["refusals_logged"] >= 1, got

@@ -30,7 +30,8 @@ from tests.support.helpers import assert_nothing_left, reap, syndeo
 
 HOLD = "import time\ntime.sleep(600)\n"
 PLANT = "open({marker!r}, 'w').write('ran')\n"
-AUTOSTOP_S = 75.0
+# Long enough for the job to start before the idle cluster's autostop (~10 s).
+AUTOSTOP_S = 50
 UNSIGNED = "a status record not signed by this cluster's head: ignored"
 REPLAYED = "a status record older than one already read"
 
@@ -49,7 +50,7 @@ def test_the_watcher_acts_only_on_what_the_head_signed(syndeo_home: Path, tmp_pa
     work = tmp_path / "work"
     work.mkdir()
     (work / "hold.py").write_text(HOLD)
-    up = syndeo("up", "--nodes", "1", "--cluster-id", cid, "--autostop", "75s", cwd=work)
+    up = syndeo("up", "--nodes", "1", "--cluster-id", cid, "--autostop", f"{AUTOSTOP_S}s", cwd=work)
     assert up.returncode == 0, up.stderr[-3000:]
     try:
         _plant_and_watch(syndeo_home, cid, work, tmp_path / "planted-ran")

@@ -9,6 +9,7 @@ from typing import Any
 
 from syndeo.core.errors import ConfigError, TargetError
 from syndeo.launcher.spec import ClusterSpec, Launched
+from syndeo.launcher.targets.base import StartRefused
 from syndeo.launcher.targets.cloud import CloudTarget
 from syndeo.launcher.targets.tfexec import Terraform, TerraformError
 
@@ -28,6 +29,11 @@ _TAGGED_EC2 = (
 # EC2's answers to RunInstances that another zone may not give: no capacity for the type
 # there now, or the type not supported there (its error reference).
 _CAPACITY = ("InsufficientInstanceCapacity", "Unsupported")
+# Its answers when the account is at a limit (vCPUs of a class, instances, spot
+# requests): lifted by a quota increase or by the account's other instances ending.
+_LIMITS = ("VcpuLimitExceeded", "InstanceLimitExceeded", "MaxSpotInstanceCountExceeded")
+# The provider's retries in a grow's apply (see AwsTarget.grow_overrides).
+GROW_MAX_RETRIES = 2
 # vCPU quotas of EC2 by instance class (Service Quotas, service code "ec2"), on demand and
 # spot: the codes AWS's Service Quotas console and its EC2 documentation name.  A class
 # not listed (HPC, Mac, DL/Trn spot) is not checked.
@@ -64,6 +70,27 @@ class AwsTarget(CloudTarget):
 
     def cloud_vars(self, spec: ClusterSpec) -> dict[str, Any]:
         return {"zone": self._zone} if self._zone is not None else {}
+
+    def grow_overrides(self, tfvars: dict[str, Any]) -> dict[str, Any]:
+        # The provider would retry a capacity refusal for minutes (25 times at its
+        # default), holding the watcher in one apply and calling RunInstances ~10 times
+        # a minute (benchmarks/cloud_fault.py); refused at once, the group's own
+        # backoff decides when to ask again.
+        own = tfvars.get("api_max_retries")
+        return {"api_max_retries": min(GROW_MAX_RETRIES, 25 if own is None else int(own))}
+
+    def grow(
+        self, launched: Launched, group: str, nodes: int, hosts: list[str] | None = None
+    ) -> str:
+        """As every cloud; EC2's no capacity, or a limit of the account, is a refusal
+        that lifts in time (the watcher waits long before it asks again)."""
+        try:
+            return super().grow(launched, group, nodes, hosts)
+        except TerraformError as exc:
+            code = _capacity(exc) or _limit(exc)
+            if not code:
+                raise
+            raise StartRefused(f"aws: {code} for group {group}: {exc}", kind="quota") from exc
 
     def launch(self, spec: ClusterSpec, *, detach: bool = False) -> Launched:
         """As every Terraform target; a zone out of capacity (or not supporting the type)
@@ -391,6 +418,12 @@ def _quota_code(instance_type: str, spot: bool) -> str | None:
         key = "standard" if key in tuple("acdhimrtz") else key
     codes = _QUOTAS.get(key)
     return None if codes is None else (codes[1] if spot else codes[0])
+
+
+def _limit(exc: Exception) -> str:
+    """The account-limit code in a failed apply's error, or ""."""
+    found = re.search(rf"\b({'|'.join(_LIMITS)})\b", str(exc))
+    return found.group(1) if found else ""
 
 
 def _capacity(exc: Exception) -> str:

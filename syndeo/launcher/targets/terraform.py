@@ -445,7 +445,8 @@ class TerraformTarget(Target):
         added = self.grown_nodes(
             launched, tfvars, g, list(range(first, first + nodes)), list(hosts or [])
         )
-        tf.write_vars(_with_grown(tfvars, grown + added))
+        wanted = _with_grown(tfvars, grown + added)
+        tf.write_vars({**wanted, **self.grow_overrides(wanted)})
         try:
             tf.apply()
         except BaseException:
@@ -454,8 +455,14 @@ class TerraformTarget(Target):
             with signals_ignored():
                 tf.apply()
             raise
+        tf.write_vars(wanted)  # the overrides were this apply's alone
         launched.tf.last_rank = first + nodes - 1
         return ", ".join(_where(e) for e in added)
+
+    def grow_overrides(self, tfvars: dict[str, Any]) -> dict[str, Any]:
+        """Variables a grow's apply sets otherwise than the cluster's other applies
+        (none by default; the revert after a failed grow uses the cluster's own)."""
+        return {}
 
     def added(self, launched: Launched, group: str) -> list[int]:
         if not self.grows:
