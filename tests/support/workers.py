@@ -185,6 +185,8 @@ class Controller:
         TIMES.write_text(
             json.dumps({"busy_s": busy, "done_s": done, "bed_dirs_s": beds, "tests": self._times})
         )
+        if set(busy) == {"main"}:
+            return  # a serial run: its one worker's time is pytest's own total
         terminalreporter.write_line(
             "busy per worker (done at): "
             + ", ".join(
