@@ -101,6 +101,8 @@ def write_config(s: NodeSettings, temp_dir: Path) -> Path | None:
             "syndeo_temp_dir": str(temp_dir),
             "syndeo_groups": sorted(groups),
             "syndeo_min": {name: least for name, (least, *_) in groups.items()},
+            # What one node of each group holds: which waiting work it could serve.
+            "syndeo_resources": {name: types[name]["resources"] for name in groups},
         },
         "available_node_types": types,
         "head_node_type": HEAD_TYPE,

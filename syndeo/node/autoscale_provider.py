@@ -16,9 +16,11 @@ running nodes.
 
 Ray's v1 autoscaler never lowers its count for a node that has not come: a placeholder
 would stay, and the watcher would keep its queued job, after the work that asked for it
-is gone.  So while nothing waits for resources (no pending request, gang request or
-resource constraint in Ray's cluster state), the request drops to the nodes that run
-(never below a group's ``min_nodes``), and the watcher cancels the newest not joined.
+is gone.  So a group's request drops to the nodes of it that run (never below its
+``min_nodes``) while nothing that waits for resources in Ray's cluster state (a pending
+request, a placement group's bundle, a ``request_resources`` constraint) would fit on
+one of its nodes, and the watcher cancels the newest not joined.  Work that still waits
+for another group's resources (a GPU) does not keep a CPU group's queued node.
 """
 
 from __future__ import annotations
@@ -50,6 +52,12 @@ class SyndeoProvider(BatchingNodeProvider):
         self.temp_dir = str(provider_config["syndeo_temp_dir"])
         self.groups = set(provider_config["syndeo_groups"])
         self.least = {g: int(n) for g, n in provider_config.get("syndeo_min", {}).items()}
+        # A group without its node's resources here (a config from an older syndeo) is
+        # kept by any waiting work, as before.
+        self.holds: dict[str, dict[str, float]] = {
+            g: {k: float(v) for k, v in r.items()}
+            for g, r in provider_config.get("syndeo_resources", {}).items()
+        }
         saved = read_want(self.want_file) or {}  # a restarted monitor goes on from there
         self.seq = int(saved.get("seq", 0))
         self.want: dict[str, int] = {g: int(n) for g, n in saved.get("want", {}).items()}
@@ -77,32 +85,52 @@ class SyndeoProvider(BatchingNodeProvider):
             out[node_id.hex()] = (int(labels["syndeo-rank"]), labels.get("syndeo-group"))
         return out
 
-    def _nothing_pending(self) -> bool:
-        """True if no work waits for resources (Ray's own cluster state, from the GCS)."""
+    def _waiting_for(self) -> set[str] | None:
+        """The groups some waiting work would fit on (Ray's own cluster state, from the
+        GCS); None if that cannot be read (then every group keeps its request)."""
         from ray.autoscaler.v2.sdk import get_cluster_resource_state
 
         try:
             state = get_cluster_resource_state(self._gcs)
         except Exception as exc:
             logger.info(f"syndeo: cannot read Ray's pending demand: {exc}")
-            return False
-        return not (
-            state.pending_resource_requests
-            or state.pending_gang_resource_requests
-            or state.cluster_resource_constraints
-        )
+            return None
+        bundles = [r.request.resources_bundle for r in state.pending_resource_requests]
+        bundles += [
+            r.resources_bundle for g in state.pending_gang_resource_requests for r in g.requests
+        ]
+        bundles += [
+            r.request.resources_bundle
+            for c in state.cluster_resource_constraints
+            for r in c.resource_requests
+        ]
+        return {g for g in self.groups if any(self._fits(g, dict(b)) for b in bundles)}
+
+    def _fits(self, group: str, bundle: dict[str, float]) -> bool:
+        holds = self.holds.get(group)
+        if holds is None:
+            return True  # not known: it may
+        return all(holds.get(k, 0.0) >= v for k, v in bundle.items() if v > 0)
 
     def _drop_unneeded(self, running: Counter[str]) -> None:
-        """Lower the request to what runs where nothing waits any more (see above)."""
+        """Lower a group's request to what runs when no waiting work fits it (above)."""
         floor = {g: max(running[g], self.least.get(g, 0)) for g in self.groups}
-        if all(self.want.get(g, 0) <= floor[g] for g in self.groups):
+        above = {g for g in self.groups if self.want.get(g, 0) > floor[g]}
+        if not above:
             return
-        if not self._nothing_pending():
+        waiting = self._waiting_for()
+        if waiting is None or above <= waiting:
             return
-        self.want = {g: min(self.want.get(g, 0), floor[g]) for g in sorted(self.groups)}
+        self.want = {
+            g: self.want.get(g, 0) if g in waiting else min(self.want.get(g, 0), floor[g])
+            for g in sorted(self.groups)
+        }
         self.seq += 1
         write_want(self.want_file, self.seq, self.want, self.release)
-        logger.info(f"syndeo: request {self.seq}: nothing pending, want {self.want}")
+        logger.info(
+            f"syndeo: request {self.seq}: nothing waits for {sorted(above - waiting)}, "
+            f"want {self.want}"
+        )
 
     def get_node_data(self) -> dict[str, NodeData]:
         alive = self._alive()
