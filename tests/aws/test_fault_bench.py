@@ -7,15 +7,12 @@ figures are reported."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from testbeds import awsemu
-from tests.support.helpers import ROOT
+from tests.support.bench import run_benchmark
 
 pytestmark = [pytest.mark.aws, pytest.mark.slow]
 FAULT = ("--fault", "45", "--target", "aws")
@@ -24,18 +21,7 @@ FAULT = ("--fault", "45", "--target", "aws")
 def test_the_cloud_fault_case_counts_the_requests_to_the_cloud_api(
     aws: awsemu.State, tmp_path: Path
 ) -> None:
-    out = tmp_path / "fault.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.autoscale", *FAULT, "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        stdin=subprocess.DEVNULL,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:] + awsemu.logs(aws.base)
-    got = json.loads(out.read_text())
-    assert json.loads(proc.stdout) == got
+    got = run_benchmark("autoscale", tmp_path / "fault.json", *FAULT)
     assert (got["case"], got["target"]) == ("fault", "aws") and got["fault_s"] >= 45
     api = got["cloud_api"]
     # The watcher tried, EC2 (emulated) refused, the watcher said so and backed off.

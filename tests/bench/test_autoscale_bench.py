@@ -5,32 +5,16 @@ asserted here: they are reported)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.helpers import ROOT
+from tests.support.bench import run_benchmark
 
 
 def _bench(tmp_path: Path, *extra: str) -> dict[str, Any]:
-    """``python -m benchmarks.autoscale EXTRA``: its JSON, the same on stdout and in --out."""
-    out = tmp_path / "scale.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.autoscale", *extra, "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        stdin=subprocess.DEVNULL,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got: dict[str, Any] = json.loads(out.read_text())
-    assert json.loads(proc.stdout) == got
-    return got
+    return run_benchmark("autoscale", tmp_path / "scale.json", *extra)
 
 
 def _measured(tmp_path: Path, *extra: str) -> dict[str, Any]:

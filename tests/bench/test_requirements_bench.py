@@ -4,14 +4,11 @@ from the launcher's cache and, on the same ``up`` cluster, installs nothing."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.helpers import ROOT
+from tests.support.bench import run_benchmark
 
 
 @pytest.mark.slow
@@ -19,18 +16,7 @@ from tests.support.helpers import ROOT
 def test_the_requirements_benchmark_compares_a_first_and_a_second_run(
     tmp_path: Path, syndeo_home: Path
 ) -> None:
-    out = tmp_path / "req.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.requirements", "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        stdin=subprocess.DEVNULL,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(out.read_text())
-    assert json.loads(proc.stdout) == got
+    got = run_benchmark("requirements", tmp_path / "req.json")
     first, second = got["resolve"]
     assert first["archive_bytes"] == second["archive_bytes"] > 0
     assert second["resolve_s"] < first["resolve_s"]  # the cache, not pip download

@@ -1,9 +1,14 @@
-"""What a benchmark result file must say, whoever ran it (deploy, `invoke bench`)."""
+"""What a benchmark result file must say, whoever ran it (deploy, `invoke bench`), and
+running a ``python -m benchmarks.X`` as its docs show it."""
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 from syndeo.bench.models import BenchResult
 
@@ -31,3 +36,22 @@ def assert_bench_result(
     rates = [r.steps_per_s for r in res.syndeo.repeats]
     assert res.syndeo.mean > 0 and math.isclose(res.syndeo.mean, sum(rates) / len(rates))
     return result
+
+
+def run_benchmark(module: str, out: Path, *extra: str) -> dict[str, Any]:
+    """``python -m benchmarks.MODULE EXTRA --out OUT`` from the checkout, to its end: its
+    JSON, the same on stdout and in OUT."""
+    from tests.support.helpers import ROOT
+
+    proc = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{module}", *extra, "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got: dict[str, Any] = json.loads(out.read_text())
+    assert json.loads(proc.stdout) == got
+    return got
