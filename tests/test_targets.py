@@ -115,6 +115,7 @@ VM_HOOKS = {
     "machine_summary",
     "prepare",
     "grown_nodes",
+    "grow_overrides",
     "leaks",
     "rendezvous_env",
     "machine_gone",
