@@ -1,4 +1,4 @@
-"""Parallel workers (pytest-xdist, ``scripts/test``: ``-n 4 --dist loadgroup``).
+"""Parallel workers (pytest-xdist, ``scripts/test``: ``-n 3 --dist loadgroup``).
 
 Which tests may run beside which is said in one place, here, from the test directories
 and the markers (never per test).  A group's tests all run on one worker, one after the
