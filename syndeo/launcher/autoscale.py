@@ -197,8 +197,20 @@ class Scaler:
         except SyndeoError as exc:  # tried again at the next status
             self.ui.info(f"group {group}: could not follow demand: {exc}")
             return
+        self._left_first(group, views, d, remains)
         self._ended(group, [v for v in views if v.rank not in d.release], late)
         self._add(launched, group, want - (len(staying) - len(surplus)))
+
+    def _left_first(
+        self, group: str, views: list[NodeView], d: DemandRecord, remains: set[int]
+    ) -> None:
+        """Say each node the autoscaler named that left before this poll could let it go.
+        A released node drains and leaves by itself; a watcher slower than that (a busy
+        launcher) sees it only ended, and a target that lists it no more once ended (a
+        process, a Slurm job) reports that once: said here, or never."""
+        for v in views:
+            if v.ended and v.rank in d.release and v.rank not in remains:
+                self.ui.info(f"group {group}: let go rank {v.rank} (Ray's autoscaler; it had left)")
 
     def _seen_joined(self, views: list[NodeView]) -> list[NodeView]:
         """``views`` with a FAILED rank this watcher has seen joined answered GONE: the

@@ -89,7 +89,7 @@ class _Truthful(_Recorder):
         out = []
         for r in list(self.live):
             state, why = self.truth.get(r, (NodeState.STARTING, ""))
-            if state is NodeState.FAILED:
+            if state in (NodeState.FAILED, NodeState.GONE):
                 self.live.remove(r)
             elif state is NodeState.STARTING and r in joined:
                 state = NodeState.JOINED
@@ -208,6 +208,23 @@ def test_a_node_that_ends_before_joining_is_said_backed_off_and_started_again() 
     scaler.backoff["worker"].not_before = 0.0  # the backoff's time has come
     scaler.observe(launched, want)
     assert target.calls == [("grow", 1), ("grow", 1)] and target.live == [2]
+
+
+def test_a_node_let_go_that_left_before_the_poll_is_said_let_go_not_lost() -> None:
+    """A released node drains and leaves by itself; a watcher slower than that (a busy
+    launcher) sees it ended: still the autoscaler's release, said once, not a failure."""
+    scaler, target, spec, launched = _setup(target=_Truthful())
+    assert isinstance(target, _Truthful)
+    ui = scaler.ui = _Lines()
+    scaler.observe(launched, _status(_demand(spec.launch_key, seq=1, want={"worker": 1}), [0]))
+    scaler.observe(launched, _status(_demand(spec.launch_key, seq=1, want={"worker": 1}), [0, 1]))
+    target.truth[1] = (NodeState.GONE, "its process ended")
+    released = _status(_demand(spec.launch_key, seq=2, want={"worker": 0}, release=[1]), [0])
+    scaler.observe(launched, released)
+    scaler.observe(launched, released)
+    assert ui.text.count("group worker: let go rank 1 (Ray's autoscaler; it had left)") == 1
+    assert "ended" not in ui.text and scaler.backoff["worker"].failures == 0
+    assert target.calls == [("grow", 1)] and target.live == []
 
 
 @pytest.mark.parametrize(
