@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -321,6 +322,41 @@ def test_stop_removes_only_its_own_scratch_dir(tmp_path: Path) -> None:
         assert own.is_symlink() and (precious / "keep").read_text() == "k"
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _stop(command: str) -> None:
+    stopped = subprocess.run(["dash", "-c", command], capture_output=True, text=True, timeout=60)
+    assert stopped.returncode == 0, stopped.stderr
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_the_cluster_dir_goes_with_its_last_node_on_the_host(named: bool, tmp_path: Path) -> None:
+    """Without a scratch_dir the module makes up /var/tmp/sy-<hash> for the cluster: the
+    stop of its last node on a host removes it (it was left behind, empty, on every
+    host of every cluster); a scratch_dir the user named is theirs and stays."""
+    base = _short_base("sy-n") if named else None
+    inputs = {
+        "cluster_id": f"cd-{uuid.uuid4().hex[:8]}",
+        "node_count": 2,
+        "rendezvous": "file:///x",
+        "target": "ssh",
+        "host_dir": str(tmp_path / "h"),
+        "scratch_dir": None if base is None else str(base),
+    }
+    out = _render(tmp_path / "r", inputs, ("stop_commands", "scratch_dirs"))
+    ranks = [Path(s) for s in out["scratch_dirs"]]
+    cluster = ranks[0].parent
+    assert named or cluster.parent == Path("/var/tmp")
+    try:
+        for d in ranks:
+            d.mkdir(mode=0o700, parents=True)
+            (d / "token").write_text("t")
+        _stop(out["stop_commands"][0])
+        assert not ranks[0].exists() and (ranks[1] / "token").exists()  # rank 1 still here
+        _stop(out["stop_commands"][1])
+        assert not ranks[1].exists() and cluster.is_dir() == named
+    finally:
+        shutil.rmtree(cluster, ignore_errors=True)
 
 
 def _grouped_spec() -> ClusterSpec:

@@ -25,6 +25,7 @@ from syndeo.launcher.spec import ProcWatcher
 from syndeo.launcher.state import load_launched
 from syndeo.launcher.watch import ENDED_GRACE_S
 from syndeo.rendezvous import StatusRecord, open_rendezvous
+from syndeo.rendezvous.base import Phase
 from syndeo.rendezvous.file import parse_file_uri
 from tests.support.helpers import assert_nothing_left, reap, syndeo
 
@@ -106,7 +107,7 @@ def _plant_and_watch(syndeo_home: Path, cid: str, work: Path, marker: Path) -> N
 
     now = _wait("the job's status (busy)", busy, 120)
     assert isinstance(now, StatusRecord)
-    plant(now.model_copy(update={"phase": "done"}), UNSIGNED)
+    plant(now.model_copy(update={"phase": Phase.DONE}), UNSIGNED)
     first_done = time.monotonic()
     plant(now.model_copy(update={"nodes_lost": [1], "seq": now.seq + 1}), UNSIGNED)
     plant(first, REPLAYED)  # the head's own first record: no node joined yet
@@ -123,7 +124,7 @@ def _plant_and_watch(syndeo_home: Path, cid: str, work: Path, marker: Path) -> N
     plant(idle_rec, REPLAYED)
     again = _wait("the head's status again", busy, 30)
     assert isinstance(again, StatusRecord)
-    plant(again.model_copy(update={"phase": "failed"}), UNSIGNED)
+    plant(again.model_copy(update={"phase": Phase.FAILED}), UNSIGNED)
     # Then 2 more polls of the watcher: it still runs, the cluster with it.
     polled = (here / "watch.alive").stat().st_mtime
     _wait("two more polls", lambda: (here / "watch.alive").stat().st_mtime > polled + 5, 30)

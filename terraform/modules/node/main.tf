@@ -134,6 +134,9 @@ locals {
       dir     = local.host_dirs[i]
       grace_s = var.node.stop_grace_s
       scratch = local.env[i].SYNDEO_SCRATCH
+      # The per-cluster dir the module made up (removed once empty); never a
+      # scratch_dir the user named, which other clusters share.
+      cluster_dir = var.node.scratch_dir == null ? local.scratch_base : ""
     })
   ]
 }
