@@ -198,6 +198,30 @@ def demand(s: NodeSettings, idle_since: float | None) -> DemandRecord | None:
     return record.model_copy(update={"signature": signature})
 
 
+def idle_drain_path(scratch: Path) -> Path:
+    return scratch / "autoscale" / "idle-drains.json"
+
+
+def write_idle_drains(path: Path, ranks: list[int]) -> None:
+    """The ranks the provider asked Ray to drain as idle (replaced whole)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(sorted(ranks)))
+    os.replace(tmp, path)
+
+
+def idle_drains(s: NodeSettings) -> set[int]:
+    """The ranks being drained as idle, not for a spot notice (the GCS does not say which
+    drain a node is under).  Like the request, a file any task could write: anything but
+    a short list of ranks is none."""
+    try:
+        with idle_drain_path(s.scratch).open("rb") as fh:
+            data = json.loads(fh.read(MAX_WANT_BYTES), parse_float=_refuse, parse_constant=_refuse)
+    except (OSError, ValueError, RecursionError):
+        return set()
+    ok = isinstance(data, list) and all(_count(r) for r in data)
+    return set(data) if ok else set()
+
+
 def released(s: NodeSettings) -> set[int]:
     """The ranks the autoscaler let go: gone on purpose, not lost."""
     want = read_want(want_path(s.scratch), _log(s))

@@ -14,6 +14,12 @@ is absent from :meth:`get_node_data` as soon as :meth:`submit_scale_request` ret
 (kept in ``_releasing`` until Ray sees it gone); ``status`` is "up-to-date" exactly for
 running nodes.
 
+Ray's v1 autoscaler drains a node it let go with ``drain_nodes``, which no node refuses,
+after deciding from the load the raylets last reported that the node is idle: a task
+that lands in between dies with the node.  :func:`guard_v1_drain` puts the drain a busy
+node refuses (``DRAIN_NODE_REASON_IDLE_TERMINATION``, what autoscaler v2 uses) in its
+place for this provider's nodes; a node that refuses stays, and is not let go.
+
 Ray's v1 autoscaler never lowers its count for a node that has not come: a placeholder
 would stay, and the watcher would keep its queued job, after the work that asked for it
 is gone.  So a group's request drops to the nodes of it that run (never below its
@@ -37,7 +43,13 @@ from ray.autoscaler.batching_node_provider import (
 )
 from ray.autoscaler.tags import NODE_KIND_HEAD, NODE_KIND_WORKER
 
-from syndeo.node.autoscale import HEAD_TYPE, read_want, write_want
+from syndeo.node.autoscale import (
+    HEAD_TYPE,
+    idle_drain_path,
+    read_want,
+    write_idle_drains,
+    write_want,
+)
 
 logger = logging.getLogger(__name__)
 GCS_TIMEOUT_S = 10
@@ -65,6 +77,11 @@ class SyndeoProvider(BatchingNodeProvider):
         self._releasing: set[str] = set()  # node ids let go that Ray still lists
         self._ranks: dict[str, int] = {}
         self._gcs: Any = None
+        # Node ids whose idle drain Ray refused (busy again) in this update: not let go.
+        self._kept: set[str] = set()
+        self.idle_file = idle_drain_path(self.want_file.parent.parent)
+        self.idle_drained: set[int] = set()
+        guard_v1_drain()
 
     def _alive(self) -> dict[str, tuple[int, str | None]]:
         """{node id: (rank, group)} of this cluster's alive Ray nodes."""
@@ -153,6 +170,37 @@ class SyndeoProvider(BatchingNodeProvider):
                 data[f"pending-{group}-{i}"] = NodeData(NODE_KIND_WORKER, group, None, WAITING)
         return data
 
+    def drain_idle(self, node_ids: list[str]) -> None:
+        """Drain each of ``node_ids`` (v1 let them go as idle) the way a busy node refuses;
+        one that refuses is kept (:meth:`terminate_node` leaves it), and v1 decides
+        again at a later update."""
+        from ray.core.generated.autoscaler_pb2 import DrainNodeReason  # type: ignore[attr-defined]
+
+        ours = {n: self._ranks[n] for n in node_ids if n in self._ranks}
+        if not ours:
+            return
+        # Said before the drain: the head sees the node draining at once, and a drain
+        # it cannot account for is a spot notice.
+        write_idle_drains(self.idle_file, [*self.idle_drained, *ours.values()])
+        idle = DrainNodeReason.Value("DRAIN_NODE_REASON_IDLE_TERMINATION")
+        for node_id, rank in ours.items():
+            try:
+                accepted, why = self._gcs.drain_node(node_id, idle, IDLE_MESSAGE, 0)
+            except Exception as exc:  # not drained: kept, and asked again when idle
+                accepted, why = False, f"{type(exc).__name__}: {exc}"
+            if accepted:
+                self.idle_drained.add(rank)
+            else:
+                self._kept.add(node_id)
+                logger.info(f"syndeo: rank {rank} not let go: {why}")
+        write_idle_drains(self.idle_file, list(self.idle_drained))
+
+    def terminate_node(self, node_id: str) -> Any:
+        if node_id in self._kept:  # busy again: Ray refused its idle drain
+            self._kept.discard(node_id)
+            return None
+        return super().terminate_node(node_id)
+
     def submit_scale_request(self, scale_request: ScaleRequest) -> None:
         let_go = [n for n in scale_request.workers_to_delete if n in self._ranks]
         self._releasing |= set(let_go)
@@ -163,3 +211,29 @@ class SyndeoProvider(BatchingNodeProvider):
         self.seq += 1
         write_want(self.want_file, self.seq, self.want, self.release)
         logger.info(f"syndeo: request {self.seq}: want {self.want}, let go ranks {let_go}")
+
+
+# The reason message of the idle drain (Ray keeps it in the node's death info).
+IDLE_MESSAGE = "Terminated by autoscaler: idle (syndeo)."
+_V1_DRAIN: Any = None
+
+
+def _guarded_drain(autoscaler: Any, node_ids: list[str]) -> None:
+    """In place of ``StandardAutoscaler.drain_nodes_via_gcs``: this provider's nodes get
+    the drain a busy node refuses; any other provider, Ray's own."""
+    if isinstance(autoscaler.provider, SyndeoProvider):
+        autoscaler.provider.drain_idle(list(node_ids))
+    else:
+        _V1_DRAIN(autoscaler, node_ids)
+
+
+def guard_v1_drain() -> None:
+    """Put :func:`_guarded_drain` in place of v1's drain, once per process (Ray's
+    monitor, which builds this provider before its first update).  v1 calls its drain
+    right before the provider's ``terminate_nodes``, and nothing else calls it."""
+    global _V1_DRAIN
+    from ray.autoscaler._private.autoscaler import StandardAutoscaler
+
+    if StandardAutoscaler.drain_nodes_via_gcs is not _guarded_drain:
+        _V1_DRAIN = StandardAutoscaler.drain_nodes_via_gcs
+        StandardAutoscaler.drain_nodes_via_gcs = _guarded_drain  # type: ignore[method-assign,assignment]

@@ -45,10 +45,10 @@ class Released(Exception):
 def released_by_ray(info: Any) -> bool:
     """Whether ``info`` (a node's ``GcsNodeInfo``) is of a node Ray's autoscaler let go:
     dead, with the reason its drain leaves -- AUTOSCALER_DRAIN_IDLE (the idle drain that a
-    busy node refuses: autoscaler v2, ``ray drain-node``), or EXPECTED_TERMINATION with
-    Ray's message "Terminated by autoscaler." (v1's ``drain_nodes``, which Syndeo's
-    autoscaler uses).  A crash, a lost machine, a spot preemption or ``ray stop`` is
-    none of these."""
+    busy node refuses, which Syndeo's provider asks for in v1's place; autoscaler v2,
+    ``ray drain-node``), or EXPECTED_TERMINATION with Ray's message "Terminated by
+    autoscaler." (v1's own ``drain_nodes``).  A crash, a lost machine, a spot preemption
+    or ``ray stop`` is none of these."""
     from ray.core.generated.gcs_pb2 import GcsNodeInfo  # type: ignore[attr-defined]
 
     if info.state != GcsNodeInfo.GcsNodeState.DEAD:

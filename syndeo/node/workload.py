@@ -173,6 +173,8 @@ class Monitor:
                     (draining if is_draining else active).add(rank)
         # A rank with a replacement that joined is served, whatever its old node does.
         self.draining = draining - active
+        if self.draining and self.s.autoscale:  # drained as idle by Ray's autoscaler: no notice
+            self.draining -= autoscale.idle_drains(self.s)
         self.idle_drained = idle_drained - set(ranks)
         self.groups.observe(ranks, lambda msg: log(self.s, msg))
         return set(ranks)

@@ -80,6 +80,10 @@ def _follow_demand_then_stop(syndeo_home: Path, cid: str, work: Path) -> None:
     # after that: wait for both rather than read the count at the first release.
     _wait_for("both workers gone from the status", lambda: workers() == [0, 0], 60)
     assert rdv.read_status().nodes_lost == []  # type: ignore[union-attr]  # not losses
+    # Drained as idle (the drain a busy node refuses), which the head tells from a spot
+    # notice's drain by what the autoscaler's provider wrote.
+    head_log = (syndeo_home / "clusters" / cid / "node-0.log").read_text()
+    assert "spot notice" not in head_log and "interrupted" not in log.read_text(), head_log
     # The running job (it uses no Ray resource) has held off autostop until now.
     assert "autostop" not in log.read_text()
     job = hold.stdout.split()[0]

@@ -83,3 +83,24 @@ def test_a_malformed_want_is_no_demand_said_once(
     assert status is not None and status.demand is not None
     assert (status.demand.seq, status.demand.want, status.demand.release) == (7, {"cpu": 2}, [3])
     assert autoscale.released(head) == {3}
+
+
+@pytest.mark.parametrize(
+    ("raw", "ranks"),
+    [
+        (b"[3, 1]", {1, 3}),
+        (b"[1e400]", set()),
+        (b"[-1]", set()),
+        (b"[true]", set()),
+        (b'{"1": 1}', set()),
+        (b"[1" + b"0" * 5000 + b"]", set()),
+        (b"\xff", set()),
+    ],
+)
+def test_the_idle_drains_file_is_a_list_of_ranks_or_none(
+    raw: bytes, ranks: set[int], head: NodeSettings
+) -> None:
+    """Written by the provider, writable by any task: anything but ranks is no rank (a
+    planted one only keeps the head from reading a spot notice's drain of that rank)."""
+    autoscale.idle_drain_path(head.scratch).write_bytes(raw)
+    assert autoscale.idle_drains(head) == ranks
