@@ -16,9 +16,11 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -285,7 +287,7 @@ def _node_env(record: dict[str, Any]) -> dict[str, str]:
 
 
 def _started(
-    name: str, tmp_path: Path, bindir: Path, record: Path
+    name: str, tmp_path: Path, bindir: Path, record: Path, atexit_dirs: list[Path]
 ) -> tuple[ClusterSpec, list[dict[str, Any]]]:
     """Render what ``name`` would run for a 3-node cluster and run it with the stand-ins;
     returns the cluster's spec and what was started (argv and environment of each)."""
@@ -342,9 +344,14 @@ def _started(
     else:
         assert inputs["image_path"] == SIF_IN_IMAGE
         inputs["host_dir"] = str(tmp_path / "host")
-    names = ("env", "env_files", "user_data", "start_commands")
+    names = ("env", "env_files", "user_data", "start_commands", "scratch_dirs")
     out = hcl.render_node_module(tmp_path / "tf", inputs, names)
     assert len(out["start_commands"]) == NODES
+    # The start script makes each node's scratch dir below the cluster's own
+    # /var/tmp/sy-<hash> (no stop runs here): removed with the test's other files.
+    made = Path(out["scratch_dirs"][0]).parent
+    assert made.parent == Path("/var/tmp") and made.name.startswith("sy-"), made
+    atexit_dirs.append(made)
     for rank, command in enumerate(out["start_commands"]):
         if name != "ssh":
             # A cloud machine: cloud-init writes the same environment file and starts the
@@ -362,14 +369,23 @@ def _started(
     return spec, _records(record)
 
 
+@pytest.fixture
+def made_dirs() -> Iterator[list[Path]]:
+    """Directories a test made outside its tmp_path, removed after it, pass or fail."""
+    made: list[Path] = []
+    yield made
+    for path in made:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.mark.parametrize("name", sorted(TARGETS))
 def test_every_node_runs_the_one_node_command_and_nothing_else(
-    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, made_dirs: list[Path]
 ) -> None:
     monkeypatch.setenv("SYNDEO_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     bindir, record = _standins(tmp_path)
-    spec, started = _started(name, tmp_path, bindir, record)
+    spec, started = _started(name, tmp_path, bindir, record, made_dirs)
     assert len(started) == NODES, [s["argv"] for s in started]
     one, _ = node_command(None, {}, [])  # [python, -m, syndeo, node]
     by_rank: dict[int, list[str]] = {}
