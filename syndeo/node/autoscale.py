@@ -113,11 +113,16 @@ def write_config(s: NodeSettings, temp_dir: Path) -> Path | None:
     return path
 
 
-def write_want(path: Path, seq: int, want: dict[str, int], release: list[int]) -> None:
-    """What the provider asks for, replaced whole (a reader never sees half of it)."""
+def _replace(path: Path, value: object) -> None:
+    """``value`` as JSON in ``path``, replaced whole (a reader never sees half of it)."""
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"seq": seq, "want": want, "release": release}))
+    tmp.write_text(json.dumps(value))
     os.replace(tmp, path)
+
+
+def write_want(path: Path, seq: int, want: dict[str, int], release: list[int]) -> None:
+    """What the provider asks for."""
+    _replace(path, {"seq": seq, "want": want, "release": release})
 
 
 # The provider's file is small (a few groups, the ranks let go); more is not one.
@@ -203,23 +208,25 @@ def idle_drain_path(scratch: Path) -> Path:
 
 
 def write_idle_drains(path: Path, ranks: list[int]) -> None:
-    """The ranks the provider asked Ray to drain as idle (replaced whole)."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(sorted(ranks)))
-    os.replace(tmp, path)
+    """The ranks the provider asked Ray to drain as idle."""
+    _replace(path, sorted(ranks))
 
 
-def idle_drains(s: NodeSettings) -> set[int]:
+def idle_drains(s: NodeSettings, groups: dict[int, str | None]) -> set[int]:
     """The ranks being drained as idle, not for a spot notice (the GCS does not say which
-    drain a node is under).  Like the request, a file any task could write: anything but
-    a short list of ranks is none."""
+    drain a node is under), of those ``groups`` (rank: group) places in a group that
+    follows demand.  Like the request, a file any task could write: anything but a short
+    list of ranks is none, and a planted rank of a fixed-size group (whose spot notice
+    starts its successor early) is never one."""
     try:
         with idle_drain_path(s.scratch).open("rb") as fh:
             data = json.loads(fh.read(MAX_WANT_BYTES), parse_float=_refuse, parse_constant=_refuse)
     except (OSError, ValueError, RecursionError):
         return set()
-    ok = isinstance(data, list) and all(_count(r) for r in data)
-    return set(data) if ok else set()
+    if not (isinstance(data, list) and all(_count(r) for r in data)):
+        return set()
+    demand = set(parse_autoscaled(s.autoscale)) if s.autoscale else set()
+    return {r for r in data if groups.get(r) in demand}
 
 
 def released(s: NodeSettings) -> set[int]:

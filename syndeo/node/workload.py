@@ -174,7 +174,7 @@ class Monitor:
         # A rank with a replacement that joined is served, whatever its old node does.
         self.draining = draining - active
         if self.draining and self.s.autoscale:  # drained as idle by Ray's autoscaler: no notice
-            self.draining -= autoscale.idle_drains(self.s)
+            self.draining -= autoscale.idle_drains(self.s, ranks)
         self.idle_drained = idle_drained - set(ranks)
         self.groups.observe(ranks, lambda msg: log(self.s, msg))
         return set(ranks)

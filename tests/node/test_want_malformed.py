@@ -89,6 +89,7 @@ def test_a_malformed_want_is_no_demand_said_once(
     ("raw", "ranks"),
     [
         (b"[3, 1]", {1, 3}),
+        (b"[1, 2]", {1}),
         (b"[1e400]", set()),
         (b"[-1]", set()),
         (b"[true]", set()),
@@ -100,7 +101,9 @@ def test_a_malformed_want_is_no_demand_said_once(
 def test_the_idle_drains_file_is_a_list_of_ranks_or_none(
     raw: bytes, ranks: set[int], head: NodeSettings
 ) -> None:
-    """Written by the provider, writable by any task: anything but ranks is no rank (a
-    planted one only keeps the head from reading a spot notice's drain of that rank)."""
+    """Written by the provider, writable by any task: anything but ranks is no rank, and
+    a rank outside the groups that follow demand (rank 2 of a fixed-size group here) is
+    never one: its spot notice still counts."""
     autoscale.idle_drain_path(head.scratch).write_bytes(raw)
-    assert autoscale.idle_drains(head) == ranks
+    groups: dict[int, str | None] = {1: "cpu", 2: "fixed", 3: "cpu"}
+    assert autoscale.idle_drains(head, groups) == ranks
