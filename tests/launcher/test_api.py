@@ -118,6 +118,10 @@ def test_the_api_runs_a_users_program_on_two_nodes(
             assert [j.id for j, _ in cluster.jobs()] == [job_id, failing.id]
         # Leaving the block stopped it: nothing of it runs, and it is no longer known.
         assert_nothing_left(cid)
+        # Its nodes were this process's children: `down` saw them end (it did not sit
+        # out its timeout on zombies) and reaped them.
+        zombies = [p for p in psutil.Process().children() if p.status() == psutil.STATUS_ZOMBIE]
+        assert zombies == [], [p.pid for p in zombies]
         with pytest.raises(SyndeoError):
             syndeo.Cluster.attach(cid)
     finally:

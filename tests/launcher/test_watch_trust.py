@@ -31,8 +31,9 @@ from tests.support.helpers import assert_nothing_left, reap, syndeo
 
 HOLD = "import time\ntime.sleep(600)\n"
 PLANT = "open({marker!r}, 'w').write('ran')\n"
-# Long enough for the job to start before the idle cluster's autostop (~10 s).
-AUTOSTOP_S = 50
+# Long enough for the job to start before the idle cluster's autostop: it was busy 6 s
+# after the watcher started, under the full suite's three workers.
+AUTOSTOP_S = 30
 UNSIGNED = "a status record not signed by this cluster's head: ignored"
 REPLAYED = "a status record older than one already read"
 

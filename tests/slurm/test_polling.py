@@ -14,6 +14,7 @@ import json
 import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +26,9 @@ from tests.support.slurm import job_config
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 GROUPS = '[[groups]]\nname = "head"\n[[groups]]\nname = "cpu"\n[[groups]]\nname = "more"\n'
-IDLE_S = 70  # the watcher asks at least twice (its target poll: every 30 s)
+# The watcher, alone with the idle cluster, asks at least twice (its target poll: every
+# 30 s) within this.
+IDLE_S = 100
 
 
 def _queried_ids(call: slurmrpc.Call) -> set[str]:
@@ -71,6 +74,17 @@ def _syndeo(run: UserRun, path: str, *args: str) -> subprocess.CompletedProcess[
     )
 
 
+def _wait_watched(log: Path, since: float, count: int) -> None:
+    """Until the watcher (the launcher's own calls) has queried ``count`` times."""
+    deadline = time.monotonic() + IDLE_S
+    while True:
+        found = [c for c in slurmrpc.read_calls(log) if not c.job and c.query and c.at >= since]
+        if len(found) >= count:
+            return
+        assert time.monotonic() < deadline, f"{len(found)} watcher queries in {IDLE_S} s"
+        time.sleep(1)
+
+
 def test_an_up_cluster_of_three_jobs_is_watched_and_taken_down_in_batches(
     slurm_cluster: slurmcluster.LocalCluster, user_run: UserRun
 ) -> None:
@@ -88,7 +102,7 @@ def test_an_up_cluster_of_three_jobs_is_watched_and_taken_down_in_batches(
         ids = {str(e["job_id"]) for e in launched["part"]["groups"]}
         assert len(ids) == 3
         idle_from = time.time()
-        time.sleep(IDLE_S)
+        _wait_watched(log, idle_from, 2)
         down_from = time.time()
         down = _syndeo(user_run, path, "down", "--cluster-id", cid)
         assert down.returncode == 0, down.stderr[-3000:]
