@@ -33,6 +33,7 @@ from rich.console import Console
 from rich.text import Text
 
 from syndeo.core.errors import ConfigError, SyndeoError, TargetError
+from syndeo.core.processes import ended
 from syndeo.launcher import ledger
 from syndeo.launcher.autoscale import Scaler
 from syndeo.launcher.config import RecoverySettings, load_config
@@ -152,7 +153,8 @@ def alive(launched: Launched) -> bool:
         return False
     with contextlib.suppress(psutil.Error):
         if entry is not None:
-            return abs(psutil.Process(entry.pid).create_time() - entry.create_time) < 0.01
+            proc = psutil.Process(entry.pid)
+            return abs(proc.create_time() - entry.create_time) < 0.01 and not ended(proc)
     return False
 
 

@@ -25,7 +25,7 @@ from syndeo.core import gpus
 from syndeo.core.errors import ConfigError, TargetError
 from syndeo.core.groups import Group
 from syndeo.core.nodeconfig import LAUNCH_KEY_VAR
-from syndeo.core.processes import wait_gone
+from syndeo.core.processes import ended, wait_gone
 from syndeo.core.securedir import secure_dir
 from syndeo.launcher import command
 from syndeo.launcher.config import DeployConfig
@@ -210,7 +210,7 @@ class LocalTarget(Target):
             with contextlib.suppress(psutil.NoSuchProcess):
                 p = psutil.Process(pid)
                 # A recycled PID belongs to someone else: leave it alone.
-                if abs(p.create_time() - ctime) < 0.01 and not _ended(p):
+                if abs(p.create_time() - ctime) < 0.01 and not ended(p):
                     procs.append(p)
         return procs
 
@@ -322,7 +322,7 @@ class LocalTarget(Target):
             return False
         try:
             proc = psutil.Process(pid)
-            return abs(proc.create_time() - ctime) < 0.01 and not _ended(proc)
+            return abs(proc.create_time() - ctime) < 0.01 and not ended(proc)
         except psutil.NoSuchProcess:
             return False
 
@@ -417,18 +417,3 @@ def _last_error(log: Path) -> str:
         if bad:
             return bad[-1].strip()[:300]
     return ""
-
-
-def _ended(proc: psutil.Process) -> bool:
-    """Whether a node's process has ended.  A node started by this very process (the
-    Python API's ``up``, then ``down`` in one script) stays a zombie until it is reaped,
-    and ``kill(pid, 0)`` still finds a zombie: reap it here, or ``down`` would wait its
-    whole timeout for a head that has long ended."""
-    try:
-        if proc.status() != psutil.STATUS_ZOMBIE:
-            return False
-    except psutil.NoSuchProcess:
-        return True
-    with contextlib.suppress(ChildProcessError):  # someone else's child: theirs to reap
-        os.waitpid(proc.pid, os.WNOHANG)
-    return True
