@@ -14,6 +14,7 @@ import pytest
 
 from syndeo.core.launchkey import new_key
 from syndeo.core.nodeconfig import NodeSettings
+from syndeo.node import leaving
 from syndeo.node.leaving import Released, gcs_reachable, released_by_ray, wait_until_done
 from syndeo.node.poweroff import released_status
 from syndeo.rendezvous import DoneRecord, open_rendezvous
@@ -166,8 +167,12 @@ def test_only_a_release_by_rays_autoscaler_is_one(
 
 
 def test_a_worker_whose_ray_ended_under_a_live_head_asks_and_leaves_as_released(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The probes' pace and the wait for a done record that never comes (15 s) decide
+    # nothing here.
+    monkeypatch.setattr(leaving, "PROBE_EVERY_S", 0.05)
+    monkeypatch.setattr(leaving, "LEAVE_GRACE_S", 0.5)
     rdv = open_rendezvous(f"file://{tmp_path}/rv", "c1")
     rdv.check()
     asked: list[bool] = []
