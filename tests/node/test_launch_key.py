@@ -130,7 +130,7 @@ def _node_env(tmp_path: Path, scratch: Path, **extra: str) -> dict[str, str]:
         "SYNDEO_NODES": "2",
         "SYNDEO_RENDEZVOUS": (tmp_path / "rdv").as_uri(),
         "SYNDEO_SCRATCH": str(scratch),
-        "SYNDEO_JOIN_TIMEOUT": "4",
+        "SYNDEO_JOIN_TIMEOUT": "2",
         "SYNDEO_LAUNCH_KEY": KEY,
     }
     env.update(extra)
@@ -193,7 +193,7 @@ def test_a_worker_never_joins_a_head_record_that_fails_the_check(
     assert proc.returncode == 3, proc.stderr
     assert "Traceback" not in proc.stderr
     assert (
-        f"no head for cluster '{CID}' appeared at {env['SYNDEO_RENDEZVOUS']} within 4 s: "
+        f"no head for cluster '{CID}' appeared at {env['SYNDEO_RENDEZVOUS']} within 2 s: "
         "a head record with a bad signature was seen and ignored ('127.0.0.1:9', host "
         "'evil\\nhost')"
     ) in proc.stderr

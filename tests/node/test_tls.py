@@ -142,7 +142,7 @@ def _node_env(tmp_path: Path, scratch: Path, **extra: str) -> dict[str, str]:
         "SYNDEO_NODES": "2",
         "SYNDEO_RENDEZVOUS": (tmp_path / "rdv").as_uri(),
         "SYNDEO_SCRATCH": str(scratch),
-        "SYNDEO_JOIN_TIMEOUT": "4",
+        "SYNDEO_JOIN_TIMEOUT": "2",
         "SYNDEO_LAUNCH_KEY": KEY,
         "SYNDEO_TLS": "1",
     }
@@ -172,7 +172,7 @@ def test_a_node_refuses_a_bundle_that_fails_authentication(
     assert len(refused) == 1, proc.stderr  # logged once, one line, while it waited
     assert "fails authentication with this launch's key" in refused[0]
     assert (
-        f"no TLS bundle for cluster '{CID}' at {env['SYNDEO_RENDEZVOUS']} within 4 s: one was "
+        f"no TLS bundle for cluster '{CID}' at {env['SYNDEO_RENDEZVOUS']} within 2 s: one was "
         "there but refused"
     ) in proc.stderr
     # Nothing started: no Ray temp dir, no certificate; no secret in what it said.
