@@ -210,9 +210,15 @@ class LocalTarget(Target):
             with contextlib.suppress(psutil.NoSuchProcess):
                 p = psutil.Process(pid)
                 # A recycled PID belongs to someone else: leave it alone.
-                if abs(p.create_time() - ctime) < 0.01 and not ended(p):
+                if abs(p.create_time() - ctime) < 0.01 and not self._ended(p):
                     procs.append(p)
         return procs
+
+    def _ended(self, proc: psutil.Process) -> bool:
+        """A node started by this target is reaped by its Popen, which keeps its exit
+        status (the head's is the run's); any other by :func:`ended`."""
+        child = self._procs.get(proc.pid)
+        return child.poll() is not None if child is not None else ended(proc)
 
     # ------------------------------------------------------------------ recovery
     def replace(self, launched: Launched, spec: ClusterSpec, rank: int) -> str:
@@ -317,12 +323,9 @@ class LocalTarget(Target):
 
     def _running(self, launched: Launched, rank: int) -> bool:
         pid, ctime = launched.local.pids[rank], launched.local.create_times[rank]
-        child = self._procs.get(pid)  # started by this process: reaped here
-        if child is not None and child.poll() is not None:
-            return False
         try:
             proc = psutil.Process(pid)
-            return abs(proc.create_time() - ctime) < 0.01 and not ended(proc)
+            return abs(proc.create_time() - ctime) < 0.01 and not self._ended(proc)
         except psutil.NoSuchProcess:
             return False
 
