@@ -68,9 +68,15 @@ HEAD_CHAINS = (
         "ray_raylet_started",
         "driver_connected",
     ),
-    ("ray_raylet_started", "ray_started"),
+    # `ray start` reports started once the node is in the GCS; the raylet logs "Raylet
+    # of id" after its registration returns.  Either may come first (16 ms on a busy CI
+    # machine), so both are checked only against the raylet's process start.
+    ("ray_raylet_process", "ray_started"),
 )
-WORKER_CHAINS = (WORKER_PHASES,)
+WORKER_CHAINS = (
+    tuple(p for p in WORKER_PHASES if p != "ray_raylet_started"),
+    ("ray_raylet_process", "ray_raylet_started"),
+)
 # The head counts a worker once its raylet registers; `ray start` on the worker says
 # so a moment later.  A run that ends within that moment stops the worker first.
 OPTIONAL = frozenset({"ray_started", "registered"})

@@ -35,6 +35,22 @@ def test_a_complete_ordered_timeline_has_no_problems() -> None:
     assert problems(doc, nodes=2) == ["rank 0: no ray_started"]
 
 
+def test_ray_reporting_started_before_the_raylet_logs_its_registration_is_no_problem() -> None:
+    # Seen in CI: `ray start` said "Ray runtime started" 16 ms before the raylet wrote
+    # "Raylet of id": both follow the raylet's registration, in either order.
+    doc = _doc()
+    nodes = doc["nodes"]
+    assert isinstance(nodes, dict)
+    for rank in ("0", "1"):
+        nodes[rank]["ray_raylet_started"] = nodes[rank]["ray_started"] + 0.016
+    assert problems(doc, nodes=2) == []
+    nodes["1"]["ray_raylet_started"] = nodes["1"]["ray_raylet_process"] - 1
+    assert problems(doc, nodes=2) == [
+        f"rank 1: ray_raylet_started ({nodes['1']['ray_raylet_started']:.3f}) "
+        f"before ray_raylet_process ({nodes['1']['ray_raylet_process']:.3f})"
+    ]
+
+
 def test_missing_nodes_missing_phases_and_disorder_are_each_named() -> None:
     doc = _doc()
     nodes = doc["nodes"]
