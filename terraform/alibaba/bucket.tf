@@ -1,7 +1,7 @@
 # The rendezvous bucket, when this module creates it (create_bucket = true): private,
-# public access blocked, encrypted at rest, records expire; force_destroy so that
-# `terraform destroy` removes it with the records.  An existing bucket
-# (create_bucket = false) is left exactly as it is.
+# public access blocked, encrypted at rest, records kept while the cluster runs;
+# force_destroy so that `terraform destroy` removes it with the records.  An existing
+# bucket (create_bucket = false) is left exactly as it is.
 
 resource "alicloud_oss_bucket" "rendezvous" {
   count         = var.create_bucket ? 1 : 0
@@ -21,16 +21,16 @@ resource "alicloud_oss_bucket" "rendezvous" {
     }
   }
 
-  lifecycle_rule {
-    id      = "expire-syndeo-records"
-    prefix  = local.prefix == "" ? "" : "${local.prefix}/"
-    enabled = true
-    expiration {
-      days = var.record_expiry_days
-    }
-    dynamic "noncurrent_version_expiration" {
-      for_each = var.bucket_versioning ? [1] : []
-      content {
+  # No rule expires a live record: a cluster reads its head record, token, sealed CA and
+  # job packages for as long as it runs, and destroy removes the bucket with them.  Only
+  # rewritten records' old versions (bucket_versioning) go.
+  dynamic "lifecycle_rule" {
+    for_each = var.bucket_versioning ? [1] : []
+    content {
+      id      = "expire-old-versions"
+      prefix  = local.prefix == "" ? "" : "${local.prefix}/"
+      enabled = true
+      noncurrent_version_expiration {
         days = 1
       }
     }
@@ -46,7 +46,7 @@ resource "alicloud_oss_bucket" "rendezvous" {
   }
 
   #checkov:skip=CKV_ALI_6:OSS-managed AES256 encrypts at rest without a KMS key to pay for and grant to the nodes' role.
-  #checkov:skip=CKV_ALI_10:Versioning is optional (bucket_versioning); records are rewritten and expired by design.
+  #checkov:skip=CKV_ALI_10:Versioning is optional (bucket_versioning); old versions of rewritten records expire after a day when it is on.
   #checkov:skip=CKV_ALI_12:Access logs need a second bucket; records are short-lived cluster coordination data read only by the cluster's own role.
   #checkov:skip=CKV_ALI_11:Transfer acceleration serves clients far from the region; the nodes use the region's internal endpoint.
 }

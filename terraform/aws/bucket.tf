@@ -1,6 +1,6 @@
 # The rendezvous bucket, when this module creates it (create_bucket = true): private,
-# public access blocked, encrypted, TLS only, records expire; force_destroy so that
-# `terraform destroy` removes it with the records.  An existing bucket
+# public access blocked, encrypted, TLS only, records kept while the cluster runs;
+# force_destroy so that `terraform destroy` removes it with the records.  An existing bucket
 # (create_bucket = false) is left exactly as it is.
 
 resource "aws_s3_bucket" "rendezvous" {
@@ -9,7 +9,7 @@ resource "aws_s3_bucket" "rendezvous" {
   force_destroy = true
   tags          = local.tags
   #checkov:skip=CKV_AWS_18:Access logging needs a second bucket; records are short-lived cluster coordination data and the readers are the cluster's own role.
-  #checkov:skip=CKV_AWS_144:Cross-region replication of rendezvous records that expire in days has no use.
+  #checkov:skip=CKV_AWS_144:Cross-region replication of rendezvous records that live as long as the cluster has no use.
   #checkov:skip=CKV_AWS_145:SSE-S3 (AES256) encrypts at rest without a KMS key to pay for and grant to the nodes; see aws_s3_bucket_server_side_encryption_configuration.
   #checkov:skip=CKV2_AWS_62:No consumer for event notifications; nodes poll the prefix.
 }
@@ -52,14 +52,14 @@ resource "aws_s3_bucket_versioning" "rendezvous" {
 resource "aws_s3_bucket_lifecycle_configuration" "rendezvous" {
   count  = var.create_bucket ? 1 : 0
   bucket = aws_s3_bucket.rendezvous[0].id
+  # No rule expires a current record: a cluster reads its head record, token, sealed CA
+  # and job packages for as long as it runs (a node that joins on day 8 needs them), and
+  # destroy removes the bucket with them.  Only rewritten records' old versions go.
   rule {
-    id     = "expire-syndeo-records"
+    id     = "expire-old-versions"
     status = "Enabled"
     filter {
       prefix = local.prefix == "" ? "" : "${local.prefix}/"
-    }
-    expiration {
-      days = var.record_expiry_days
     }
     noncurrent_version_expiration {
       noncurrent_days = 1

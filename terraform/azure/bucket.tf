@@ -1,7 +1,7 @@
 # The rendezvous container, and the storage account holding it, when this module creates
 # them (create_bucket = true): Entra ID only (no shared keys, no SAS), no anonymous
 # access, HTTPS/TLS 1.2, infrastructure encryption on top of the default encryption at
-# rest, records expire; both go with `terraform destroy`.  An existing container
+# rest, records kept while the cluster runs; both go with `terraform destroy`.  An existing container
 # (create_bucket = false) is only granted to the nodes' identity.
 
 resource "azurerm_storage_account" "rendezvous" {
@@ -62,17 +62,17 @@ resource "azurerm_storage_container" "rendezvous" {
 resource "azurerm_storage_management_policy" "rendezvous" {
   count              = var.create_bucket ? 1 : 0
   storage_account_id = azurerm_storage_account.rendezvous[0].id
+  # No action deletes a live record (base blob): a cluster reads its head record, token,
+  # sealed CA and job packages for as long as it runs, and destroy removes the account
+  # with them.  Only rewritten records' old versions (bucket_versioning) go.
   rule {
-    name    = "expire-syndeo-records"
+    name    = "expire-old-versions"
     enabled = true
     filters {
       blob_types   = ["blockBlob"]
       prefix_match = [local.prefix == "" ? var.bucket_name : "${var.bucket_name}/${local.prefix}/"]
     }
     actions {
-      base_blob {
-        delete_after_days_since_modification_greater_than = var.record_expiry_days
-      }
       version {
         delete_after_days_since_creation = 1
       }

@@ -137,16 +137,6 @@ variable "rendezvous_prefix" {
   nullable = false
 }
 
-variable "record_expiry_days" {
-  type        = number
-  default     = 7
-  description = "Blobs under <rendezvous_prefix>/ in a created storage account expire after this many days."
-  validation {
-    condition     = var.record_expiry_days >= 1 && var.record_expiry_days <= 3650 && floor(var.record_expiry_days) == var.record_expiry_days
-    error_message = "record_expiry_days must be a whole number from 1 to 3650."
-  }
-  nullable = false
-}
 
 variable "labels" {
   type        = map(string)

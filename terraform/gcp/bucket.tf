@@ -1,6 +1,6 @@
 # The rendezvous bucket, when this module creates it (create_bucket = true): uniform
 # access, public access prevention enforced, Google-managed encryption at rest,
-# records expire; force_destroy so that `terraform destroy` removes it with the
+# records kept while the cluster runs; force_destroy so that `terraform destroy` removes it with the
 # records.  An existing bucket (create_bucket = false) is left as it is.
 
 resource "google_storage_bucket" "rendezvous" {
@@ -18,10 +18,13 @@ resource "google_storage_bucket" "rendezvous" {
     enabled = var.bucket_versioning
   }
 
+  # No rule deletes a live record: a cluster reads its head record, token, sealed CA and
+  # job packages for as long as it runs, and destroy removes the bucket with them.  Only
+  # rewritten records' old versions (bucket_versioning) go.
   lifecycle_rule {
     condition {
-      age            = var.record_expiry_days
-      matches_prefix = local.prefix == "" ? [] : ["${local.prefix}/"]
+      days_since_noncurrent_time = 1
+      matches_prefix             = local.prefix == "" ? [] : ["${local.prefix}/"]
     }
     action {
       type = "Delete"
@@ -43,5 +46,5 @@ resource "google_storage_bucket" "rendezvous" {
   }
 
   #checkov:skip=CKV_GCP_62:Access logs need a second bucket; records are short-lived cluster coordination data read only by the cluster's own service account.
-  #checkov:skip=CKV_GCP_78:Versioning is optional (bucket_versioning); records are rewritten and expired by design.
+  #checkov:skip=CKV_GCP_78:Versioning is optional (bucket_versioning); old versions of rewritten records expire after a day when it is on.
 }

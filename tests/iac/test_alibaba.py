@@ -134,19 +134,23 @@ def test_security_group_admits_only_members_and_admin_ranges() -> None:
     assert rules["admin_ssh"]["for_each"] == "${toset(var.admin_cidrs)}"
 
 
-def test_bucket_private_encrypted_and_records_expire() -> None:
+def test_bucket_private_encrypted_and_old_versions_expire() -> None:
     found = _resources()
     bucket = found[("alicloud_oss_bucket", "rendezvous")]
     assert bucket["force_destroy"] is True
     [sse] = bucket["server_side_encryption_rule"]
     assert hcl.unquote(sse["sse_algorithm"]) == "AES256"
-    rules = {hcl.unquote(r["id"]): r for r in bucket["lifecycle_rule"]}
-    [expiry] = rules["expire-syndeo-records"]["expiration"]
-    assert expiry["days"] == "${var.record_expiry_days}"
-    assert (
-        rules["expire-syndeo-records"]["prefix"]
-        == '${local.prefix == "" ? "" : "${local.prefix}/"}'
-    )
+    [aborts] = bucket["lifecycle_rule"]
+    assert hcl.unquote(aborts["id"]) == "abort-incomplete-uploads"
+    # Old versions go only when versioning is on: OSS takes no rule without an action.
+    [versions] = [d['"lifecycle_rule"'] for d in bucket["dynamic"] if '"lifecycle_rule"' in d]
+    assert versions["for_each"] == "${var.bucket_versioning ? [1] : []}"
+    [content] = versions["content"]
+    assert hcl.unquote(content["id"]) == "expire-old-versions"
+    assert content["prefix"] == '${local.prefix == "" ? "" : "${local.prefix}/"}'
+    [expiry] = content["noncurrent_version_expiration"]
+    assert expiry["days"] == 1
+    assert "expiration" not in content
     assert hcl.unquote(found[("alicloud_oss_bucket_acl", "rendezvous")]["acl"]) == "private"
     assert (
         found[("alicloud_oss_bucket_public_access_block", "rendezvous")]["block_public_access"]

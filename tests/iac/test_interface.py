@@ -32,7 +32,6 @@ SHARED = (
     "bucket_name",
     "bucket_versioning",
     "rendezvous_prefix",
-    "record_expiry_days",
     "labels",
     "admin_cidrs",
     "image_path",

@@ -47,7 +47,6 @@ SHARED_CASES: list[tuple[Any, ...]] = [
     ("network_cidr", "10.42.0.0/24", False),
     ("disk_size_gb", 29, False),  # the baked image is 30 GiB: no cloud takes a smaller disk
     ("disk_size_gb", 30, True),
-    ("record_expiry_days", 0, False),
     ("image_path", "relative.sif", False),
     # A group's own type: only for a group of node.groups (its format: the cloud's cases).
     ("group_instance_types", {}, True),

@@ -132,6 +132,17 @@ def test_bad_settings_one_line_before_anything(
     assert not (tmp_path / ".syndeo" / "clusters").exists()
 
 
+def test_the_removed_record_expiry_setting_is_named_with_what_to_do(tmp_path: Path) -> None:
+    # It expired a running cluster's head record after N days (tests/iac/test_bucket_records.py).
+    cfg = tmp_path / "aws.toml"
+    cfg.write_text("[aws]\nrecord_expiry_days = 14\n")
+    out = _syndeo(tmp_path, "--target", "aws", *MACHINE["aws"], "--config", str(cfg), "--dry-run")
+    assert out.returncode == 2, out
+    [line] = out.stderr.strip().splitlines()
+    assert "aws.record_expiry_days is no longer a setting" in line and "delete the line" in line
+    assert not (tmp_path / ".syndeo" / "clusters").exists()
+
+
 @pytest.mark.parametrize("cloud", ["aws", "azure", "alibaba"])
 def test_missing_credentials_one_line_before_anything(cloud: str, tmp_path: Path) -> None:
     out = _syndeo(tmp_path, "--target", cloud, *MACHINE[cloud])

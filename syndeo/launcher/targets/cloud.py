@@ -43,7 +43,6 @@ class CloudSettings(BaseModel):
     disk_size_gb: int = Field(default=30, ge=30, le=16384)  # the baked image is 30 GiB
     labels: dict[str, str] = {}
     admin_cidrs: list[str] = []
-    record_expiry_days: int = Field(default=7, ge=1, le=3650)
     project: str | None = None  # gcp only
     storage_account: str | None = None  # azure only
     admin_ssh_public_key: str | None = None  # azure only (None: a key nobody holds)
@@ -105,6 +104,13 @@ class CloudTarget(TerraformTarget):
     @functools.cached_property
     def settings(self) -> CloudSettings:
         section = getattr(self.cfg, self.name)
+        if "record_expiry_days" in section:
+            # Removed: expiring a running cluster's records broke the nodes that join later.
+            raise ConfigError(
+                f"{self.name}.record_expiry_days is no longer a setting: a bucket syndeo "
+                "creates keeps the cluster's records while it runs, and `down` removes "
+                "the bucket with them; delete the line"
+            )
         try:
             s = CloudSettings.model_validate(section)
         except ValidationError as exc:
@@ -158,7 +164,6 @@ class CloudTarget(TerraformTarget):
             "disk_size_gb": s.disk_size_gb,
             "labels": {"syndeo-cluster": spec.cluster_id, **s.labels},
             "admin_cidrs": s.admin_cidrs,
-            "record_expiry_days": s.record_expiry_days,
             "bucket_name": bucket,
             "rendezvous_prefix": prefix,
             "create_bucket": self.creates_rendezvous(spec.rendezvous),

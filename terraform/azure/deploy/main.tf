@@ -22,7 +22,6 @@ variable "create_bucket" { default = null }
 variable "bucket_name" {}
 variable "bucket_versioning" { default = null }
 variable "rendezvous_prefix" { default = null }
-variable "record_expiry_days" { default = null }
 variable "labels" { default = null }
 variable "admin_cidrs" { default = null }
 variable "image_path" { default = null }
@@ -50,7 +49,6 @@ module "cluster" {
   bucket_name                    = var.bucket_name
   bucket_versioning              = var.bucket_versioning
   rendezvous_prefix              = var.rendezvous_prefix
-  record_expiry_days             = var.record_expiry_days
   labels                         = var.labels
   admin_cidrs                    = var.admin_cidrs
   image_path                     = var.image_path
