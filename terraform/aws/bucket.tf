@@ -49,12 +49,17 @@ resource "aws_s3_bucket_versioning" "rendezvous" {
   }
 }
 
+# Only with versioning.  No rule expires a current record: a cluster reads its head
+# record, token, sealed CA and job packages for as long as it runs (a node that joins on
+# day 8 needs them), and destroy removes the bucket with them.  What goes: old versions
+# of rewritten records, and (here too) incomplete uploads.  Without versioning there is
+# no configuration at all: the provider waits at least 55 s after creating one (10 s,
+# then 10 equal reads 5 s apart, in 5.100's bucket_lifecycle_configuration.go), which
+# was the tail of every deploy; an upload killed midway keeps its parts until `down`
+# deletes the bucket (cents a month for a torch wheelhouse).
 resource "aws_s3_bucket_lifecycle_configuration" "rendezvous" {
-  count  = var.create_bucket ? 1 : 0
+  count  = var.create_bucket && var.bucket_versioning ? 1 : 0
   bucket = aws_s3_bucket.rendezvous[0].id
-  # No rule expires a current record: a cluster reads its head record, token, sealed CA
-  # and job packages for as long as it runs (a node that joins on day 8 needs them), and
-  # destroy removes the bucket with them.  Only rewritten records' old versions go.
   rule {
     id     = "expire-old-versions"
     status = "Enabled"
