@@ -33,8 +33,7 @@ def test_deploy_runs_whole(aws_user: AwsUser) -> None:
     """The quick start of docs/targets/aws.md (Try the AWS target without an account),
     with Ray's TLS: the bucket is created by the apply, so the sealed CA reaches it only
     after the apply, while the nodes wait for it.  (A zone
-    out of capacity is tried on `up`, in tests/aws/test_lifecycle.py: a failed attempt
-    here would wait a second time on the bucket's lifecycle rules, ~1 min on moto.)"""
+    out of capacity is tried on `up`, in tests/aws/test_lifecycle.py.)"""
     cfg = aws_user.root / "tls.toml"
     cfg.write_text("tls = true\n")
     give_to_ci_user(cfg)
