@@ -20,7 +20,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ import pytest
 import yaml
 
 from syndeo.core.nodeconfig import NodeSettings
+from syndeo.core.processes import wait_gone
 from syndeo.launcher.command import node_command
 from syndeo.launcher.config import DeployConfig, load_config
 from syndeo.launcher.spec import ClusterSpec
@@ -244,21 +244,17 @@ def _records(record: Path) -> list[dict[str, Any]]:
 def _wait_gone(pid_file: Path) -> None:
     """A detached node (its own process group, pid file by its start command) has ended.
 
-    Ended means exited: a zombie counts.  Its parent, the start command, has exited, so
-    PID 1 reaps it, when it pleases: this machine's took about 1.8 s a node, which
-    ``killpg(pgid, 0)`` waited out (22 s of the quick tier over the four clouds)."""
+    Ended means exited, as :func:`wait_gone` counts it: a zombie counts.  Its parent, the
+    start command, has exited, so PID 1 reaps it, when it pleases: this machine's took
+    about 1.8 s a node, which ``killpg(pgid, 0)`` waited out (22 s of the quick tier)."""
     pgid = int(pid_file.read_text())
-    deadline = time.monotonic() + 30
-    while True:
-        running = []
-        for proc in psutil.process_iter(["status"]):
-            with contextlib.suppress(OSError):
-                if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
-                    running.append(proc.pid)
-        if not running:
-            return
-        assert time.monotonic() < deadline, f"process group {pgid} still runs: {running}"
-        time.sleep(0.05)
+    group = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(OSError):
+            if os.getpgid(proc.pid) == pgid:
+                group.append(proc)
+    left = wait_gone(group, 30)
+    assert not left, f"process group {pgid} still runs: {left}"
 
 
 def _config(name: str, tmp_path: Path, bindir: Path) -> DeployConfig:
