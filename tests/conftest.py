@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import fcntl
-import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -107,22 +104,3 @@ def syndeo_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path.with_name(tmp_path.name + ".home")
     monkeypatch.setenv("SYNDEO_HOME", str(home))
     return home
-
-
-@pytest.fixture(autouse=True)
-def _image_users(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Under parallel workers: a test that runs the test image holds the image's lock
-    shared, one that counts every process of the image (workers.IMAGE_ALONE) holds it
-    alone, so no other worker's containers run meanwhile."""
-    item = request.node
-    if not workers.in_worker() or not ({"sif", "built_image"} & set(item.fixturenames)):
-        yield
-        return
-    alone = item.nodeid.split("::")[0] in workers.IMAGE_ALONE
-    workers.IMAGE_LOCK.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(workers.IMAGE_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from syndeo.image.manifest import ImageManifest
+from syndeo.image.manifest import ImageManifest, manifest_path
 from testbeds.launch import deploy_as, launcher_python
 from tests.support.helpers import assert_nothing_left
 from tests.support.task_reach import reach_spec
@@ -28,6 +28,10 @@ def test_three_containerised_nodes_form_a_cluster(
     # The program's own directory, beside (never around) the launcher's state.
     work, home = shared_dir / "proj", shared_dir / "home"
     work.mkdir()
+    # The image under a path of this test's own, so that the check for processes left
+    # behind (at the end) sees only this test's, not those of other tests running the
+    # same image meanwhile.
+    sif = own_link(sif, shared_dir / "image")
     cid = "ctr3"
     # What no task may reach: the launcher's state (launch keys) and code, another
     # cluster's records in the same rendezvous, the launcher's log dir of this cluster.
@@ -102,3 +106,14 @@ def test_three_containerised_nodes_form_a_cluster(
         if p.info["create_time"] >= started - 1 and str(sif) in cmd:
             left.append(f"{p.pid} {cmd[:80]}")
     assert not left, left
+
+
+def own_link(sif: Path, where: Path) -> Path:
+    """``sif`` and its manifest linked (or, across file systems, copied) into ``where``."""
+    where.mkdir()
+    for path in (sif, manifest_path(sif)):
+        try:
+            os.link(path, where / path.name)
+        except OSError:
+            shutil.copy2(path, where / path.name)
+    return where / sif.name

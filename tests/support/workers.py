@@ -12,14 +12,11 @@ other:
   several tests share) is set up once, by one worker.
 
 The groups go to the workers in the order :func:`order` sorts them: the beds first (the
-longest chains), the modules that start Ray clusters or take long next, the quick ones
-last, which fill in wherever a worker is free.  Inside a group the order is the serial
+longest chains; those that need the test image after a few heavy modules, while it
+builds), the modules that start Ray clusters or take long next, the quick ones last,
+which fill in wherever a worker is free.  Inside a group the order is the serial
 run's (tests/conftest.py: the modules that need the test image last, so that its build
 in the background has time).
-
-Tests that run the test image take :data:`IMAGE_LOCK` shared while they run; a test in
-:data:`IMAGE_ALONE` counts every process of the image on the machine and takes it
-alone.
 
 xdist's own ``xdist_group`` marks do not reach its scheduler under pytest 9 (it renames
 ``item._nodeid``, which pytest 9 no longer reads), so the groups travel another way:
@@ -46,15 +43,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Bed groups, in the order they are handed out.  A test in one of these directories,
-# or marked with one of these markers, runs in that bed's group.
-BEDS = ("slurm", "ssh", "aws", "apptainer")
+# Bed groups, in the order they are handed out (:func:`order`).  A test in one of these
+# directories, or marked with one of these markers, runs in that bed's group.
+BEDS = ("slurm", "aws", "ssh", "apptainer")
 
-# Modules with a test that lists every process of the test image on the machine.
-IMAGE_ALONE = frozenset({"tests/apptainer/test_local_cluster.py"})
-
-# Held while a test runs the test image (the image is per checkout, so is the lock).
-IMAGE_LOCK = ROOT / ".testbed" / "image-users.lock"
+# Heavy modules that need no test image handed out, per worker but the first, before
+# the beds that need it (:func:`order`).
+EARLY_PER_WORKER = 3
 
 # Every test's time and worker in the last parallel run (the controller writes it).
 TIMES = ROOT / ".testbed" / "test-times.json"
@@ -98,14 +93,30 @@ def write_groups(items: list[pytest.Item]) -> None:
 
 
 def order(items: list[pytest.Item]) -> None:
-    """Sort the groups in the order they are handed out (stable inside each)."""
-    heavy = {i.nodeid.split("::")[0] for i in items if any(i.get_closest_marker(m) for m in _HEAVY)}
+    """Sort the groups in the order they are handed out (stable inside each).
+
+    The test image builds in the background while the first groups run
+    (scripts/test), and every bed but Slurm needs it from its first test: handed out
+    first, two workers waited 80-90 s for the build.  So the Slurm bed goes first (its
+    first tests need no image), then :data:`EARLY_PER_WORKER` heavy modules that need no
+    image for each other worker, then the other beds, longest chain first."""
+    module = {i: i.nodeid.split("::")[0] for i in items}
+    image = {module[i] for i in items if {"built_image", "sif"} & set(i.fixturenames)}
+    heavy = [
+        module[i]
+        for i in items
+        if bed_of(i) is None and any(i.get_closest_marker(m) for m in _HEAVY)
+    ]
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    early = [m for m in dict.fromkeys(heavy) if m not in image][: EARLY_PER_WORKER * (workers - 1)]
 
     def rank(item: pytest.Item) -> int:
         bed = bed_of(item)
         if bed is not None:
-            return BEDS.index(bed)
-        return len(BEDS) + (0 if item.nodeid.split("::")[0] in heavy else 1)
+            return 0 if bed == "slurm" else 1 + BEDS.index(bed)
+        if module[item] in early:
+            return 1
+        return 1 + len(BEDS) + (0 if module[item] in heavy else 1)
 
     items.sort(key=rank)
 
