@@ -330,35 +330,3 @@ def test_azure_down_from_a_new_shell_finds_the_storage_account(
     os.environ.update(store_env(load_launched("azure-newshell")))  # as down and grow do
     assert os.environ["AZURE_STORAGE_ACCOUNT"] == account
     assert open_rendezvous(uri, "azure-newshell").bucket == uri.split("/")[2]
-
-
-def _instance(iid: str, rank: str, state: str, reason: str = "") -> dict[str, object]:
-    inst: dict[str, object] = {
-        "InstanceId": iid,
-        "State": {"Name": state},
-        "Tags": [{"Key": "syndeo-rank", "Value": rank}, {"Key": "syndeo-cluster", "Value": "c"}],
-    }
-    if reason:
-        inst["StateReason"] = {"Message": reason}
-    return inst
-
-
-def test_ec2s_instance_states_say_which_ranks_ended() -> None:
-    """What AwsTarget.observe reads from one DescribeInstances: a rank ended only when no
-    instance of it lives (``replace`` starts the new one before the old one goes)."""
-    from syndeo.launcher.targets.aws import _by_rank
-
-    ended = _by_rank(
-        [
-            _instance("i-1", "1", "running"),
-            _instance("i-2", "2", "stopped", "Client.UserInitiatedShutdown"),
-            _instance("i-3old", "3", "terminated"),
-            _instance("i-3", "3", "pending"),
-            _instance("i-4", "4", "shutting-down"),
-            _instance("i-x", "head", "stopped"),  # not a rank: never answered
-        ]
-    )
-    assert ended == {
-        2: "EC2 lists its instance i-2 as stopped (Client.UserInitiatedShutdown)",
-        4: "EC2 lists its instance i-4 as shutting-down",
-    }

@@ -4,7 +4,8 @@ It verifies each request's signature (version 1.0, HMAC-SHA1 with the secret it 
 and refuses a request with a wrong one (400 SignatureDoesNotMatch) or an unknown
 AccessKeyId (404 InvalidAccessKeyId.NotFound), as the service does, and answers
 DescribeRegions, DescribeAvailableResource and DescribeImages from its state in the
-shapes syndeo/launcher/targets/alibabacheck.py documents.
+shapes syndeo/launcher/targets/alibabacheck.py documents, and DescribeInstances (by
+region and tag, a page at a time) in those AlibabaTarget.list_machines documents.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class EcsState:
     images: dict[str, dict[str, str]] = field(default_factory=dict)  # id -> tags
     vcpus: dict[str, int] = field(default_factory=dict)  # instance type -> vCPUs
     attributes: dict[str, str] = field(default_factory=dict)  # account attribute -> value
+    # (region, Instance) for DescribeInstances: each Instance as that reply has it
+    instances: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
 
 
@@ -129,6 +132,21 @@ class _Handler(BaseHTTPRequestHandler):
             ]
         )
         self._reply(200, {"Images": {"Image": images}, "TotalCount": len(images)})
+
+    def _DescribeInstances(self, params: dict[str, str]) -> None:
+        key, value = params.get("Tag.1.Key"), params.get("Tag.1.Value")
+        found = [
+            i
+            for region, i in self.server.state.instances
+            if region == params["RegionId"]
+            and {"TagKey": key, "TagValue": value} in i.get("Tags", {}).get("Tag", [])
+        ]
+        size, page = int(params.get("PageSize", "10")), int(params.get("PageNumber", "1"))
+        shown = found[(page - 1) * size : page * size]
+        self._reply(
+            200,
+            {"Instances": {"Instance": shown}, "TotalCount": len(found), "PageNumber": page},
+        )
 
 
 def _numbered(params: dict[str, str], name: str) -> list[str]:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
-from syndeo.launcher.spec import ClusterSpec
-from syndeo.launcher.targets.cloud import CloudTarget
+from syndeo.core.errors import ConfigError
+from syndeo.launcher.spec import ClusterSpec, Launched
+from syndeo.launcher.targets.cloud import CloudTarget, Machine
 
 # The oss:// backend reaches the bucket at its region's endpoint (syndeo/rendezvous/oss.py).
 REGION_ENV = "ALIBABA_CLOUD_REGION"
+# ECS Instance.Status values of a VM that has ended (the others: Pending, Starting, Running).
+_ENDED = ("Stopping", "Stopped")
 
 
 class AlibabaTarget(CloudTarget):
@@ -34,6 +38,35 @@ class AlibabaTarget(CloudTarget):
     def rendezvous_env(self, spec: ClusterSpec) -> dict[str, str]:
         return self._region_env()
 
+    def list_machines(self, launched: Launched) -> list[Machine] | None:
+        """ECS ``DescribeInstances`` by the cluster's tag (``Tag.1.Key``/``Tag.1.Value``),
+        a page of 100 at a time: ``Instances.Instance[]`` with ``InstanceId``, ``Status``,
+        ``OperationLocks.LockReason[]`` (``Recycling``: a spot VM being taken back) and
+        ``Tags.Tag[]`` (``TagKey``, ``TagValue``); ``TotalCount``.  Checked against the
+        ECS API reference and a local fake only (no Alibaba Cloud account here)."""
+        from syndeo.launcher import alibaba_api
+
+        query = {
+            "RegionId": str(launched.tf.machines.get("region") or ""),
+            "Tag.1.Key": "syndeo-cluster",
+            "Tag.1.Value": launched.cluster_id,
+            "PageSize": "100",
+        }
+        found: list[Machine] = []
+        try:
+            creds = alibaba_api.credentials()
+            for page in range(1, 100):
+                reply = alibaba_api.call(
+                    "DescribeInstances", {**query, "PageNumber": str(page)}, creds
+                )
+                listed = (reply.get("Instances") or {}).get("Instance") or []
+                found += [m for i in listed if (m := _machine(i, launched.cluster_id))]
+                if not listed or page * 100 >= int(reply.get("TotalCount") or 0):
+                    break
+        except (alibaba_api.ApiError, ConfigError, ValueError):
+            return None
+        return found
+
     def prepare(self, spec: ClusterSpec) -> None:
         self._region_env()
         super().prepare(spec)
@@ -58,3 +91,18 @@ class AlibabaTarget(CloudTarget):
             f"credentials from {creds.source}; region {region}; {offered}; {quota}; "
             f"image {image} (SIF sha256 {self.baked_digest[:12]})"
         )
+
+
+def _machine(instance: dict[str, Any], cluster_id: str) -> Machine | None:
+    """An ECS instance of the cluster by its rank tag (None: not one of its nodes)."""
+    tags = {t.get("TagKey"): t.get("TagValue") for t in (instance.get("Tags") or {}).get("Tag", [])}
+    rank = str(tags.get("syndeo-rank", ""))
+    if tags.get("syndeo-cluster") != cluster_id or not rank.isdigit():
+        return None
+    locks = (instance.get("OperationLocks") or {}).get("LockReason") or []
+    status = str(instance.get("Status", ""))
+    if any(lock.get("LockReason") == "Recycling" for lock in locks):
+        status = "Recycling (a spot instance being taken back)"
+    elif status not in _ENDED:
+        return Machine(int(rank))
+    return Machine(int(rank), f"ECS lists its instance {instance.get('InstanceId')} as {status}")

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from typing import Any
 
 from syndeo.core.errors import ConfigError, TargetError
 from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.targets.base import StartRefused
-from syndeo.launcher.targets.cloud import CloudTarget
+from syndeo.launcher.targets.cloud import CloudTarget, Machine
 from syndeo.launcher.targets.tfexec import Terraform, TerraformError
 
 # The tag packer/cloud gives an AMI: the sha256 of the SIF baked into it.
@@ -49,9 +48,6 @@ _QUOTAS: dict[str, tuple[str, str | None, str]] = {
     "trn": ("L-2C3B7624", None, "Trn instances"),
     "u": ("L-43DA4232", None, "High Memory instances"),
 }
-# How often the watcher asks EC2 for the instances' states (DescribeInstances): well
-# inside EC2's request rate limits, and far quicker than a start clock.
-OBSERVE_EVERY_S = 10.0
 # States in which a listed thing is on its way out (it costs nothing and goes by itself).
 _GONE = ("terminated", "shutting-down", "deleted", "deleting")
 
@@ -65,8 +61,6 @@ class AwsTarget(CloudTarget):
     # The zone of this launch's attempt when the launcher chose it (a retry in the next
     # zone); None: the user's [aws] zone, or the module's first zone offering the types.
     _zone: str | None = None
-    # The last DescribeInstances answer (monotonic time, ended ranks): machines_ended.
-    _seen: tuple[float, dict[int, str]] | None = None
 
     def cloud_vars(self, spec: ClusterSpec) -> dict[str, Any]:
         return {"zone": self._zone} if self._zone is not None else {}
@@ -346,22 +340,17 @@ class AwsTarget(CloudTarget):
             if self.echo is not None:
                 self.echo(f"aws: could not remove unrecorded instances first: {_why(exc)}")
 
-    def machines_ended(self, launched: Launched, ranks: list[int]) -> dict[int, str]:
-        """EC2's word on the ranks' instances, one DescribeInstances for the cluster's tag,
-        at most every :data:`OBSERVE_EVERY_S` (the watcher asks at each status read)."""
+    def list_machines(self, launched: Launched) -> list[Machine] | None:
+        """One DescribeInstances for the cluster's tag."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        now = time.monotonic()
-        if self._seen is None or now - self._seen[0] >= OBSERVE_EVERY_S:
-            tag = [{"Name": "tag:syndeo-cluster", "Values": [launched.cluster_id]}]
-            try:
-                ec2 = self._client("ec2", launched.tf.machines.get("region"))
-                found = ec2.describe_instances(Filters=tag)["Reservations"]
-            except (BotoCoreError, ClientError):
-                return {}
-            self._seen = (now, _by_rank([i for r in found for i in r["Instances"]]))
-        seen = self._seen[1]
-        return {r: seen[r] for r in ranks if r in seen}
+        tag = [{"Name": "tag:syndeo-cluster", "Values": [launched.cluster_id]}]
+        try:
+            ec2 = self._client("ec2", launched.tf.machines.get("region"))
+            found = ec2.describe_instances(Filters=tag)["Reservations"]
+        except (BotoCoreError, ClientError):
+            return None
+        return [m for r in found for i in r["Instances"] if (m := _machine(i)) is not None]
 
     def leaks(self, launched: Launched) -> list[str]:
         """Everything of the cluster AWS still lists, by tag and by name (after destroy)."""
@@ -432,25 +421,17 @@ def _capacity(exc: Exception) -> str:
     return found.group(1) if found else ""
 
 
-def _by_rank(instances: list[dict[str, Any]]) -> dict[int, str]:
-    """The ranks whose instance has ended, each with EC2's state and reason.  A rank
-    with an instance that lives (``replace`` starts the new one before the old one
-    goes) is not listed."""
-    ended: dict[int, str] = {}
-    alive: set[int] = set()
-    for inst in instances:
-        tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
-        rank = tags.get("syndeo-rank", "")
-        if not rank.isdigit():
-            continue
-        state = _state(inst)
-        if state in (*_GONE, "stopping", "stopped"):
-            why = inst.get("StateReason", {}).get("Message") or inst.get("StateTransitionReason")
-            said = f"EC2 lists its instance {inst['InstanceId']} as {state}"
-            ended[int(rank)] = f"{said} ({why})" if why else said
-        else:
-            alive.add(int(rank))
-    return {r: why for r, why in ended.items() if r not in alive}
+def _machine(inst: dict[str, Any]) -> Machine | None:
+    """An instance by its rank tag (None without one), ended with EC2's state and reason."""
+    rank = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}.get("syndeo-rank", "")
+    if not rank.isdigit():
+        return None
+    state = _state(inst)
+    if state not in (*_GONE, "stopping", "stopped"):
+        return Machine(int(rank))
+    why = inst.get("StateReason", {}).get("Message") or inst.get("StateTransitionReason")
+    said = f"EC2 lists its instance {inst['InstanceId']} as {state}"
+    return Machine(int(rank), f"{said} ({why})" if why else said)
 
 
 def _state(item: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -12,13 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from syndeo.core.errors import ConfigError
-from syndeo.launcher.spec import ClusterSpec
-from syndeo.launcher.targets.cloud import CloudTarget
+from syndeo.launcher.spec import ClusterSpec, Launched
+from syndeo.launcher.targets.cloud import CloudTarget, Machine
 
 # The tag packer/cloud gives the managed image: the sha256 of the SIF baked into it.
 DIGEST_TAG = "syndeo-image-digest"
 # Terraform's azurerm provider authenticates from these, or from an `az login` session.
 _ENV_LOGINS = ("ARM_CLIENT_ID", "ARM_USE_MSI", "ARM_USE_OIDC", "AZURE_CLIENT_ID")
+# A VM ARM id: the head's (terraform/azure's node_ids output) names where the nodes are.
+_ARM_ID = re.compile(r"^/subscriptions/([^/]+)/resourceGroups/([^/]+)/", re.IGNORECASE)
 
 
 class AzureTarget(CloudTarget):
@@ -65,6 +68,29 @@ class AzureTarget(CloudTarget):
         # Chosen in default_rendezvous, in this process only: `down` from a new shell
         # could not open the container without it.
         return {"AZURE_STORAGE_ACCOUNT": str(self.cloud_vars(spec)["storage_account"])}
+
+    def list_machines(self, launched: Launched) -> list[Machine] | None:
+        """``az vm list --resource-group RG --show-details``: the VMs of the group the head
+        is in, each with ``tags``, ``provisioningState`` and ``powerState`` ("VM
+        running", "VM deallocated", "VM stopped", ...; Virtual Machines - List and
+        Instance View - Get: https://learn.microsoft.com/rest/api/compute/virtual-machines/
+        list, az vm list -d).  Through the ``az`` login, as the pre-flight checks; None
+        without one.  Checked against those references and a stand-in ``az`` only (no
+        Azure subscription here)."""
+        from syndeo.launcher.targets import azurecheck
+
+        az = shutil.which("az")
+        head = (launched.tf.outputs.get("node_ids") or [""])[0]
+        where = _ARM_ID.match(str(head or ""))
+        if az is None or where is None:
+            return None
+        vms, _ = azurecheck.Az(az, where.group(1)).json(
+            *("vm", "list", "--subscription", where.group(1)),
+            *("--resource-group", where.group(2), "--show-details"),
+        )
+        if not isinstance(vms, list):
+            return None
+        return [m for vm in vms if (m := _machine(vm, launched.cluster_id)) is not None]
 
     def check_credentials(self) -> str:
         az = shutil.which("az")
@@ -156,3 +182,18 @@ def _az_subscription(az: str) -> str | None:
         return None
     value = out.stdout.strip()
     return value if out.returncode == 0 and value else None
+
+
+def _machine(vm: dict[str, Any], cluster_id: str) -> Machine | None:
+    """A VM of the cluster by its rank tag (None: not one of its nodes); ended once
+    deallocated, stopped or failed to provision."""
+    tags = vm.get("tags") or {}
+    rank = str(tags.get("syndeo-rank", ""))
+    if tags.get("syndeo-cluster") != cluster_id or not rank.isdigit():
+        return None
+    power = str(vm.get("powerState") or "")
+    failed = str(vm.get("provisioningState") or "") == "Failed"
+    if not failed and not any(w in power for w in ("deallocat", "stopp")):
+        return Machine(int(rank))
+    state = "failed to provision" if failed else power.removeprefix("VM ")
+    return Machine(int(rank), f"Azure lists its VM {vm.get('name')} as {state}")

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import functools
 import secrets
+import time
 from abc import abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import urlparse
 
@@ -28,6 +30,21 @@ PREFIX = "syndeo"  # the key prefix below which every cluster's records live
 # What a group may set in its [groups.<cloud>] section.  Only the VM type: everything
 # else (region, image, spot, disk, network) is one per cluster in terraform/<cloud>.
 GROUP_SETTINGS = ("instance_type",)
+
+
+# How often the watcher asks the provider for the cluster's VMs (one list request; the
+# watcher asks at each status read): well inside every provider's request rate limits,
+# and far quicker than a start clock.
+OBSERVE_EVERY_S = 10.0
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One VM of the cluster as its provider lists it: its rank (the ``syndeo-rank``
+    tag or label every module sets) and, once it has ended (stopped, terminated), why."""
+
+    rank: int
+    ended: str | None = None
 
 
 class CloudSettings(BaseModel):
@@ -209,6 +226,40 @@ class CloudTarget(TerraformTarget):
     # The digest of the SIF baked into the VM image, where the cloud's image metadata
     # says it (set by check_credentials; None: not known).
     baked_digest: str | None = None
+
+    # ------------------------------------------------------------------ machine states
+    # The provider's last answer (monotonic time, the ended ranks with why), and every
+    # rank it has listed alive so far (machines_ended).
+    _listed: tuple[float, dict[int, str]] | None = None
+    _listed_alive: frozenset[int] = frozenset()
+
+    def machines_ended(self, launched: Launched, ranks: list[int]) -> dict[int, str]:
+        """The provider's word on the ranks' VMs, from one list request for the cluster
+        (:meth:`list_machines`) at most every :data:`OBSERVE_EVERY_S`.
+
+        A rank is ended when its VM is listed stopped or terminated, and none of its
+        VMs lives (``replace`` starts the new one before the old one goes).  A rank
+        listed alive before and not listed at all now was deleted: a spot VM its
+        provider took back (the gcp, azure and alibaba modules delete those; EC2 lists a
+        terminated instance for about an hour, then no more)."""
+        now = time.monotonic()
+        if self._listed is None or now - self._listed[0] >= OBSERVE_EVERY_S:
+            machines = self.list_machines(launched)
+            if machines is None:
+                return {}
+            alive = {m.rank for m in machines if m.ended is None}
+            ended = {m.rank: m.ended for m in machines if m.ended is not None}
+            ended = {r: why for r, why in ended.items() if r not in alive}
+            for rank in self._listed_alive - alive - set(ended):
+                ended[rank] = f"{self.name} no longer lists its VM (deleted)"
+            self._listed, self._listed_alive = (now, ended), self._listed_alive | alive
+        return {r: why for r, why in self._listed[1].items() if r in ranks}
+
+    def list_machines(self, launched: Launched) -> list[Machine] | None:
+        """Every VM the provider lists with the cluster's ``syndeo-cluster`` tag, in one
+        request; None where it cannot be asked or the request failed (then only the
+        launcher's clocks tell that a node never came; the next poll asks again)."""
+        return None
 
     def prepare(self, spec: ClusterSpec) -> None:
         self.check_credentials()

@@ -6,10 +6,11 @@ import json
 import os
 import re
 from typing import Any
+from urllib.parse import urlencode
 
 from syndeo.core.errors import ConfigError
-from syndeo.launcher.spec import ClusterSpec
-from syndeo.launcher.targets.cloud import CloudTarget
+from syndeo.launcher.spec import ClusterSpec, Launched
+from syndeo.launcher.targets.cloud import CloudTarget, Machine
 
 # What terraform/gcp creates through: a fresh project has both disabled, and the apply
 # would fail on its first resource.
@@ -23,6 +24,10 @@ SERVICEUSAGE_URL = "https://serviceusage.googleapis.com/v1"
 # SYNDEO_GCP_COMPUTE_URL points the check at a local fake in tests.
 COMPUTE_URL = "https://compute.googleapis.com/compute/v1"
 _DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
+# A VM in one of these Instance.status values has ended (Compute v1 instances:
+# PROVISIONING, STAGING, RUNNING, STOPPING, STOPPED, SUSPENDING, SUSPENDED, REPAIRING,
+# TERMINATED; a stopped VM is TERMINATED).
+_ENDED = ("STOPPING", "STOPPED", "SUSPENDING", "SUSPENDED", "TERMINATED")
 
 
 class GcpTarget(CloudTarget):
@@ -37,6 +42,45 @@ class GcpTarget(CloudTarget):
         if not project:
             raise ConfigError("gcp: name the project ([gcp] project, or GOOGLE_CLOUD_PROJECT)")
         return {"project": project}
+
+    def machine_summary(self, spec: ClusterSpec) -> dict[str, Any]:
+        # The project, for the watcher's instance list (list_machines) from a new shell.
+        return {**super().machine_summary(spec), "project": self.cloud_vars(spec)["project"]}
+
+    def list_machines(self, launched: Launched) -> list[Machine] | None:
+        """Compute v1 ``instances.aggregatedList`` (every zone) filtered by the cluster's
+        label: a page of ``{"items": {"zones/Z": {"instances": [Instance, ...]}}}``, each
+        Instance with ``status``, ``statusMessage`` and ``labels``
+        (https://cloud.google.com/compute/docs/reference/rest/v1/instances/aggregatedList).
+        Checked against that reference and a local fake only (no Google account here)."""
+        import google.auth
+        from google.auth.exceptions import GoogleAuthError
+
+        from syndeo.launcher.targets import gcpcheck
+
+        project, cid = launched.tf.machines.get("project"), launched.cluster_id
+        if not project:
+            return None  # a cluster started before its project was recorded
+        try:
+            credentials, _ = google.auth.default(
+                scopes=["https://www.googleapis.com/auth/cloud-platform"]
+            )
+        except GoogleAuthError:
+            return None
+        api = gcpcheck.Api(credentials)
+        base = os.environ.get("SYNDEO_GCP_COMPUTE_URL", COMPUTE_URL).rstrip("/")
+        query = {"filter": f'labels.syndeo-cluster = "{cid}"', "returnPartialSuccess": "true"}
+        found: list[Machine] = []
+        while True:
+            url = f"{base}/projects/{project}/aggregated/instances?{urlencode(query)}"
+            page = api.call(url).body
+            if page is None:
+                return None
+            for scope in (page.get("items") or {}).values():
+                found += [m for i in scope.get("instances", []) if (m := _machine(i, cid))]
+            if not page.get("nextPageToken"):
+                return found
+            query["pageToken"] = str(page["nextPageToken"])
 
     def check_credentials(self) -> str:
         # Application Default Credentials: what Terraform's google provider uses too.
@@ -146,3 +190,17 @@ class GcpTarget(CloudTarget):
                 f"gcp: {', '.join(disabled)} not enabled in project {project}: "
                 f"gcloud services enable {' '.join(disabled)} --project {project}"
             )
+
+
+def _machine(instance: dict[str, Any], cluster_id: str) -> Machine | None:
+    """An Instance of the cluster by its rank label (None: not one of its nodes)."""
+    labels = instance.get("labels") or {}
+    rank = str(labels.get("syndeo-rank", ""))
+    if labels.get("syndeo-cluster") != cluster_id or not rank.isdigit():
+        return None
+    status = str(instance.get("status", ""))
+    if status not in _ENDED:
+        return Machine(int(rank))
+    said = f"Compute Engine lists its VM {instance.get('name')} as {status}"
+    why = instance.get("statusMessage")
+    return Machine(int(rank), f"{said} ({why})" if why else said)
