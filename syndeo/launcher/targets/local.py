@@ -395,6 +395,10 @@ class LocalTarget(Target):
         for proc in self._procs.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=1)
+        # A node that ended on this TERM as a child of this very process (the Python
+        # API's up, then down, in one script) is reaped here: nothing else would.
+        for p in family:
+            ended(p)
         for t in self._threads:
             t.join(timeout=2)
         if not os.environ.get("SYNDEO_KEEP_SCRATCH"):
