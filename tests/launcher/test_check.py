@@ -17,14 +17,11 @@ azurecheck.py).  Nothing here reaches a real cloud.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -33,6 +30,8 @@ import pytest
 from syndeo.core.errors import ConfigError
 from syndeo.launcher.config import load_config
 from syndeo.launcher.preflight import check_deployment
+from tests.support.fake_api import Fake as _Fake
+from tests.support.fake_api import serving as _serving
 
 
 def _syndeo(home: Path, *args: str, verb: str = "check") -> subprocess.CompletedProcess[str]:
@@ -171,33 +170,6 @@ def test_aws_check_refuses_a_type_not_offered(aws: Any) -> None:
     image = _ami(aws, "e" * 64)
     with pytest.raises(ConfigError, match="not offered in us-east-1"):
         check_deployment(_aws_cfg(image, itype="x9z.huge"))
-
-
-class _Fake(BaseHTTPRequestHandler):
-    """A local stand-in for one cloud API: its replies, and no request log."""
-
-    content_type: ClassVar[str] = "application/json"
-
-    def _send(self, status: int, data: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", self.content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *_args: Any) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
-    """``handler`` answering on a free port of 127.0.0.1; its URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
 
 
 class _ServiceQuotas(_Fake):

@@ -11,13 +11,10 @@ are named in each ``list_machines``): nothing here reaches a real cloud.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar, cast
 from urllib.parse import parse_qs, urlsplit
@@ -29,6 +26,7 @@ from syndeo.launcher.spec import Launched
 from syndeo.launcher.targets import cloud, get_target
 from syndeo.launcher.targets.cloud import CloudTarget
 from tests.support.ecs_api import KEY_ID, SECRET, FakeEcs
+from tests.support.fake_api import Fake, serving
 
 CID = "c-7f3a"
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000001"
@@ -115,7 +113,7 @@ def _instance(name: str, status: str, labels: dict[str, str]) -> dict[str, Any]:
     return {"kind": "compute#instance", "name": name, "status": status, "labels": labels}
 
 
-class _Compute(BaseHTTPRequestHandler):
+class _Compute(Fake):
     """Compute v1 ``instances.aggregatedList``: a page per zone, the next page's token
     in ``nextPageToken``, the label filter applied as the reference describes it."""
 
@@ -142,26 +140,7 @@ class _Compute(BaseHTTPRequestHandler):
         body: dict[str, Any] = {"items": {f"zones/{zone}": {"instances": listed}}}
         if page + 1 < len(zones):
             body["nextPageToken"] = str(page + 1)
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *_args: Any) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+        self._send(200, json.dumps(body).encode())
 
 
 @pytest.fixture
@@ -193,7 +172,7 @@ def compute(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_Compute]]:
     )
     anonymous = AnonymousCredentials()  # type: ignore[no-untyped-call]
     monkeypatch.setattr(google.auth, "default", lambda **_: (anonymous, "proj-1"))
-    with _serving(handler) as url:
+    with serving(handler) as url:
         monkeypatch.setenv("SYNDEO_GCP_COMPUTE_URL", f"{url}/compute/v1")
         yield handler
 
