@@ -126,7 +126,7 @@ VM_HOOKS = {
     "machines_ended",
     "before_destroy",
 }
-CLOUD_HOOKS = {"check_credentials", "cloud_vars"}
+CLOUD_HOOKS = {"check_credentials", "cloud_vars", "list_machines"}
 
 
 def _assert_renders_through_node_module(module: str) -> None:
