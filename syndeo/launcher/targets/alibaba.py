@@ -94,15 +94,15 @@ class AlibabaTarget(CloudTarget):
 
 
 def _machine(instance: dict[str, Any], cluster_id: str) -> Machine | None:
-    """An ECS instance of the cluster by its rank tag (None: not one of its nodes)."""
+    """An ECS instance of the cluster by its tags (None: not one of its nodes)."""
     tags = {t.get("TagKey"): t.get("TagValue") for t in (instance.get("Tags") or {}).get("Tag", [])}
-    rank = str(tags.get("syndeo-rank", ""))
-    if tags.get("syndeo-cluster") != cluster_id or not rank.isdigit():
-        return None
     locks = (instance.get("OperationLocks") or {}).get("LockReason") or []
     status = str(instance.get("Status", ""))
     if any(lock.get("LockReason") == "Recycling" for lock in locks):
-        status = "Recycling (a spot instance being taken back)"
-    elif status not in _ENDED:
-        return Machine(int(rank))
-    return Machine(int(rank), f"ECS lists its instance {instance.get('InstanceId')} as {status}")
+        state: str | None = "Recycling (a spot instance being taken back)"
+    else:
+        state = status if status in _ENDED else None
+    said = (
+        None if state is None else f"ECS lists its instance {instance.get('InstanceId')} as {state}"
+    )
+    return Machine.tagged(tags, cluster_id, said)

@@ -350,7 +350,8 @@ class AwsTarget(CloudTarget):
             found = ec2.describe_instances(Filters=tag)["Reservations"]
         except (BotoCoreError, ClientError):
             return None
-        return [m for r in found for i in r["Instances"] if (m := _machine(i)) is not None]
+        cid = launched.cluster_id
+        return [m for r in found for i in r["Instances"] if (m := _machine(i, cid)) is not None]
 
     def leaks(self, launched: Launched) -> list[str]:
         """Everything of the cluster AWS still lists, by tag and by name (after destroy)."""
@@ -421,17 +422,15 @@ def _capacity(exc: Exception) -> str:
     return found.group(1) if found else ""
 
 
-def _machine(inst: dict[str, Any]) -> Machine | None:
-    """An instance by its rank tag (None without one), ended with EC2's state and reason."""
-    rank = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}.get("syndeo-rank", "")
-    if not rank.isdigit():
-        return None
-    state = _state(inst)
-    if state not in (*_GONE, "stopping", "stopped"):
-        return Machine(int(rank))
-    why = inst.get("StateReason", {}).get("Message") or inst.get("StateTransitionReason")
-    said = f"EC2 lists its instance {inst['InstanceId']} as {state}"
-    return Machine(int(rank), f"{said} ({why})" if why else said)
+def _machine(inst: dict[str, Any], cluster_id: str) -> Machine | None:
+    """An instance of the cluster by its tags, ended with EC2's state and reason."""
+    tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
+    state, ended = _state(inst), None
+    if state in (*_GONE, "stopping", "stopped"):
+        why = inst.get("StateReason", {}).get("Message") or inst.get("StateTransitionReason")
+        ended = f"EC2 lists its instance {inst['InstanceId']} as {state}"
+        ended = f"{ended} ({why})" if why else ended
+    return Machine.tagged(tags, cluster_id, ended)
 
 
 def _state(item: dict[str, Any]) -> str:

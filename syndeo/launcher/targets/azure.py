@@ -87,6 +87,7 @@ class AzureTarget(CloudTarget):
         vms, _ = azurecheck.Az(az, where.group(1)).json(
             *("vm", "list", "--subscription", where.group(1)),
             *("--resource-group", where.group(2), "--show-details"),
+            timeout=30,  # the watcher's poll waits for it, as for the other clouds' requests
         )
         if not isinstance(vms, list):
             return None
@@ -185,15 +186,12 @@ def _az_subscription(az: str) -> str | None:
 
 
 def _machine(vm: dict[str, Any], cluster_id: str) -> Machine | None:
-    """A VM of the cluster by its rank tag (None: not one of its nodes); ended once
+    """A VM of the cluster by its tags (None: not one of its nodes); ended once
     deallocated, stopped or failed to provision."""
-    tags = vm.get("tags") or {}
-    rank = str(tags.get("syndeo-rank", ""))
-    if tags.get("syndeo-cluster") != cluster_id or not rank.isdigit():
-        return None
     power = str(vm.get("powerState") or "")
     failed = str(vm.get("provisioningState") or "") == "Failed"
-    if not failed and not any(w in power for w in ("deallocat", "stopp")):
-        return Machine(int(rank))
-    state = "failed to provision" if failed else power.removeprefix("VM ")
-    return Machine(int(rank), f"Azure lists its VM {vm.get('name')} as {state}")
+    ended = None
+    if failed or any(w in power for w in ("deallocat", "stopp")):
+        state = "failed to provision" if failed else power.removeprefix("VM ")
+        ended = f"Azure lists its VM {vm.get('name')} as {state}"
+    return Machine.tagged(vm.get("tags") or {}, cluster_id, ended)

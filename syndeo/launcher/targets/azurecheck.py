@@ -70,8 +70,8 @@ class Az:
             ) if lines else f"az exited {out.returncode}"
         return out.stdout, ""
 
-    def json(self, *args: str) -> tuple[Any, str]:
-        text, why = self.run(*args, "--output", "json")
+    def json(self, *args: str, timeout: float = 120) -> tuple[Any, str]:
+        text, why = self.run(*args, "--output", "json", timeout=timeout)
         if text is None:
             return None, why
         try:

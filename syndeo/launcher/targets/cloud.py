@@ -46,6 +46,15 @@ class Machine:
     rank: int
     ended: str | None = None
 
+    @classmethod
+    def tagged(cls, tags: dict[str, Any], cluster_id: str, ended: str | None) -> Machine | None:
+        """The VM whose tags (labels) are ``tags``, if it is a node of ``cluster_id``
+        (its ``syndeo-cluster`` and ``syndeo-rank`` tags); None for anything else."""
+        rank = str(tags.get("syndeo-rank", ""))
+        if tags.get("syndeo-cluster") != cluster_id or not rank.isdigit():
+            return None
+        return cls(int(rank), ended)
+
 
 class CloudSettings(BaseModel):
     """The ``[aws]`` / ``[gcp]`` / ``[azure]`` section (``--instance-type`` etc. set it too)."""

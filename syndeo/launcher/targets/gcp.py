@@ -193,14 +193,10 @@ class GcpTarget(CloudTarget):
 
 
 def _machine(instance: dict[str, Any], cluster_id: str) -> Machine | None:
-    """An Instance of the cluster by its rank label (None: not one of its nodes)."""
-    labels = instance.get("labels") or {}
-    rank = str(labels.get("syndeo-rank", ""))
-    if labels.get("syndeo-cluster") != cluster_id or not rank.isdigit():
-        return None
-    status = str(instance.get("status", ""))
-    if status not in _ENDED:
-        return Machine(int(rank))
-    said = f"Compute Engine lists its VM {instance.get('name')} as {status}"
-    why = instance.get("statusMessage")
-    return Machine(int(rank), f"{said} ({why})" if why else said)
+    """An Instance of the cluster by its labels (None: not one of its nodes)."""
+    status, ended = str(instance.get("status", "")), None
+    if status in _ENDED:
+        ended = f"Compute Engine lists its VM {instance.get('name')} as {status}"
+        why = instance.get("statusMessage")
+        ended = f"{ended} ({why})" if why else ended
+    return Machine.tagged(instance.get("labels") or {}, cluster_id, ended)
