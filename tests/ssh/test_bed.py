@@ -184,7 +184,9 @@ def test_a_second_bed_lives_beside_the_first_and_down_removes_all_of_it(
         host = second.hosts[0]
         # A process the user left behind on a host (as a crashed node would).
         sleeper = int(_ok(second, host, "nohup sleep 600 >/dev/null 2>&1 & echo $!"))
-        assert f"{sleeper} sleep 600" in sshhosts.host_processes(second, host, second.user)
+        # nohup may not have exec'd sleep yet: either command line is this process.
+        listed = sshhosts.host_processes(second, host, second.user)
+        assert {f"{sleeper} sleep 600", f"{sleeper} nohup sleep 600"} & set(listed), listed
         assert sshhosts.leftovers(base)
     finally:
         sshhosts.down(base)
