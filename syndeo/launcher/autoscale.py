@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from syndeo.core.clouds import POWERS_OFF
@@ -26,7 +27,10 @@ from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.targets.base import NodeState, NodeView, StartRefused, Target
 from syndeo.launcher.ui import Ui
 from syndeo.rendezvous import StatusRecord
-from syndeo.rendezvous.base import DemandRecord
+from syndeo.rendezvous.base import DemandRecord, GroupUnavailable
+
+# Tells the head which groups cannot start nodes now (a numbered, signed record).
+Publish = Callable[[dict[str, GroupUnavailable], int], None]
 
 
 def follows_demand(cfg: DeployConfig) -> bool:
@@ -105,10 +109,12 @@ class Backoff:
     failures: int = 0
     not_before: float = 0.0
     stopped: bool = False
+    why: str = ""  # the last failure, in words
 
-    def failed(self, kind: str, now: float) -> float:
+    def failed(self, kind: str, now: float, why: str = "") -> float:
         """Count a failure of ``kind``; the seconds until the next try (inf: none)."""
         self.failures += 1
+        self.why = why
         if kind == "permanent":
             self.stopped = True
             return float("inf")
@@ -120,10 +126,31 @@ class Backoff:
     def ready(self, now: float) -> bool:
         return not self.stopped and now >= self.not_before
 
+    def unavailable(self, now: float, on_way: int) -> GroupUnavailable | None:
+        """What the head's autoscaler is told while no start may be tried (None: one may);
+        ``on_way``: the group's nodes started and not joined yet."""
+        if self.ready(now):
+            return None
+        for_s = None if self.stopped else self.not_before - now
+        return GroupUnavailable(for_s=for_s, why=self.why, on_way=on_way)
+
 
 class Scaler:
-    def __init__(self, target: Target, spec: ClusterSpec, autostop_s: float | None, ui: Ui) -> None:
+    def __init__(
+        self,
+        target: Target,
+        spec: ClusterSpec,
+        autostop_s: float | None,
+        ui: Ui,
+        publish: Publish | None = None,
+    ) -> None:
         self.target, self.spec, self.ui = target, spec, ui
+        self.publish = publish
+        # What the head was last told of groups that cannot start nodes (each group's
+        # stop or next try), and the number of that record.
+        self._told: dict[str, tuple[bool, float, int]] = {}
+        self._told_seq = 0
+        self._on_way: dict[str, int] = {}  # per group: started, not joined, not going
         self.autostop_s = autostop_s
         groups = spec.layout.groups if spec.layout is not None else []
         self.bounds = {g.name: g.autoscale for g in groups if g.autoscale is not None}
@@ -153,7 +180,31 @@ class Scaler:
             return False
         for group in self.bounds:
             self._apply(launched, group, demand, set(st.nodes_joined))
+        self._tell_unavailable()
         return self._idle_for_long(demand)
+
+    def _tell_unavailable(self) -> None:
+        """Tell the head each group whose starts back off, so that Ray's autoscaler
+        plans waiting work onto another group meanwhile (syndeo/node/autoscale_provider.py);
+        said again whenever that changes, a failed word at the next poll."""
+        now = time.monotonic()
+        off = {g: b for g, b in self.backoff.items() if not b.ready(now)}
+        current = {g: (b.stopped, b.not_before, self._on_way.get(g, 0)) for g, b in off.items()}
+        if self.publish is None or current == self._told:
+            return
+        groups = {g: u for g, b in off.items() if (u := b.unavailable(now, current[g][2]))}
+        seq = max(self._told_seq + 1, int(time.time() * 1000))
+        try:
+            self.publish(groups, seq)
+        except SyndeoError as exc:
+            self.ui.info(f"could not tell the head which groups cannot start nodes: {exc}")
+            return
+        self._told, self._told_seq = current, seq
+        for group, u in sorted(groups.items()):
+            until = "until the watcher starts again" if u.for_s is None else f"for {u.for_s:.0f} s"
+            self.ui.info(f"group {group}: the head's autoscaler plans without it {until}")
+        if not groups:
+            self.ui.info("every group can start nodes again: told the head's autoscaler")
 
     def _idle_for_long(self, demand: DemandRecord) -> bool:
         if self.autostop_s is None or demand.idle_since is None:
@@ -190,6 +241,7 @@ class Scaler:
         unjoined = [r for r in sorted(staying, reverse=True) if r not in joined]
         surplus = unjoined[: max(0, len(staying) - want)]
         going = named | set(late) | set(surplus) | remains
+        self._on_way[group] = len(unjoined) - len(surplus)
         try:
             stopped = self.target.shrink(launched, group, ranks=going) if going else []
             if stopped and (named or surplus):
@@ -254,7 +306,10 @@ class Scaler:
             # A queue that holds nodes past their clock is a limit lifted in time.
             queued = any(v.state is NodeState.QUEUED for v in views if v.rank in late)
             kind = "quota" if queued else "transient"
-            wait = self.backoff[group].failed(kind, time.monotonic())
+            first = min([*late, *(v.rank for v in failed)])
+            why = late.get(first) or next(v.reason for v in failed if v.rank == first)
+            what = "given up after" if first in late else "ended before it joined:"
+            wait = self.backoff[group].failed(kind, time.monotonic(), f"rank {first} {what} {why}")
             self.ui.info(f"group {group}: next start in {wait:.0f} s")
 
     def _add(self, launched: Launched, group: str, count: int) -> None:
@@ -273,7 +328,7 @@ class Scaler:
 
     def _failed(self, group: str, exc: SyndeoError) -> None:
         kind = refusal_kind(exc)
-        wait = self.backoff[group].failed(kind, time.monotonic())
+        wait = self.backoff[group].failed(kind, time.monotonic(), f"start refused ({kind}): {exc}")
         if kind == "permanent":
             self.ui.info(
                 f"group {group}: could not follow demand: {exc}; not tried again (a "

@@ -235,7 +235,9 @@ class _Attempt:
         events = self.recovery.events  # one history in recovery.json across attempts
         self.recovery = Recovery(self.target, spec, self.settings, self.ui)
         self.recovery.events = events
-        self.scaler = Scaler(self.target, spec, launched.autostop_s, self.ui)
+        key, rdv = spec.launch_key, self.rdv
+        publish = None if key is None else lambda groups, seq: rdv.put_unavailable(groups, seq, key)
+        self.scaler = Scaler(self.target, spec, launched.autostop_s, self.ui, publish)
         if not first:
             self.ui.info(f"cluster {launched.cluster_id} runs again as attempt {attempt}")
         return True

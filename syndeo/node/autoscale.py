@@ -25,16 +25,20 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from syndeo.core import launchkey
 from syndeo.core.groups import parse_autoscaled
 from syndeo.core.nodeconfig import IDLE_TIMEOUT_S, NodeSettings
-from syndeo.rendezvous.base import SCALE_PURPOSE, DemandRecord
+from syndeo.rendezvous.base import SCALE_PURPOSE, DemandRecord, Unavailable
 
 # The autoscaler's name for the head's node type (no group name has a dot).
 HEAD_TYPE = "head.syndeo"
 PROVIDER = "syndeo.node.autoscale_provider.SyndeoProvider"
+# Ray's monitor loads its scheduler's scorer from this variable (Ray's
+# AUTOSCALER_UTILIZATION_SCORER_KEY; a test checks the name against the installed Ray).
+SCORER_ENV = "RAY_AUTOSCALER_UTILIZATION_SCORER"
+SCORER = "syndeo.node.autoscale_provider.utilization_scorer"
 # What Ray's cluster config schema requires for its own launcher (ssh, file sync, setup
 # commands): nothing of it applies, since the provider starts no machine itself.
 UNUSED: dict[str, Any] = {
@@ -201,6 +205,67 @@ def demand(s: NodeSettings, idle_since: float | None) -> DemandRecord | None:
     fields = record.model_dump(mode="json", exclude={"signature"})
     signature = launchkey.sign_record(s.launch_key, SCALE_PURPOSE, fields)
     return record.model_copy(update={"signature": signature})
+
+
+def unavailable_path(scratch: Path) -> Path:
+    return scratch / "autoscale" / "unavailable.json"
+
+
+def take_unavailable(s: NodeSettings, record: Unavailable, now: float) -> str:
+    """Put the groups the watcher said it cannot start now, each with the time (this
+    machine's clock: the watcher's may differ) until which it cannot, where the provider
+    reads them; what changed, in words."""
+    groups = {
+        g: {
+            "until": None if u.for_s is None else now + u.for_s,
+            "why": u.why[:MAX_WHY],
+            "on_way": min(u.on_way, MAX_COUNT),
+        }
+        for g, u in record.groups.items()
+    }
+    _replace(unavailable_path(s.scratch), groups)
+    if not groups:
+        return "every group can start nodes again"
+    return "; ".join(
+        f"group {g} cannot start nodes "
+        + ("until the watcher starts again" if u.for_s is None else f"for {u.for_s:.0f} s")
+        + f" ({u.why})"
+        for g, u in sorted(record.groups.items())
+    )
+
+
+# A reason is a line of the watcher's log; more is not one.
+MAX_WHY = 500
+
+
+class Off(NamedTuple):
+    """A group that cannot start nodes now: why, and how many of its nodes are still on
+    their way (the provider keeps asking for those)."""
+
+    why: str
+    on_way: int
+
+
+def read_unavailable(path: Path, now: float) -> dict[str, Off]:
+    """The groups unavailable at ``now``.  A file any task could write (the head's
+    scratch): anything else than the head writes is none."""
+    try:
+        with path.open("rb") as fh:
+            data = json.loads(fh.read(MAX_WANT_BYTES))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    out = {}
+    for group, entry in data.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("why"), str):
+            continue
+        until, on_way = entry.get("until"), entry.get("on_way", 0)
+        if not _count(on_way):
+            continue
+        if until is None or (isinstance(until, int | float) and until > now):
+            out[str(group)] = Off(entry["why"], on_way)
+    return out
 
 
 def idle_drain_path(scratch: Path) -> Path:

@@ -27,11 +27,20 @@ is gone.  So a group's request drops to the nodes of it that run (never below it
 request, a placement group's bundle, a ``request_resources`` constraint) would fit on
 one of its nodes, and the watcher cancels the newest not joined.  Work that still waits
 for another group's resources (a GPU) does not keep a CPU group's queued node.
+
+A group whose nodes the watcher cannot start now (its starts refused, or its nodes given
+up: the watcher's signed word, :func:`syndeo.node.autoscale.take_unavailable`) is asked
+for no more until then: its placeholders go, its request drops to what runs, and
+:func:`utilization_scorer` (the scorer Ray's scheduler loads, set in the head's
+environment) scores none of its nodes, so Ray plans the waiting work onto another group
+that could take it -- Ray's own scorer knows nothing of availability.  When the time
+passes, Ray may ask for the group again.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -45,8 +54,11 @@ from ray.autoscaler.tags import NODE_KIND_HEAD, NODE_KIND_WORKER
 
 from syndeo.node.autoscale import (
     HEAD_TYPE,
+    Off,
     idle_drain_path,
+    read_unavailable,
     read_want,
+    unavailable_path,
     write_idle_drains,
     write_want,
 )
@@ -54,6 +66,27 @@ from syndeo.node.autoscale import (
 logger = logging.getLogger(__name__)
 GCS_TIMEOUT_S = 10
 WAITING = "waiting-for-syndeo"  # a placeholder's status: asked for, not joined yet
+# The groups that cannot start nodes now, as of the provider's latest update: the
+# scorer Ray's scheduler calls is a plain function in the same process (Ray's monitor).
+UNAVAILABLE: dict[str, Off] = {}
+
+
+def utilization_scorer(
+    node_resources: Any,
+    resources: Any,
+    node_type: str,
+    *,
+    node_availability_summary: Any,
+) -> Any:
+    """Ray's own scorer, but no score (no node of it) for a group that cannot start nodes
+    now; the head sets ``RAY_AUTOSCALER_UTILIZATION_SCORER`` to this function."""
+    from ray.autoscaler._private.resource_demand_scheduler import _default_utilization_scorer
+
+    if node_type in UNAVAILABLE:
+        return None
+    return _default_utilization_scorer(
+        node_resources, resources, node_type, node_availability_summary=node_availability_summary
+    )
 
 
 class SyndeoProvider(BatchingNodeProvider):
@@ -80,6 +113,7 @@ class SyndeoProvider(BatchingNodeProvider):
         # Node ids whose idle drain Ray refused (busy again) in this update: not let go.
         self._kept: set[str] = set()
         self.idle_file = idle_drain_path(self.want_file.parent.parent)
+        self.unavailable_file = unavailable_path(self.want_file.parent.parent)
         self.idle_drained: set[int] = set()
         guard_v1_drain()
 
@@ -130,13 +164,19 @@ class SyndeoProvider(BatchingNodeProvider):
         return all(holds.get(k, 0.0) >= v for k, v in bundle.items() if v > 0)
 
     def _drop_unneeded(self, running: Counter[str]) -> None:
-        """Lower a group's request to what runs when no waiting work fits it (above)."""
-        floor = {g: max(running[g], self.least.get(g, 0)) for g in self.groups}
+        """Lower a group's request to what runs when no waiting work fits it, or when it
+        cannot start nodes now (above)."""
+        # A group that cannot start nodes keeps asking only for those on their way.
+        on_way = {g: off.on_way for g, off in UNAVAILABLE.items()}
+        floor = {g: max(running[g] + on_way.get(g, 0), self.least.get(g, 0)) for g in self.groups}
         above = {g for g in self.groups if self.want.get(g, 0) > floor[g]}
         if not above:
             return
         waiting = self._waiting_for()
-        if waiting is None or above <= waiting:
+        if waiting is None:  # not known: each group that can start nodes keeps its request
+            waiting = set(self.groups)
+        waiting -= set(UNAVAILABLE)
+        if above <= waiting:
             return
         self.want = {
             g: self.want.get(g, 0) if g in waiting else min(self.want.get(g, 0), floor[g])
@@ -145,8 +185,8 @@ class SyndeoProvider(BatchingNodeProvider):
         self.seq += 1
         write_want(self.want_file, self.seq, self.want, self.release)
         logger.info(
-            f"syndeo: request {self.seq}: nothing waits for {sorted(above - waiting)}, "
-            f"want {self.want}"
+            f"syndeo: request {self.seq}: nothing waits for {sorted(above - waiting)} or "
+            f"it cannot start nodes now, want {self.want}"
         )
 
     def get_node_data(self) -> dict[str, NodeData]:
@@ -164,11 +204,21 @@ class SyndeoProvider(BatchingNodeProvider):
                 data[nid] = NodeData(NODE_KIND_WORKER, group, nid, "up-to-date")
                 running[group] += 1
             # Nodes of fixed-size groups are no business of the autoscaler's.
+        self._follow_unavailable()
         self._drop_unneeded(running)
         for group in sorted(self.groups):
             for i in range(self.want.get(group, 0) - running[group]):
                 data[f"pending-{group}-{i}"] = NodeData(NODE_KIND_WORKER, group, None, WAITING)
         return data
+
+    def _follow_unavailable(self) -> None:
+        now = read_unavailable(self.unavailable_file, time.time())
+        for group in sorted(set(now) - set(UNAVAILABLE)):
+            logger.info(f"syndeo: group {group} cannot start nodes now: {now[group].why}")
+        for group in sorted(set(UNAVAILABLE) - set(now)):
+            logger.info(f"syndeo: group {group} can start nodes again")
+        UNAVAILABLE.clear()
+        UNAVAILABLE.update({g: off for g, off in now.items() if g in self.groups})
 
     def drain_idle(self, node_ids: list[str]) -> None:
         """Drain each of ``node_ids`` (v1 let them go as idle) the way a busy node refuses;

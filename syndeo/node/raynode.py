@@ -176,6 +176,8 @@ class RayProcess:
             # the head and a file write, so once a second costs little and a waiting
             # task is seen sooner (benchmarks/autoscale.py).
             self.env.setdefault("AUTOSCALER_UPDATE_INTERVAL_S", "1")
+            # Ray's scorer, less the groups the watcher cannot start nodes of now.
+            self.env.setdefault(autoscale.SCORER_ENV, autoscale.SCORER)
         # The one GPU rule (gpus.py).
         visible = gpus.node_devices(settings.gpus, self.env, gpus.vendor(settings.gpu_vendor))
         if visible is not None:

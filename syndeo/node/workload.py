@@ -120,6 +120,7 @@ class Monitor:
         self._last_notice: dict[int, float] = {}  # rank -> noticed_at of its last notice
         self.idle_drained: set[int] = set()  # ranks Ray's autoscaler drained as idle
         self._demand_seq: object = None  # the last autoscaler request published
+        self._unavailable_seq = -1  # the last word of the watcher on groups it cannot start
         self._status_seq = 0  # the last status record's sequence number
         # An `up` cluster: since when nothing has run or waited (for --autostop), why it
         # is busy ("" when it is not), and since when it serves.
@@ -267,6 +268,22 @@ class Monitor:
     def control(self) -> Control:
         """Stop flag, jobs and cancellations (one list); unreachable: nothing asked."""
         return self.store.call(self.rdv.control, Control())
+
+    def follow_unavailable(self, asked: Control) -> None:
+        """Pass the watcher's newest word on groups it cannot start nodes of to Ray's
+        autoscaler (syndeo/node/autoscale_provider.py), which then plans without them;
+        read once per number, and only if the launch key signed it."""
+        seq = asked.unavailable
+        if not self.s.autoscale or seq is None or seq <= self._unavailable_seq:
+            return
+        record = self.store.call(partial(self.rdv.read_unavailable, seq, self.s.launch_key), None)
+        if record is None:
+            return  # the store did not answer: asked again at the next poll
+        self._unavailable_seq = seq
+        if isinstance(record, str):
+            log(self.s, f"a record of unavailable groups not taken: {record}")
+            return
+        log(self.s, autoscale.take_unavailable(self.s, record, time.time()))
 
     def check_health(self) -> None:
         if not self.ray_proc.alive():
@@ -468,6 +485,7 @@ def _serve(monitor: Monitor) -> tuple[int, str]:
                 if asked.stop:
                     break
                 agent.on_control(asked)
+                monitor.follow_unavailable(asked)
             if health.due():
                 monitor.check_health()
                 agent.tick()

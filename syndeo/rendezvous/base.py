@@ -27,6 +27,8 @@ and per attempt below ``a<attempt>/``::
     ctl/stop             a request from the launcher to tear the cluster down
     ctl/job-<id>         a doorbell: a job was submitted (``up`` clusters)
     ctl/cancel-<id>      a request to cancel a job (signed with the launch key)
+    ctl/unavailable-<seq>  the groups the watcher cannot start nodes of now, and for how
+                         long (signed with the launch key; the newest seq counts)
     jobs/<id>/spec.json  a submitted job (created once by ``submit``; signed)
     jobs/<id>/claim      taken by the head's job agent (atomic create: runs once)
     jobs/<id>/state.json pending | running | succeeded | failed | cancelled | rejected
@@ -67,7 +69,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from syndeo.core import launchkey, sealed
 from syndeo.core.errors import BlobTooLarge, RendezvousError, SyndeoError
@@ -280,6 +282,7 @@ MAX_OUTPUT_CHUNK = 256 * 1024  # one chunk of a program's output (syndeo/node/ou
 MAX_LOG_CHARS = 4000  # a node's last words
 # What a launch key signs for the head besides its record (syndeo/core/launchkey.py).
 JOB_PURPOSE, CANCEL_PURPOSE, SCALE_PURPOSE = "job", "cancel", "scale"
+UNAVAILABLE_PURPOSE = "unavailable"
 TOKEN_PURPOSE = b"syndeo ray token v1"
 # The payloads' purposes (HKDF info): a key made for one kind never opens another kind.
 WORKDIR_PURPOSE = b"syndeo payload workdir v1"
@@ -346,12 +349,34 @@ class JobState(_Record):
     outputs: bool = False
 
 
+class GroupUnavailable(_Record):
+    """A group the watcher cannot start nodes of now: for ``for_s`` more seconds (None:
+    until the watcher starts again, a permanent refusal), why, and how many of its
+    nodes are still on their way (started before, not joined yet: they may come)."""
+
+    for_s: float | None
+    why: str
+    on_way: int = Field(default=0, ge=0)
+
+
+class Unavailable(_Record):
+    """The body of ``ctl/unavailable-<seq>``: every group unavailable as of ``seq`` (an
+    empty map: all are available again), of which cluster and attempt, signed."""
+
+    cluster_id: str
+    attempt: int
+    seq: int
+    groups: dict[str, GroupUnavailable]
+    signature: str | None = None
+
+
 class Control(_Record):
     """What the launcher asked of the head, from one list of ``ctl/``."""
 
     stop: bool = False
     jobs: list[str] = []
     cancels: list[str] = []
+    unavailable: int | None = None  # the newest ``ctl/unavailable-<seq>``
 
 
 class Rendezvous(ABC):
@@ -739,11 +764,48 @@ class Rendezvous(ABC):
         names = [k.removeprefix(prefix) for k in self._list(prefix)]
         jobs = [n.removeprefix("job-") for n in names if n.startswith("job-")]
         cancels = [n.removeprefix("cancel-") for n in names if n.startswith("cancel-")]
+        seqs = [n.removeprefix("unavailable-") for n in names if n.startswith("unavailable-")]
         return Control(
             stop="stop" in names,
             jobs=sorted(j for j in jobs if JOB_ID_RE.match(j)),
             cancels=sorted(j for j in cancels if JOB_ID_RE.match(j)),
+            unavailable=max((int(n) for n in seqs if n.isdigit() and len(n) == 16), default=None),
         )
+
+    def put_unavailable(self, groups: dict[str, GroupUnavailable], seq: int, key: str) -> None:
+        """Tell the head which groups cannot start nodes now (signed with the launch key
+        ``key``); the records older than ``seq`` go."""
+        record = Unavailable(
+            cluster_id=self.cluster_id, attempt=self.attempt, seq=seq, groups=groups
+        )
+        fields = record.model_dump(mode="json", exclude={"signature"})
+        signature = launchkey.sign_record(key, UNAVAILABLE_PURPOSE, fields)
+        name = self._key(f"ctl/unavailable-{seq:016d}")
+        self._write(name, self._dump(record.model_copy(update={"signature": signature})))
+        for old in self._list(self._key("ctl/unavailable-")):
+            if old != name:
+                self._delete_prefix(old)
+
+    def read_unavailable(self, seq: int, key: str | None) -> Unavailable | str:
+        """The record ``ctl/unavailable-<seq>`` if it is signed by ``key`` for this
+        cluster and attempt; else why it is not taken."""
+        raw = self._read(self._key(f"ctl/unavailable-{seq:016d}"))
+        try:
+            fields = json.loads(raw or b"null")
+            record = Unavailable.model_validate(fields)
+        except (ValueError, ValidationError):
+            return "it is not a record of unavailable groups"
+        if (record.cluster_id, record.seq, record.attempt) != (
+            self.cluster_id,
+            seq,
+            self.attempt,
+        ):
+            return "it names another cluster, attempt or number"
+        if key is None:
+            return "this node has no launch key to check its signature with"
+        if not launchkey.verify_record(key, UNAVAILABLE_PURPOSE, fields):
+            return "it is not signed with this launch's key"
+        return record
 
     # ------------------------------------------------------------------ output
     def put_output(self, seq: int, data: bytes) -> None:

@@ -14,16 +14,16 @@ from typing import Any
 import pytest
 
 from syndeo.core import launchkey
-from syndeo.core.errors import ConfigError, TargetError
-from syndeo.launcher.autoscale import Scaler, check
+from syndeo.core.errors import ConfigError, RendezvousError, TargetError
+from syndeo.launcher.autoscale import TRANSIENT_S, Scaler, check
 from syndeo.launcher.config import RecoverySettings, load_config
 from syndeo.launcher.recovery import Recovery
 from syndeo.launcher.spec import ClusterSpec, Launched
 from syndeo.launcher.targets import target_class
-from syndeo.launcher.targets.base import NodeState, NodeView, Target
+from syndeo.launcher.targets.base import NodeState, NodeView, StartRefused, Target
 from syndeo.launcher.ui import Ui
 from syndeo.rendezvous import StatusRecord
-from syndeo.rendezvous.base import SCALE_PURPOSE, DemandRecord
+from syndeo.rendezvous.base import SCALE_PURPOSE, DemandRecord, GroupUnavailable
 from tests.support.launched import make_launched
 
 
@@ -208,6 +208,82 @@ def test_a_node_that_ends_before_joining_is_said_backed_off_and_started_again() 
     scaler.backoff["worker"].not_before = 0.0  # the backoff's time has come
     scaler.observe(launched, want)
     assert target.calls == [("grow", 1), ("grow", 1)] and target.live == [2]
+
+
+class _Refusing(_Truthful):
+    """Its starts are refused as a full queue refuses them (a quota)."""
+
+    def grow(
+        self, launched: Launched, group: str, nodes: int, hosts: list[str] | None = None
+    ) -> str:
+        self.calls.append(("grow", nodes))
+        raise StartRefused("sbatch refused the job: QOSMaxSubmitJobPerUserLimit", "quota")
+
+
+def test_the_head_is_told_which_groups_cannot_start_nodes_and_when_they_can_again() -> None:
+    scaler, target, spec, launched = _setup(target=_Truthful())
+    assert isinstance(target, _Truthful)
+    told: list[tuple[dict[str, GroupUnavailable], int]] = []
+    scaler.publish = lambda groups, seq: told.append((groups, seq))
+    want = _status(_demand(spec.launch_key, seq=1, want={"worker": 1}), [0])
+    scaler.observe(launched, want)
+    assert told == []  # nothing failed: nothing said
+    target.truth[1] = (NodeState.FAILED, "Slurm job 7 was cancelled")
+    scaler.observe(launched, want)
+    [(groups, seq)] = told
+    assert list(groups) == ["worker"]
+    assert groups["worker"].why == "rank 1 ended before it joined: Slurm job 7 was cancelled"
+    assert groups["worker"].for_s is not None and 0 < groups["worker"].for_s <= TRANSIENT_S
+    assert groups["worker"].on_way == 0
+    scaler.observe(launched, want)
+    assert len(told) == 1  # the same word is not said again
+    scaler.backoff["worker"].not_before = 0.0  # the backoff's time has come
+    scaler.observe(launched, want)
+    assert told[-1][0] == {} and told[-1][1] > seq  # every group can start again
+
+
+def test_the_nodes_still_on_their_way_are_told_with_a_group_that_cannot_start() -> None:
+    scaler, target, spec, launched = _setup(target=_Truthful())
+    assert isinstance(target, _Truthful)
+    told: list[dict[str, GroupUnavailable]] = []
+    scaler.publish = lambda groups, seq: told.append(groups)
+    want = _status(_demand(spec.launch_key, seq=1, want={"worker": 2}), [0])
+    scaler.observe(launched, want)
+    assert target.live == [1, 2]
+    target.truth[1] = (NodeState.FAILED, "Slurm job 7 was cancelled")
+    scaler.observe(launched, want)
+    assert told[-1]["worker"].on_way == 1  # rank 2 still comes
+
+
+def test_a_permanent_refusal_is_unavailable_until_the_watcher_starts_again() -> None:
+    scaler, _, spec, launched = _setup(target=_Refusing())
+    told: list[dict[str, GroupUnavailable]] = []
+    scaler.publish = lambda groups, seq: told.append(groups)
+    scaler.observe(launched, _status(_demand(spec.launch_key, seq=1, want={"worker": 1}), [0]))
+    assert told[-1]["worker"].for_s is not None and told[-1]["worker"].for_s > TRANSIENT_S
+    assert "QOSMaxSubmitJobPerUserLimit" in told[-1]["worker"].why
+    scaler.backoff["worker"].stopped = True
+    scaler.observe(launched, _status(_demand(spec.launch_key, seq=2, want={"worker": 1}), [0]))
+    assert told[-1]["worker"].for_s is None
+
+
+def test_a_word_the_store_did_not_take_is_said_again_at_the_next_poll() -> None:
+    scaler, _, spec, launched = _setup(target=_Refusing())
+    scaler.ui = ui = _Lines()
+    told: list[dict[str, GroupUnavailable]] = []
+
+    def publish(groups: dict[str, GroupUnavailable], seq: int) -> None:
+        if not told:
+            told.append({})
+            raise RendezvousError("the store did not answer")
+        told.append(groups)
+
+    scaler.publish = publish
+    want = _status(_demand(spec.launch_key, seq=1, want={"worker": 1}), [0])
+    scaler.observe(launched, want)
+    assert "could not tell the head which groups cannot start nodes" in ui.text
+    scaler.observe(launched, want)
+    assert list(told[-1]) == ["worker"]
 
 
 def test_a_node_let_go_that_left_before_the_poll_is_said_let_go_not_lost() -> None:

@@ -32,6 +32,7 @@ from syndeo.rendezvous import (
     StatusRecord,
     passthrough_env,
 )
+from syndeo.rendezvous.base import GroupUnavailable, Unavailable
 from syndeo.rendezvous.s3 import S3Rendezvous
 from tests.rendezvous.conftest import Backend
 
@@ -461,6 +462,42 @@ def test_only_jobs_and_cancels_the_launch_key_signed_are_taken(backend: Backend)
     assert rv.check_cancel("j00001-abcdef", KEY) == "it is of attempt 1, not 0"
     rv.request_cancel("j00001-abcdef", launchkey.new_key())
     assert rv.check_cancel("j00001-abcdef", KEY) == "it is not signed with this launch's key"
+
+
+def test_the_newest_signed_word_on_unavailable_groups_is_listed_and_taken(
+    backend: Backend,
+) -> None:
+    rv, watcher = backend.open(), backend.open()
+    small = {"small": GroupUnavailable(for_s=60.0, why="start refused (quota)")}
+    watcher.put_unavailable(small, 1_000, KEY)
+    watcher.put_unavailable({**small, "big": GroupUnavailable(for_s=None, why="bad")}, 1_001, KEY)
+    ctl = rv.control()
+    assert ctl.unavailable == 1_001  # the older record went
+    assert rv._list(rv._key("ctl/unavailable-")) == [rv._key(f"ctl/unavailable-{1_001:016d}")]
+    record = rv.read_unavailable(1_001, KEY)
+    assert isinstance(record, Unavailable) and set(record.groups) == {"small", "big"}
+    assert record.groups["big"].for_s is None
+    assert rv.read_unavailable(1_001, None) == (
+        "this node has no launch key to check its signature with"
+    )
+    assert rv.read_unavailable(1_001, launchkey.new_key()) == (
+        "it is not signed with this launch's key"
+    )
+    assert rv.read_unavailable(999, KEY) == "it is not a record of unavailable groups"
+    # Moved to another number, or from another attempt: not taken.
+    raw = rv._read(rv._key(f"ctl/unavailable-{1_001:016d}")) or b""
+    rv._write(rv._key(f"ctl/unavailable-{2_000:016d}"), raw)
+    assert rv.read_unavailable(2_000, KEY) == "it names another cluster, attempt or number"
+    backend.open("c1", attempt=1).put_unavailable(small, 3_000, KEY)
+    rv._write(
+        rv._key(f"ctl/unavailable-{3_000:016d}"),
+        backend.open("c1", attempt=1)._read(f"a1/ctl/unavailable-{3_000:016d}") or b"",
+    )
+    assert rv.read_unavailable(3_000, KEY) == "it names another cluster, attempt or number"
+    watcher.put_unavailable({}, 4_000, KEY)  # every group available again
+    assert rv.control().unavailable == 4_000
+    fresh = rv.read_unavailable(4_000, KEY)
+    assert isinstance(fresh, Unavailable) and fresh.groups == {}
 
 
 def test_the_ray_token_is_sealed_with_the_launch_key(backend: Backend) -> None:

@@ -1,0 +1,211 @@
+"""A group the watcher cannot start nodes of is planned around (syndeo/node/autoscale_provider.py).
+
+A real Ray head started as the node runtime starts it (so with the head's scorer in its
+environment), two groups that could each take the waiting work: ``small`` (1 CPU), which
+Ray's own scorer prefers for a one-CPU bundle, and ``big`` (2 CPUs).  No watcher runs, so
+nothing asked for comes.  A driver's placement group of one {"CPU": 1} bundle: Ray asks
+for a ``small`` node.  Then the watcher's signed word that ``small`` cannot start nodes
+(for 10 minutes) reaches the head as the node runtime takes it: while a ``small`` node
+is still on its way, Ray waits for it; once none is, the ``small`` request drops and Ray
+asks for a ``big`` node instead.  (Before, the request for ``small`` stayed
+while the watcher backed off, and nothing else was ever asked for.)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from syndeo.core import launchkey
+from syndeo.core.nodeconfig import NodeSettings
+from syndeo.node import autoscale, autoscale_provider
+from syndeo.node.raynode import RayProcess
+from syndeo.node.workload import Monitor
+from syndeo.rendezvous import open_rendezvous
+from syndeo.rendezvous.base import GroupUnavailable, Unavailable
+
+DRIVER = """\
+import sys, time, ray
+from ray.util.placement_group import placement_group
+ray.init(address=sys.argv[1])
+pg = placement_group([{"CPU": 1}])
+print("made", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.fixture
+def head(tmp_path: Path) -> Iterator[RayProcess]:
+    scratch = Path(tempfile.mkdtemp(prefix="syunav-"))  # short: Ray's socket paths
+    settings = NodeSettings(
+        cluster_id="provunavail",
+        rank=0,
+        nodes=1,
+        cpus=0,  # work waits for a group's node
+        rendezvous=(tmp_path / "rdv").as_uri(),
+        scratch=scratch,
+        workdir=tmp_path / "work",
+        launch_key=launchkey.new_key(),
+        autoscale="small:0:1:1:0:,big:0:1:2:0:",
+        idle_timeout_s=600,
+    )
+    token = scratch / "token"
+    token.write_text("provider-unavailable-test-token")
+    token.chmod(0o600)
+    ray = RayProcess(settings, token, None)
+    try:
+        ray.start()
+        yield ray
+    finally:
+        ray.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _until(what: str, probe: Callable[[], object], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not probe():
+        assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s: {what}"
+        time.sleep(0.5)
+
+
+@pytest.mark.cluster
+def test_a_group_that_cannot_start_nodes_is_planned_around(head: RayProcess) -> None:
+    assert head.env[autoscale.SCORER_ENV] == autoscale.SCORER
+    address = head.wait_head_address(120)
+    wanted = autoscale.want_path(head.settings.scratch)
+
+    def want() -> dict[str, int]:
+        try:
+            return dict(json.loads(wanted.read_text())["want"])
+        except (OSError, ValueError, KeyError):
+            return {}
+
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, address],
+        env=head.env,  # the head's token
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert driver.stdout is not None
+        assert driver.stdout.readline().strip() == "made"
+        _until("a small node asked for", lambda: want().get("small") == 1, 120)
+        assert want().get("big", 0) == 0
+        time.sleep(3)  # several autoscaler updates: Ray keeps to its choice
+        assert want() == {"small": 1, "big": 0}
+        why = "rank 1 given up after in the queue for 600 s (Resources)"
+
+        def unavailable(on_way: int) -> str:
+            record = Unavailable(
+                cluster_id="provunavail",
+                attempt=0,
+                seq=1,
+                groups={"small": GroupUnavailable(for_s=600, why=why, on_way=on_way)},
+            )
+            return autoscale.take_unavailable(head.settings, record, time.time())
+
+        # Its one node still on its way (another failed): Ray keeps waiting for it.
+        unavailable(on_way=1)
+        time.sleep(3)
+        assert want() == {"small": 1, "big": 0}
+        assert unavailable(on_way=0) == f"group small cannot start nodes for 600 s ({why})"
+        _until("a big node asked for instead", lambda: want() == {"small": 0, "big": 1}, 60)
+        time.sleep(3)
+        assert want() == {"small": 0, "big": 1}
+    finally:
+        driver.kill()
+        driver.wait(10)
+
+
+def test_the_scorer_is_ray_s_own_less_the_groups_that_cannot_start() -> None:
+    from ray.autoscaler._private.constants import AUTOSCALER_UTILIZATION_SCORER_KEY
+    from ray.autoscaler._private.loader import load_function_or_class
+    from ray.autoscaler._private.resource_demand_scheduler import _default_utilization_scorer
+
+    assert autoscale.SCORER_ENV == AUTOSCALER_UTILIZATION_SCORER_KEY
+    scorer = load_function_or_class(autoscale.SCORER)
+    assert scorer is autoscale_provider.utilization_scorer
+    node, want = {"CPU": 2.0}, [{"CPU": 1.0}]
+    ray_s = _default_utilization_scorer(node, want, "big", node_availability_summary=None)
+    assert ray_s is not None
+    assert scorer(node, want, "big", node_availability_summary=None) == ray_s
+    autoscale_provider.UNAVAILABLE["big"] = "start refused"
+    try:
+        assert scorer(node, want, "big", node_availability_summary=None) is None
+        assert scorer(node, want, "small", node_availability_summary=None) == ray_s
+    finally:
+        autoscale_provider.UNAVAILABLE.clear()
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        b"",
+        b"[]",
+        b'{"small": "bad"}',
+        b'{"small": {"until": "soon", "why": "x"}}',
+        b'{"small": {"until": null}}',
+        b"[" * 100_000,
+    ],
+)
+def test_a_planted_file_makes_no_group_unavailable(tmp_path: Path, planted: bytes) -> None:
+    # The head's scratch is writable by every task: anything but what the head writes
+    # is nothing.
+    path = tmp_path / "unavailable.json"
+    path.write_bytes(planted)
+    assert autoscale.read_unavailable(path, time.time()) == {}
+
+
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="syunav-"))  # short: NodeSettings checks it
+    yield path
+    shutil.rmtree(path)
+
+
+def test_the_head_takes_the_watcher_s_signed_word_once_and_only_if_signed(
+    tmp_path: Path, scratch: Path
+) -> None:
+    key = launchkey.new_key()
+    (scratch / "autoscale").mkdir()
+    s = NodeSettings(
+        cluster_id="unavail",
+        rank=0,
+        nodes=1,
+        cpus=1,
+        rendezvous=(tmp_path / "rdv").as_uri(),
+        scratch=scratch,
+        workdir=tmp_path / "work",
+        launch_key=key,
+        autoscale="small:0:1:1:0:,big:0:1:2:0:",
+    )
+    rdv = open_rendezvous(s.rendezvous, s.cluster_id, 0)
+    monitor = Monitor(s, rdv, "", tmp_path / "token", None)  # type: ignore[arg-type]
+    path = autoscale.unavailable_path(scratch)
+    rdv.put_unavailable(
+        {"small": GroupUnavailable(for_s=60, why="refused")}, 5, launchkey.new_key()
+    )
+    monitor.follow_unavailable(rdv.control())
+    assert not path.exists()  # not signed with this launch's key
+    rdv.put_unavailable({"small": GroupUnavailable(for_s=60, why="refused")}, 6, key)
+    before = time.time()
+    monitor.follow_unavailable(rdv.control())
+    assert autoscale.read_unavailable(path, before) == {"small": autoscale.Off("refused", 0)}
+    assert autoscale.read_unavailable(path, before + 61) == {}  # for 60 s of the head's clock
+    path.unlink()
+    monitor.follow_unavailable(rdv.control())
+    assert not path.exists()  # read once per number
+    rdv.put_unavailable({"big": GroupUnavailable(for_s=None, why="bad account")}, 7, key)
+    monitor.follow_unavailable(rdv.control())
+    assert autoscale.read_unavailable(path, time.time() + 10**9) == {
+        "big": autoscale.Off("bad account", 0)
+    }
