@@ -147,8 +147,10 @@ class Scaler:
         self.target, self.spec, self.ui = target, spec, ui
         self.publish = publish
         # What the head was last told of groups that cannot start nodes (each group's
-        # stop or next try), and the number of that record.
-        self._told: dict[str, tuple[bool, float, int]] = {}
+        # stop or next try, its nodes on their way), and the number of that record.  None:
+        # nothing yet, so the first poll tells the head afresh -- a former watcher's word
+        # (a permanent refusal, "until the watcher starts again") ends with it.
+        self._told: dict[str, tuple[bool, float, int]] | None = None
         self._told_seq = 0
         self._on_way: dict[str, int] = {}  # per group: started, not joined, not going
         self.autostop_s = autostop_s
@@ -199,11 +201,11 @@ class Scaler:
         except SyndeoError as exc:
             self.ui.info(f"could not tell the head which groups cannot start nodes: {exc}")
             return
-        self._told, self._told_seq = current, seq
+        before, self._told, self._told_seq = self._told, current, seq
         for group, u in sorted(groups.items()):
             until = "until the watcher starts again" if u.for_s is None else f"for {u.for_s:.0f} s"
             self.ui.info(f"group {group}: the head's autoscaler plans without it {until}")
-        if not groups:
+        if before and not groups:
             self.ui.info("every group can start nodes again: told the head's autoscaler")
 
     def _idle_for_long(self, demand: DemandRecord) -> bool:

@@ -227,16 +227,20 @@ def test_the_head_is_told_which_groups_cannot_start_nodes_and_when_they_can_agai
     scaler.publish = lambda groups, seq: told.append((groups, seq))
     want = _status(_demand(spec.launch_key, seq=1, want={"worker": 1}), [0])
     scaler.observe(launched, want)
-    assert told == []  # nothing failed: nothing said
+    # A new watcher tells the head first that every group can start nodes: what a former
+    # one said (until it started again) no longer holds.
+    assert [groups for groups, _ in told] == [{}]
+    scaler.observe(launched, want)
+    assert len(told) == 1  # nothing failed: nothing more said
     target.truth[1] = (NodeState.FAILED, "Slurm job 7 was cancelled")
     scaler.observe(launched, want)
-    [(groups, seq)] = told
+    groups, seq = told[-1]
     assert list(groups) == ["worker"]
     assert groups["worker"].why == "rank 1 ended before it joined: Slurm job 7 was cancelled"
     assert groups["worker"].for_s is not None and 0 < groups["worker"].for_s <= TRANSIENT_S
     assert groups["worker"].on_way == 0
     scaler.observe(launched, want)
-    assert len(told) == 1  # the same word is not said again
+    assert len(told) == 2  # the same word is not said again
     scaler.backoff["worker"].not_before = 0.0  # the backoff's time has come
     scaler.observe(launched, want)
     assert told[-1][0] == {} and told[-1][1] > seq  # every group can start again
