@@ -471,6 +471,29 @@ class Rendezvous(ABC):
     def _dump(record: BaseModel) -> bytes:
         return record.model_dump_json().encode()
 
+    def _write_signed(self, key: str, record: BaseModel, purpose: str, launch_key: str) -> None:
+        """``record`` at ``key``, signed for ``purpose`` with ``launch_key``."""
+        fields = record.model_dump(mode="json", exclude={"signature"})
+        signature = launchkey.sign_record(launch_key, purpose, fields)
+        self._write(key, self._dump(record.model_copy(update={"signature": signature})))
+
+    def _read_signed(
+        self, key: str, model: type[M], purpose: str, launch_key: str | None, what: str
+    ) -> tuple[M | None, str]:
+        """The ``model`` record at ``key`` and "" if ``launch_key`` signed it for
+        ``purpose``; else None and why it is not taken (its fields are the caller's to
+        check against what it expects)."""
+        try:
+            fields = json.loads(self._read(key) or b"null")
+            record = model.model_validate(fields)
+        except (ValueError, ValidationError):
+            return None, f"it is not {what}"
+        if launch_key is None:
+            return record, "this node has no launch key to check its signature with"
+        if not launchkey.verify_record(launch_key, purpose, fields):
+            return record, "it is not signed with this launch's key"
+        return record, ""
+
     # ------------------------------------------------------------------ sealed payloads
     def _payload_key(self, what: str) -> str:
         if self.launch_key is None:
@@ -778,10 +801,8 @@ class Rendezvous(ABC):
         record = Unavailable(
             cluster_id=self.cluster_id, attempt=self.attempt, seq=seq, groups=groups
         )
-        fields = record.model_dump(mode="json", exclude={"signature"})
-        signature = launchkey.sign_record(key, UNAVAILABLE_PURPOSE, fields)
         name = self._key(f"ctl/unavailable-{seq:016d}")
-        self._write(name, self._dump(record.model_copy(update={"signature": signature})))
+        self._write_signed(name, record, UNAVAILABLE_PURPOSE, key)
         for old in self._list(self._key("ctl/unavailable-")):
             if old != name:
                 self._delete_prefix(old)
@@ -789,23 +810,18 @@ class Rendezvous(ABC):
     def read_unavailable(self, seq: int, key: str | None) -> Unavailable | str:
         """The record ``ctl/unavailable-<seq>`` if it is signed by ``key`` for this
         cluster and attempt; else why it is not taken."""
-        raw = self._read(self._key(f"ctl/unavailable-{seq:016d}"))
-        try:
-            fields = json.loads(raw or b"null")
-            record = Unavailable.model_validate(fields)
-        except (ValueError, ValidationError):
-            return "it is not a record of unavailable groups"
-        if (record.cluster_id, record.seq, record.attempt) != (
-            self.cluster_id,
-            seq,
-            self.attempt,
-        ):
+        record, why = self._read_signed(
+            self._key(f"ctl/unavailable-{seq:016d}"),
+            Unavailable,
+            UNAVAILABLE_PURPOSE,
+            key,
+            "a record of unavailable groups",
+        )
+        if record is None:
+            return why
+        if (record.cluster_id, record.seq, record.attempt) != (self.cluster_id, seq, self.attempt):
             return "it names another cluster, attempt or number"
-        if key is None:
-            return "this node has no launch key to check its signature with"
-        if not launchkey.verify_record(key, UNAVAILABLE_PURPOSE, fields):
-            return "it is not signed with this launch's key"
-        return record
+        return why or record
 
     # ------------------------------------------------------------------ output
     def put_output(self, seq: int, data: bytes) -> None:
@@ -1010,30 +1026,25 @@ class Rendezvous(ABC):
     def request_cancel(self, job_id: str, key: str) -> None:
         """Ask the head to cancel ``job_id``, signed with the launch key ``key``."""
         request = CancelRequest(job_id=job_id, cluster_id=self.cluster_id, attempt=self.attempt)
-        fields = request.model_dump(mode="json", exclude={"signature"})
-        request = request.model_copy(
-            update={"signature": launchkey.sign_record(key, CANCEL_PURPOSE, fields)}
-        )
-        self._write(self._key(f"ctl/cancel-{job_id}"), self._dump(request))
+        self._write_signed(self._key(f"ctl/cancel-{job_id}"), request, CANCEL_PURPOSE, key)
 
     def check_cancel(self, job_id: str, key: str | None) -> str:
         """ "" if the cancel request for ``job_id`` is signed by ``key`` for this cluster and
         attempt; else why it is not taken."""
-        raw = self._read(self._key(f"ctl/cancel-{job_id}"))
-        try:
-            fields = json.loads(raw or b"null")
-            request = CancelRequest.model_validate(fields)
-        except (ValueError, ValidationError):
-            return "it is not a cancel request"
+        request, why = self._read_signed(
+            self._key(f"ctl/cancel-{job_id}"),
+            CancelRequest,
+            CANCEL_PURPOSE,
+            key,
+            "a cancel request",
+        )
+        if request is None:
+            return why
         if (request.job_id, request.cluster_id) != (job_id, self.cluster_id):
             return "it names another job or cluster"
         if request.attempt != self.attempt:
             return f"it is of attempt {request.attempt}, not {self.attempt}"
-        if key is None:
-            return "this node has no launch key to check its signature with"
-        if not launchkey.verify_record(key, CANCEL_PURPOSE, fields):
-            return "it is not signed with this launch's key"
-        return ""
+        return why
 
     def clear_cancel(self, job_id: str) -> None:
         self._delete_prefix(self._key(f"ctl/cancel-{job_id}"))

@@ -5,26 +5,15 @@ starts another node, which joins: the waiting placement group is placed."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
+from tests.support.demand import SPREAD, kill_tree
 from tests.support.helpers import assert_nothing_left, syndeo
 
-# Two one-CPU bundles on two nodes, on a head of one CPU: Ray asks for a worker.
-SPREAD = """\
-import ray
-from ray.util.placement_group import placement_group
-ray.init()
-pg = placement_group([{"CPU": 1}] * 2, strategy="STRICT_SPREAD")
-ray.get(pg.ready(), timeout=240)
-print("placed", flush=True)
-"""
 CONFIG = """\
 cpus_per_node = 1
 [[groups]]
@@ -43,18 +32,6 @@ def _wait_for(
         said = log.read_text()[-3000:] if log is not None else ""
         assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s: {what}\n{said}"
         time.sleep(every_s)
-
-
-def _kill_tree(pid: int, ctime: float) -> None:
-    """End the node process ``pid`` (only if it is still the one started then) and all
-    its children at once, as a crash would."""
-    with contextlib.suppress(psutil.NoSuchProcess):
-        node = psutil.Process(pid)
-        if abs(node.create_time() - ctime) >= 0.01:
-            return
-        for p in [*node.children(recursive=True), node]:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                p.send_signal(signal.SIGKILL)
 
 
 @pytest.mark.cluster
@@ -84,7 +61,7 @@ def test_a_node_killed_before_it_joins_is_seen_and_started_again(
         _wait_for("rank 1 started", rank1, 120, every_s=0.1)
         started = rank1()
         assert started is not None
-        _kill_tree(*started)
+        kill_tree(*started)
 
         # The watcher writes the loss, then the backoff, as two lines: wait for both.
         def backed_off() -> bool:

@@ -10,25 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 import threading
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
+from tests.support.demand import SPREAD, kill_tree
 from tests.support.helpers import assert_nothing_left, syndeo
 
-# Two one-CPU bundles on two nodes, on a head of one CPU: Ray asks for one more node.
-SPREAD = """\
-import ray
-from ray.util.placement_group import placement_group
-ray.init()
-pg = placement_group([{"CPU": 1}] * 2, strategy="STRICT_SPREAD")
-ray.get(pg.ready(), timeout=240)
-print("placed", flush=True)
-"""
 CONFIG = """\
 cpus_per_node = 1
 [[groups]]
@@ -50,13 +40,7 @@ def _kill_small_nodes(launched: Path, stop: threading.Event, killed: list[int]) 
                 rank = node["rank"]
                 if node["group"] != "small" or rank in killed or rank >= len(part["pids"]):
                     continue
-                pid, ctime = part["pids"][rank], part["create_times"][rank]
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    proc = psutil.Process(pid)
-                    if abs(proc.create_time() - ctime) < 0.01:
-                        for p in [*proc.children(recursive=True), proc]:
-                            with contextlib.suppress(psutil.NoSuchProcess):
-                                p.send_signal(signal.SIGKILL)
+                kill_tree(part["pids"][rank], part["create_times"][rank])
                 killed.append(rank)
 
 

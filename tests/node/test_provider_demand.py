@@ -14,21 +14,17 @@ waiting work kept every group's request.)
 
 from __future__ import annotations
 
-import json
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from syndeo.core import launchkey
-from syndeo.core.nodeconfig import NodeSettings
-from syndeo.node.autoscale import want_path
 from syndeo.node.raynode import RayProcess
+from tests.support import rayhead
+from tests.support.rayhead import autoscaling_head, until
 
 pytestmark = pytest.mark.cluster
 
@@ -50,36 +46,8 @@ time.sleep(600)
 
 @pytest.fixture
 def head(tmp_path: Path) -> Iterator[RayProcess]:
-    scratch = Path(tempfile.mkdtemp(prefix="syprov-"))  # short: Ray's socket paths
-    settings = NodeSettings(
-        cluster_id="provdemand",
-        rank=0,
-        nodes=1,
-        cpus=0,  # work waits for a group's node
-        rendezvous=(tmp_path / "rdv").as_uri(),
-        scratch=scratch,
-        workdir=tmp_path / "work",
-        launch_key=launchkey.new_key(),
-        autoscale="cpu:0:1:1:0:,gpu:0:1:1:1:",
-        idle_timeout_s=600,
-    )
-    token = scratch / "token"
-    token.write_text("provider-demand-test-token")
-    token.chmod(0o600)
-    ray = RayProcess(settings, token, None)
-    try:
-        ray.start()
+    with autoscaling_head("provdemand", "cpu:0:1:1:0:,gpu:0:1:1:1:", tmp_path / "rdv") as ray:
         yield ray
-    finally:
-        ray.stop()
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _until(what: str, probe: Callable[[], object], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not probe():
-        assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s: {what}"
-        time.sleep(0.5)
 
 
 def _said(driver: subprocess.Popen[str], line: str) -> None:
@@ -95,13 +63,9 @@ def test_a_group_no_waiting_work_fits_is_dropped_another_kept(
     head: RayProcess, tmp_path: Path
 ) -> None:
     address = head.wait_head_address(120)
-    wanted = want_path(head.settings.scratch)
 
     def want() -> dict[str, int]:
-        try:
-            return dict(json.loads(wanted.read_text())["want"])
-        except (OSError, ValueError, KeyError):
-            return {}
+        return rayhead.want(head)
 
     go = tmp_path / "remove-the-cpu-group"
     driver = subprocess.Popen(
@@ -114,10 +78,10 @@ def test_a_group_no_waiting_work_fits_is_dropped_another_kept(
     try:
         assert driver.stdout is not None
         _said(driver, "made")
-        _until("a node of each group asked for", lambda: want() == {"cpu": 1, "gpu": 1}, 120)
+        until("a node of each group asked for", lambda: want() == {"cpu": 1, "gpu": 1}, 120)
         go.touch()
         _said(driver, "removed")
-        _until("the cpu request dropped", lambda: want().get("cpu") == 0, 60)
+        until("the cpu request dropped", lambda: want().get("cpu") == 0, 60)
         assert want() == {"cpu": 0, "gpu": 1}
         time.sleep(5)  # several autoscaler updates later, still so
         assert want() == {"cpu": 0, "gpu": 1}

@@ -13,14 +13,14 @@ while the watcher backed off, and nothing else was ever asked for.)
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,6 +31,8 @@ from syndeo.node.raynode import RayProcess
 from syndeo.node.workload import Monitor
 from syndeo.rendezvous import open_rendezvous
 from syndeo.rendezvous.base import GroupUnavailable, Unavailable
+from tests.support import rayhead
+from tests.support.rayhead import autoscaling_head, until
 
 DRIVER = """\
 import sys, time, ray
@@ -44,49 +46,17 @@ time.sleep(600)
 
 @pytest.fixture
 def head(tmp_path: Path) -> Iterator[RayProcess]:
-    scratch = Path(tempfile.mkdtemp(prefix="syunav-"))  # short: Ray's socket paths
-    settings = NodeSettings(
-        cluster_id="provunavail",
-        rank=0,
-        nodes=1,
-        cpus=0,  # work waits for a group's node
-        rendezvous=(tmp_path / "rdv").as_uri(),
-        scratch=scratch,
-        workdir=tmp_path / "work",
-        launch_key=launchkey.new_key(),
-        autoscale="small:0:1:1:0:,big:0:1:2:0:",
-        idle_timeout_s=600,
-    )
-    token = scratch / "token"
-    token.write_text("provider-unavailable-test-token")
-    token.chmod(0o600)
-    ray = RayProcess(settings, token, None)
-    try:
-        ray.start()
+    with autoscaling_head("provunavail", "small:0:1:1:0:,big:0:1:2:0:", tmp_path / "rdv") as ray:
         yield ray
-    finally:
-        ray.stop()
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _until(what: str, probe: Callable[[], object], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not probe():
-        assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s: {what}"
-        time.sleep(0.5)
 
 
 @pytest.mark.cluster
 def test_a_group_that_cannot_start_nodes_is_planned_around(head: RayProcess) -> None:
     assert head.env[autoscale.SCORER_ENV] == autoscale.SCORER
     address = head.wait_head_address(120)
-    wanted = autoscale.want_path(head.settings.scratch)
 
     def want() -> dict[str, int]:
-        try:
-            return dict(json.loads(wanted.read_text())["want"])
-        except (OSError, ValueError, KeyError):
-            return {}
+        return rayhead.want(head)
 
     driver = subprocess.Popen(
         [sys.executable, "-c", DRIVER, address],
@@ -98,7 +68,7 @@ def test_a_group_that_cannot_start_nodes_is_planned_around(head: RayProcess) -> 
     try:
         assert driver.stdout is not None
         assert driver.stdout.readline().strip() == "made"
-        _until("a small node asked for", lambda: want().get("small") == 1, 120)
+        until("a small node asked for", lambda: want().get("small") == 1, 120)
         assert want().get("big", 0) == 0
         time.sleep(3)  # several autoscaler updates: Ray keeps to its choice
         assert want() == {"small": 1, "big": 0}
@@ -106,7 +76,7 @@ def test_a_group_that_cannot_start_nodes_is_planned_around(head: RayProcess) -> 
 
         def unavailable(on_way: int) -> str:
             record = Unavailable(
-                cluster_id="provunavail",
+                cluster_id=head.settings.cluster_id,
                 attempt=0,
                 seq=1,
                 groups={"small": GroupUnavailable(for_s=600, why=why, on_way=on_way)},
@@ -118,7 +88,7 @@ def test_a_group_that_cannot_start_nodes_is_planned_around(head: RayProcess) -> 
         time.sleep(3)
         assert want() == {"small": 1, "big": 0}
         assert unavailable(on_way=0) == f"group small cannot start nodes for 600 s ({why})"
-        _until("a big node asked for instead", lambda: want() == {"small": 0, "big": 1}, 60)
+        until("a big node asked for instead", lambda: want() == {"small": 0, "big": 1}, 60)
         time.sleep(3)
         assert want() == {"small": 0, "big": 1}
     finally:
@@ -129,19 +99,24 @@ def test_a_group_that_cannot_start_nodes_is_planned_around(head: RayProcess) -> 
 def test_the_scorer_is_ray_s_own_less_the_groups_that_cannot_start() -> None:
     from ray.autoscaler._private.constants import AUTOSCALER_UTILIZATION_SCORER_KEY
     from ray.autoscaler._private.loader import load_function_or_class
+    from ray.autoscaler._private.node_provider_availability_tracker import (
+        NodeAvailabilitySummary,
+    )
     from ray.autoscaler._private.resource_demand_scheduler import _default_utilization_scorer
 
     assert autoscale.SCORER_ENV == AUTOSCALER_UTILIZATION_SCORER_KEY
     scorer = load_function_or_class(autoscale.SCORER)
     assert scorer is autoscale_provider.utilization_scorer
-    node, want = {"CPU": 2.0}, [{"CPU": 1.0}]
-    ray_s = _default_utilization_scorer(node, want, "big", node_availability_summary=None)
+    node: dict[str, Any] = {"CPU": 2}
+    want: list[dict[str, Any]] = [{"CPU": 1}]
+    none = NodeAvailabilitySummary(node_availabilities={})
+    ray_s = _default_utilization_scorer(node, want, "big", node_availability_summary=none)
     assert ray_s is not None
-    assert scorer(node, want, "big", node_availability_summary=None) == ray_s
-    autoscale_provider.UNAVAILABLE["big"] = "start refused"
+    assert scorer(node, want, "big", node_availability_summary=none) == ray_s
+    autoscale_provider.UNAVAILABLE["big"] = autoscale.Off("start refused", 0)
     try:
-        assert scorer(node, want, "big", node_availability_summary=None) is None
-        assert scorer(node, want, "small", node_availability_summary=None) == ray_s
+        assert scorer(node, want, "big", node_availability_summary=none) is None
+        assert scorer(node, want, "small", node_availability_summary=none) == ray_s
     finally:
         autoscale_provider.UNAVAILABLE.clear()
 
