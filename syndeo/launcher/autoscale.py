@@ -192,8 +192,8 @@ class Scaler:
         now = time.monotonic()
         off = {g: b for g, b in self.backoff.items() if not b.ready(now)}
         current = {g: (b.stopped, b.not_before, self._on_way.get(g, 0)) for g, b in off.items()}
-        if self.publish is None or current == self._told:
-            return
+        if self.publish is None or not self.bounds or current == self._told:
+            return  # (no group follows demand: nothing to tell)
         groups = {g: u for g, b in off.items() if (u := b.unavailable(now, current[g][2]))}
         seq = max(self._told_seq + 1, int(time.time() * 1000))
         try:

@@ -118,6 +118,30 @@ NEEDED = [
         f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
         {**_ctx(resource_tags=OURS), "aws:TagKeys": ["Name"]},
     ),
+    # After a destroy: what is left of the cluster (by name prefix), and a role or
+    # instance profile IAM made but the state lacks (a create whose answer was lost),
+    # removed with what IAM requires gone first.
+    Request("iam:ListRoles", "*"),
+    Request("iam:ListInstanceProfiles", "*"),
+    Request("iam:GetRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x"),
+    Request("iam:GetInstanceProfile", f"arn:aws:iam::{ACCOUNT}:instance-profile/syndeo-a"),
+    Request("iam:ListInstanceProfilesForRole", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x"),
+    Request(
+        "iam:RemoveRoleFromInstanceProfile", f"arn:aws:iam::{ACCOUNT}:instance-profile/syndeo-a"
+    ),
+    Request("iam:DeleteInstanceProfile", f"arn:aws:iam::{ACCOUNT}:instance-profile/syndeo-a"),
+    Request("iam:ListRolePolicies", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x"),
+    Request(
+        "iam:DeleteRolePolicy",
+        f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
+        {"iam:PermissionsBoundary": BOUNDARY_ARN},
+    ),
+    Request("iam:ListAttachedRolePolicies", f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x"),
+    Request(
+        "iam:DetachRolePolicy",
+        f"arn:aws:iam::{ACCOUNT}:role/syndeo-aws-1-x",
+        {"iam:PermissionsBoundary": BOUNDARY_ARN},
+    ),
     # Terraform reads back its instances' attributes (user data among them).
     Request("ec2:DescribeInstanceAttribute", EC2 + "instance/i-1", _ctx(resource_tags=OURS)),
     Request("s3:CreateBucket", "arn:aws:s3:::syndeo-0123456789ab"),

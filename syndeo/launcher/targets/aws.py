@@ -91,7 +91,7 @@ class AwsTarget(CloudTarget):
         is followed by the next zone that offers every type, as EC2's own advice says,
         unless the user pinned the zone.  Each failed attempt is destroyed first."""
         try:
-            return super().launch(spec, detach=detach)
+            return self._launch_attempt(spec, detach)
         except TerraformError as exc:
             if self.settings.zone is not None or not _capacity(exc):
                 raise
@@ -103,7 +103,7 @@ class AwsTarget(CloudTarget):
                 self.echo(f"aws: {tried[-1]}: {_capacity(error)}; trying {zone}")
             self._zone = zone
             try:
-                return super().launch(spec, detach=detach)
+                return self._launch_attempt(spec, detach)
             except TerraformError as exc:
                 if not _capacity(exc):
                     raise
@@ -113,6 +113,20 @@ class AwsTarget(CloudTarget):
             f"(tried {', '.join(tried)}: {_capacity(error)}): try again later, or another "
             "instance type, region, or fewer nodes"
         )
+
+    def _launch_attempt(self, spec: ClusterSpec, detach: bool) -> Launched:
+        """One apply, and once more if IAM made a node role or instance profile whose
+        answer was lost (the provider's retry then met "EntityAlreadyExists"): the failed
+        attempt is destroyed, that entity with it (:meth:`before_destroy`), and the next
+        apply names its own anew."""
+        try:
+            return super().launch(spec, detach=detach)
+        except TerraformError as exc:
+            lost = _lost_answer(exc)
+            if not lost:
+                raise
+        self._say(f"aws: IAM made {lost} but its answer was lost; applying again")
+        return super().launch(spec, detach=detach)
 
     def _zones(self) -> list[str]:
         """Zones of the region offering every instance type of the cluster, by name (the
@@ -302,6 +316,10 @@ class AwsTarget(CloudTarget):
         ]
 
     def before_destroy(self, launched: Launched, tf: Terraform) -> None:
+        self._terminate_unrecorded(launched, tf)
+        self._remove_unrecorded_identity(launched, tf)
+
+    def _terminate_unrecorded(self, launched: Launched, tf: Terraform) -> None:
         """Instances of the cluster (by its tag, set as they are created) that Terraform's
         state lacks: an apply killed while it waited for them to run (nodes can be up
         before the provider records them).  Terminated first: destroy would leave them,
@@ -340,6 +358,41 @@ class AwsTarget(CloudTarget):
             if self.echo is not None:
                 self.echo(f"aws: could not remove unrecorded instances first: {_why(exc)}")
 
+    def _remove_unrecorded_identity(self, launched: Launched, tf: Terraform) -> None:
+        """The nodes' role and instance profile (by the cluster's name prefix and tag)
+        where Terraform's state lacks them: a create that IAM carried out but whose answer
+        was lost, so that the provider's retry met "EntityAlreadyExists" and the apply
+        failed without recording it.  Destroy would leave them."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        cid = launched.cluster_id
+        prefix = f"syndeo-{cid[:24]}-"
+        known = set(tf.ids("aws_iam_role")) | set(tf.ids("aws_iam_instance_profile"))
+        try:
+            iam = self._client("iam", launched.tf.machines.get("region"))
+            roles = [r for r in _named(iam, "roles", prefix) if r not in known]
+            profiles = [p for p in _named(iam, "instance_profiles", prefix) if p not in known]
+            for name in profiles:
+                profile = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
+                if _tagged(profile, cid):
+                    self._say(f"aws: removing instance profile {name} (created, never recorded)")
+                    for role in profile.get("Roles", []):
+                        iam.remove_role_from_instance_profile(
+                            InstanceProfileName=name, RoleName=role["RoleName"]
+                        )
+                    iam.delete_instance_profile(InstanceProfileName=name)
+            for name in roles:
+                if _tagged(iam.get_role(RoleName=name)["Role"], cid):
+                    self._say(f"aws: removing role {name} (created, never recorded)")
+                    _delete_role(iam, name)
+        except (BotoCoreError, ClientError) as exc:
+            # Destroy still runs; the leak scan after it names whatever is left.
+            self._say(f"aws: could not remove an unrecorded role first: {_why(exc)}")
+
+    def _say(self, line: str) -> None:
+        if self.echo is not None:
+            self.echo(line)
+
     def list_machines(self, launched: Launched) -> list[Machine] | None:
         """One DescribeInstances for the cluster's tag."""
         from botocore.exceptions import BotoCoreError, ClientError
@@ -371,16 +424,8 @@ class AwsTarget(CloudTarget):
                 found += [f"{what} {i[ident]}" for i in items if _state(i) not in _GONE]
             prefix = f"syndeo-{cid[:24]}-"
             iam = self._client("iam", region)
-            found += [
-                f"role {r['RoleName']}"
-                for r in iam.list_roles()["Roles"]
-                if r["RoleName"].startswith(prefix)
-            ]
-            found += [
-                f"instance profile {p['InstanceProfileName']}"
-                for p in iam.list_instance_profiles()["InstanceProfiles"]
-                if p["InstanceProfileName"].startswith(prefix)
-            ]
+            found += [f"role {r}" for r in _named(iam, "roles", prefix)]
+            found += [f"instance profile {p}" for p in _named(iam, "instance_profiles", prefix)]
             if launched.owns_rendezvous:
                 bucket = launched.rendezvous.split("/")[2]
                 buckets = self._client("s3", region).list_buckets()["Buckets"]
@@ -440,6 +485,48 @@ def _state(item: dict[str, Any]) -> str:
 
 def _code(exc: Exception) -> str:
     return str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+
+
+def _lost_answer(exc: Exception) -> str:
+    """The node role or instance profile a failed apply found already made by its own
+    earlier try ("EntityAlreadyExists" on a name the module prefixed uniquely), or ""."""
+    found = re.search(
+        r"EntityAlreadyExists: (Role|Instance Profile)(?: with name)? "
+        r"(syndeo-[\w+=,.@-]*[\w+=,@-]) already exists",
+        str(exc),
+    )
+    return f"{found.group(1).lower()} {found.group(2)}" if found else ""
+
+
+def _named(iam: Any, kind: str, prefix: str) -> list[str]:
+    """The names of the account's IAM ``kind`` ("roles", "instance_profiles") that start
+    with ``prefix``, every page of the list."""
+    key, name = {
+        "roles": ("Roles", "RoleName"),
+        "instance_profiles": ("InstanceProfiles", "InstanceProfileName"),
+    }[kind]
+    pages = iam.get_paginator(f"list_{kind}").paginate()
+    return [e[name] for page in pages for e in page[key] if e[name].startswith(prefix)]
+
+
+def _tagged(entity: dict[str, Any], cluster_id: str) -> bool:
+    """True if an IAM role or instance profile carries this cluster's tag."""
+    tags = {t["Key"]: t["Value"] for t in entity.get("Tags", [])}
+    return tags.get("syndeo-cluster") == cluster_id
+
+
+def _delete_role(iam: Any, name: str) -> None:
+    """Delete role ``name`` with what IAM requires gone first (its instance profiles'
+    hold on it, its inline and attached policies)."""
+    for profile in iam.list_instance_profiles_for_role(RoleName=name)["InstanceProfiles"]:
+        iam.remove_role_from_instance_profile(
+            InstanceProfileName=profile["InstanceProfileName"], RoleName=name
+        )
+    for policy in iam.list_role_policies(RoleName=name)["PolicyNames"]:
+        iam.delete_role_policy(RoleName=name, PolicyName=policy)
+    for policy in iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]:
+        iam.detach_role_policy(RoleName=name, PolicyArn=policy["PolicyArn"])
+    iam.delete_role(RoleName=name)
 
 
 def _why(exc: Exception) -> str:
