@@ -7,7 +7,6 @@ check of every AWS test after it.  EC2 and IAM are moto_server."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, cast
 
@@ -18,6 +17,7 @@ from syndeo.launcher.spec import Launched
 from syndeo.launcher.targets import get_target
 from syndeo.launcher.targets.aws import AwsTarget
 from syndeo.launcher.targets.tfexec import Terraform
+from tests.support.moto import moto_aws
 
 CID = "c-7f3a"
 PREFIX = f"syndeo-{CID}-"
@@ -57,14 +57,7 @@ def test_a_role_and_profile_iam_made_but_the_state_lacks_are_removed_before_dest
 ) -> None:
     import boto3
 
-    from testbeds.objectstores import running
-
-    for key in [k for k in os.environ if k.startswith("AWS_")]:
-        monkeypatch.delenv(key)
-    with running("s3", tmp_path / "moto") as server:
-        for key, value in server.env.items():
-            monkeypatch.setenv(key, value)
-        monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
+    with moto_aws(monkeypatch, tmp_path / "moto"):
         iam = boto3.client("iam", region_name="us-east-1")
 
         def role(name: str, cluster: str | None) -> None:

@@ -27,6 +27,7 @@ from syndeo.launcher.targets import cloud, get_target
 from syndeo.launcher.targets.cloud import CloudTarget
 from tests.support.ecs_api import KEY_ID, SECRET, FakeEcs
 from tests.support.fake_api import Fake, serving
+from tests.support.moto import moto_aws
 
 CID = "c-7f3a"
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000001"
@@ -74,14 +75,7 @@ def test_ec2_stopped_and_terminated_instances_end_their_ranks(
 ) -> None:
     import boto3
 
-    from testbeds.objectstores import running
-
-    for key in [k for k in os.environ if k.startswith("AWS_")]:
-        monkeypatch.delenv(key)
-    with running("s3", tmp_path / "moto") as server:
-        for key, value in server.env.items():
-            monkeypatch.setenv(key, value)
-        monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
+    with moto_aws(monkeypatch, tmp_path / "moto"):
         ec2 = boto3.client("ec2", region_name="us-east-1")
 
         def vm(rank: str, cluster: str = CID) -> str:
