@@ -121,6 +121,7 @@ class Monitor:
         self.idle_drained: set[int] = set()  # ranks Ray's autoscaler drained as idle
         self._demand_seq: object = None  # the last autoscaler request published
         self._unavailable_seq = -1  # the last word of the watcher on groups it cannot start
+        self._refused_seq: int | None = None  # the last such record not taken, said once
         self._status_seq = 0  # the last status record's sequence number
         # An `up` cluster: since when nothing has run or waited (for --autostop), why it
         # is busy ("" when it is not), and since when it serves.
@@ -272,17 +273,22 @@ class Monitor:
     def follow_unavailable(self, asked: Control) -> None:
         """Pass the watcher's newest word on groups it cannot start nodes of to Ray's
         autoscaler (syndeo/node/autoscale_provider.py), which then plans without them;
-        read once per number, and only if the launch key signed it."""
+        read once per number, and only if the launch key signed it.  A record not taken
+        moves nothing on: one planted with a high number must not hide the watcher's next
+        (its own write removes every other record)."""
         seq = asked.unavailable
         if not self.s.autoscale or seq is None or seq <= self._unavailable_seq:
+            return
+        if seq == self._refused_seq:
             return
         record = self.store.call(partial(self.rdv.read_unavailable, seq, self.s.launch_key), None)
         if record is None:
             return  # the store did not answer: asked again at the next poll
-        self._unavailable_seq = seq
         if isinstance(record, str):
+            self._refused_seq = seq
             log(self.s, f"a record of unavailable groups not taken: {record}")
             return
+        self._unavailable_seq = seq
         log(self.s, autoscale.take_unavailable(self.s, record, time.time()))
 
     def check_health(self) -> None:

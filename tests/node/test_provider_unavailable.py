@@ -166,11 +166,12 @@ def test_the_head_takes_the_watcher_s_signed_word_once_and_only_if_signed(
     rdv = open_rendezvous(s.rendezvous, s.cluster_id, 0)
     monitor = Monitor(s, rdv, "", tmp_path / "token", None)  # type: ignore[arg-type]
     path = autoscale.unavailable_path(scratch)
-    rdv.put_unavailable(
-        {"small": GroupUnavailable(for_s=60, why="refused")}, 5, launchkey.new_key()
-    )
+    # Planted with a high number and another key: not taken, and it hides nothing the
+    # watcher says next (the watcher's write removes every other record).
+    planted = {"small": GroupUnavailable(for_s=60, why="refused")}
+    rdv.put_unavailable(planted, 10**15, launchkey.new_key())
     monitor.follow_unavailable(rdv.control())
-    assert not path.exists()  # not signed with this launch's key
+    assert not path.exists()
     rdv.put_unavailable({"small": GroupUnavailable(for_s=60, why="refused")}, 6, key)
     before = time.time()
     monitor.follow_unavailable(rdv.control())
