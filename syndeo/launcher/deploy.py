@@ -931,10 +931,11 @@ def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) 
         if not launched.destroy_failed:
             rdv.request_stop("down")
             target.hurry()
-            deadline = time.monotonic() + timeout_s
-            # Each poll may ask the target (Slurm: at most every 2 s, queue.py).
-            while time.monotonic() < deadline and target.poll(launched) is None:
-                time.sleep(DOWN_POLL_S)
+            if not _head_ended(target, launched, timeout_s):
+                ui.info(
+                    f"cluster {launched.cluster_id}: no word from its head that it stopped "
+                    f"within {timeout_s:.0f} s: stopping its machines all the same"
+                )
     except RendezvousError:
         pass  # its store is gone or never came up (a launch killed early): stop all the same
     target.stop(launched)
@@ -945,6 +946,17 @@ def down(cluster_id: str | None, ui: Ui | None = None, timeout_s: float = 60.0) 
     forget(launched.cluster_id)
     (cluster_dir(launched.cluster_id) / "token").unlink(missing_ok=True)
     return launched.cluster_id
+
+
+def _head_ended(target: Target, launched: Launched, timeout_s: float) -> bool:
+    """Whether the target saw the head end within ``timeout_s`` (each poll may ask the
+    target: Slurm at most every 2 s, queue.py; a cloud reads the head's signed done)."""
+    deadline = time.monotonic() + timeout_s
+    while target.poll(launched) is None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(DOWN_POLL_S)
+    return True
 
 
 def raise_for_outcome(outcome: Outcome) -> None:

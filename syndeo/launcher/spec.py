@@ -349,6 +349,9 @@ class Launched(_State):
     rendezvous: str
     started_at: float
     spec: ClusterSpec | None = None  # saved by `up` (and with groups): what grow needs
+    # A cluster without a saved spec (a deploy) keeps its launch key here: `down` from
+    # another shell checks the head's signed word with it (an unsigned one could be planted).
+    launch_key: str | None = Field(default=None, repr=False)
     recovery: RecoverySettings | None = None
     watcher: ProcWatcher | JobWatcher | None = None
     attempt: int | None = None  # the attempt running now, where the target tracks it
@@ -447,5 +450,5 @@ def saved_group(launched: Launched, group: str) -> tuple[ClusterSpec, Group]:
 
 
 def launched_key(launched: Launched) -> str | None:
-    """The launch key of an ``up`` cluster (its saved spec), or None if it has none."""
-    return launched.spec.launch_key if launched.spec is not None else None
+    """The cluster's launch key (its saved spec's, else its own), or None if it has none."""
+    return launched.spec.launch_key if launched.spec is not None else launched.launch_key

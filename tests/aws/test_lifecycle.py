@@ -243,6 +243,9 @@ def test_a_launcher_killed_outright_is_cleaned_up_by_down(
         assert sorted(running_instances(admin, cid)) == [0, 1]
         res = aws_user.invoke("down", "--cluster-id", cid)
         assert res.returncode == 0, failed(res)
+        # The deploy's state holds its launch key: `down` could check the head's signed
+        # word that it stopped, rather than wait its whole minute for it.
+        assert "no word from its head" not in res.stdout + res.stderr, failed(res)
     assert [e for e in everything(admin) if e != f"bucket {shared_bucket}"] == []
     assert running_instances(admin, cid) == {}
 

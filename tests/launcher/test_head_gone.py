@@ -33,7 +33,6 @@ class _Target(TerraformTarget):
 
     def __init__(self, answer: str | None) -> None:  # no config: poll needs none
         self._rdv = None
-        self._launch_keys = {}
         self.echo = None
         self.answer = answer
         self.asked: list[float] = []

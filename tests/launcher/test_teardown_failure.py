@@ -50,7 +50,6 @@ class _Target(TerraformTarget):
     def __init__(self, module_dir: Path, marker: Path) -> None:  # no config: launch needs none
         self._rdv = None
         self._node_creds = None
-        self._launch_keys = {}
         self.echo = None
         self.module_dir = module_dir
         self.marker = marker

@@ -126,7 +126,6 @@ class TerraformTarget(Target):
         self._rdv: tuple[tuple[str, str], Rendezvous] | None = None
         # Launch keys of the clusters this target launched (the nodes' last words are
         # sealed with it); a saved `up` cluster's is in its state.
-        self._launch_keys: dict[str, str | None] = {}
         self._node_creds: NodeCredentials | None = None
 
     # ------------------------------------------------------------------ per target
@@ -236,12 +235,12 @@ class TerraformTarget(Target):
         ws = self._workspace(spec.cluster_id)
         ws = Workspace(working_copy(ws.module_dir, ws.source_dir), ws.cluster_dir)
         tf = Terraform(ws, echo=self.echo)
-        self._launch_keys[spec.cluster_id] = spec.launch_key
         launched = Launched(
             target=self.name,
             cluster_id=spec.cluster_id,
             rendezvous=spec.rendezvous,
             started_at=spec.not_before,
+            launch_key=spec.launch_key,
             part=TerraformPart(
                 target=self.name,
                 module_dir=str(ws.module_dir),
@@ -278,16 +277,11 @@ class TerraformTarget(Target):
             raise
         return launched
 
-    def _key_of(self, launched: Launched) -> str | None:
-        """The cluster's launch key: saved with an `up` cluster's spec, or (a deploy, which
-        saves none) the one this target launched it with."""
-        return launched_key(launched) or self._launch_keys.get(launched.cluster_id)
-
     def _rendezvous(self, launched: Launched) -> Rendezvous:
         # One client per cluster: poll runs every second or so.
         key = (launched.rendezvous, launched.cluster_id)
         if self._rdv is None or self._rdv[0] != key:
-            launch_key = self._key_of(launched)
+            launch_key = launched_key(launched)
             self._rdv = (
                 key,
                 open_rendezvous(launched.rendezvous, launched.cluster_id, 0, launch_key),
@@ -316,7 +310,7 @@ class TerraformTarget(Target):
         done = rdv.read_done()
         if done is None:
             return None
-        key = self._key_of(launched)
+        key = launched_key(launched)
         if done.verified(key, launched.cluster_id, 0):
             return done
         mark = (done.signature, done.finished_at)
@@ -332,7 +326,7 @@ class TerraformTarget(Target):
         a status the head signed is a sign of it: a record rewritten by whoever can write
         the store must not keep a vanished head's cluster billing unnoticed."""
         st = rdv.read_status()
-        key = self._key_of(launched)
+        key = launched_key(launched)
         signed = st is not None and st.verified(key, launched.cluster_id, 0)
         stamp = st.updated_at if st is not None and signed else None
         part = launched.tf
