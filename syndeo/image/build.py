@@ -139,9 +139,9 @@ def build(
         raise ImageError(f"extra CA bundle not found: {extra_ca}")
     args = dict(build_args or {})
     check_base(base, args)  # before anything is downloaded or built
-    # gzip adds nothing, so digests of default builds do not depend on this option.
-    keyed = args if compression == "gzip" else {**args, " compression": compression}
-    wanted = inputs_digest(definition, repo, extra_ca, keyed, syndeo_wheel)
+    wanted = inputs_digest(
+        definition, repo, extra_ca, digested_args(args, compression), syndeo_wheel
+    )
     current = None if force else _up_to_date(output, wanted)
     if current is not None:
         return current
@@ -152,6 +152,14 @@ def build(
     )
     _build_to(req, output)
     return _manifest_of_built(output)
+
+
+def digested_args(build_args: dict[str, str], compression: Compression) -> dict[str, str]:
+    """The build args as the image's inputs digest counts them: with the compression,
+    which changes the SIF; gzip adds nothing, so default builds keep their digests."""
+    if compression == "gzip":
+        return build_args
+    return {**build_args, " compression": compression}
 
 
 def _definition(base: Base, definition: Path | None) -> Path:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from syndeo.image import build, inputs, manifest
+from testbeds.image import COMPRESSION
 
 pytestmark = [pytest.mark.apptainer, pytest.mark.slow]
 
@@ -30,7 +31,7 @@ def test_rebuild_with_nothing_changed_is_a_noop(
     built_image: manifest.ImageManifest, sif: Path
 ) -> None:
     mtime = sif.stat().st_mtime_ns
-    again = build.build("debootstrap", sif)
+    again = build.build("debootstrap", sif, compression=COMPRESSION)
     assert again.sha256 == built_image.sha256
     assert again.built_at == built_image.built_at
     assert sif.stat().st_mtime_ns == mtime
@@ -40,11 +41,13 @@ def test_rebuild_after_an_input_changes_is_detected(sif: Path, tmp_path: Path) -
     ca = tmp_path / "extra-ca.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\n")
     definition = inputs.definition_path("debootstrap")
-    base = inputs.inputs_digest(definition, inputs.REPO, None, {})
-    with_ca = inputs.inputs_digest(definition, inputs.REPO, ca, {})
-    mirror = {"MIRROR": "http://mirror.example/debian"}
+    args = build.digested_args({}, COMPRESSION)
+    base = inputs.inputs_digest(definition, inputs.REPO, None, args)
+    with_ca = inputs.inputs_digest(definition, inputs.REPO, ca, args)
+    mirror = {**args, "MIRROR": "http://mirror.example/debian"}
     with_arg = inputs.inputs_digest(definition, inputs.REPO, None, mirror)
-    assert len({base, with_ca, with_arg}) == 3
+    gzip = inputs.inputs_digest(definition, inputs.REPO, None, build.digested_args({}, "gzip"))
+    assert len({base, with_ca, with_arg, gzip}) == 4
     assert manifest.load_manifest(sif) is not None
     assert manifest.load_manifest(sif).inputs_sha256 == base  # type: ignore[union-attr]
 
@@ -99,7 +102,7 @@ def test_invoke_build_again_is_a_noop_and_image_verify_passes(
     invoke = [sys.executable, "-m", "invoke", "-r", str(inputs.REPO)]
     mtime = sif.stat().st_mtime_ns
     again = subprocess.run(
-        [*invoke, "build", "--output", str(sif)],
+        [*invoke, "build", "--output", str(sif), "--compression", COMPRESSION],
         capture_output=True,
         text=True,
         timeout=900,
