@@ -11,38 +11,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from syndeo.launcher import deploy
 from syndeo.launcher.spec import ClusterSpec, launched_key
 from syndeo.launcher.state import load_launched
-from syndeo.launcher.targets.terraform import TerraformTarget
 from syndeo.rendezvous import DoneRecord, open_rendezvous
+from tests.support.tftarget import ModuleTarget
 
 KEY = "cd" * 32
 MODULE = 'resource "terraform_data" "machine" {}\n'
-
-
-class _Target(TerraformTarget):
-    name = "fake"
-    module = "ssh"
-
-    def __init__(self, module_dir: Path) -> None:  # no config: launch and poll need none
-        self._rdv = None
-        self._node_creds = None
-        self.echo = None
-        self.module_dir = module_dir
-
-    def machine_vars(self, spec: ClusterSpec) -> dict[str, Any]:
-        return {}
-
-    def default_rendezvous(self) -> str:
-        return ""
-
-    def tfvars(self, spec: ClusterSpec) -> dict[str, Any]:
-        return {}
 
 
 def test_a_new_shell_checks_a_deploys_done_record_with_its_saved_key(
@@ -69,14 +48,14 @@ def test_a_new_shell_checks_a_deploys_done_record_with_its_saved_key(
         not_before=time.time(),
         launch_key=KEY,
     )
-    _Target(module).launch(spec)  # a deploy's launch: no spec saved, no watcher
+    ModuleTarget(module).launch(spec)  # a deploy's launch: no spec saved, no watcher
     # The launcher is gone; a new shell has only what the launch saved.
     saved = load_launched("dk")
     assert saved.spec is None and launched_key(saved) == KEY
     rdv = open_rendezvous(uri, "dk", 0, KEY)
     planted = DoneRecord(cluster_id="dk", attempt=0, exit_code=0, finished_at=2.0)
     rdv.mark_done(planted)  # unsigned: whoever can write the store could plant it
-    fresh = _Target(module)
+    fresh = ModuleTarget(module)
     assert fresh.poll(saved) is None
     rdv.mark_done(planted.model_copy(update={"exit_code": 130}).signed(KEY))
     assert fresh.poll(saved) == 130

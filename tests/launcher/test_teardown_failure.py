@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from syndeo.core.errors import TargetError, tear_down_after
 from syndeo.launcher.spec import ClusterSpec
 from syndeo.launcher.targets import tfexec
-from syndeo.launcher.targets.terraform import TerraformTarget
+from tests.support.tftarget import ModuleTarget
 
 # One resource made, one whose creation fails; the first's delete fails every time.
 MODULE = """
@@ -41,27 +40,6 @@ resource "terraform_data" "broken" {
   }
 }
 """
-
-
-class _Target(TerraformTarget):
-    name = "fake"
-    module = "ssh"
-
-    def __init__(self, module_dir: Path, marker: Path) -> None:  # no config: launch needs none
-        self._rdv = None
-        self._node_creds = None
-        self.echo = None
-        self.module_dir = module_dir
-        self.marker = marker
-
-    def machine_vars(self, spec: ClusterSpec) -> dict[str, Any]:
-        return {}
-
-    def default_rendezvous(self) -> str:
-        return ""
-
-    def tfvars(self, spec: ClusterSpec) -> dict[str, Any]:
-        return {"marker": str(self.marker)}
 
 
 def test_a_failed_apply_then_a_failed_destroy_reports_both(
@@ -88,7 +66,7 @@ def test_a_failed_apply_then_a_failed_destroy_reports_both(
         not_before=time.time(),
     )
     with pytest.raises(TargetError) as err:
-        _Target(module, tmp_path / "m").launch(spec)
+        ModuleTarget(module, {"marker": str(tmp_path / "m")}).launch(spec)
     msg = str(err.value)
     assert "\n" not in msg
     apply_failed, _, teardown = msg.partition("; and the teardown failed: ")
