@@ -9,16 +9,15 @@ A Terraform-backed target on a provider-free module, with the real terraform bin
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from syndeo.launcher import deploy
-from syndeo.launcher.spec import ClusterSpec, launched_key
+from syndeo.launcher.spec import launched_key
 from syndeo.launcher.state import load_launched
 from syndeo.rendezvous import DoneRecord, open_rendezvous
-from tests.support.tftarget import ModuleTarget
+from tests.support.tftarget import ModuleTarget, one_node_spec
 
 KEY = "cd" * 32
 MODULE = 'resource "terraform_data" "machine" {}\n'
@@ -32,22 +31,7 @@ def test_a_new_shell_checks_a_deploys_done_record_with_its_saved_key(
     module.mkdir()
     (module / "main.tf").write_text(MODULE)
     uri = f"file://{tmp_path / 'rdv'}"
-    spec = ClusterSpec(
-        target="fake",
-        cluster_id="dk",
-        rendezvous=uri,
-        nodes=1,
-        cpus=1,
-        gpus=0,
-        memory_mb=None,
-        object_store_mb=None,
-        join_timeout=60,
-        run="true",
-        workdir=None,
-        image=None,
-        not_before=time.time(),
-        launch_key=KEY,
-    )
+    spec = one_node_spec("dk", uri, launch_key=KEY)
     ModuleTarget(module).launch(spec)  # a deploy's launch: no spec saved, no watcher
     # The launcher is gone; a new shell has only what the launch saved.
     saved = load_launched("dk")

@@ -11,15 +11,13 @@ ends, share one helper (core.errors.tear_down_after), tested here on its own too
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 
 from syndeo.core.errors import TargetError, tear_down_after
-from syndeo.launcher.spec import ClusterSpec
 from syndeo.launcher.targets import tfexec
-from tests.support.tftarget import ModuleTarget
+from tests.support.tftarget import ModuleTarget, one_node_spec
 
 # One resource made, one whose creation fails; the first's delete fails every time.
 MODULE = """
@@ -50,21 +48,7 @@ def test_a_failed_apply_then_a_failed_destroy_reports_both(
     module = tmp_path / "module"
     module.mkdir()
     (module / "main.tf").write_text(MODULE)
-    spec = ClusterSpec(
-        target="fake",
-        cluster_id="tf-both",
-        rendezvous=f"file://{tmp_path / 'rdv'}",
-        nodes=1,
-        cpus=1,
-        gpus=0,
-        memory_mb=None,
-        object_store_mb=None,
-        join_timeout=60,
-        run="true",
-        workdir=None,
-        image=None,
-        not_before=time.time(),
-    )
+    spec = one_node_spec("tf-both", f"file://{tmp_path / 'rdv'}")
     with pytest.raises(TargetError) as err:
         ModuleTarget(module, {"marker": str(tmp_path / "m")}).launch(spec)
     msg = str(err.value)

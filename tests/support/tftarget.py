@@ -3,6 +3,7 @@ the real terraform binary, with no cloud and no config."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,3 +30,23 @@ class ModuleTarget(TerraformTarget):
 
     def tfvars(self, spec: ClusterSpec) -> dict[str, Any]:
         return self._vars
+
+
+def one_node_spec(cluster_id: str, rendezvous: str, **over: Any) -> ClusterSpec:
+    """A one-node launch of :class:`ModuleTarget` (``over`` replaces any field)."""
+    fields: dict[str, Any] = dict(
+        target="fake",
+        cluster_id=cluster_id,
+        rendezvous=rendezvous,
+        nodes=1,
+        cpus=1,
+        gpus=0,
+        memory_mb=None,
+        object_store_mb=None,
+        join_timeout=60,
+        run="true",
+        workdir=None,
+        image=None,
+        not_before=time.time(),
+    )
+    return ClusterSpec(**{**fields, **over})
