@@ -349,8 +349,9 @@ class Launched(_State):
     rendezvous: str
     started_at: float
     spec: ClusterSpec | None = None  # saved by `up` (and with groups): what grow needs
-    # A cluster without a saved spec (a deploy) keeps its launch key here: `down` from
-    # another shell checks the head's signed word with it (an unsigned one could be planted).
+    # The launch key, saved by a Terraform-backed launch before its apply: a deploy saves
+    # no spec, and `down` from another shell checks the head's signed word with it (an
+    # unsigned one could be planted).  An `up` cluster's spec holds the same key.
     launch_key: str | None = Field(default=None, repr=False)
     recovery: RecoverySettings | None = None
     watcher: ProcWatcher | JobWatcher | None = None

@@ -124,8 +124,6 @@ class TerraformTarget(Target):
                     )
         self.module_dir = terraform_root() / self.module
         self._rdv: tuple[tuple[str, str], Rendezvous] | None = None
-        # Launch keys of the clusters this target launched (the nodes' last words are
-        # sealed with it); a saved `up` cluster's is in its state.
         self._node_creds: NodeCredentials | None = None
 
     # ------------------------------------------------------------------ per target
